@@ -1,0 +1,53 @@
+import TagFixCore
+
+/// Exit codes, from BSD sysexits(3) where one fits. Documented in README.md.
+enum ExitCode {
+    static let success: Int32 = 0
+    /// Bad command line.
+    static let usage: Int32 = 64
+    /// A malformed input file (scenario, registry…).
+    static let dataError: Int32 = 65
+    /// An input file that does not exist or cannot be read.
+    static let noInput: Int32 = 66
+    /// A device or service is unavailable.
+    static let unavailable: Int32 = 69
+    /// An internal error: a bug.
+    static let software: Int32 = 70
+    /// An output file could not be written.
+    static let ioError: Int32 = 74
+}
+
+/// A failure that ends a command, with the exit code and the message for stderr.
+enum CLIError: Error, Sendable {
+    case usage(String, command: String?)
+    case data(DataFileError)
+    case noInput(DataFileError)
+    case ioError(String)
+
+    var exitCode: Int32 {
+        switch self {
+        case .usage: ExitCode.usage
+        case .data: ExitCode.dataError
+        case .noInput: ExitCode.noInput
+        case .ioError: ExitCode.ioError
+        }
+    }
+
+    var message: String {
+        switch self {
+        case .usage(let message, let command):
+            let help = command.map { "tagfix help \($0)" } ?? "tagfix --help"
+            return "error: \(message)\n(see '\(help)')"
+        case .data(let error), .noInput(let error):
+            return "error: \(error)"
+        case .ioError(let message):
+            return "error: \(message)"
+        }
+    }
+
+    /// A data-file error as the right exit: a missing or unreadable file is "no input" (66),
+    /// anything wrong inside it is "data error" (65).
+    static func file(_ error: DataFileError) -> CLIError {
+        error.unreadable ? .noInput(error) : .data(error)
+    }
+}

@@ -1,0 +1,28 @@
+import TagFixCore
+
+/// Builds one JSON object in key order: the CLI's JSON Lines stay stable and readable.
+struct JSONObjectWriter {
+    private var parts: [String] = []
+
+    mutating func add(_ key: String, _ value: String?) {
+        parts.append("\(JSONValue.quoted(key)):\(value.map(JSONValue.quoted) ?? "null")")
+    }
+
+    mutating func add(_ key: String, _ value: Double?, digits: Int = 3) {
+        parts.append("\(JSONValue.quoted(key)):\(value.map { JSONValue.number($0, digits: digits) } ?? "null")")
+    }
+
+    mutating func add(_ key: String, _ value: Int?) {
+        parts.append("\(JSONValue.quoted(key)):\(value.map(String.init) ?? "null")")
+    }
+
+    mutating func add(_ key: String, _ value: Bool) {
+        parts.append("\(JSONValue.quoted(key)):\(value)")
+    }
+
+    mutating func add(_ key: String, raw json: String?) {
+        parts.append("\(JSONValue.quoted(key)):\(json ?? "null")")
+    }
+
+    var text: String { "{" + parts.joined(separator: ",") + "}" }
+}

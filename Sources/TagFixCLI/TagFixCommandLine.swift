@@ -1,0 +1,79 @@
+import Foundation
+
+/// The `tagfix` command line: parses arguments, runs one command, returns its exit code.
+public enum TagFixCommandLine {
+    static let version = "0.1.0"
+
+    static let commands: [CommandSpec] = [VerifyCommand.spec, helpSpec]
+
+    static let helpSpec = CommandSpec(
+        name: "help", abstract: "Show help for tagfix or one of its commands.",
+        positionals: [.init(name: "COMMAND", help: "The command to explain.", optional: true)])
+
+    static var overview: String {
+        var text = """
+            tagfix — confirm NFC tag placements against live GPS.
+
+            USAGE: tagfix COMMAND [options]
+
+            COMMANDS:
+
+            """
+        for command in commands { text += CommandSpec.row(command.name, command.abstract) }
+        text += """
+
+            Run 'tagfix help COMMAND' for a command's options and examples.
+            Exit codes: 0 ok, 64 usage error, 65 malformed input file, 66 input file missing or \
+            unreadable, 69 device unavailable, 70 internal error, 74 output error.
+            """
+        return text
+    }
+
+    /// Runs the process's command line and exits with the command's code.
+    public static func main() async -> Never {
+        let code = await run(Array(CommandLine.arguments.dropFirst()), output: StandardOutput())
+        exit(code)
+    }
+
+    /// Runs one command line (without the program name), writing to `output`.
+    /// - Returns: the exit code (see `overview`).
+    public static func run(_ arguments: [String], output: some TerminalOutput) async -> Int32 {
+        do {
+            try await dispatch(arguments, output)
+            return ExitCode.success
+        } catch {
+            output.err(error.message)
+            return error.exitCode
+        }
+    }
+
+    private static func dispatch(_ arguments: [String], _ io: some TerminalOutput) async throws(CLIError) {
+        guard let first = arguments.first else {
+            io.err(overview)
+            throw .usage("no command given", command: nil)
+        }
+        let rest = Array(arguments.dropFirst())
+        switch first {
+        case "-h", "--help":
+            io.out(overview)
+        case "--version":
+            io.out("tagfix \(version)")
+        case "help":
+            let parsed = try helpSpec.parse(rest)
+            guard let name = parsed.positionals.first else {
+                io.out(overview)
+                return
+            }
+            guard let spec = commands.first(where: { $0.name == name }) else {
+                throw .usage("no command named \"\(name)\"", command: nil)
+            }
+            io.out(spec.help)
+        case VerifyCommand.spec.name:
+            let parsed = try VerifyCommand.spec.parse(rest)
+            if parsed.helpRequested { return io.out(VerifyCommand.spec.help) }
+            try await VerifyCommand(parsed).run(io)
+        default:
+            throw .usage(first.hasPrefix("-") ? "unknown option \(first)" : "unknown command \"\(first)\"", command: nil)
+        }
+    }
+}

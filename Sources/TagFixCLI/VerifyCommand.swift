@@ -1,0 +1,139 @@
+import Foundation
+import Synchronization
+import TagFixCore
+import TagFixDevices
+import TagFixTesting
+
+/// `tagfix verify`: confirm each tag scan against where the tag should be.
+struct VerifyCommand {
+    static let spec = CommandSpec(
+        name: "verify",
+        abstract: "Confirm each tag scan against where the tag should be.",
+        discussion: """
+            Each scan gets one verdict: confirmed, outside (the tag moved), inconclusive (the fix is \
+            too poor or too old — the line says what to do), notRegistered, or disallowed.
+            The expected region comes from the registry (by the URL's tag id, then the UID), else \
+            from the location in the tag's URL (?lat=…&lon=…&r=… or geo:lat,lon;u=…).
+            With --scenario the whole pipeline runs on mock devices; the scenario format is in \
+            docs/scenarios.md.
+            """,
+        options: [
+            .init(name: "scenario", valueName: "FILE", help: "Run a scenario file on mock devices."),
+            .init(name: "registry", valueName: "FILE", help: "Registry of tag placements (CSV or JSON); default: the scenario's."),
+            .init(name: "json", valueName: nil, help: "Print one JSON object per verdict (JSON Lines)."),
+            .init(name: "realtime", valueName: nil, help: "Play the scenario on the wall clock through the live pipeline."),
+            .init(name: "max-accuracy", valueName: "M", help: "Worst usable GPS accuracy in metres (95 %); default 50."),
+            .init(name: "max-fix-age", valueName: "S", help: "Oldest usable fix, seconds from the scan; default 2."),
+            .init(name: "fix-timeout", valueName: "S", help: "How long a scan waits for a fix, seconds; default 5."),
+            .init(name: "max-radius", valueName: "M", help: "Cap for region radii in metres; default 500 (the App Clip limit)."),
+            .init(name: "default-url-radius", valueName: "M", help: "Radius for a URL location that gives none; default: none (an error)."),
+            .init(name: "allow-simulated", valueName: nil, help: "Let simulated fixes (gpsd status 8) decide verdicts."),
+            .init(name: "no-confirmation", valueName: nil, help: "Turn location confirmation off: every scan is disallowed."),
+            .init(name: "disallow", valueName: "TAG", help: "Turn confirmation off for a tag id or UID.", repeatable: true),
+        ],
+        examples: [
+            "tagfix verify --scenario Examples/site/scenario.json",
+            "tagfix verify --scenario Examples/site/scenario.json --json | jq .verdict",
+            "tagfix verify --scenario walk.json --registry site.csv --max-accuracy 20",
+        ])
+
+    var scenarioPath: String
+    var registryPath: String?
+    var json: Bool
+    var realtime: Bool
+    var overrides: (inout VerificationPolicy) -> Void
+
+    init(_ arguments: ParsedArguments) throws(CLIError) {
+        let name = Self.spec.name
+        guard let scenario = arguments.value("scenario") else {
+            throw .usage("verify needs --scenario FILE (mock devices)", command: name)
+        }
+        scenarioPath = scenario
+        registryPath = arguments.value("registry")
+        json = arguments.flag("json")
+        realtime = arguments.flag("realtime")
+        let maxAccuracy = try arguments.number("max-accuracy", in: 0.1...10_000, command: name)
+        let maxFixAge = try arguments.seconds("max-fix-age", in: 0...3600, command: name)
+        let fixTimeout = try arguments.seconds("fix-timeout", in: 0...3600, command: name)
+        let maxRadius = try arguments.number("max-radius", in: 0.1...100_000, command: name)
+        let defaultRadius = try arguments.number("default-url-radius", in: 0.1...100_000, command: name)
+        let allowSimulated = arguments.flag("allow-simulated")
+        let noConfirmation = arguments.flag("no-confirmation")
+        let disallowed = arguments.all("disallow")
+        overrides = { policy in
+            if let maxAccuracy { policy.maximumAccuracy = maxAccuracy }
+            if let maxFixAge { policy.maximumFixAge = maxFixAge }
+            if let fixTimeout { policy.fixTimeout = fixTimeout }
+            if let maxRadius { policy.maximumRadius = maxRadius }
+            if let defaultRadius { policy.defaultURLRadius = defaultRadius }
+            if allowSimulated { policy.allowSimulatedFixes = true }
+            if noConfirmation { policy.locationConfirmation = false }
+            policy.disallowedTags.formUnion(disallowed)
+        }
+        if let defaultRadius, let maxRadius, defaultRadius > maxRadius {
+            throw .usage("--default-url-radius \(defaultRadius) is above --max-radius \(maxRadius)", command: name)
+        }
+    }
+
+    func run(_ io: some TerminalOutput) async throws(CLIError) {
+        let scenario: Scenario
+        do {
+            scenario = try ScenarioLoader.load(path: scenarioPath)
+        } catch {
+            throw .file(error)
+        }
+        var policy = scenario.policy
+        overrides(&policy)
+
+        var registry = InMemoryRegistry()
+        var registryName = "no registry"
+        let chosenRegistry = registryPath ?? scenario.registryPath.map { path in
+            path.hasPrefix("/") ? path : ((scenarioPath as NSString).deletingLastPathComponent as NSString).appendingPathComponent(path)
+        }
+        if let path = chosenRegistry {
+            do {
+                registry = try RegistryFile.parse(try TextFile.read(path), maximumRadius: policy.maximumRadius)
+            } catch {
+                throw .file(error.file == nil ? error.inFile(path) : error)
+            }
+            registryName = "\(registry.count) tag\(registry.count == 1 ? "" : "s") from \(path)"
+        }
+        let verifier = Verifier(policy: policy, registry: registry)
+        if !json { io.out("\(scenario.name) — \(registryName)") }
+
+        let printer = VerdictPrinter(json: json, io: io)
+        if realtime {
+            let clock = WallClock()
+            let devices = scenario.devices(clock: clock, origin: clock.now)
+            await LiveVerifier(verifier: verifier, clock: clock).run(reader: devices.reader, gps: devices.gps) { event in
+                printer.print(event)
+            }
+        } else {
+            ScenarioReplay.run(scenario, verifier: verifier) { printer.print($0) }
+        }
+        if !json { io.out(printer.summary) }
+    }
+}
+
+/// Prints verifier events as they come and keeps the tally.
+final class VerdictPrinter: Sendable {
+    let json: Bool
+    let io: any TerminalOutput
+    private let tally = Mutex(VerdictTally())
+
+    init(json: Bool, io: any TerminalOutput) {
+        self.json = json
+        self.io = io
+    }
+
+    func print(_ event: VerifierEvent) {
+        if case .verdict(let verdict) = event {
+            tally.withLock { $0.add(verdict) }
+            io.out(json ? VerdictFormat.json(verdict) : VerdictFormat.line(verdict))
+        } else if !json, let line = DeviceEventFormat.line(event) {
+            io.out(line)
+        }
+    }
+
+    var summary: String { tally.withLock { $0.summary } }
+}

@@ -1,0 +1,145 @@
+/// A CSV reader (RFC 4180: quoted fields, doubled quotes, CRLF or LF) that keeps line numbers.
+/// Lines starting with `#` and blank lines are skipped.
+public enum CSV {
+    /// One record and the line it started on.
+    public struct Row: Sendable, Hashable {
+        public var line: Int
+        public var fields: [String]
+    }
+
+    public static func parse(_ text: String) throws(DataFileError) -> [Row] {
+        var rows: [Row] = []
+        var fields: [String] = []
+        var field: [UInt8] = []
+        var inQuotes = false
+        var line = 1
+        var rowLine = 1
+        var atRowStart = true
+        var fieldWasQuoted = false
+        let bytes = Array(text.utf8)
+        var i = 0
+
+        func finishField() throws(DataFileError) {
+            guard let value = String(validating: field, as: UTF8.self) else {
+                throw DataFileError(line: rowLine, message: "field is not valid UTF-8")
+            }
+            fields.append(fieldWasQuoted ? value : value.trimmingSpaces())
+            field = []
+            fieldWasQuoted = false
+        }
+
+        while i < bytes.count {
+            let byte = bytes[i]
+            if atRowStart {
+                rowLine = line
+                if byte == UInt8(ascii: "#") {
+                    while i < bytes.count, bytes[i] != 0x0A { i += 1 }
+                    continue
+                }
+                if byte == 0x0A {
+                    line += 1
+                    i += 1
+                    continue
+                }
+                if byte == 0x0D {
+                    i += 1
+                    continue
+                }
+                atRowStart = false
+            }
+            if inQuotes {
+                if byte == UInt8(ascii: "\"") {
+                    if i + 1 < bytes.count, bytes[i + 1] == UInt8(ascii: "\"") {
+                        field.append(byte)
+                        i += 2
+                        continue
+                    }
+                    inQuotes = false
+                    i += 1
+                    continue
+                }
+                if byte == 0x0A { line += 1 }
+                field.append(byte)
+                i += 1
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""):
+                guard field.allSatisfy({ $0 == 0x20 }) else {
+                    throw DataFileError(line: line, message: "a quote inside an unquoted field (quote the whole field)")
+                }
+                field = []
+                inQuotes = true
+                fieldWasQuoted = true
+            case UInt8(ascii: ","):
+                try finishField()
+            case 0x0D:
+                break
+            case 0x0A:
+                try finishField()
+                rows.append(Row(line: rowLine, fields: fields))
+                fields = []
+                line += 1
+                atRowStart = true
+            default:
+                if fieldWasQuoted, byte != 0x20 {
+                    throw DataFileError(line: line, message: "text after a closing quote")
+                }
+                if !fieldWasQuoted { field.append(byte) }
+            }
+            i += 1
+        }
+        if inQuotes { throw DataFileError(line: rowLine, message: "unterminated quoted field") }
+        if !atRowStart {
+            try finishField()
+            rows.append(Row(line: rowLine, fields: fields))
+        }
+        return rows
+    }
+}
+
+extension String {
+    func trimmingSpaces() -> String {
+        var scalars = Substring(self)
+        while let first = scalars.first, first == " " || first == "\t" { scalars.removeFirst() }
+        while let last = scalars.last, last == " " || last == "\t" { scalars.removeLast() }
+        return String(scalars)
+    }
+}
+
+/// A problem in a data file (registry, scenario…), with the line it is on.
+///
+/// `description` reads `FILE:LINE: message` once `file` is set by the layer that read the file.
+public struct DataFileError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var file: String?
+    public var line: Int?
+    public var message: String
+    /// The file itself could not be read (missing, no permission), as opposed to malformed.
+    public var unreadable: Bool
+
+    public init(file: String? = nil, line: Int?, message: String, unreadable: Bool = false) {
+        self.file = file
+        self.line = line
+        self.message = message
+        self.unreadable = unreadable
+    }
+
+    public func inFile(_ file: String) -> DataFileError {
+        var copy = self
+        copy.file = file
+        return copy
+    }
+
+    public var description: String {
+        var prefix = file ?? "input"
+        if let line { prefix += ":\(line)" }
+        return "\(prefix): \(message)"
+    }
+}
+
+extension DataFileError {
+    /// A JSON syntax error as a data-file error at its line.
+    public init(_ error: JSONSyntaxError) {
+        self.init(line: error.line, message: "invalid JSON at column \(error.column): \(error.message)")
+    }
+}

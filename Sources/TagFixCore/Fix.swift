@@ -1,0 +1,110 @@
+/// One position report from a GNSS receiver (through gpsd or a mock).
+///
+/// Unknown values are `nil`, never NaN. `horizontalAccuracy` is a radius in metres that the
+/// verifier treats as a **95 % confidence** bound, the convention gpsd uses for `eph`, `epx` and
+/// `epy` (see docs/verifier.md).
+public struct Fix: Sendable, Hashable {
+    /// What the receiver says about its solution: gpsd's TPV `mode`.
+    public enum Mode: Int, Sendable, Hashable, Comparable, CustomStringConvertible {
+        case noFix = 1
+        case twoD = 2
+        case threeD = 3
+
+        public static func < (lhs: Mode, rhs: Mode) -> Bool { lhs.rawValue < rhs.rawValue }
+
+        public var description: String {
+            switch self {
+            case .noFix: "no fix"
+            case .twoD: "2D"
+            case .threeD: "3D"
+            }
+        }
+    }
+
+    /// The kind of solution: gpsd's TPV `status` (3.22 numbering; gpsd sends 0 or omits it for a
+    /// plain GPS fix, which is normalised to `.gps`).
+    public enum Status: Int, Sendable, Hashable, CustomStringConvertible {
+        case unknown = 0
+        case gps = 1
+        case dgps = 2
+        case rtkFixed = 3
+        case rtkFloat = 4
+        case deadReckoning = 5
+        case gnssDeadReckoning = 6
+        case timeOnly = 7
+        case simulated = 8
+        case precise = 9
+
+        /// The name used in JSON and scenario files.
+        public var name: String {
+            switch self {
+            case .unknown: "unknown"
+            case .gps: "gps"
+            case .dgps: "dgps"
+            case .rtkFixed: "rtk_fixed"
+            case .rtkFloat: "rtk_float"
+            case .deadReckoning: "dead_reckoning"
+            case .gnssDeadReckoning: "gnss_dead_reckoning"
+            case .timeOnly: "time_only"
+            case .simulated: "simulated"
+            case .precise: "precise"
+            }
+        }
+
+        public init?(name: String) {
+            guard let match = (0...9).lazy.compactMap(Status.init(rawValue:)).first(where: { $0.name == name })
+            else { return nil }
+            self = match
+        }
+
+        public var description: String { name }
+    }
+
+    /// Receiver time of the fix (UTC), not the time it arrived.
+    public var time: Timestamp
+    public var mode: Mode
+    /// Present when `mode` is 2D or 3D.
+    public var coordinate: Coordinate?
+    /// Horizontal error radius in metres, 95 % confidence; `nil` when the receiver gave none.
+    public var horizontalAccuracy: Double?
+    public var status: Status
+    public var satellitesUsed: Int?
+    /// Height above the ellipsoid, metres. Informational: the verifier ignores altitude.
+    public var altitudeHAE: Double?
+    /// Speed over ground, m/s.
+    public var speed: Double?
+    /// The device gpsd read it from, e.g. `/dev/ttyACM0`.
+    public var device: String?
+
+    public init(
+        time: Timestamp, mode: Mode, coordinate: Coordinate?, horizontalAccuracy: Double?,
+        status: Status = .gps, satellitesUsed: Int? = nil, altitudeHAE: Double? = nil,
+        speed: Double? = nil, device: String? = nil
+    ) {
+        self.time = time
+        self.mode = mode
+        self.coordinate = mode == .noFix ? nil : coordinate
+        self.horizontalAccuracy = horizontalAccuracy.flatMap { $0.isFinite && $0 >= 0 ? $0 : nil }
+        self.status = status
+        self.satellitesUsed = satellitesUsed
+        self.altitudeHAE = altitudeHAE.flatMap { $0.isFinite ? $0 : nil }
+        self.speed = speed.flatMap { $0.isFinite ? $0 : nil }
+        self.device = device
+    }
+
+    /// A fix that gives a position (2D or 3D with a coordinate).
+    public var hasPosition: Bool { mode >= .twoD && coordinate != nil }
+
+    /// The horizontal accuracy from gpsd's error estimates: `eph` when given, otherwise the
+    /// root-sum-square of `epx` and `epy` (a circle enclosing the error ellipse's axes). NaN,
+    /// negative or missing inputs count as unknown.
+    public static func horizontalAccuracy(eph: Double?, epx: Double?, epy: Double?) -> Double? {
+        func valid(_ value: Double?) -> Double? {
+            guard let value, value.isFinite, value >= 0 else { return nil }
+            return value
+        }
+        if let eph = valid(eph) { return eph }
+        if let epx = valid(epx), let epy = valid(epy) { return (epx * epx + epy * epy).squareRoot() }
+        return nil
+    }
+}

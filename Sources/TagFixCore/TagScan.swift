@@ -1,0 +1,126 @@
+/// A tag's unique identifier (ISO 14443 UID, FeliCa IDm…), 4 to 10 bytes.
+public struct TagUID: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public let bytes: [UInt8]
+
+    public init(bytes: [UInt8]) throws(TagUIDError) {
+        guard (4...10).contains(bytes.count) else { throw .badLength(bytes.count) }
+        self.bytes = bytes
+    }
+
+    /// Parses hex with optional `:`, `-` or space separators, e.g. `04:A1:B2:C3:D4:E5:F6`.
+    public init(hex text: String) throws(TagUIDError) {
+        var bytes: [UInt8] = []
+        var high: UInt8?
+        for character in text.utf8 {
+            if character == UInt8(ascii: ":") || character == UInt8(ascii: "-") || character == UInt8(ascii: " ") {
+                guard high == nil else { throw .notHex(text) }
+                continue
+            }
+            guard let nibble = Hex.nibble(character) else { throw .notHex(text) }
+            if let h = high {
+                bytes.append(h << 4 | nibble)
+                high = nil
+            } else {
+                high = nibble
+            }
+        }
+        guard high == nil else { throw .notHex(text) }
+        try self.init(bytes: bytes)
+    }
+
+    /// Upper-case hex without separators, e.g. `04A1B2C3D4E5F6`.
+    public var hex: String { Hex.encode(bytes) }
+    public var description: String { hex }
+
+    public static func < (lhs: TagUID, rhs: TagUID) -> Bool { lhs.bytes.lexicographicallyPrecedes(rhs.bytes) }
+}
+
+public enum TagUIDError: Error, Sendable, Hashable, CustomStringConvertible {
+    case badLength(Int)
+    case notHex(String)
+
+    public var description: String {
+        switch self {
+        case .badLength(let count): "a tag UID has 4 to 10 bytes, not \(count)"
+        case .notHex(let text): "tag UID \"\(text)\" is not hex bytes (e.g. 04A1B2C3D4E5F6)"
+        }
+    }
+}
+
+/// What kind of tag was read. Open-ended: backends may report types this list does not name.
+public struct TagType: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    public static let ntag210 = TagType(rawValue: "ntag210")
+    public static let ntag212 = TagType(rawValue: "ntag212")
+    public static let ntag213 = TagType(rawValue: "ntag213")
+    public static let ntag215 = TagType(rawValue: "ntag215")
+    public static let ntag216 = TagType(rawValue: "ntag216")
+    public static let mifareUltralight = TagType(rawValue: "mifare_ultralight")
+    public static let mifareUltralightEV1 = TagType(rawValue: "mifare_ultralight_ev1")
+    public static let mifareUltralightC = TagType(rawValue: "mifare_ultralight_c")
+    public static let type2 = TagType(rawValue: "type2")
+    public static let type4 = TagType(rawValue: "type4")
+    public static let felica = TagType(rawValue: "felica")
+    public static let mifareClassic1K = TagType(rawValue: "mifare_classic_1k")
+    public static let mifareClassic4K = TagType(rawValue: "mifare_classic_4k")
+    public static let unknown = TagType(rawValue: "unknown")
+
+    public var description: String { rawValue }
+}
+
+/// How a scan reached us. App Clip location confirmation only applies to physical tags.
+public enum ScanSource: String, Sendable, Hashable {
+    /// Read from a physical tag by a reader.
+    case nfc
+    /// A URL that did not come from a tag (typed in, a link, a QR code): never confirmed.
+    case link
+}
+
+/// One read of one tag: what the verifier gets from a reader.
+public struct TagScan: Sendable, Hashable {
+    public var readerID: String
+    public var uid: TagUID
+    public var tagType: TagType
+    /// The tag's first URI record, as text; `nil` when the tag holds none.
+    public var url: String?
+    /// When the tag was read, on the injected clock.
+    public var time: Timestamp
+    public var source: ScanSource
+
+    public init(
+        readerID: String, uid: TagUID, tagType: TagType, url: String?, time: Timestamp,
+        source: ScanSource = .nfc
+    ) {
+        self.readerID = readerID
+        self.uid = uid
+        self.tagType = tagType
+        self.url = url
+        self.time = time
+        self.source = source
+    }
+}
+
+/// Hex helpers shared by the core's parsers.
+enum Hex {
+    static func nibble(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: c - 0x30
+        case 0x41...0x46: c - 0x41 + 10
+        case 0x61...0x66: c - 0x61 + 10
+        default: nil
+        }
+    }
+
+    static func encode(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789ABCDEF".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

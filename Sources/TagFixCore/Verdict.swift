@@ -1,0 +1,166 @@
+/// The rules a verification run applies. Defaults suit a field tech with a consumer GPS puck.
+public struct VerificationPolicy: Sendable, Hashable {
+    /// Location confirmation on for this run. Off: every scan is `disallowed`.
+    public var locationConfirmation = true
+    /// Tag identifiers (or UIDs in hex) for which confirmation is turned off.
+    public var disallowedTags: Set<String> = []
+    /// The oldest fix, relative to the scan, that may decide a verdict.
+    public var maximumFixAge: Duration = .seconds(2)
+    /// The worst horizontal accuracy (95 % radius, metres) that may decide a verdict.
+    public var maximumAccuracy = 50.0
+    /// Whether fixes gpsd marks as simulated (status 8) may decide a verdict.
+    public var allowSimulatedFixes = false
+    /// How long to wait for a fix when a scan finds none fresh enough.
+    public var fixTimeout: Duration = .seconds(5)
+    /// How long to wait for the fix after the scan, when a fresh one before it is already
+    /// there, so the two can be interpolated. Zero decides on the earlier fix at once.
+    public var interpolationWait: Duration = .milliseconds(1500)
+    /// The cap for region radii (App Clips: 500 m).
+    public var maximumRadius = CircularRegion.defaultMaximumRadius
+    /// The radius used when a tag's URL gives a position but no radius; `nil` makes that an error.
+    public var defaultURLRadius: Double?
+
+    public init() {}
+}
+
+/// Where the expected region came from.
+public enum RegionSource: String, Sendable, Hashable {
+    case registry
+    case url
+}
+
+/// Why a verdict is inconclusive. Each says what to do next.
+public enum InconclusiveReason: Sendable, Hashable, CustomStringConvertible {
+    /// No fix at all, or the receiver reports no fix.
+    case noFix
+    /// The closest fix is older (or newer) than the policy allows.
+    case staleFix(age: Duration, limit: Duration)
+    /// The fix's accuracy is worse than the policy allows.
+    case poorAccuracy(accuracy: Double, limit: Double)
+    /// The receiver gave no error estimate.
+    case unknownAccuracy
+    /// The fix is simulated and the policy forbids simulated fixes.
+    case simulatedFix
+    /// The uncertainty circle lies across the region's edge.
+    case straddlesBoundary
+    /// The tag's URL carries a location that cannot be used.
+    case invalidTagLocation(URLLocationError)
+    /// The registry could not be read.
+    case registryUnavailable(RegistryError)
+
+    /// A stable machine-readable code for JSON output.
+    public var code: String {
+        switch self {
+        case .noFix: "no_fix"
+        case .staleFix: "stale_fix"
+        case .poorAccuracy: "poor_accuracy"
+        case .unknownAccuracy: "unknown_accuracy"
+        case .simulatedFix: "simulated_fix"
+        case .straddlesBoundary: "straddles_boundary"
+        case .invalidTagLocation: "invalid_tag_location"
+        case .registryUnavailable: "registry_unavailable"
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .noFix:
+            "no GPS fix: move to open sky and wait for a fix, then tap again"
+        case .staleFix(let age, let limit):
+            "the nearest fix is \(format(age.seconds)) s from the scan (limit \(format(limit.seconds)) s): wait for a fresh fix, then tap again"
+        case .poorAccuracy(let accuracy, let limit):
+            "GPS accuracy ±\(format(accuracy)) m is worse than ±\(format(limit)) m: wait for a better fix, then tap again"
+        case .unknownAccuracy:
+            "the receiver reports no accuracy estimate: wait for a fix with satellites in view, then tap again"
+        case .simulatedFix:
+            "the fix is simulated (gpsd status 8): use a real receiver, or allow simulated fixes"
+        case .straddlesBoundary:
+            "the accuracy circle crosses the region's edge: wait for a better fix, then tap again"
+        case .invalidTagLocation(let error):
+            "\(error): rewrite the tag's URL"
+        case .registryUnavailable(let error):
+            "\(error): check the registry file"
+        }
+    }
+}
+
+/// Why confirmation was not attempted (App Clip `disallowed`).
+public enum DisallowedReason: Sendable, Hashable, CustomStringConvertible {
+    case confirmationDisabled
+    case tagDisallowed(String)
+    case notPhysicalTag
+
+    public var code: String {
+        switch self {
+        case .confirmationDisabled: "confirmation_disabled"
+        case .tagDisallowed: "tag_disallowed"
+        case .notPhysicalTag: "not_physical_tag"
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .confirmationDisabled: "location confirmation is turned off for this run"
+        case .tagDisallowed(let id): "location confirmation is turned off for tag \(id)"
+        case .notPhysicalTag: "the URL did not come from a physical tag"
+        }
+    }
+}
+
+/// The outcome for one scan.
+public struct Verdict: Sendable, Hashable {
+    public enum Kind: Sendable, Hashable {
+        /// Distance plus accuracy lies within the radius.
+        case confirmed
+        /// Distance minus accuracy lies beyond the radius.
+        case outside
+        case inconclusive(InconclusiveReason)
+        /// No registry entry and no location in the URL (App Clip `doesNotMatch`).
+        case notRegistered
+        case disallowed(DisallowedReason)
+
+        /// `confirmed`, `outside`, `inconclusive`, `notRegistered` or `disallowed`.
+        public var name: String {
+            switch self {
+            case .confirmed: "confirmed"
+            case .outside: "outside"
+            case .inconclusive: "inconclusive"
+            case .notRegistered: "notRegistered"
+            case .disallowed: "disallowed"
+            }
+        }
+
+        /// The reason's code, if the kind has one.
+        public var reasonCode: String? {
+            switch self {
+            case .inconclusive(let reason): reason.code
+            case .disallowed(let reason): reason.code
+            default: nil
+            }
+        }
+    }
+
+    public var kind: Kind
+    public var scan: TagScan
+    /// The tag identifier from the URL, or the registry entry's.
+    public var tagID: String?
+    public var region: CircularRegion?
+    public var regionSource: RegionSource?
+    /// The registry entry's name, if any.
+    public var regionName: String?
+    /// The fix that decided (interpolated to the scan time when two were used).
+    public var fix: Fix?
+    /// Time between the scan and the nearest fix used.
+    public var fixAge: Duration?
+    /// Whether `fix` was interpolated between the fixes before and after the scan.
+    public var interpolated: Bool
+    /// Geodesic distance from the region's centre to the fix, metres.
+    public var distance: Double?
+    /// The fix's horizontal accuracy, metres (95 %).
+    public var accuracy: Double?
+    /// Azimuth from the region's centre to the fix, degrees: where the tag is, seen from where it
+    /// should be.
+    public var bearing: Double?
+}
+
+private func format(_ value: Double) -> String { Coordinate.format(value, 1) }

@@ -1,0 +1,172 @@
+/// The real-time verifier as a state machine: scans and fixes go in, verdicts come out, and
+/// `nextDeadline` says when the driver must call `advance(to:)`. No I/O, no clock reads: the
+/// drivers (`LiveVerifier` on real or mock devices, `ScenarioReplay`) own time.
+///
+/// Every scan gets exactly one verdict:
+/// - a scan that needs no fix (not registered, disallowed…) is decided on arrival;
+/// - otherwise it waits for the first fix at or after the scan time, up to
+///   `policy.interpolationWait` when a fresh fix before it is already known, else up to
+///   `policy.fixTimeout`; then `Verifier.decide` picks the closest fix or interpolates.
+///
+/// Decisions depend only on timestamps, not on the order in which a scan and the fixes around it
+/// arrive: a fix later than a scan's deadline never decides it, whether it arrives before or after
+/// the deadline passes.
+public struct VerificationSession: Sendable {
+    public let verifier: Verifier
+    private var history = FixHistory()
+    private var pending: [Pending] = []
+
+    private struct Pending: Sendable {
+        var scan: TagScan
+        var region: CircularRegion
+        var source: RegionSource
+        var tagID: String?
+        var name: String?
+    }
+
+    public init(verifier: Verifier) {
+        self.verifier = verifier
+    }
+
+    private var policy: VerificationPolicy { verifier.policy }
+
+    /// Scans waiting for a fix.
+    public var pendingCount: Int { pending.count }
+
+    /// The most recent fix received.
+    public var latestFix: Fix? { history.latest }
+
+    /// The earliest time at which a waiting scan must be decided.
+    public var nextDeadline: Timestamp? {
+        pending.lazy.map { self.deadline(for: $0) }.min()
+    }
+
+    /// A scan arrives at `now` (on the driver's clock).
+    public mutating func receive(_ scan: TagScan, now: Timestamp) -> [Verdict] {
+        switch verifier.expectation(for: scan) {
+        case .decided(let verdict):
+            return [verdict]
+        case .region(let region, let source, let tagID, let name):
+            let waiting = Pending(scan: scan, region: region, source: source, tagID: tagID, name: name)
+            if history.first(after: scan.time, orAt: true) != nil {
+                // A fix at or after the scan is already known: no later fix can change the outcome.
+                return [decide(waiting)] + advance(to: now)
+            }
+            pending.append(waiting)
+            return advance(to: now)
+        }
+    }
+
+    /// A fix arrives.
+    public mutating func receive(_ fix: Fix) -> [Verdict] {
+        history.insert(fix, keeping: retention)
+        var decided: [Verdict] = []
+        var still: [Pending] = []
+        for waiting in pending {
+            let deadline = deadline(for: waiting)
+            if fix.time > deadline || fix.time >= waiting.scan.time {
+                decided.append(decide(waiting))
+            } else {
+                still.append(waiting)
+            }
+        }
+        pending = still
+        return decided.sorted { $0.scan.time < $1.scan.time }
+    }
+
+    /// Time has reached `now`: decide every scan whose deadline has passed.
+    public mutating func advance(to now: Timestamp) -> [Verdict] {
+        var decided: [Verdict] = []
+        var still: [Pending] = []
+        for waiting in pending {
+            if deadline(for: waiting) <= now {
+                decided.append(decide(waiting))
+            } else {
+                still.append(waiting)
+            }
+        }
+        pending = still
+        return decided.sorted { $0.scan.time < $1.scan.time }
+    }
+
+    /// The session ends: decide every waiting scan with the fixes known now.
+    public mutating func finish() -> [Verdict] {
+        let decided = pending.map { decide($0) }
+        pending = []
+        return decided.sorted { $0.scan.time < $1.scan.time }
+    }
+
+    // MARK: - Internals
+
+    private var retention: Duration {
+        policy.maximumFixAge + policy.fixTimeout + policy.interpolationWait + .seconds(60)
+    }
+
+    private func deadline(for waiting: Pending) -> Timestamp {
+        let t = waiting.scan.time
+        if let before = history.before(t), before.hasPosition,
+            before.time.duration(to: t) <= policy.maximumFixAge
+        {
+            return t.advanced(by: policy.interpolationWait)
+        }
+        return t.advanced(by: policy.fixTimeout)
+    }
+
+    private func decide(_ waiting: Pending) -> Verdict {
+        let t = waiting.scan.time
+        let deadline = deadline(for: waiting)
+        let after = history.first(after: t, orAt: false).flatMap { $0.time <= deadline ? $0 : nil }
+        return verifier.decide(
+            scan: waiting.scan, region: waiting.region, source: waiting.source, tagID: waiting.tagID,
+            name: waiting.name, before: history.before(t), after: after)
+    }
+}
+
+/// Recent fixes sorted by time, one per epoch (a later report for the same time replaces the
+/// earlier one, as gpsd refines the first epoch).
+struct FixHistory: Sendable {
+    private var fixes: [Fix] = []
+    private static let capacity = 8192
+
+    var latest: Fix? { fixes.last }
+
+    mutating func insert(_ fix: Fix, keeping retention: Duration) {
+        let index = firstIndex(after: fix.time, orAt: true)
+        if index < fixes.count, fixes[index].time == fix.time {
+            fixes[index] = fix
+        } else {
+            fixes.insert(fix, at: index)
+        }
+        // Prune in batches so the amortised cost stays constant.
+        guard let newest = fixes.last?.time else { return }
+        let horizon = newest.advanced(by: .zero - retention)
+        if fixes.count > Self.capacity || (fixes.count > 64 && fixes[fixes.count / 4].time < horizon) {
+            let cut = min(firstIndex(after: horizon, orAt: true), fixes.count - 1)
+            let overflow = max(0, fixes.count - Self.capacity)
+            fixes.removeFirst(max(cut, overflow))
+        }
+    }
+
+    /// The last fix at or before `time`.
+    func before(_ time: Timestamp) -> Fix? {
+        let index = firstIndex(after: time, orAt: false)
+        return index > 0 ? fixes[index - 1] : nil
+    }
+
+    /// The first fix after `time` (or at it, when `orAt`).
+    func first(after time: Timestamp, orAt: Bool) -> Fix? {
+        let index = firstIndex(after: time, orAt: orAt)
+        return index < fixes.count ? fixes[index] : nil
+    }
+
+    /// Index of the first fix with time > `time` (≥ when `orAt`).
+    private func firstIndex(after time: Timestamp, orAt: Bool) -> Int {
+        var low = 0, high = fixes.count
+        while low < high {
+            let middle = (low + high) / 2
+            let t = fixes[middle].time
+            if orAt ? t < time : t <= time { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+}

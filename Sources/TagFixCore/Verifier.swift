@@ -1,0 +1,138 @@
+/// The verifier's decision, as a pure function of a scan, its region and the fixes around it.
+public struct Verifier: Sendable {
+    public var policy: VerificationPolicy
+    public var registry: any TagRegistry
+
+    public init(policy: VerificationPolicy = VerificationPolicy(), registry: any TagRegistry) {
+        self.policy = policy
+        self.registry = registry
+    }
+
+    /// What a scan is checked against, found without any fix.
+    public enum Expectation: Sendable {
+        /// Decided without a fix: not registered, disallowed, or a broken URL location.
+        case decided(Verdict)
+        case region(CircularRegion, RegionSource, tagID: String?, name: String?)
+    }
+
+    /// Finds the expected region: policy first, then (1) the registry by tag id or UID, then (2) the
+    /// location in the URL.
+    public func expectation(for scan: TagScan) -> Expectation {
+        var location: URLLocation?
+        var locationError: URLLocationError?
+        if let url = scan.url {
+            do {
+                location = try URLLocation(url: url, defaultRadius: policy.defaultURLRadius, maximumRadius: policy.maximumRadius)
+            } catch {
+                locationError = error
+            }
+        }
+        let tagID = location?.tagID
+        func verdict(_ kind: Verdict.Kind, id: String? = tagID) -> Expectation {
+            .decided(Verdict(kind: kind, scan: scan, tagID: id, interpolated: false))
+        }
+        guard policy.locationConfirmation else { return verdict(.disallowed(.confirmationDisabled)) }
+        guard scan.source == .nfc else { return verdict(.disallowed(.notPhysicalTag)) }
+        if let tagID, policy.disallowedTags.contains(tagID) { return verdict(.disallowed(.tagDisallowed(tagID))) }
+        if policy.disallowedTags.contains(scan.uid.hex) { return verdict(.disallowed(.tagDisallowed(scan.uid.hex))) }
+
+        let entry: RegistryEntry?
+        do {
+            entry = try registry.entry(forTagID: tagID, uid: scan.uid)
+        } catch {
+            return verdict(.inconclusive(.registryUnavailable(error)))
+        }
+        if let entry {
+            if policy.disallowedTags.contains(entry.id) { return verdict(.disallowed(.tagDisallowed(entry.id)), id: entry.id) }
+            return .region(entry.region, .registry, tagID: entry.id, name: entry.name)
+        }
+        if let locationError { return verdict(.inconclusive(.invalidTagLocation(locationError))) }
+        if let region = location?.region { return .region(region, .url, tagID: tagID, name: nil) }
+        return verdict(.notRegistered)
+    }
+
+    /// Decides a scan against its region, given the fix at or before the scan time and the one
+    /// after it (each optional). Uses the fix closest in time; interpolates when both are fresh.
+    public func decide(
+        scan: TagScan, region: CircularRegion, source: RegionSource, tagID: String?, name: String?,
+        before: Fix?, after: Fix?
+    ) -> Verdict {
+        var verdict = Verdict(
+            kind: .inconclusive(.noFix), scan: scan, tagID: tagID, region: region, regionSource: source,
+            regionName: name, interpolated: false)
+        let t = scan.time
+        func age(_ fix: Fix) -> Duration {
+            let d = fix.time.duration(to: t)
+            return d < .zero ? .zero - d : d
+        }
+        func fresh(_ fix: Fix) -> Bool { age(fix) <= policy.maximumFixAge }
+
+        let chosen: Fix
+        let chosenAge: Duration
+        if let before, let after, before.hasPosition, after.hasPosition, fresh(before), fresh(after),
+            let blended = Self.interpolate(before, after, at: t)
+        {
+            chosen = blended
+            chosenAge = min(age(before), age(after))
+            verdict.interpolated = true
+        } else if let nearest = [before, after].compactMap({ $0 }).min(by: { age($0) < age($1) }) {
+            chosen = nearest
+            chosenAge = age(nearest)
+        } else {
+            return verdict
+        }
+        verdict.fix = chosen
+        verdict.fixAge = chosenAge
+        verdict.accuracy = chosen.horizontalAccuracy
+
+        guard chosenAge <= policy.maximumFixAge else {
+            verdict.kind = .inconclusive(.staleFix(age: chosenAge, limit: policy.maximumFixAge))
+            return verdict
+        }
+        guard chosen.hasPosition, let position = chosen.coordinate else { return verdict }
+        let line = Geodesic.inverse(from: region.center, to: position)
+        verdict.distance = line.distance
+        verdict.bearing = line.distance > 0 ? line.initialAzimuth : nil
+        guard policy.allowSimulatedFixes || chosen.status != .simulated else {
+            verdict.kind = .inconclusive(.simulatedFix)
+            return verdict
+        }
+        guard let accuracy = chosen.horizontalAccuracy else {
+            verdict.kind = .inconclusive(.unknownAccuracy)
+            return verdict
+        }
+        guard accuracy <= policy.maximumAccuracy else {
+            verdict.kind = .inconclusive(.poorAccuracy(accuracy: accuracy, limit: policy.maximumAccuracy))
+            return verdict
+        }
+        if line.distance + accuracy <= region.radius {
+            verdict.kind = .confirmed
+        } else if line.distance - accuracy > region.radius {
+            verdict.kind = .outside
+        } else {
+            verdict.kind = .inconclusive(.straddlesBoundary)
+        }
+        return verdict
+    }
+
+    /// Linear interpolation in time between two positioned fixes (longitude across the
+    /// antimeridian handled). The accuracy is the worse of the two; the status is simulated if
+    /// either is.
+    static func interpolate(_ a: Fix, _ b: Fix, at time: Timestamp) -> Fix? {
+        guard let p = a.coordinate, let q = b.coordinate else { return nil }
+        let span = a.time.duration(to: b.time).seconds
+        let fraction = span > 0 ? min(1, max(0, a.time.duration(to: time).seconds / span)) : 0
+        let latitude = p.latitude + (q.latitude - p.latitude) * fraction
+        let longitude = Geodesic.normalizedDegrees(
+            p.longitude + Geodesic.normalizedDegrees(q.longitude - p.longitude) * fraction)
+        guard let coordinate = try? Coordinate(latitude: latitude, longitude: longitude == -180 ? 180 : longitude)
+        else { return nil }
+        let accuracy: Double? =
+            if let x = a.horizontalAccuracy, let y = b.horizontalAccuracy { max(x, y) } else { nil }
+        return Fix(
+            time: time, mode: min(a.mode, b.mode), coordinate: coordinate, horizontalAccuracy: accuracy,
+            status: a.status == .simulated || b.status == .simulated ? .simulated : a.status,
+            satellitesUsed: [a.satellitesUsed, b.satellitesUsed].compactMap { $0 }.min(),
+            altitudeHAE: nil, speed: nil, device: a.device)
+    }
+}

@@ -1,0 +1,104 @@
+public import TagFixCore
+
+/// What a running verification reports, in order.
+public enum VerifierEvent: Sendable {
+    case verdict(Verdict)
+    case reader(ReaderEvent)
+    case gps(FixEvent)
+}
+
+/// Runs `VerificationSession` in real time against a reader and a fix source, both consumed
+/// concurrently, waking on the injected clock for fix timeouts.
+///
+/// `C` is any clock whose instants are UTC `Timestamp`s: `WallClock` in the field,
+/// `ManualClock` (TagFixTesting) in tests, which advance it instead of sleeping.
+public struct LiveVerifier<C: Clock>: Sendable where C.Instant == Timestamp, C.Duration == Duration {
+    public var verifier: Verifier
+    public let clock: C
+
+    public init(verifier: Verifier, clock: C) {
+        self.verifier = verifier
+        self.clock = clock
+    }
+
+    private enum Input: Sendable {
+        case reader(ReaderEvent)
+        case readerEnded
+        case gps(FixEvent)
+        case gpsEnded
+        case deadline(Timestamp)
+    }
+
+    /// Verifies every scan the reader delivers until the reader's stream ends (every scan still
+    /// waiting then gets its verdict) or the calling task is cancelled.
+    ///
+    /// - Parameter onEvent: called for each verdict and device event, one at a time, in order.
+    public func run(
+        reader: some TagReader, gps: some FixSource,
+        onEvent: @Sendable (VerifierEvent) async -> Void
+    ) async {
+        let (inputs, input) = AsyncStream<Input>.makeStream()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await event in reader.events() { input.yield(.reader(event)) }
+                input.yield(.readerEnded)
+            }
+            group.addTask {
+                for await event in gps.events() { input.yield(.gps(event)) }
+                input.yield(.gpsEnded)
+            }
+
+            var session = VerificationSession(verifier: verifier)
+            var timer: Task<Void, Never>?
+            var timerDeadline: Timestamp?
+            var readerEnded = false
+
+            func emit(_ verdicts: [Verdict]) async {
+                for verdict in verdicts { await onEvent(.verdict(verdict)) }
+            }
+
+            for await next in inputs {
+                switch next {
+                case .reader(let event):
+                    if case .tagPresent(let scan) = event {
+                        await onEvent(.reader(event))
+                        await emit(session.receive(scan, now: clock.now))
+                    } else {
+                        await onEvent(.reader(event))
+                    }
+                case .readerEnded:
+                    readerEnded = true
+                case .gps(let event):
+                    await onEvent(.gps(event))
+                    if case .fix(let fix) = event { await emit(session.receive(fix)) }
+                case .gpsEnded:
+                    break
+                case .deadline:
+                    await emit(session.advance(to: clock.now))
+                }
+                if readerEnded, session.pendingCount == 0 { break }
+                // One timer at a time, for the earliest deadline.
+                let deadline = session.nextDeadline
+                if deadline != timerDeadline {
+                    timer?.cancel()
+                    timerDeadline = deadline
+                    timer = deadline.map { deadline in
+                        Task { [clock] in
+                            do {
+                                try await clock.sleep(until: deadline, tolerance: nil)
+                                input.yield(.deadline(deadline))
+                            } catch {
+                                // Cancelled: a newer deadline replaced this one.
+                            }
+                        }
+                    }
+                }
+            }
+            // Cancelled, or the reader ended: every scan still waiting gets its verdict now.
+            await emit(session.finish())
+            timer?.cancel()
+            input.finish()
+            group.cancelAll()
+        }
+    }
+}

@@ -1,0 +1,3 @@
+import TagFixCLI
+
+await TagFixCommandLine.main()
