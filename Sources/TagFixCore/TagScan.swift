@@ -11,11 +11,14 @@ public struct TagUID: Sendable, Hashable, Comparable, CustomStringConvertible {
     public init(hex text: String) throws(TagUIDError) {
         var bytes: [UInt8] = []
         var high: UInt8?
+        var afterSeparator = true  // no separator at the start, none doubled
         for character in text.utf8 {
             if character == UInt8(ascii: ":") || character == UInt8(ascii: "-") || character == UInt8(ascii: " ") {
-                guard high == nil else { throw .notHex(text) }
+                guard high == nil, !afterSeparator else { throw .notHex(text) }
+                afterSeparator = true
                 continue
             }
+            afterSeparator = false
             guard let nibble = Hex.nibble(character) else { throw .notHex(text) }
             if let h = high {
                 bytes.append(h << 4 | nibble)
@@ -24,7 +27,7 @@ public struct TagUID: Sendable, Hashable, Comparable, CustomStringConvertible {
                 high = nibble
             }
         }
-        guard high == nil else { throw .notHex(text) }
+        guard high == nil, !afterSeparator || bytes.isEmpty else { throw .notHex(text) }
         try self.init(bytes: bytes)
     }
 
