@@ -227,14 +227,16 @@ public enum ScenarioLoader {
     }
 
     /// gpsd JSON lines (as `gpspipe -w` writes them): TPV become fixes with SKY's satellites;
-    /// unusable TPV become `rejected` events. Lines that are not JSON objects are errors.
+    /// unusable TPV become `rejected` events. NMEA sentences are skipped; any other line that is
+    /// not a JSON object is an error.
     static func gpsdLog(_ text: String, name: String, start: Timestamp, align: Bool) throws(DataFileError) -> [Scheduled<FixEvent>] {
         var events: [Scheduled<FixEvent>] = []
         var satellites: Int?
         var offset: Duration?
-        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (index, rawLine) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
             let line = rawLine.trimmingCharacters(in: .whitespaces)
-            guard !line.isEmpty, !line.hasPrefix("#") else { continue }
+            // Blank lines, comments and raw NMEA sentences (`gpspipe -w -r` interleaves them).
+            guard !line.isEmpty, !line.hasPrefix("#"), !line.hasPrefix("$"), !line.hasPrefix("!") else { continue }
             let report: GPSDReport
             do {
                 report = try GPSDReport.parse(line: line)
