@@ -51,7 +51,8 @@ struct CommandSpec: Sendable {
     }
 
     static func row(_ left: String, _ right: String) -> String {
-        let padded = left.count < 26 ? left + String(repeating: " ", count: 26 - left.count) : left + "\n" + String(repeating: " ", count: 28)
+        let padded =
+            left.count < 26 ? left + String(repeating: " ", count: 26 - left.count) : left + "\n" + String(repeating: " ", count: 28)
         return "  \(padded)\(right)\n"
     }
 }

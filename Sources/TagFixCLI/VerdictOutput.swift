@@ -18,16 +18,18 @@ enum VerdictFormat {
         object.add("distance_m", verdict.distance)
         object.add("accuracy_m", verdict.accuracy)
         object.add("bearing_deg", verdict.bearing, digits: 1)
-        object.add("region", raw: verdict.region.map { region in
-            var r = JSONObjectWriter()
-            r.add("id", region.identifier)
-            r.add("name", verdict.regionName)
-            r.add("lat", region.center.latitude, digits: 7)
-            r.add("lon", region.center.longitude, digits: 7)
-            r.add("radius_m", region.radius)
-            r.add("source", verdict.regionSource?.rawValue)
-            return r.text
-        })
+        object.add(
+            "region",
+            raw: verdict.region.map { region in
+                var r = JSONObjectWriter()
+                r.add("id", region.identifier)
+                r.add("name", verdict.regionName)
+                r.add("lat", region.center.latitude, digits: 7)
+                r.add("lon", region.center.longitude, digits: 7)
+                r.add("radius_m", region.radius)
+                r.add("source", verdict.regionSource?.rawValue)
+                return r.text
+            })
         object.add("fix_age_s", verdict.fixAge?.seconds)
         object.add("interpolated", verdict.interpolated)
         object.add("fix", raw: verdict.fix.map(fixJSON))
@@ -54,7 +56,8 @@ enum VerdictFormat {
             return "\(metres(verdict.distance)) m ± \(metres(verdict.accuracy)) m from the centre, within \(radius)"
         case .outside:
             let direction = verdict.bearing.map { " \(Geodesic.compassPoint(forAzimuth: $0))" } ?? ""
-            return "the tag is \(metres(verdict.distance)) m\(direction) of where it should be (± \(metres(verdict.accuracy)) m, radius \(radius)): was it moved?"
+            return
+                "the tag is \(metres(verdict.distance)) m\(direction) of where it should be (± \(metres(verdict.accuracy)) m, radius \(radius)): was it moved?"
         case .inconclusive(let reason):
             if case .straddlesBoundary = reason {
                 return "\(metres(verdict.distance)) m ± \(metres(verdict.accuracy)) m against a radius of \(radius): \(reason)"
@@ -113,7 +116,10 @@ struct VerdictTally {
     }
 
     var summary: String {
-        let order = [("confirmed", "confirmed"), ("outside", "outside"), ("inconclusive", "inconclusive"), ("notRegistered", "not registered"), ("disallowed", "disallowed")]
+        let order = [
+            ("confirmed", "confirmed"), ("outside", "outside"), ("inconclusive", "inconclusive"), ("notRegistered", "not registered"),
+            ("disallowed", "disallowed"),
+        ]
         let parts = order.compactMap { key, label in counts[key].map { "\($0) \(label)" } }
         return "\(total) scan\(total == 1 ? "" : "s"): " + (parts.isEmpty ? "none" : parts.joined(separator: ", "))
     }

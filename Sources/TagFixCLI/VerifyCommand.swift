@@ -87,9 +87,11 @@ struct VerifyCommand {
 
         var registry = InMemoryRegistry()
         var registryName = "no registry"
-        let chosenRegistry = registryPath ?? scenario.registryPath.map { path in
-            path.hasPrefix("/") ? path : ((scenarioPath as NSString).deletingLastPathComponent as NSString).appendingPathComponent(path)
-        }
+        let chosenRegistry =
+            registryPath
+            ?? scenario.registryPath.map { path in
+                path.hasPrefix("/") ? path : ((scenarioPath as NSString).deletingLastPathComponent as NSString).appendingPathComponent(path)
+            }
         if let path = chosenRegistry {
             do {
                 registry = try RegistryFile.parse(try TextFile.read(path), maximumRadius: policy.maximumRadius)

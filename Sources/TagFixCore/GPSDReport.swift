@@ -85,7 +85,8 @@ extension GPSDReport.TPV {
         let status = Fix.Status(rawValue: status ?? 1).map { $0 == .unknown ? .gps : $0 } ?? .unknown
         guard mode >= 2 else {
             return .success(
-                Fix(time: time, mode: .noFix, coordinate: nil, horizontalAccuracy: nil, status: status,
+                Fix(
+                    time: time, mode: .noFix, coordinate: nil, horizontalAccuracy: nil, status: status,
                     satellitesUsed: satellitesUsed, device: device))
         }
         guard let latitude, let longitude else { return .failure(.noPosition) }

@@ -108,7 +108,9 @@ public enum RegistryFile {
 
     static func parseCSV(_ text: String, maximumRadius: Double) throws(DataFileError) -> InMemoryRegistry {
         let rows = try CSV.parse(text.hasPrefix("\u{FEFF}") ? String(text.dropFirst()) : text)
-        guard let header = rows.first else { throw DataFileError(line: nil, message: "empty registry: expected a header row id,uid,lat,lon,radius_m,name") }
+        guard let header = rows.first else {
+            throw DataFileError(line: nil, message: "empty registry: expected a header row id,uid,lat,lon,radius_m,name")
+        }
         var columns: [String: Int] = [:]
         for (index, name) in header.fields.enumerated() {
             let key = canonicalColumn(name.lowercased())
@@ -116,7 +118,9 @@ public enum RegistryFile {
             columns[key] = index
         }
         for required in ["id", "lat", "lon", "radius_m"] where columns[required] == nil {
-            throw DataFileError(line: header.line, message: "missing column \"\(required)\" (header must name id,lat,lon,radius_m; uid and name are optional)")
+            throw DataFileError(
+                line: header.line,
+                message: "missing column \"\(required)\" (header must name id,lat,lon,radius_m; uid and name are optional)")
         }
         var registry = InMemoryRegistry()
         for row in rows.dropFirst() {
@@ -169,7 +173,8 @@ public enum RegistryFile {
                 throw DataFileError(line: item.line, message: "expected a tag object, found \(item.kindName)")
             }
             for member in members where !["id", "uid", "lat", "lon", "radius_m", "name"].contains(member.key) {
-                throw DataFileError(line: member.value.line, message: "unknown member \"\(member.key)\" (expected id, uid, lat, lon, radius_m, name)")
+                throw DataFileError(
+                    line: member.value.line, message: "unknown member \"\(member.key)\" (expected id, uid, lat, lon, radius_m, name)")
             }
             func string(_ key: String) throws(DataFileError) -> String? {
                 guard let value = item[key], !value.isNull else { return nil }

@@ -22,7 +22,8 @@ public enum ScenarioLoader {
     /// Parses a scenario's JSON text.
     /// - Parameter readFile: reads a file the scenario names (`gps.gpsd_log`), relative to it.
     public static func parse(
-        _ text: String, readFile: (String) throws(DataFileError) -> String = { (path: String) throws(DataFileError) -> String in
+        _ text: String,
+        readFile: (String) throws(DataFileError) -> String = { (path: String) throws(DataFileError) -> String in
             throw DataFileError(line: nil, message: "cannot read \(path) here")
         }
     ) throws(DataFileError) -> Scenario {
@@ -34,7 +35,9 @@ public enum ScenarioLoader {
         }
         let top = try Object(root, "scenario", allowed: ["name", "start", "reader", "registry", "policy", "gps", "taps", "reader_errors"])
         let name = try top.string("name") ?? "scenario"
-        guard let startText = try top.string("start") else { throw top.error("missing \"start\" (an RFC 3339 time, e.g. 2026-05-14T08:00:00Z)") }
+        guard let startText = try top.string("start") else {
+            throw top.error("missing \"start\" (an RFC 3339 time, e.g. 2026-05-14T08:00:00Z)")
+        }
         guard let start = Timestamp(iso8601: startText) else {
             throw DataFileError(line: top.line(of: "start"), message: "start \"\(startText)\" is not an RFC 3339 time")
         }
@@ -90,7 +93,9 @@ public enum ScenarioLoader {
         if let value = try object.bool("location_confirmation") { policy.locationConfirmation = value }
         if let value = try object.bool("allow_simulated") { policy.allowSimulatedFixes = value }
         for item in try object.array("disallowed_tags") {
-            guard let id = item.string else { throw DataFileError(line: item.line, message: "disallowed_tags holds strings, found \(item.kindName)") }
+            guard let id = item.string else {
+                throw DataFileError(line: item.line, message: "disallowed_tags holds strings, found \(item.kindName)")
+            }
             policy.disallowedTags.insert(id)
         }
         if let value = try object.duration("max_fix_age_s") { policy.maximumFixAge = value }
@@ -181,7 +186,9 @@ public enum ScenarioLoader {
                     + east / (111_320 * max(0.01, cos(latitude * .pi / 180)))
                 if let position = try? Coordinate(latitude: min(90, max(-90, latitude)), longitude: longitude) {
                     fixes.append(
-                        Fix(time: t, mode: .threeD, coordinate: position, horizontalAccuracy: accuracy, status: status, satellitesUsed: satellites))
+                        Fix(
+                            time: t, mode: .threeD, coordinate: position, horizontalAccuracy: accuracy, status: status,
+                            satellitesUsed: satellites))
                 }
                 t = t.advanced(by: step)
             }
@@ -199,7 +206,9 @@ public enum ScenarioLoader {
             }
             let position = mode == .noFix ? nil : try coordinate(entry)
             fixes.append(
-                Fix(time: at, mode: mode, coordinate: position, horizontalAccuracy: try entry.nonNegative("accuracy_m") ?? (mode == .noFix ? nil : baseAccuracy),
+                Fix(
+                    time: at, mode: mode, coordinate: position,
+                    horizontalAccuracy: try entry.nonNegative("accuracy_m") ?? (mode == .noFix ? nil : baseAccuracy),
                     status: try fixStatus(entry, default: status), satellitesUsed: try entry.integer("satellites") ?? satellites))
         }
         var events: [Scheduled<FixEvent>] = []
@@ -217,7 +226,13 @@ public enum ScenarioLoader {
         for fix in fixes {
             if let dropout = dropouts.first(where: { $0.0.contains(fix.time) }) {
                 if !dropout.silent {
-                    events.append(Scheduled(at: fix.time, .fix(Fix(time: fix.time, mode: .noFix, coordinate: nil, horizontalAccuracy: nil, status: fix.status, satellitesUsed: 0))))
+                    events.append(
+                        Scheduled(
+                            at: fix.time,
+                            .fix(
+                                Fix(
+                                    time: fix.time, mode: .noFix, coordinate: nil, horizontalAccuracy: nil, status: fix.status,
+                                    satellitesUsed: 0))))
                 }
                 continue
             }
@@ -293,7 +308,9 @@ public enum ScenarioLoader {
     static func fixStatus(_ object: Object, default value: Fix.Status) throws(DataFileError) -> Fix.Status {
         guard let name = try object.string("status") else { return value }
         guard let status = Fix.Status(name: name) else {
-            throw DataFileError(line: object.line(of: "status"), message: "status \"\(name)\" is not one of gps, dgps, rtk_fixed, rtk_float, dead_reckoning, simulated…")
+            throw DataFileError(
+                line: object.line(of: "status"),
+                message: "status \"\(name)\" is not one of gps, dgps, rtk_fixed, rtk_float, dead_reckoning, simulated…")
         }
         return status
     }
@@ -310,7 +327,9 @@ struct Object {
             throw DataFileError(line: value.line, message: "\(what) must be an object, found \(value.kindName)")
         }
         for member in members where !allowed.contains(member.key) {
-            throw DataFileError(line: member.value.line, message: "unknown member \"\(member.key)\" in \(what) (expected one of \(allowed.sorted().joined(separator: ", ")))")
+            throw DataFileError(
+                line: member.value.line,
+                message: "unknown member \"\(member.key)\" in \(what) (expected one of \(allowed.sorted().joined(separator: ", ")))")
         }
         self.value = value
         self.what = what
@@ -323,19 +342,25 @@ struct Object {
 
     func string(_ key: String) throws(DataFileError) -> String? {
         guard let item = self[key] else { return nil }
-        guard let text = item.string else { throw DataFileError(line: item.line, message: "\"\(key)\" must be a string, found \(item.kindName)") }
+        guard let text = item.string else {
+            throw DataFileError(line: item.line, message: "\"\(key)\" must be a string, found \(item.kindName)")
+        }
         return text
     }
 
     func bool(_ key: String) throws(DataFileError) -> Bool? {
         guard let item = self[key] else { return nil }
-        guard let flag = item.bool else { throw DataFileError(line: item.line, message: "\"\(key)\" must be true or false, found \(item.kindName)") }
+        guard let flag = item.bool else {
+            throw DataFileError(line: item.line, message: "\"\(key)\" must be true or false, found \(item.kindName)")
+        }
         return flag
     }
 
     func number(_ key: String) throws(DataFileError) -> Double? {
         guard let item = self[key] else { return nil }
-        guard let number = item.double else { throw DataFileError(line: item.line, message: "\"\(key)\" must be a number, found \(item.kindName)") }
+        guard let number = item.double else {
+            throw DataFileError(line: item.line, message: "\"\(key)\" must be a number, found \(item.kindName)")
+        }
         return number
     }
 
@@ -353,19 +378,25 @@ struct Object {
 
     func integer(_ key: String) throws(DataFileError) -> Int? {
         guard let number = try number(key) else { return nil }
-        guard let integer = Int(exactly: number) else { throw DataFileError(line: line(of: key), message: "\"\(key)\" must be a whole number") }
+        guard let integer = Int(exactly: number) else {
+            throw DataFileError(line: line(of: key), message: "\"\(key)\" must be a whole number")
+        }
         return integer
     }
 
     func duration(_ key: String) throws(DataFileError) -> Duration? {
         guard let number = try nonNegative(key) else { return nil }
-        guard let duration = Duration.seconds(exactly: number) else { throw DataFileError(line: line(of: key), message: "\"\(key)\" is out of range") }
+        guard let duration = Duration.seconds(exactly: number) else {
+            throw DataFileError(line: line(of: key), message: "\"\(key)\" is out of range")
+        }
         return duration
     }
 
     func array(_ key: String) throws(DataFileError) -> [JSONValue] {
         guard let item = self[key] else { return [] }
-        guard let items = item.array else { throw DataFileError(line: item.line, message: "\"\(key)\" must be an array, found \(item.kindName)") }
+        guard let items = item.array else {
+            throw DataFileError(line: item.line, message: "\"\(key)\" must be an array, found \(item.kindName)")
+        }
         return items
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TagFixCore
+import Testing
 
 /// gpsd's own expected JSON output for its regression logs (`nmea/gpsd/*.log.chk`).
 private let chkFiles: [String] = {
@@ -12,7 +12,9 @@ private let chkFiles: [String] = {
 
 @Suite("gpsd JSON reports")
 struct GPSDReportTests {
-    @Test("every report in gpsd's .chk files parses, and TPV become fixes or say why not", .enabled(if: !chkFiles.isEmpty, "set TAGFIX_TESTDATA to ../shared/testdata"), arguments: chkFiles)
+    @Test(
+        "every report in gpsd's .chk files parses, and TPV become fixes or say why not",
+        .enabled(if: !chkFiles.isEmpty, "set TAGFIX_TESTDATA to ../shared/testdata"), arguments: chkFiles)
     func chk(_ path: String) throws {
         let text = try String(contentsOfFile: path, encoding: .utf8)
         var tpv = 0, fixes = 0, positioned = 0
@@ -36,7 +38,10 @@ struct GPSDReportTests {
                         // Exactly gpsd's numbers, and never NaN.
                         #expect(fix.coordinate?.latitude == raw["lat"]?.double)
                         #expect(fix.coordinate?.longitude == raw["lon"]?.double)
-                        #expect(fix.horizontalAccuracy == (raw["eph"]?.double ?? Fix.horizontalAccuracy(eph: nil, epx: raw["epx"]?.double, epy: raw["epy"]?.double)))
+                        #expect(
+                            fix.horizontalAccuracy
+                                == (raw["eph"]?.double ?? Fix.horizontalAccuracy(eph: nil, epx: raw["epx"]?.double, epy: raw["epy"]?.double))
+                        )
                         #expect(fix.mode.rawValue == report.mode)
                     } else {
                         #expect(report.mode < 2)
@@ -69,11 +74,13 @@ struct GPSDReportTests {
         #expect(try status(#"{"class":"TPV","mode":3,"status":8,"time":"2026-01-01T00:00:00Z","lat":1,"lon":2}"#) == .simulated)
     }
 
-    @Test("a 2D/3D report without a usable position is refused", arguments: [
-        (#"{"class":"TPV","mode":3,"time":"2026-01-01T00:00:00Z"}"#, FixRejection.noPosition),
-        (#"{"class":"TPV","mode":3,"time":"2026-01-01T00:00:00Z","lat":95,"lon":2}"#, .badPosition(.latitudeOutOfRange(95))),
-        (#"{"class":"TPV","mode":2,"lat":1,"lon":2}"#, .noTime),
-    ])
+    @Test(
+        "a 2D/3D report without a usable position is refused",
+        arguments: [
+            (#"{"class":"TPV","mode":3,"time":"2026-01-01T00:00:00Z"}"#, FixRejection.noPosition),
+            (#"{"class":"TPV","mode":3,"time":"2026-01-01T00:00:00Z","lat":95,"lon":2}"#, .badPosition(.latitudeOutOfRange(95))),
+            (#"{"class":"TPV","mode":2,"lat":1,"lon":2}"#, .noTime),
+        ])
     func refused(_ json: String, _ expected: FixRejection) throws {
         guard case .tpv(let tpv) = try GPSDReport.parse(line: json) else {
             Issue.record("not a TPV")
@@ -82,7 +89,9 @@ struct GPSDReportTests {
         #expect(tpv.fix(satellitesUsed: nil) == .failure(expected))
     }
 
-    @Test("garbage lines are errors, not crashes", arguments: ["", "{", "[]", #"{"mode":3}"#, #"{"class":"TPV","time":"yesterday"}"#, "$GPGGA,1,2,3"])
+    @Test(
+        "garbage lines are errors, not crashes",
+        arguments: ["", "{", "[]", #"{"mode":3}"#, #"{"class":"TPV","time":"yesterday"}"#, "$GPGGA,1,2,3"])
     func garbage(_ line: String) {
         #expect(throws: DataFileError.self) { try GPSDReport.parse(line: line) }
     }

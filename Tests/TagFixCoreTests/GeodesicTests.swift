@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TagFixCore
+import Testing
 
 /// Lines of GeographicLib's GeodTest (Karney), read in place from the shared test data.
 struct GeodTestLine: Sendable, CustomTestStringConvertible {
@@ -17,7 +17,9 @@ struct GeodTestLine: Sendable, CustomTestStringConvertible {
             for (index, line) in text.split(separator: "\n").enumerated() {
                 let v = line.split(separator: " ").compactMap { Double($0) }
                 guard v.count >= 7 else { continue }
-                lines.append(GeodTestLine(file: name, number: index + 1, lat1: v[0], lon1: v[1], azi1: v[2], lat2: v[3], lon2: v[4], azi2: v[5], s12: v[6]))
+                lines.append(
+                    GeodTestLine(
+                        file: name, number: index + 1, lat1: v[0], lon1: v[1], azi1: v[2], lat2: v[3], lon2: v[4], azi2: v[5], s12: v[6]))
             }
         }
         return lines
@@ -29,13 +31,17 @@ private let hasGeodTest = !geodTest.isEmpty
 
 @Suite("Geodesic distance against GeographicLib's GeodTest")
 struct GeodesicTests {
-    @Test("the shared GeodTest files are there and complete", .enabled(if: ProcessInfo.processInfo.environment["TAGFIX_TESTDATA"] != nil, "set TAGFIX_TESTDATA to ../shared/testdata"))
+    @Test(
+        "the shared GeodTest files are there and complete",
+        .enabled(if: ProcessInfo.processInfo.environment["TAGFIX_TESTDATA"] != nil, "set TAGFIX_TESTDATA to ../shared/testdata"))
     func dataPresent() {
         #expect(geodTest.count == 1100)
         #expect(geodTest.filter { $0.s12 <= 10_000 }.count > 400)
     }
 
-    @Test("distance within 1 mm (s12 ≤ 10 km) and 0.5 % (longer)", .enabled(if: hasGeodTest, "set TAGFIX_TESTDATA to ../shared/testdata"), arguments: geodTest)
+    @Test(
+        "distance within 1 mm (s12 ≤ 10 km) and 0.5 % (longer)", .enabled(if: hasGeodTest, "set TAGFIX_TESTDATA to ../shared/testdata"),
+        arguments: geodTest)
     func distance(_ line: GeodTestLine) throws {
         let a = try Coordinate(latitude: line.lat1, longitude: line.lon1)
         let b = try Coordinate(latitude: line.lat2, longitude: Self.wrap(line.lon2))
@@ -49,7 +55,9 @@ struct GeodesicTests {
         #expect(abs(d - line.s12) <= max(1e-4, line.s12 * 1e-9))
     }
 
-    @Test("distance is symmetric and survives mirroring", .enabled(if: hasGeodTest, "set TAGFIX_TESTDATA to ../shared/testdata"), arguments: geodTest.filter { $0.number % 7 == 0 })
+    @Test(
+        "distance is symmetric and survives mirroring", .enabled(if: hasGeodTest, "set TAGFIX_TESTDATA to ../shared/testdata"),
+        arguments: geodTest.filter { $0.number % 7 == 0 })
     func symmetry(_ line: GeodTestLine) throws {
         let a = try Coordinate(latitude: line.lat1, longitude: line.lon1)
         let b = try Coordinate(latitude: line.lat2, longitude: Self.wrap(line.lon2))
@@ -60,7 +68,9 @@ struct GeodesicTests {
         #expect(abs(Geodesic.distance(from: mirroredA, to: mirroredB) - d) <= max(1e-4, d * 1e-9))
     }
 
-    @Test("initial azimuth agrees with GeographicLib's azi1", .enabled(if: hasGeodTest, "set TAGFIX_TESTDATA to ../shared/testdata"), arguments: geodTest)
+    @Test(
+        "initial azimuth agrees with GeographicLib's azi1", .enabled(if: hasGeodTest, "set TAGFIX_TESTDATA to ../shared/testdata"),
+        arguments: geodTest)
     func azimuth(_ line: GeodTestLine) throws {
         let a = try Coordinate(latitude: line.lat1, longitude: line.lon1)
         let b = try Coordinate(latitude: line.lat2, longitude: Self.wrap(line.lon2))

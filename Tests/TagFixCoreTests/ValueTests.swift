@@ -1,26 +1,30 @@
-import Testing
 import TagFixCore
+import Testing
 
 @Suite("Timestamps")
 struct TimestampTests {
-    @Test("RFC 3339 parses to POSIX time", arguments: [
-        ("1970-01-01T00:00:00Z", Int64(0)),
-        ("2026-05-14T08:00:00Z", Int64(1_778_745_600_000_000_000)),
-        ("2026-05-14T08:00:00.250Z", Int64(1_778_745_600_250_000_000)),
-        ("2026-05-14T10:00:00+02:00", Int64(1_778_745_600_000_000_000)),
-        ("2000-02-29T23:59:59.999999999Z", Int64(951_868_799_999_999_999)),
-        ("1969-12-31T23:59:59Z", Int64(-1_000_000_000)),
-    ])
+    @Test(
+        "RFC 3339 parses to POSIX time",
+        arguments: [
+            ("1970-01-01T00:00:00Z", Int64(0)),
+            ("2026-05-14T08:00:00Z", Int64(1_778_745_600_000_000_000)),
+            ("2026-05-14T08:00:00.250Z", Int64(1_778_745_600_250_000_000)),
+            ("2026-05-14T10:00:00+02:00", Int64(1_778_745_600_000_000_000)),
+            ("2000-02-29T23:59:59.999999999Z", Int64(951_868_799_999_999_999)),
+            ("1969-12-31T23:59:59Z", Int64(-1_000_000_000)),
+        ])
     func parse(_ text: String, _ nanoseconds: Int64) throws {
         let timestamp = try #require(Timestamp(iso8601: text))
         #expect(timestamp.nanosecondsSinceEpoch == nanoseconds)
     }
 
-    @Test("malformed times are rejected", arguments: [
-        "", "2026-05-14", "2026-05-14T08:00:00", "2026-13-01T00:00:00Z", "2026-02-30T00:00:00Z",
-        "2026-05-14T24:00:00Z", "2026-05-14T08:60:00Z", "2026-05-14T08:00:00.Z", "2026-05-14T08:00:00Zjunk",
-        "2026-5-14T08:00:00Z", "2026-05-14T08:00:00+2:00", "２０２６-05-14T08:00:00Z",
-    ])
+    @Test(
+        "malformed times are rejected",
+        arguments: [
+            "", "2026-05-14", "2026-05-14T08:00:00", "2026-13-01T00:00:00Z", "2026-02-30T00:00:00Z",
+            "2026-05-14T24:00:00Z", "2026-05-14T08:60:00Z", "2026-05-14T08:00:00.Z", "2026-05-14T08:00:00Zjunk",
+            "2026-5-14T08:00:00Z", "2026-05-14T08:00:00+2:00", "２０２６-05-14T08:00:00Z",
+        ])
     func reject(_ text: String) {
         #expect(Timestamp(iso8601: text) == nil)
     }
@@ -42,14 +46,16 @@ struct TimestampTests {
 
 @Suite("Coordinates and regions")
 struct CoordinateTests {
-    @Test("invalid coordinates give a clear error", arguments: [
-        (Double.nan, 0.0, CoordinateError.latitudeNotFinite),
-        (0, .infinity, .longitudeNotFinite),
-        (90.000001, 0, .latitudeOutOfRange(90.000001)),
-        (-91, 0, .latitudeOutOfRange(-91)),
-        (0, 180.5, .longitudeOutOfRange(180.5)),
-        (0, -200, .longitudeOutOfRange(-200)),
-    ])
+    @Test(
+        "invalid coordinates give a clear error",
+        arguments: [
+            (Double.nan, 0.0, CoordinateError.latitudeNotFinite),
+            (0, .infinity, .longitudeNotFinite),
+            (90.000001, 0, .latitudeOutOfRange(90.000001)),
+            (-91, 0, .latitudeOutOfRange(-91)),
+            (0, 180.5, .longitudeOutOfRange(180.5)),
+            (0, -200, .longitudeOutOfRange(-200)),
+        ])
     func invalid(_ latitude: Double, _ longitude: Double, _ expected: CoordinateError) {
         #expect(throws: expected) { try Coordinate(latitude: latitude, longitude: longitude) }
     }
@@ -76,9 +82,11 @@ struct CoordinateTests {
         }
     }
 
-    @Test("UIDs parse with or without separators", arguments: [
-        ("04A1B2C3D4E5F6", "04A1B2C3D4E5F6"), ("04:a1:b2:c3:d4:e5:f6", "04A1B2C3D4E5F6"), ("de ad be ef", "DEADBEEF"),
-    ])
+    @Test(
+        "UIDs parse with or without separators",
+        arguments: [
+            ("04A1B2C3D4E5F6", "04A1B2C3D4E5F6"), ("04:a1:b2:c3:d4:e5:f6", "04A1B2C3D4E5F6"), ("de ad be ef", "DEADBEEF"),
+        ])
     func uid(_ text: String, _ hex: String) throws {
         #expect(try TagUID(hex: text).hex == hex)
     }
@@ -100,18 +108,21 @@ struct URLLocationTests {
         var testDescription: String { url }
     }
 
-    @Test("URLs that carry a location or an id", arguments: [
-        Case(url: "https://tags.example.org/t/A17?lat=52.52&lon=13.405&r=25", id: "A17", lat: 52.52, lon: 13.405, radius: 25),
-        Case(url: "https://tags.example.org/t/A17?lon=13.405&lat=-52.52&radius=25.5", id: "A17", lat: -52.52, lon: 13.405, radius: 25.5),
-        Case(url: "https://x.example/p?id=Z9&lat=0&lon=0&r=1", id: "Z9", lat: 0, lon: 0, radius: 1),
-        Case(url: "https://x.example/p?tag=Q1", id: "Q1"),
-        Case(url: "https://x.example/tags/caf%C3%A9/", id: "café"),
-        Case(url: "https://x.example/", id: nil),
-        Case(url: "geo:52.52,13.405;u=30", lat: 52.52, lon: 13.405, radius: 30),
-        Case(url: "GEO:52.52,13.405,34.5;crs=WGS84;u=30", lat: 52.52, lon: 13.405, radius: 30),
-        Case(url: "geo:90,123;u=10", lat: 90, lon: 0, radius: 10),
-        Case(url: "geo:-33.9,151.2;u=12;foo=bar", lat: -33.9, lon: 151.2, radius: 12),
-    ])
+    @Test(
+        "URLs that carry a location or an id",
+        arguments: [
+            Case(url: "https://tags.example.org/t/A17?lat=52.52&lon=13.405&r=25", id: "A17", lat: 52.52, lon: 13.405, radius: 25),
+            Case(
+                url: "https://tags.example.org/t/A17?lon=13.405&lat=-52.52&radius=25.5", id: "A17", lat: -52.52, lon: 13.405, radius: 25.5),
+            Case(url: "https://x.example/p?id=Z9&lat=0&lon=0&r=1", id: "Z9", lat: 0, lon: 0, radius: 1),
+            Case(url: "https://x.example/p?tag=Q1", id: "Q1"),
+            Case(url: "https://x.example/tags/caf%C3%A9/", id: "café"),
+            Case(url: "https://x.example/", id: nil),
+            Case(url: "geo:52.52,13.405;u=30", lat: 52.52, lon: 13.405, radius: 30),
+            Case(url: "GEO:52.52,13.405,34.5;crs=WGS84;u=30", lat: 52.52, lon: 13.405, radius: 30),
+            Case(url: "geo:90,123;u=10", lat: 90, lon: 0, radius: 10),
+            Case(url: "geo:-33.9,151.2;u=12;foo=bar", lat: -33.9, lon: 151.2, radius: 12),
+        ])
     func decodes(_ c: Case) throws {
         let location = try URLLocation(url: c.url)
         #expect(location.tagID == c.id)
@@ -120,25 +131,27 @@ struct URLLocationTests {
         #expect(location.region?.radius == c.radius)
     }
 
-    @Test("malformed locations are errors, not guesses", arguments: [
-        ("https://x.example/t/A?lat=52.5&r=20", URLLocationError.incomplete(missing: "lon")),
-        ("https://x.example/t/A?lon=13&r=20", .incomplete(missing: "lat")),
-        ("https://x.example/t/A?lat=52.5&lon=13", .missingRadius),
-        ("https://x.example/t/A?lat=1e2&lon=13&r=20", .notANumber(field: "lat", text: "1e2")),
-        ("https://x.example/t/A?lat=nan&lon=13&r=20", .notANumber(field: "lat", text: "nan")),
-        ("https://x.example/t/A?lat=0x10&lon=13&r=20", .notANumber(field: "lat", text: "0x10")),
-        ("https://x.example/t/A?lat=52&lat=53&lon=13&r=20", .duplicateParameter("lat")),
-        ("https://x.example/t/A?lat=52&lon=13&r=20&radius=30", .duplicateParameter("r/radius")),
-        ("https://x.example/t/A?lat=95&lon=13&r=20", .badCoordinate(.latitudeOutOfRange(95))),
-        ("https://x.example/t/A?lat=52&lon=13&r=0", .badRadius(.radiusNotPositive(0))),
-        ("https://x.example/t/A?lat=52&lon=13&r=800", .badRadius(.radiusAboveCap(800, cap: 500))),
-        ("geo:52.52;u=30", .badGeoURI("expected lat,lon[,alt]")),
-        ("geo:52.52,13.4", .missingRadius),
-        ("geo:52.52,13.4;crs=nad27;u=5", .unsupportedCRS("nad27")),
-        ("geo:52.52,13.4;u=5;u=6", .duplicateParameter("u")),
-        ("geo:52.52,abc;u=5", .notANumber(field: "geo longitude", text: "abc")),
-        ("not a url at all", .notAURL("not a url at all")),
-    ])
+    @Test(
+        "malformed locations are errors, not guesses",
+        arguments: [
+            ("https://x.example/t/A?lat=52.5&r=20", URLLocationError.incomplete(missing: "lon")),
+            ("https://x.example/t/A?lon=13&r=20", .incomplete(missing: "lat")),
+            ("https://x.example/t/A?lat=52.5&lon=13", .missingRadius),
+            ("https://x.example/t/A?lat=1e2&lon=13&r=20", .notANumber(field: "lat", text: "1e2")),
+            ("https://x.example/t/A?lat=nan&lon=13&r=20", .notANumber(field: "lat", text: "nan")),
+            ("https://x.example/t/A?lat=0x10&lon=13&r=20", .notANumber(field: "lat", text: "0x10")),
+            ("https://x.example/t/A?lat=52&lat=53&lon=13&r=20", .duplicateParameter("lat")),
+            ("https://x.example/t/A?lat=52&lon=13&r=20&radius=30", .duplicateParameter("r/radius")),
+            ("https://x.example/t/A?lat=95&lon=13&r=20", .badCoordinate(.latitudeOutOfRange(95))),
+            ("https://x.example/t/A?lat=52&lon=13&r=0", .badRadius(.radiusNotPositive(0))),
+            ("https://x.example/t/A?lat=52&lon=13&r=800", .badRadius(.radiusAboveCap(800, cap: 500))),
+            ("geo:52.52;u=30", .badGeoURI("expected lat,lon[,alt]")),
+            ("geo:52.52,13.4", .missingRadius),
+            ("geo:52.52,13.4;crs=nad27;u=5", .unsupportedCRS("nad27")),
+            ("geo:52.52,13.4;u=5;u=6", .duplicateParameter("u")),
+            ("geo:52.52,abc;u=5", .notANumber(field: "geo longitude", text: "abc")),
+            ("not a url at all", .notAURL("not a url at all")),
+        ])
     func rejects(_ url: String, _ expected: URLLocationError) {
         #expect(throws: expected) { try URLLocation(url: url) }
     }
@@ -170,30 +183,34 @@ struct RegistryFileTests {
         #expect(registry.entry(forID: "T3")?.region.radius == 5)
     }
 
-    @Test("JSON as an array or under \"tags\"", arguments: [
-        #"[{"id":"A","lat":1,"lon":2,"radius_m":10},{"id":"B","uid":"04AABBCC","lat":-1,"lon":-2,"radius_m":20,"name":"b"}]"#,
-        #"{"tags":[{"id":"A","lat":1,"lon":2,"radius_m":10},{"id":"B","uid":"04AABBCC","lat":-1,"lon":-2,"radius_m":20,"name":"b"}]}"#,
-    ])
+    @Test(
+        "JSON as an array or under \"tags\"",
+        arguments: [
+            #"[{"id":"A","lat":1,"lon":2,"radius_m":10},{"id":"B","uid":"04AABBCC","lat":-1,"lon":-2,"radius_m":20,"name":"b"}]"#,
+            #"{"tags":[{"id":"A","lat":1,"lon":2,"radius_m":10},{"id":"B","uid":"04AABBCC","lat":-1,"lon":-2,"radius_m":20,"name":"b"}]}"#,
+        ])
     func json(_ text: String) throws {
         let registry = try RegistryFile.parse(text)
         #expect(registry.count == 2)
         #expect(registry.entry(forUID: try TagUID(hex: "04AABBCC"))?.name == "b")
     }
 
-    @Test("each problem names its line", arguments: [
-        ("id,lat,lon,radius_m\nA,1,2,10\nB,91,2,10\n", 3, "latitude 91"),
-        ("id,lat,lon,radius_m\nA,1,2,10\nA,1,2,10\n", 3, "appears twice"),
-        ("id,lat,lon\nA,1,2\n", 1, "missing column \"radius_m\""),
-        ("id,lat,lon,radius_m\n\nA,1,2\n", 3, "3 fields"),
-        ("id,lat,lon,radius_m\nA,1,2,600\n", 2, "500 m cap"),
-        ("id,lat,lon,radius_m\nA,1,two,10\n", 2, "not a decimal"),
-        ("id,uid,lat,lon,radius_m\nA,04ZZ,1,2,10\n", 2, "not hex"),
-        ("id,lat,lon,radius_m\nA,\"1,2,10\n", 2, "unterminated"),
-        ("[\n {\"id\":\"A\",\"lat\":1,\"lon\":2,\"radius_m\":10},\n {\"id\":\"B\",\"lat\":1,\"lon\":2}\n]", 3, "no radius_m"),
-        ("[\n {\"id\":\"A\",\"lat\":1,\"lon\":2,\"radius_m\":10,\n  \"colour\":\"red\"}\n]", 3, "unknown member"),
-        ("[\n {\"id\":\"A\",\"lat\":\"1\",\"lon\":2,\"radius_m\":10}\n]", 2, "must be a number"),
-        ("[\n {\"id\":\"A\",\"lat\":1,\"lon\":2,\"radius_m\":10},\n]", 3, "invalid JSON"),
-    ])
+    @Test(
+        "each problem names its line",
+        arguments: [
+            ("id,lat,lon,radius_m\nA,1,2,10\nB,91,2,10\n", 3, "latitude 91"),
+            ("id,lat,lon,radius_m\nA,1,2,10\nA,1,2,10\n", 3, "appears twice"),
+            ("id,lat,lon\nA,1,2\n", 1, "missing column \"radius_m\""),
+            ("id,lat,lon,radius_m\n\nA,1,2\n", 3, "3 fields"),
+            ("id,lat,lon,radius_m\nA,1,2,600\n", 2, "500 m cap"),
+            ("id,lat,lon,radius_m\nA,1,two,10\n", 2, "not a decimal"),
+            ("id,uid,lat,lon,radius_m\nA,04ZZ,1,2,10\n", 2, "not hex"),
+            ("id,lat,lon,radius_m\nA,\"1,2,10\n", 2, "unterminated"),
+            ("[\n {\"id\":\"A\",\"lat\":1,\"lon\":2,\"radius_m\":10},\n {\"id\":\"B\",\"lat\":1,\"lon\":2}\n]", 3, "no radius_m"),
+            ("[\n {\"id\":\"A\",\"lat\":1,\"lon\":2,\"radius_m\":10,\n  \"colour\":\"red\"}\n]", 3, "unknown member"),
+            ("[\n {\"id\":\"A\",\"lat\":\"1\",\"lon\":2,\"radius_m\":10}\n]", 2, "must be a number"),
+            ("[\n {\"id\":\"A\",\"lat\":1,\"lon\":2,\"radius_m\":10},\n]", 3, "invalid JSON"),
+        ])
     func errors(_ text: String, _ line: Int, _ fragment: String) {
         do {
             _ = try RegistryFile.parse(text)
@@ -215,10 +232,12 @@ struct JSONValueTests {
         #expect(value["b"]?.line == 3)
     }
 
-    @Test("malformed JSON is rejected with a position", arguments: [
-        "", "{", "[1,]", "{\"a\":1,}", "{\"a\" 1}", "[01]", "[1.]", "[.5]", "\"abc", #""\x""#, "[1] 2",
-        "{\"a\":1,\"a\":2}", #""\ud800""#, "[1e999]", "nul", "[\"\u{01}\"]", String(repeating: "[", count: 300),
-    ])
+    @Test(
+        "malformed JSON is rejected with a position",
+        arguments: [
+            "", "{", "[1,]", "{\"a\":1,}", "{\"a\" 1}", "[01]", "[1.]", "[.5]", "\"abc", #""\x""#, "[1] 2",
+            "{\"a\":1,\"a\":2}", #""\ud800""#, "[1e999]", "nul", "[\"\u{01}\"]", String(repeating: "[", count: 300),
+        ])
     func rejects(_ text: String) {
         #expect(throws: JSONSyntaxError.self) { try JSONValue.parse(text) }
     }

@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import TagFixCore
+import Testing
 
 /// Builders on a small local grid: metres east/north of an origin, seconds after t0.
 enum Site {
@@ -20,10 +20,14 @@ enum Site {
         _ seconds: Double, east: Double = 0, north: Double = 0, accuracy: Double? = 4, mode: Fix.Mode = .threeD,
         status: Fix.Status = .gps
     ) -> Fix {
-        Fix(time: time(seconds), mode: mode, coordinate: at(east: east, north: north), horizontalAccuracy: accuracy, status: status, satellitesUsed: 8)
+        Fix(
+            time: time(seconds), mode: mode, coordinate: at(east: east, north: north), horizontalAccuracy: accuracy, status: status,
+            satellitesUsed: 8)
     }
 
-    static func scan(_ seconds: Double, url: String? = "https://tags.example.org/t/A1", uid: TagUID = Site.uid, source: ScanSource = .nfc) -> TagScan {
+    static func scan(_ seconds: Double, url: String? = "https://tags.example.org/t/A1", uid: TagUID = Site.uid, source: ScanSource = .nfc)
+        -> TagScan
+    {
         TagScan(readerID: "test", uid: uid, tagType: .ntag213, url: url, time: time(seconds), source: source)
     }
 
@@ -53,17 +57,24 @@ struct VerifierDecisionTests {
         Case(name: "old fix", before: Site.fix(-10), after: nil, expected: "inconclusive", reason: "stale_fix"),
         Case(name: "late fix", before: nil, after: Site.fix(3), expected: "inconclusive", reason: "stale_fix"),
         Case(name: "poor accuracy", before: Site.fix(-0.5, accuracy: 80), after: nil, expected: "inconclusive", reason: "poor_accuracy"),
-        Case(name: "no accuracy estimate", before: Site.fix(-0.5, accuracy: nil), after: nil, expected: "inconclusive", reason: "unknown_accuracy"),
+        Case(
+            name: "no accuracy estimate", before: Site.fix(-0.5, accuracy: nil), after: nil, expected: "inconclusive",
+            reason: "unknown_accuracy"),
         Case(name: "simulated", before: Site.fix(-0.5, status: .simulated), after: nil, expected: "inconclusive", reason: "simulated_fix"),
-        Case(name: "nearest is the later one", before: Site.fix(-2.5, east: 300), after: Site.fix(0.2, east: 1, accuracy: 1), expected: "confirmed", reason: nil),
-        Case(name: "both fresh: interpolated, not nearest", before: Site.fix(-1.9, east: 300), after: Site.fix(0.2, east: 1, accuracy: 1), expected: "outside", reason: nil),
+        Case(
+            name: "nearest is the later one", before: Site.fix(-2.5, east: 300), after: Site.fix(0.2, east: 1, accuracy: 1),
+            expected: "confirmed", reason: nil),
+        Case(
+            name: "both fresh: interpolated, not nearest", before: Site.fix(-1.9, east: 300), after: Site.fix(0.2, east: 1, accuracy: 1),
+            expected: "outside", reason: nil),
     ]
 
     @Test("every verdict and inconclusive reason", arguments: cases)
     func decide(_ c: Case) {
         let verifier = Verifier(registry: Site.registry())
         let region = try! CircularRegion(center: Site.origin, radius: 20, identifier: "A1")
-        let verdict = verifier.decide(scan: Site.scan(0), region: region, source: .registry, tagID: "A1", name: "Gate", before: c.before, after: c.after)
+        let verdict = verifier.decide(
+            scan: Site.scan(0), region: region, source: .registry, tagID: "A1", name: "Gate", before: c.before, after: c.after)
         #expect(verdict.kind.name == c.expected)
         #expect(verdict.kind.reasonCode == c.reason)
         if c.expected == "confirmed" || c.expected == "outside" {
@@ -79,7 +90,8 @@ struct VerifierDecisionTests {
         let distance = Geodesic.distance(from: Site.origin, to: position)
         func verdict(accuracy: Double) -> Verdict.Kind {
             let fix = Fix(time: Site.time(-0.5), mode: .threeD, coordinate: position, horizontalAccuracy: accuracy)
-            return verifier.decide(scan: Site.scan(0), region: region, source: .registry, tagID: "A1", name: nil, before: fix, after: nil).kind
+            return verifier.decide(scan: Site.scan(0), region: region, source: .registry, tagID: "A1", name: nil, before: fix, after: nil)
+                .kind
         }
         #expect(verdict(accuracy: 20 - distance) == .confirmed)
         #expect(verdict(accuracy: 20 - distance + 1e-6) == .inconclusive(.straddlesBoundary))
@@ -91,7 +103,9 @@ struct VerifierDecisionTests {
         policy.allowSimulatedFixes = true
         let verifier = Verifier(policy: policy, registry: Site.registry())
         let region = try! CircularRegion(center: Site.origin, radius: 20, identifier: "A1")
-        let verdict = verifier.decide(scan: Site.scan(0), region: region, source: .registry, tagID: "A1", name: nil, before: Site.fix(-0.5, status: .simulated), after: nil)
+        let verdict = verifier.decide(
+            scan: Site.scan(0), region: region, source: .registry, tagID: "A1", name: nil, before: Site.fix(-0.5, status: .simulated),
+            after: nil)
         #expect(verdict.kind == .confirmed)
     }
 
@@ -115,7 +129,8 @@ struct VerifierDecisionTests {
     func direction() throws {
         let verifier = Verifier(registry: Site.registry())
         let region = try CircularRegion(center: Site.origin, radius: 20, identifier: "A1")
-        let verdict = verifier.decide(scan: Site.scan(0), region: region, source: .registry, tagID: "A1", name: nil, before: Site.fix(-0.2, north: 120), after: nil)
+        let verdict = verifier.decide(
+            scan: Site.scan(0), region: region, source: .registry, tagID: "A1", name: nil, before: Site.fix(-0.2, north: 120), after: nil)
         #expect(verdict.kind == .outside)
         #expect(Geodesic.compassPoint(forAzimuth: try #require(verdict.bearing)) == "N")
         #expect(abs(try #require(verdict.distance) - 120) < 0.5)
@@ -266,7 +281,8 @@ struct VerificationSessionTests {
             let gap = random.unit() < 0.08 ? 3 + random.unit() * 8 : 1  // dropouts
             t += gap
             let mode: Fix.Mode = random.unit() < 0.1 ? .noFix : .threeD
-            fixes.append(Site.fix(t, east: random.unit() * 40 - 20, north: random.unit() * 40 - 20, accuracy: 1 + random.unit() * 8, mode: mode))
+            fixes.append(
+                Site.fix(t, east: random.unit() * 40 - 20, north: random.unit() * 40 - 20, accuracy: 1 + random.unit() * 8, mode: mode))
         }
         let scans = (0..<12).map { _ in Site.scan(random.unit() * 120) }.sorted { $0.time < $1.time }
 

@@ -1,8 +1,8 @@
 import Foundation
-import Testing
 import TagFixCore
 import TagFixDevices
 import TagFixTesting
+import Testing
 
 /// A running `LiveVerifier` on a manual clock with mock devices; verdicts come out of a stream the
 /// test awaits, so nothing sleeps and nothing polls.
@@ -20,7 +20,8 @@ final class Harness: Sendable {
         reader = MockTagReader(readerID: "mock", clock: clock)
         gps = MockFixSource(clock: clock)
         let registry = try! InMemoryRegistry([
-            RegistryEntry(id: "E1", uid: Self.uid, region: try! CircularRegion(center: Self.origin, radius: 30, identifier: "E1"), name: "Tower")
+            RegistryEntry(
+                id: "E1", uid: Self.uid, region: try! CircularRegion(center: Self.origin, radius: 30, identifier: "E1"), name: "Tower")
         ])
         let (verdicts, verdictSink) = AsyncStream<Verdict>.makeStream()
         let (events, eventSink) = AsyncStream<VerifierEvent>.makeStream()

@@ -1,8 +1,8 @@
 import Foundation
-import Testing
 import TagFixCore
 import TagFixDevices
 import TagFixTesting
+import Testing
 
 let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
 let exampleScenario = packageRoot + "/Examples/site/scenario.json"
@@ -92,18 +92,23 @@ struct ScenarioLoaderTests {
         #expect(fixes.filter { $0.0 < 5 }.allSatisfy { $0.1.horizontalAccuracy == 4 })
     }
 
-    @Test("each mistake names its line", arguments: [
-        ("{\n\"start\": \"2026-01-01T00:00:00Z\",\n\"taps\": [{\"t\": 1, \"uid\": \"zz\"}]\n}", 3, "not hex"),
-        ("{\n\"start\": \"yesterday\"\n}", 2, "RFC 3339"),
-        ("{\n\"name\": \"x\"\n}", 1, "missing \"start\""),
-        ("{\n\"start\": \"2026-01-01T00:00:00Z\",\n\"gps\": {\n\"fixes\": [{\"t\": 1, \"lat\": 91, \"lon\": 0}]}\n}", 4, "latitude 91"),
-        ("{\n\"start\": \"2026-01-01T00:00:00Z\",\n\"gps\": {\"rate_hz\": -1}\n}", 3, "above 0"),
-        ("{\n\"start\": \"2026-01-01T00:00:00Z\",\n\"taps\": [{\"t\": -4, \"uid\": \"04A1B2C3\"}]\n}", 3, "≥ 0"),
-        ("{\n\"start\": \"2026-01-01T00:00:00Z\",\n\"policy\": {\"max_fix_age\": 3}\n}", 3, "unknown member \"max_fix_age\""),
-        ("{\n\"start\": \"2026-01-01T00:00:00Z\",\n\"taps\": [{\"t\": 1, \"uid\": \"04A1B2C3\", \"source\": \"qr\"}]\n}", 3, "\"nfc\" or \"link\""),
-        ("{\n\"start\": \"2026-01-01T00:00:00Z\",\n\"gps\": {\"dropouts\": [{\"from\": 5, \"to\": 2}]}\n}", 3, "\"from\" < \"to\""),
-        ("{\n\"start\": \"2026-01-01T00:00:00Z\",\n\"taps\": [\n{\"t\": 1, \"uid\": \"04A1B2C3\"},,\n]\n}", 4, "invalid JSON"),
-    ])
+    @Test(
+        "each mistake names its line",
+        arguments: [
+            ("{\n\"start\": \"2026-01-01T00:00:00Z\",\n\"taps\": [{\"t\": 1, \"uid\": \"zz\"}]\n}", 3, "not hex"),
+            ("{\n\"start\": \"yesterday\"\n}", 2, "RFC 3339"),
+            ("{\n\"name\": \"x\"\n}", 1, "missing \"start\""),
+            ("{\n\"start\": \"2026-01-01T00:00:00Z\",\n\"gps\": {\n\"fixes\": [{\"t\": 1, \"lat\": 91, \"lon\": 0}]}\n}", 4, "latitude 91"),
+            ("{\n\"start\": \"2026-01-01T00:00:00Z\",\n\"gps\": {\"rate_hz\": -1}\n}", 3, "above 0"),
+            ("{\n\"start\": \"2026-01-01T00:00:00Z\",\n\"taps\": [{\"t\": -4, \"uid\": \"04A1B2C3\"}]\n}", 3, "≥ 0"),
+            ("{\n\"start\": \"2026-01-01T00:00:00Z\",\n\"policy\": {\"max_fix_age\": 3}\n}", 3, "unknown member \"max_fix_age\""),
+            (
+                "{\n\"start\": \"2026-01-01T00:00:00Z\",\n\"taps\": [{\"t\": 1, \"uid\": \"04A1B2C3\", \"source\": \"qr\"}]\n}", 3,
+                "\"nfc\" or \"link\""
+            ),
+            ("{\n\"start\": \"2026-01-01T00:00:00Z\",\n\"gps\": {\"dropouts\": [{\"from\": 5, \"to\": 2}]}\n}", 3, "\"from\" < \"to\""),
+            ("{\n\"start\": \"2026-01-01T00:00:00Z\",\n\"taps\": [\n{\"t\": 1, \"uid\": \"04A1B2C3\"},,\n]\n}", 4, "invalid JSON"),
+        ])
     func errors(_ text: String, _ line: Int, _ fragment: String) {
         do {
             _ = try ScenarioLoader.parse(text)
@@ -130,7 +135,9 @@ private let gpsdLogs = TestData.files(in: "nmea/gpsd", suffix: ".log.chk")
 
 @Suite("Replaying gpsd recordings")
 struct GPSDReplayTests {
-    @Test("gpsd's own output replays as fixes through a scenario", .enabled(if: TestData.isAvailable, Comment(rawValue: TestData.skipReason)), arguments: gpsdLogs)
+    @Test(
+        "gpsd's own output replays as fixes through a scenario", .enabled(if: TestData.isAvailable, Comment(rawValue: TestData.skipReason)),
+        arguments: gpsdLogs)
     func replay(_ path: String) throws {
         let name = (path as NSString).lastPathComponent
         let scenarioText = """

@@ -1,0 +1,41 @@
+# Shared by scripts/demo and scripts/test. Sourced, not run.
+set -euo pipefail
+
+# The Debian packages TagFix needs to build and test. Each later layer (libnfc, gpsd…) adds its
+# own here, so the two README commands stay the whole set-up.
+TAGFIX_DEBIAN_PACKAGES=()
+
+tagfix_root() { cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd; }
+
+# Finds the Swift toolchain: on PATH, or in /opt/swift where the Debian images keep it.
+tagfix_find_swift() {
+    if ! command -v swift >/dev/null 2>&1 && [ -x /opt/swift/usr/bin/swift ]; then
+        export PATH="/opt/swift/usr/bin:$PATH"
+    fi
+    command -v swift >/dev/null 2>&1 || {
+        echo "error: no Swift toolchain found (install Swift 6 and put it on PATH)" >&2
+        exit 1
+    }
+}
+
+# Installs the packages that are missing, non-interactively. Idempotent: nothing happens when
+# everything is there.
+tagfix_install_packages() {
+    local missing=()
+    local package
+    for package in "$@"; do
+        dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    echo "installing Debian packages: ${missing[*]}" >&2
+    local sudo=""
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null 2>&1 || {
+            echo "error: need root to install ${missing[*]} (run: apt-get install -y ${missing[*]})" >&2
+            exit 1
+        }
+        sudo="sudo"
+    fi
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
