@@ -31,7 +31,7 @@ let package = Package(
         .target(name: "TagFixCLI", dependencies: ["TagFixCore", "TagFixDevices", "TagFixTesting"]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
 
-        .testTarget(name: "TagFixCoreTests", dependencies: ["TagFixCore"]),
+        .testTarget(name: "TagFixCoreTests", dependencies: ["TagFixCore", "TagFixTesting"]),
         .testTarget(name: "TagFixDevicesTests", dependencies: ["TagFixDevices", "TagFixTesting"]),
         .testTarget(name: "TagFixTestingTests", dependencies: ["TagFixTesting"]),
         .testTarget(name: "TagFixCLITests", dependencies: ["TagFixCLI", "TagFixTesting"]),

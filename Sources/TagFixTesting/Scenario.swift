@@ -145,10 +145,13 @@ public struct SeededGenerator: RandomNumberGenerator, Sendable {
         return z ^ (z >> 31)
     }
 
+    /// A uniform sample in [0, 1).
+    public mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
+
     /// A standard normal sample (Box–Muller).
     public mutating func gaussian() -> Double {
-        let u1 = max(Double.leastNonzeroMagnitude, Double(next() >> 11) / Double(1 << 53))
-        let u2 = Double(next() >> 11) / Double(1 << 53)
+        let u1 = max(Double.leastNonzeroMagnitude, unit())
+        let u2 = unit()
         return (-2 * log(u1)).squareRoot() * cos(2 * .pi * u2)
     }
 }

@@ -1,20 +1,16 @@
 import Foundation
 import TagFixCore
+import TagFixTesting
 import Testing
 
 /// gpsd's own expected JSON output for its regression logs (`nmea/gpsd/*.log.chk`).
-private let chkFiles: [String] = {
-    guard let root = ProcessInfo.processInfo.environment["TAGFIX_TESTDATA"],
-        let names = try? FileManager.default.contentsOfDirectory(atPath: "\(root)/nmea/gpsd")
-    else { return [] }
-    return names.filter { $0.hasSuffix(".chk") }.sorted().map { "\(root)/nmea/gpsd/\($0)" }
-}()
+private let chkFiles = TestData.files(in: "nmea/gpsd", suffix: ".chk")
 
 @Suite("gpsd JSON reports")
 struct GPSDReportTests {
     @Test(
         "every report in gpsd's .chk files parses, and TPV become fixes or say why not",
-        .enabled(if: !chkFiles.isEmpty, "set TAGFIX_TESTDATA to ../shared/testdata"), arguments: chkFiles)
+        .enabled(if: !chkFiles.isEmpty, Comment(rawValue: TestData.skipReason)), arguments: chkFiles)
     func chk(_ path: String) throws {
         let text = try String(contentsOfFile: path, encoding: .utf8)
         var tpv = 0, fixes = 0, positioned = 0

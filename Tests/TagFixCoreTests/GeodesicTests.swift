@@ -1,5 +1,6 @@
 import Foundation
 import TagFixCore
+import TagFixTesting
 import Testing
 
 /// Lines of GeographicLib's GeodTest (Karney), read in place from the shared test data.
@@ -9,11 +10,16 @@ struct GeodTestLine: Sendable, CustomTestStringConvertible {
     var lat1, lon1, azi1, lat2, lon2, azi2, s12: Double
     var testDescription: String { "\(file):\(number)" }
 
+    /// The line's two points (GeodTest writes longitudes beyond ±180).
+    func points() throws -> (Coordinate, Coordinate) {
+        (try Coordinate(latitude: lat1, longitude: lon1), try Coordinate(latitude: lat2, longitude: GeodesicTests.wrap(lon2)))
+    }
+
     static func load() -> [GeodTestLine] {
-        guard let root = ProcessInfo.processInfo.environment["TAGFIX_TESTDATA"] else { return [] }
         var lines: [GeodTestLine] = []
         for name in ["GeodTest-100.dat", "GeodTest-subset-1000.dat"] {
-            guard let text = try? String(contentsOfFile: "\(root)/geodesic/\(name)", encoding: .utf8) else { continue }
+            guard let path = TestData.path("geodesic/\(name)"), let text = try? String(contentsOfFile: path, encoding: .utf8)
+            else { continue }
             for (index, line) in text.split(separator: "\n").enumerated() {
                 let v = line.split(separator: " ").compactMap { Double($0) }
                 guard v.count >= 7 else { continue }
@@ -33,18 +39,17 @@ private let hasGeodTest = !geodTest.isEmpty
 struct GeodesicTests {
     @Test(
         "the shared GeodTest files are there and complete",
-        .enabled(if: ProcessInfo.processInfo.environment["TAGFIX_TESTDATA"] != nil, "set TAGFIX_TESTDATA to ../shared/testdata"))
+        .enabled(if: TestData.isAvailable, Comment(rawValue: TestData.skipReason)))
     func dataPresent() {
         #expect(geodTest.count == 1100)
         #expect(geodTest.filter { $0.s12 <= 10_000 }.count > 400)
     }
 
     @Test(
-        "distance within 1 mm (s12 ≤ 10 km) and 0.5 % (longer)", .enabled(if: hasGeodTest, "set TAGFIX_TESTDATA to ../shared/testdata"),
+        "distance within 1 mm (s12 ≤ 10 km) and 0.5 % (longer)", .enabled(if: hasGeodTest, Comment(rawValue: TestData.skipReason)),
         arguments: geodTest)
     func distance(_ line: GeodTestLine) throws {
-        let a = try Coordinate(latitude: line.lat1, longitude: line.lon1)
-        let b = try Coordinate(latitude: line.lat2, longitude: Self.wrap(line.lon2))
+        let (a, b) = try line.points()
         let d = Geodesic.distance(from: a, to: b)
         if line.s12 <= 10_000 {
             #expect(abs(d - line.s12) <= 0.001, "got \(d), GeographicLib \(line.s12)")
@@ -56,11 +61,10 @@ struct GeodesicTests {
     }
 
     @Test(
-        "distance is symmetric and survives mirroring", .enabled(if: hasGeodTest, "set TAGFIX_TESTDATA to ../shared/testdata"),
+        "distance is symmetric and survives mirroring", .enabled(if: hasGeodTest, Comment(rawValue: TestData.skipReason)),
         arguments: geodTest.filter { $0.number % 7 == 0 })
     func symmetry(_ line: GeodTestLine) throws {
-        let a = try Coordinate(latitude: line.lat1, longitude: line.lon1)
-        let b = try Coordinate(latitude: line.lat2, longitude: Self.wrap(line.lon2))
+        let (a, b) = try line.points()
         let mirroredA = try Coordinate(latitude: -line.lat1, longitude: Self.wrap(line.lon1 + 33))
         let mirroredB = try Coordinate(latitude: -line.lat2, longitude: Self.wrap(line.lon2 + 33))
         let d = Geodesic.distance(from: a, to: b)
@@ -69,11 +73,10 @@ struct GeodesicTests {
     }
 
     @Test(
-        "initial azimuth agrees with GeographicLib's azi1", .enabled(if: hasGeodTest, "set TAGFIX_TESTDATA to ../shared/testdata"),
+        "initial azimuth agrees with GeographicLib's azi1", .enabled(if: hasGeodTest, Comment(rawValue: TestData.skipReason)),
         arguments: geodTest)
     func azimuth(_ line: GeodTestLine) throws {
-        let a = try Coordinate(latitude: line.lat1, longitude: line.lon1)
-        let b = try Coordinate(latitude: line.lat2, longitude: Self.wrap(line.lon2))
+        let (a, b) = try line.points()
         let azimuth = Geodesic.inverse(from: a, to: b).initialAzimuth
         var difference = abs(azimuth - (line.azi1 < 0 ? line.azi1 + 360 : line.azi1))
         difference = min(difference, 360 - difference)

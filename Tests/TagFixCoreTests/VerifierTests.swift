@@ -1,5 +1,6 @@
 import Foundation
 import TagFixCore
+import TagFixTesting
 import Testing
 
 /// Builders on a small local grid: metres east/north of an origin, seconds after t0.
@@ -274,7 +275,7 @@ struct VerificationSessionTests {
     /// equal those of the in-order replay.
     @Test("arrival order never changes a verdict", arguments: 1...25)
     func orderInsensitive(seed: UInt64) {
-        var random = SplitMix(seed)
+        var random = SeededGenerator(seed: seed)
         var fixes: [Fix] = []
         var t = 0.0
         while t < 120 {
@@ -324,18 +325,4 @@ struct VerificationSessionTests {
             #expect(run(positions, tickChance: 0.5) == expected)
         }
     }
-}
-
-/// A seedable generator for the property tests.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(_ seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
 }
