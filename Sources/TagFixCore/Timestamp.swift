@@ -126,7 +126,13 @@ extension Timestamp {
         guard scanner.atEnd else { return nil }
         let days = Self.days(fromCivil: year, month, day)
         let seconds = days * 86_400 + hour * 3600 + minute * 60 + min(second, 59) - offsetSeconds
-        self.nanosecondsSinceEpoch = seconds * 1_000_000_000 + nanos
+        // Nanoseconds in Int64 cover 1677…2262: outside that, a time is not representable (and
+        // from a receiver, not plausible).
+        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        guard !overflow else { return nil }
+        let (total, overflow2) = scaled.addingReportingOverflow(nanos)
+        guard !overflow2 else { return nil }
+        self.nanosecondsSinceEpoch = total
     }
 
     private static func pad(_ value: Int64, _ width: Int) -> String {

@@ -161,6 +161,12 @@ public enum ScenarioLoader {
                 }
                 waypoints.append((at, try coordinate(point)))
             }
+            let samples = waypoints[0].0.duration(to: waypoints[waypoints.count - 1].0).seconds * rate
+            guard samples <= 1_000_000 else {
+                throw DataFileError(
+                    line: gps.line(of: "route"),
+                    message: "the route would give \(Int(samples)) fixes; at most 1 000 000 (shorten it or lower rate_hz)")
+            }
             var generator = SeededGenerator(seed: UInt64(truncatingIfNeeded: seed))
             let step = Duration.seconds(1 / rate)
             var t = waypoints[0].0

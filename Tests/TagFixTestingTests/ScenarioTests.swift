@@ -107,6 +107,10 @@ struct ScenarioLoaderTests {
                 "\"nfc\" or \"link\""
             ),
             ("{\n\"start\": \"2026-01-01T00:00:00Z\",\n\"gps\": {\"dropouts\": [{\"from\": 5, \"to\": 2}]}\n}", 3, "\"from\" < \"to\""),
+            (
+                "{\n\"start\": \"2026-01-01T00:00:00Z\",\n\"gps\": {\"rate_hz\": 50,\n\"route\": [{\"t\": 0, \"lat\": 1, \"lon\": 1}, {\"t\": 1e8, \"lat\": 1, \"lon\": 1}]}\n}",
+                4, "at most 1 000 000"
+            ),
             ("{\n\"start\": \"2026-01-01T00:00:00Z\",\n\"taps\": [\n{\"t\": 1, \"uid\": \"04A1B2C3\"},,\n]\n}", 4, "invalid JSON"),
         ])
     func errors(_ text: String, _ line: Int, _ fragment: String) {
