@@ -20,18 +20,21 @@ let package = Package(
     name: "TagFix",
     products: [
         .library(name: "TagFixCore", targets: ["TagFixCore"]),
+        .library(name: "TagFixNDEF", targets: ["TagFixNDEF"]),
         .library(name: "TagFixDevices", targets: ["TagFixDevices"]),
         .library(name: "TagFixTesting", targets: ["TagFixTesting"]),
         .executable(name: "tagfix", targets: ["tagfix"]),
     ],
     targets: [
         .target(name: "TagFixCore"),
+        .target(name: "TagFixNDEF", dependencies: ["TagFixCore"]),
         .target(name: "TagFixDevices", dependencies: ["TagFixCore"]),
         .target(name: "TagFixTesting", dependencies: ["TagFixCore", "TagFixDevices"]),
-        .target(name: "TagFixCLI", dependencies: ["TagFixCore", "TagFixDevices", "TagFixTesting"]),
+        .target(name: "TagFixCLI", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting"]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
 
         .testTarget(name: "TagFixCoreTests", dependencies: ["TagFixCore", "TagFixTesting"]),
+        .testTarget(name: "TagFixNDEFTests", dependencies: ["TagFixNDEF", "TagFixDevices", "TagFixTesting"]),
         .testTarget(name: "TagFixDevicesTests", dependencies: ["TagFixDevices", "TagFixTesting"]),
         .testTarget(name: "TagFixTestingTests", dependencies: ["TagFixTesting"]),
         .testTarget(name: "TagFixCLITests", dependencies: ["TagFixCLI", "TagFixTesting"]),

@@ -105,9 +105,10 @@ public struct TagScan: Sendable, Hashable {
     }
 }
 
-/// Hex helpers shared by the core's parsers.
-enum Hex {
-    static func nibble(_ c: UInt8) -> UInt8? {
+/// Hex text for bytes, as dumps and tools write it.
+public enum Hex {
+    /// The value of one hex digit, or `nil`.
+    public static func nibble(_ c: UInt8) -> UInt8? {
         switch c {
         case 0x30...0x39: c - 0x30
         case 0x41...0x46: c - 0x41 + 10
@@ -116,14 +117,35 @@ enum Hex {
         }
     }
 
-    static func encode(_ bytes: [UInt8]) -> String {
+    /// Upper-case hex without separators.
+    public static func encode(_ bytes: some Sequence<UInt8>) -> String {
         let digits = Array("0123456789ABCDEF".utf8)
         var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
         for byte in bytes {
             out.append(digits[Int(byte >> 4)])
             out.append(digits[Int(byte & 0x0F)])
         }
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Bytes from hex text; spaces, colons and dashes between bytes are allowed. `nil` for
+    /// anything else (an odd digit count, a non-hex character).
+    public static func decode(_ text: some StringProtocol) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        var high: UInt8?
+        for character in text.utf8 {
+            if character == 0x20 || character == UInt8(ascii: ":") || character == UInt8(ascii: "-") {
+                guard high == nil else { return nil }
+                continue
+            }
+            guard let nibble = nibble(character) else { return nil }
+            if let h = high {
+                bytes.append(h << 4 | nibble)
+                high = nil
+            } else {
+                high = nibble
+            }
+        }
+        return high == nil ? bytes : nil
     }
 }
