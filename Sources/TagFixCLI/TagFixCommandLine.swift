@@ -4,7 +4,7 @@ import Foundation
 public enum TagFixCommandLine {
     static let version = "0.1.0"
 
-    static let commands: [CommandSpec] = [VerifyCommand.spec, helpSpec]
+    static let commands: [CommandSpec] = [VerifyCommand.spec, InspectCommand.spec, helpSpec]
 
     static let helpSpec = CommandSpec(
         name: "help", abstract: "Show help for tagfix or one of its commands.",
@@ -72,6 +72,10 @@ public enum TagFixCommandLine {
             let parsed = try VerifyCommand.spec.parse(rest)
             if parsed.helpRequested { return io.out(VerifyCommand.spec.help) }
             try await VerifyCommand(parsed).run(io)
+        case InspectCommand.spec.name:
+            let parsed = try InspectCommand.spec.parse(rest)
+            if parsed.helpRequested { return io.out(InspectCommand.spec.help) }
+            try InspectCommand(parsed).run(io)
         default:
             throw .usage(first.hasPrefix("-") ? "unknown option \(first)" : "unknown command \"\(first)\"", command: nil)
         }

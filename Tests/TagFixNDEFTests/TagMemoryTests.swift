@@ -362,3 +362,53 @@ struct TagDumpTests {
         }
     }
 }
+
+@Suite("Flipper MIFARE Classic files")
+struct FlipperClassicTests {
+    /// A Flipper v2 MIFARE Classic 1K file built from the Adafruit dump, keys unread (`??`).
+    static func file(unreadDataBlock: Bool = false) throws -> String? {
+        guard let path = TestData.path("nfc/tags/adafruit_mifare_classic_1k_mad_ndef.json") else { return nil }
+        let json = try JSONValue.parse(try TextFile.read(path))
+        let memory = try #require(json["memory_hex"]?.string.flatMap(Hex.decode))
+        var lines = [
+            "Filetype: Flipper NFC device", "Version: 2", "Device type: Mifare Classic", "UID: 3E 39 AB 7F", "ATQA: 00 04", "SAK: 08",
+            "Mifare Classic type: 1K",
+        ]
+        for block in 0..<64 {
+            var parts = memory[block * 16..<block * 16 + 16].map { Hex.encode([$0]) }
+            if block % 4 == 3 {
+                for i in 0..<6 { parts[i] = "??" }
+                for i in 10..<16 { parts[i] = "??" }
+            }
+            if unreadDataBlock, block == 4 { parts[5] = "??" }
+            lines.append("Block \(block): " + parts.joined(separator: " "))
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    @Test("blocks with unread keys still give the NDEF message", .enabled(if: TestData.isAvailable, Comment(rawValue: TestData.skipReason)))
+    func classic() throws {
+        let text = try #require(try Self.file())
+        let image = try TagDump.load(Array(text.utf8))
+        #expect(image.chip.type == .mifareClassic1K)
+        #expect(image.uid?.hex == "3E39AB7F")
+        guard case .uri(let uri) = try #require(try image.readNDEF().message?.get().records.first).decodedOrNil else {
+            Issue.record("no URI record")
+            return
+        }
+        #expect(uri.uri == "http://www.adafruit.com")
+    }
+
+    @Test(
+        "an unread byte inside the NDEF data is an error, not a zero",
+        .enabled(if: TestData.isAvailable, Comment(rawValue: TestData.skipReason)))
+    func unreadData() throws {
+        let text = try #require(try Self.file(unreadDataBlock: true))
+        let readout = try TagDump.load(Array(text.utf8)).readNDEF()
+        #expect(readout.problem == .unreadableBytes(at: 4 * 16 + 5))
+    }
+}
+
+extension NDEFRecord {
+    var decodedOrNil: NDEFPayload? { try? decoded() }
+}
