@@ -23,18 +23,25 @@ let package = Package(
         .library(name: "TagFixNDEF", targets: ["TagFixNDEF"]),
         .library(name: "TagFixDevices", targets: ["TagFixDevices"]),
         .library(name: "TagFixTesting", targets: ["TagFixTesting"]),
+        .library(name: "TagFixEmulators", targets: ["TagFixEmulators"]),
+        .library(name: "TagFixNFC", targets: ["TagFixNFC"]),
         .executable(name: "tagfix", targets: ["tagfix"]),
     ],
     targets: [
         .target(name: "TagFixCore"),
         .target(name: "TagFixNDEF", dependencies: ["TagFixCore"]),
         .target(name: "TagFixDevices", dependencies: ["TagFixCore"]),
+        .target(name: "CPTY"),
+        .systemLibrary(name: "CNFC", pkgConfig: "libnfc", providers: [.apt(["libnfc-dev"])]),
+        .target(name: "TagFixNFC", dependencies: ["CNFC", "TagFixCore", "TagFixNDEF", "TagFixDevices"]),
+        .target(name: "TagFixEmulators", dependencies: ["TagFixCore", "TagFixNDEF", "CPTY"]),
         .target(name: "TagFixTesting", dependencies: ["TagFixCore", "TagFixDevices"]),
-        .target(name: "TagFixCLI", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting"]),
+        .target(name: "TagFixCLI", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC"]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
 
         .testTarget(name: "TagFixCoreTests", dependencies: ["TagFixCore", "TagFixTesting"]),
         .testTarget(name: "TagFixNDEFTests", dependencies: ["TagFixNDEF", "TagFixDevices", "TagFixTesting"]),
+        .testTarget(name: "TagFixNFCTests", dependencies: ["TagFixNFC", "TagFixEmulators", "TagFixNDEF", "TagFixTesting"]),
         .testTarget(name: "TagFixDevicesTests", dependencies: ["TagFixDevices", "TagFixTesting"]),
         .testTarget(name: "TagFixTestingTests", dependencies: ["TagFixTesting"]),
         .testTarget(name: "TagFixCLITests", dependencies: ["TagFixCLI", "TagFixTesting"]),
@@ -42,6 +49,6 @@ let package = Package(
     swiftLanguageModes: [.v6]
 )
 
-for target in package.targets {
+for target in package.targets where target.type != .system && !target.name.hasPrefix("C") {
     target.swiftSettings = (target.swiftSettings ?? []) + swiftSettings
 }

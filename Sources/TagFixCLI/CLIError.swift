@@ -15,6 +15,8 @@ enum ExitCode {
     static let software: Int32 = 70
     /// An output file could not be written.
     static let ioError: Int32 = 74
+    /// A --timeout passed first (try again).
+    static let temporaryFailure: Int32 = 75
 }
 
 /// A failure that ends a command, with the exit code and the message for stderr.
@@ -23,6 +25,10 @@ enum CLIError: Error, Sendable {
     case data(DataFileError)
     case noInput(DataFileError)
     case ioError(String)
+    /// A device or service could not be used (a pty, a reader, gpsd).
+    case unavailable(String)
+    /// A --timeout passed before the work was done.
+    case timedOut(String)
 
     var exitCode: Int32 {
         switch self {
@@ -30,6 +36,8 @@ enum CLIError: Error, Sendable {
         case .data: ExitCode.dataError
         case .noInput: ExitCode.noInput
         case .ioError: ExitCode.ioError
+        case .unavailable: ExitCode.unavailable
+        case .timedOut: ExitCode.temporaryFailure
         }
     }
 
@@ -40,7 +48,7 @@ enum CLIError: Error, Sendable {
             return "error: \(message)\n(see '\(help)')"
         case .data(let error), .noInput(let error):
             return "error: \(error)"
-        case .ioError(let message):
+        case .ioError(let message), .unavailable(let message), .timedOut(let message):
             return "error: \(message)"
         }
     }

@@ -60,18 +60,6 @@ struct InspectCommand {
     }
 }
 
-/// The first URL a tag carries: a URI record, or a Smart Poster's URI.
-func firstURL(_ message: NDEFMessage?) -> String? {
-    for record in message?.records ?? [] {
-        switch try? record.decoded() {
-        case .uri(let uri): return uri.uri
-        case .smartPoster(let poster): return poster.uri.uri
-        default: continue
-        }
-    }
-    return nil
-}
-
 /// NDEF records as JSON, shared by `inspect` and `scan`.
 enum RecordJSON {
     static func records(_ message: NDEFMessage?) -> String {
@@ -126,7 +114,7 @@ enum InspectJSON {
         object.add("tlvs", raw: "[" + readout.tlvs.map(tlv).joined(separator: ",") + "]")
         object.add("message", readout.messageBytes.map(Hex.encode))
         object.add("records", raw: RecordJSON.records(message))
-        object.add("url", firstURL(message))
+        object.add("url", message?.firstURL)
         object.add("problem", readout.problem?.description)
         object.add("error", error)
         object.add("notes", raw: "[" + image.notes.map(JSONValue.quoted).joined(separator: ",") + "]")
@@ -222,7 +210,7 @@ enum InspectText {
             for (index, record) in message.records.enumerated() {
                 lines.append("  [\(index + 1)] \(describe(record))")
             }
-            lines.append("URL:     \(firstURL(message) ?? "none")")
+            lines.append("URL:     \(message.firstURL ?? "none")")
         }
         lines += image.notes.map { "Note:    \($0)" }
         return lines

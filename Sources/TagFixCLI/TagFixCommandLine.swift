@@ -4,7 +4,9 @@ import Foundation
 public enum TagFixCommandLine {
     static let version = "0.1.0"
 
-    static let commands: [CommandSpec] = [VerifyCommand.spec, InspectCommand.spec, helpSpec]
+    static let commands: [CommandSpec] = [
+        VerifyCommand.spec, ScanCommand.spec, DevicesCommand.spec, InspectCommand.spec, EmulateCommand.spec, helpSpec,
+    ]
 
     static let helpSpec = CommandSpec(
         name: "help", abstract: "Show help for tagfix or one of its commands.",
@@ -24,7 +26,7 @@ public enum TagFixCommandLine {
 
             Run 'tagfix help COMMAND' for a command's options and examples.
             Exit codes: 0 ok, 64 usage error, 65 malformed input file, 66 input file missing or \
-            unreadable, 69 device unavailable, 70 internal error, 74 output error.
+            unreadable, 69 device unavailable, 70 internal error, 74 output error, 75 timed out.
             """
         return text
     }
@@ -72,6 +74,18 @@ public enum TagFixCommandLine {
             let parsed = try VerifyCommand.spec.parse(rest)
             if parsed.helpRequested { return io.out(VerifyCommand.spec.help) }
             try await VerifyCommand(parsed).run(io)
+        case ScanCommand.spec.name:
+            let parsed = try ScanCommand.spec.parse(rest)
+            if parsed.helpRequested { return io.out(ScanCommand.spec.help) }
+            try await ScanCommand(parsed).run(io)
+        case DevicesCommand.spec.name:
+            let parsed = try DevicesCommand.spec.parse(rest)
+            if parsed.helpRequested { return io.out(DevicesCommand.spec.help) }
+            try DevicesCommand(parsed).run(io)
+        case EmulateCommand.spec.name:
+            let parsed = try EmulateCommand.spec.parse(rest)
+            if parsed.helpRequested { return io.out(EmulateCommand.spec.help) }
+            try await EmulateCommand(parsed).run(io)
         case InspectCommand.spec.name:
             let parsed = try InspectCommand.spec.parse(rest)
             if parsed.helpRequested { return io.out(InspectCommand.spec.help) }

@@ -91,10 +91,19 @@ public struct TagScan: Sendable, Hashable {
     /// When the tag was read, on the injected clock.
     public var time: Timestamp
     public var source: ScanSource
+    /// The NDEF message's bytes as read, when the reader has them (real readers do; a scenario's
+    /// taps carry only a URL).
+    public var ndefMessage: [UInt8]?
+    /// How long the read took, from tag found to message in hand.
+    public var readDuration: Duration?
+    /// Application bytes the read moved (commands and answers).
+    public var bytesMoved: Int?
+    /// Why a tag read by a reader has no NDEF message (not formatted, a broken CC…).
+    public var ndefProblem: String?
 
     public init(
         readerID: String, uid: TagUID, tagType: TagType, url: String?, time: Timestamp,
-        source: ScanSource = .nfc
+        source: ScanSource = .nfc, ndefMessage: [UInt8]? = nil, readDuration: Duration? = nil, bytesMoved: Int? = nil
     ) {
         self.readerID = readerID
         self.uid = uid
@@ -102,6 +111,9 @@ public struct TagScan: Sendable, Hashable {
         self.url = url
         self.time = time
         self.source = source
+        self.ndefMessage = ndefMessage
+        self.readDuration = readDuration
+        self.bytesMoved = bytesMoved
     }
 }
 

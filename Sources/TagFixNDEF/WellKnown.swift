@@ -278,3 +278,17 @@ public struct SmartPoster: Sendable, Hashable {
     public static func == (lhs: SmartPoster, rhs: SmartPoster) -> Bool { lhs.message == rhs.message }
     public func hash(into hasher: inout Hasher) { hasher.combine(message) }
 }
+
+extension NDEFMessage {
+    /// The URL a tag carries: its first URI record, or a Smart Poster's URI.
+    public var firstURL: String? {
+        for record in records {
+            switch try? record.decoded() {
+            case .uri(let uri): return uri.uri
+            case .smartPoster(let poster): return poster.uri.uri
+            default: continue
+            }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,14 @@
+#ifndef CPTY_H
+#define CPTY_H
+
+#include <stddef.h>
+
+/// Opens a pseudo-terminal pair: returns the controller descriptor (O_RDWR | O_NOCTTY), granted
+/// and unlocked, and writes the terminal side's path into `path`; or -errno on failure.
+///
+/// Why C: posix_openpt, grantpt, unlockpt and ptsname_r are declared only under _GNU_SOURCE /
+/// _XOPEN_SOURCE, which Swift's Glibc module does not define, and the ioctl route (TIOCGPTN) is
+/// variadic, which Swift cannot call.
+int cpty_open(char *_Nonnull path, size_t size);
+
+#endif

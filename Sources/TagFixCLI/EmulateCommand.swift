@@ -1,0 +1,117 @@
+import Dispatch
+import Foundation
+import Synchronization
+import TagFixCore
+import TagFixEmulators
+import TagFixNDEF
+
+/// `tagfix emulate pn532`: a PN532 on a pseudo-terminal, for labs and CI.
+struct EmulateCommand {
+    static let spec = CommandSpec(
+        name: "emulate",
+        abstract: "Emulate hardware on a pseudo-terminal: a PN532 NFC reader with tags (emulate pn532).",
+        discussion: """
+            emulate pn532 opens a pseudo-terminal and answers on it as a PN532 does over its UART, \
+            presenting the tags of the dumps given with --tag (Flipper .nfc, Proxmark3 JSON, \
+            nfc-mfultralight binary, TagFix tag JSON). Point libnfc at it with \
+            LIBNFC_DEVICE=pn532_uart:PATH, or tagfix scan --reader pn532_uart:PATH. It runs until \
+            interrupted. See hardware.md#emulators.
+            """,
+        options: [
+            .init(name: "tag", valueName: "FILE", help: "A tag dump to present (repeat for more tags in the field).", repeatable: true),
+            .init(name: "link", valueName: "PATH", help: "Also make PATH a symbolic link to the pty."),
+            .init(name: "baud", valueName: "N", help: "Simulate the line's speed (10 bits per byte); default: no delay."),
+        ],
+        positionals: [.init(name: "DEVICE", help: "What to emulate: pn532.")],
+        examples: [
+            "tagfix emulate pn532 --tag Call_112.nfc --link /tmp/pn532",
+            "LIBNFC_DEVICE=pn532_uart:/tmp/pn532 nfc-list",
+        ])
+
+    var device: String
+    var tags: [String]
+    var link: String?
+    var baud: Int?
+
+    init(_ arguments: ParsedArguments) throws(CLIError) {
+        device = arguments.positionals[0]
+        guard device == "pn532" else { throw .usage("tagfix emulates pn532, not \"\(device)\"", command: "emulate") }
+        tags = arguments.all("tag")
+        guard !tags.isEmpty else { throw .usage("emulate pn532 needs at least one --tag FILE", command: "emulate") }
+        link = arguments.value("link")
+        baud = try arguments.number("baud", in: 300...4_000_000, command: "emulate").map { Int($0) }
+    }
+
+    func run(_ io: some TerminalOutput) async throws(CLIError) {
+        var images: [TagImage] = []
+        for path in tags {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw .noInput(DataFileError(file: path, line: nil, message: "no such file or not readable", unreadable: true))
+            }
+            do {
+                images.append(try TagDump.load(Array(data)))
+            } catch {
+                throw .data(error.inFile(path))
+            }
+        }
+        let emulator: PN532Emulator
+        do {
+            emulator = try PN532Emulator(dumps: images, options: .init(baud: baud))
+        } catch {
+            throw .unavailable(error.description)
+        }
+        if let link {
+            try? FileManager.default.removeItem(atPath: link)
+            do {
+                try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: emulator.path)
+            } catch {
+                emulator.stop()
+                throw .unavailable("cannot create the link \(link): \(error.localizedDescription)")
+            }
+        }
+        io.out("PN532 emulator on \(emulator.path)" + (link.map { " (link \($0))" } ?? ""))
+        for image in images {
+            io.out("  tag \(image.uid?.hex ?? "?") \(image.chip.name)")
+        }
+        io.out("connstring: pn532_uart:\(link ?? emulator.path)")
+        await waitForSignal()
+        emulator.stop()
+        if let link { try? FileManager.default.removeItem(atPath: link) }
+    }
+
+    /// Suspends until SIGINT or SIGTERM.
+    private func waitForSignal() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let queue = DispatchQueue(label: "tagfix.signals")
+            let once = OnceFlag()
+            var sources: [any DispatchSourceSignal] = []
+            for number in [SIGINT, SIGTERM] {
+                signal(number, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+                source.setEventHandler {
+                    if once.claim() { continuation.resume() }
+                }
+                source.resume()
+                sources.append(source)
+            }
+            // Keep the sources alive for the process's life.
+            SignalSources.keep(sources)
+        }
+    }
+}
+
+/// A flag that is claimed once, from any thread.
+final class OnceFlag: Sendable {
+    private let claimed = Mutex(false)
+    func claim() -> Bool {
+        claimed.withLock { value in
+            defer { value = true }
+            return !value
+        }
+    }
+}
+
+enum SignalSources {
+    nonisolated(unsafe) private static var held: [any DispatchSourceSignal] = []
+    static func keep(_ sources: [any DispatchSourceSignal]) { held += sources }
+}

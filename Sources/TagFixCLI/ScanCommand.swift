@@ -1,0 +1,176 @@
+import Foundation
+import Synchronization
+import TagFixCore
+import TagFixDevices
+import TagFixNDEF
+import TagFixNFC
+
+/// `tagfix scan`: read tags with a real reader (or the PN532 emulator) and print what they hold.
+struct ScanCommand {
+    static let spec = CommandSpec(
+        name: "scan",
+        abstract: "Read NFC tags with a reader (libnfc) and print each one's UID, type, NDEF records and URL.",
+        discussion: """
+            The reader is a libnfc connstring (pn532_uart:/dev/ttyUSB0, pn533_usb, acr122_usb, \
+            pn532_i2c:/dev/i2c-1, …); without --reader, libnfc's default (LIBNFC_DEVICE, \
+            /etc/nfc/libnfc.conf, or the first reader found). Reads Type 2 tags (NTAG21x, \
+            Ultralight) with the fewest bytes the tag allows, and Type 4 tags. If the reader goes \
+            away after it was working, scan reconnects by itself.
+            Exit codes: 0 the tags were read, 69 the reader cannot be opened, 75 --timeout passed \
+            before --count tags.
+            """,
+        options: [
+            .init(name: "reader", valueName: "CONNSTRING", help: "The reader, as a libnfc connstring."),
+            .init(name: "json", valueName: nil, help: "One JSON object per tag (JSON Lines)."),
+            .init(name: "count", valueName: "N", help: "Stop after N tags; default: run until interrupted."),
+            .init(name: "timeout", valueName: "S", help: "Give up after S seconds (exit 75)."),
+        ],
+        examples: [
+            "tagfix scan --reader pn532_uart:/dev/ttyUSB0",
+            "tagfix scan --json --count 1 | jq -r .url",
+            "LIBNFC_DEVICE=pn532_uart:/tmp/pn532 tagfix scan --count 3",
+        ])
+
+    var reader: String?
+    var json: Bool
+    var count: Int?
+    var timeout: Duration?
+
+    init(_ arguments: ParsedArguments) throws(CLIError) {
+        reader = arguments.value("reader")
+        if let reader, !reader.contains(":"), !["pn533_usb", "acr122_usb", "acr122_pcsc", "pn53x_usb", "arygon"].contains(reader) {
+            throw .usage("\"\(reader)\" is not a libnfc connstring (DRIVER:PORT, e.g. pn532_uart:/dev/ttyUSB0)", command: "scan")
+        }
+        json = arguments.flag("json")
+        count = try arguments.number("count", in: 1...1_000_000, command: "scan").map { Int($0) }
+        timeout = try arguments.seconds("timeout", in: 0.1...86_400, command: "scan")
+    }
+
+    func run(_ io: some TerminalOutput) async throws(CLIError) {
+        let outcome = await Self.scan(reader: reader, count: count, timeout: timeout, io: io, json: json)
+        switch outcome {
+        case .done: return
+        case .unavailable(let message): throw .unavailable(message)
+        case .timedOut(let read): throw .timedOut("no \(read == 0 ? "tag" : "more tags") within the timeout (\(read) read)")
+        }
+    }
+
+    enum Outcome: Sendable {
+        case done
+        case unavailable(String)
+        case timedOut(Int)
+    }
+
+    static func scan(reader: String?, count: Int?, timeout: Duration?, io: any TerminalOutput, json: Bool) async -> Outcome {
+        let device = LibNFCReader(connstring: reader, clock: WallClock())
+        let read = Counter()
+        return await withTaskGroup(of: Outcome?.self) { group in
+            group.addTask {
+                var ready = false
+                for await event in device.events() {
+                    switch event {
+                    case .ready(let description):
+                        ready = true
+                        io.err("reader: \(description)")
+                    case .tagPresent(let scan):
+                        io.out(json ? scanJSON(scan) : scanText(scan))
+                        let total = read.increment()
+                        if let count, total >= count { return .done }
+                    case .tagRemoved:
+                        break
+                    case .failed(let error):
+                        io.err("! \(error)")
+                    case .disconnected(let error):
+                        if !ready { return .unavailable("cannot open the reader: \(error)") }
+                        io.err("! reader disconnected: \(error); reconnecting…")
+                        ready = false
+                    }
+                }
+                return .done
+            }
+            if let timeout {
+                group.addTask {
+                    try? await Task.sleep(for: timeout)
+                    return Task.isCancelled ? nil : .timedOut(read.value)
+                }
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            return first ?? .done
+        }
+    }
+
+    static func scanText(_ scan: TagScan) -> String {
+        let message = scan.ndefMessage.flatMap { try? NDEFMessage(bytes: $0) }
+        var line = "\(scan.uid.hex)  \(scan.tagType.rawValue)  \(scan.url ?? "(no URL)")"
+        if let message { line += "  \(message.records.count) record\(message.records.count == 1 ? "" : "s")" }
+        if scan.ndefMessage == nil { line += "  (no NDEF message: \(scan.ndefProblem ?? "none on the tag"))" }
+        if let duration = scan.readDuration { line += "  \(Coordinate.format(duration.seconds * 1000, 1)) ms" }
+        return line
+    }
+
+    static func scanJSON(_ scan: TagScan) -> String {
+        let message = scan.ndefMessage.flatMap { try? NDEFMessage(bytes: $0) }
+        var object = JSONObjectWriter()
+        object.add("time", scan.time.iso8601)
+        object.add("reader", scan.readerID)
+        object.add("uid", scan.uid.hex)
+        object.add("tag_type", scan.tagType.rawValue)
+        object.add("url", scan.url)
+        object.add("ndef", scan.ndefMessage != nil)
+        object.add("problem", scan.ndefProblem)
+        object.add("records", raw: RecordJSON.records(message))
+        object.add("read_ms", scan.readDuration.map { $0.seconds * 1000 })
+        object.add("bytes_moved", scan.bytesMoved)
+        return object.text
+    }
+}
+
+/// A count shared between tasks.
+final class Counter: Sendable {
+    private let count = Mutex(0)
+    var value: Int { count.withLock { $0 } }
+    func increment() -> Int {
+        count.withLock { value in
+            value += 1
+            return value
+        }
+    }
+}
+
+/// `tagfix devices`: the readers libnfc finds.
+struct DevicesCommand {
+    static let spec = CommandSpec(
+        name: "devices",
+        abstract: "List the NFC readers libnfc finds, with their connstrings.",
+        discussion: """
+            Exit code 69 when none is found, with the usual reasons: not plugged in, held by the \
+            kernel's pn533_usb / nfc modules (see hardware.md#kernel-modules), no permission (udev \
+            rules, plugdev group), or a UART reader that libnfc does not scan for (name it with \
+            LIBNFC_DEVICE=pn532_uart:/dev/ttyUSB0).
+            """,
+        options: [.init(name: "json", valueName: nil, help: "Print a JSON array of connstrings.")])
+
+    var json: Bool
+
+    init(_ arguments: ParsedArguments) { json = arguments.flag("json") }
+
+    func run(_ io: some TerminalOutput) throws(CLIError) {
+        let found: [String]
+        do {
+            found = try LibNFC.devices()
+        } catch {
+            throw .unavailable(error.description)
+        }
+        if json {
+            io.out("[" + found.map(JSONValue.quoted).joined(separator: ",") + "]")
+        } else {
+            for connstring in found { io.out(connstring) }
+        }
+        guard !found.isEmpty else {
+            throw .unavailable(
+                "no NFC reader found. Is it plugged in? A USB reader may be held by the kernel's pn533_usb / nfc modules (see hardware.md#kernel-modules) or lack permissions (udev rules, plugdev group). A UART reader must be named: LIBNFC_DEVICE=pn532_uart:/dev/ttyUSB0 or --reader."
+            )
+        }
+    }
+}

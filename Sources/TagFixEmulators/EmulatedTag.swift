@@ -1,0 +1,219 @@
+import TagFixCore
+public import TagFixNDEF
+
+/// What a tag answers to one exchange.
+public enum TagAnswer: Sendable, Hashable {
+    case data([UInt8])
+    /// A 4-bit ACK (0xA), as Type 2 tags answer WRITE.
+    case ack
+    /// A 4-bit NAK (0x0 invalid argument, 0x1 CRC, 0x4 auth, 0x5 EEPROM write error).
+    case nak(UInt8)
+    /// Silence: the tag did not answer (a wrong command, or gone).
+    case silent
+}
+
+/// A tag in the emulated field.
+public protocol EmulatedTag: AnyObject, Sendable {
+    var uid: [UInt8] { get }
+    /// ATQA as the PN532 reports SENS_RES (two bytes, e.g. 00 44).
+    var sensRes: [UInt8] { get }
+    var selRes: UInt8 { get }
+    /// For ISO-DEP tags: the ATS the chip fetches with RATS.
+    var ats: [UInt8]? { get }
+    /// One exchange with easy framing (CRC handled by the chip).
+    func transceive(_ command: [UInt8]) -> TagAnswer
+    /// The tag is (re)selected: state such as authentication resets.
+    func reset()
+}
+
+/// An NTAG21x / MIFARE Ultralight (EV1) in the field: its pages, GET_VERSION and signature,
+/// with the commands readers send and the NAKs real tags give.
+public final class EmulatedType2Tag: EmulatedTag, @unchecked Sendable {
+    // Mutated only on the emulator's I/O thread (the chip serialises every exchange).
+    public let uid: [UInt8]
+    public let sensRes: [UInt8]
+    public let selRes: UInt8
+    public var ats: [UInt8]? { nil }
+    public private(set) var pages: [UInt8]
+    let version: [UInt8]?
+    let signature: [UInt8]
+    /// The number of pages READ can address (the whole memory including config pages).
+    var pageCount: Int { pages.count / 4 }
+    var authenticated = false
+
+    public init(uid: [UInt8], pages: [UInt8], getVersion: [UInt8]?, signature: [UInt8]?, atqa: [UInt8] = [0x00, 0x44], sak: UInt8 = 0x00) {
+        self.uid = uid
+        self.pages = pages
+        self.version = getVersion
+        self.signature = signature ?? [UInt8](repeating: 0, count: 32)
+        self.sensRes = atqa
+        self.selRes = sak
+    }
+
+    public func reset() { authenticated = false }
+
+    public func transceive(_ command: [UInt8]) -> TagAnswer {
+        guard let code = command.first else { return .silent }
+        switch code {
+        case 0x30:  // READ: 16 bytes from the page, rolling over past the last page
+            guard command.count == 2 else { return .nak(0x0) }
+            let page = Int(command[1])
+            guard page < pageCount else { return .nak(0x0) }
+            return .data((0..<16).map { pages[(page * 4 + $0) % pages.count] })
+        case 0x3A:  // FAST_READ start end
+            guard command.count == 3, version != nil else { return version == nil ? .silent : .nak(0x0) }
+            let start = Int(command[1]), end = Int(command[2])
+            guard start <= end, end < pageCount else { return .nak(0x0) }
+            return .data(Array(pages[start * 4..<(end + 1) * 4]))
+        case 0x60:  // GET_VERSION
+            guard let version else { return .silent }
+            return .data(version)
+        case 0x3C:  // READ_SIG
+            guard version != nil else { return .silent }
+            return .data(signature)
+        case 0xA2:  // WRITE page (4 bytes)
+            guard command.count == 6 else { return .nak(0x0) }
+            return write(page: Int(command[1]), Array(command[2..<6]))
+        case 0xA0:  // COMPATIBILITY_WRITE: 16 bytes, the first 4 written
+            guard command.count == 2 || command.count == 18 else { return .nak(0x0) }
+            if command.count == 2 { return .ack }  // part 1; part 2 follows
+            return write(page: Int(command[1]), Array(command[2..<6]))
+        case 0x1B:  // PWD_AUTH: answers PACK
+            guard command.count == 5, version != nil else { return .nak(0x0) }
+            authenticated = true
+            return .data([0x00, 0x00])
+        default:
+            return .nak(0x0)
+        }
+    }
+
+    private func write(page: Int, _ data: [UInt8]) -> TagAnswer {
+        // Pages 0–1 (UID) are read-only; page 2 only lock bytes; page 3 (CC) is OTP.
+        guard page >= 2, page < pageCount else { return .nak(0x0) }
+        switch page {
+        case 2:
+            pages[10] |= data[2]
+            pages[11] |= data[3]
+        case 3:
+            for i in 0..<4 { pages[12 + i] |= data[i] }
+        default:
+            pages.replaceSubrange(page * 4..<page * 4 + 4, with: data)
+        }
+        return .ack
+    }
+}
+
+/// An ISO-DEP tag with the NFC Forum Type 4 NDEF application: SELECT, READ BINARY and UPDATE
+/// BINARY on the CC file (E103) and the NDEF file.
+public final class EmulatedType4Tag: EmulatedTag, @unchecked Sendable {
+    public let uid: [UInt8]
+    public let sensRes: [UInt8] = [0x03, 0x44]
+    public let selRes: UInt8 = 0x20
+    public let ats: [UInt8]? = [0x06, 0x75, 0x77, 0x81, 0x02, 0x80]
+    var ccFile: [UInt8]
+    var ndefFile: [UInt8]
+    private var applicationSelected = false
+    private var selectedFile: UInt16?
+
+    public init(uid: [UInt8], ccFile: [UInt8], ndefFile: [UInt8]) {
+        self.uid = uid
+        self.ccFile = ccFile
+        self.ndefFile = ndefFile
+    }
+
+    /// A tag holding `message`, with a 2 KB NDEF file.
+    public convenience init(uid: [UInt8], message: [UInt8], capacity: Int = 2048) {
+        let cc: [UInt8] = [
+            0x00, 0x0F, 0x20, 0x00, 0xFF, 0x00, 0xFF, 0x04, 0x06, 0xE1, 0x04, UInt8(capacity >> 8), UInt8(capacity & 0xFF), 0x00, 0x00,
+        ]
+        var file = [UInt8(message.count >> 8), UInt8(message.count & 0xFF)] + message
+        file += [UInt8](repeating: 0, count: max(0, capacity - file.count))
+        self.init(uid: uid, ccFile: cc, ndefFile: file)
+    }
+
+    public func reset() {
+        applicationSelected = false
+        selectedFile = nil
+    }
+
+    public func transceive(_ command: [UInt8]) -> TagAnswer {
+        let ok: [UInt8] = [0x90, 0x00]
+        guard command.count >= 4 else { return .data([0x67, 0x00]) }
+        let (cla, ins, p1, p2) = (command[0], command[1], command[2], command[3])
+        guard cla == 0x00 else { return .data([0x6E, 0x00]) }
+        switch ins {
+        case 0xA4:  // SELECT
+            guard command.count >= 5 else { return .data([0x67, 0x00]) }
+            let lc = Int(command[4])
+            guard command.count >= 5 + lc else { return .data([0x67, 0x00]) }
+            let body = Array(command[5..<5 + lc])
+            if p1 == 0x04 {
+                guard body == Type4CapabilityContainer.ndefApplication || body == Type4CapabilityContainer.legacyNDEFApplication else {
+                    return .data([0x6A, 0x82])
+                }
+                applicationSelected = true
+                selectedFile = nil
+                return .data(ok)
+            }
+            guard p1 == 0x00, p2 == 0x0C || p2 == 0x00, lc == 2, applicationSelected else { return .data([0x6A, 0x82]) }
+            let id = UInt16(body[0]) << 8 | UInt16(body[1])
+            guard id == 0xE103 || id == ndefFileID else { return .data([0x6A, 0x82]) }
+            selectedFile = id
+            return .data(ok)
+        case 0xB0:  // READ BINARY
+            guard let file = selectedFile.map(contents) else { return .data([0x69, 0x86]) }
+            let offset = Int(p1) << 8 | Int(p2)
+            let le = command.count > 4 ? Int(command[4]) : 256
+            guard offset <= file.count else { return .data([0x6B, 0x00]) }
+            return .data(Array(file[offset..<min(file.count, offset + (le == 0 ? 256 : le))]) + ok)
+        case 0xD6:  // UPDATE BINARY
+            guard selectedFile == ndefFileID, command.count >= 5 else { return .data([0x69, 0x86]) }
+            let offset = Int(p1) << 8 | Int(p2), lc = Int(command[4])
+            guard command.count >= 5 + lc, offset + lc <= ndefFile.count else { return .data([0x6B, 0x00]) }
+            ndefFile.replaceSubrange(offset..<offset + lc, with: command[5..<5 + lc])
+            return .data(ok)
+        default:
+            return .data([0x6D, 0x00])
+        }
+    }
+
+    private var ndefFileID: UInt16 { UInt16(ccFile[9]) << 8 | UInt16(ccFile[10]) }
+    private func contents(_ id: UInt16) -> [UInt8] { id == 0xE103 ? ccFile : ndefFile }
+}
+
+extension TagImage {
+    /// The emulated tag for this image (Type 2 and Type 4; other memories are refused).
+    public func emulatedTag() throws(EmulatorError) -> any EmulatedTag {
+        guard let uid = uid?.bytes ?? nil else { throw .unsupportedTag("the dump has no UID") }
+        switch memory {
+        case .type2(let pages):
+            // A Flipper dump may hold fewer pages than the chip has: pad to the chip's size.
+            var padded = pages
+            if let total = chip.totalPages, total * 4 > padded.count {
+                padded += [UInt8](repeating: 0, count: total * 4 - padded.count)
+            }
+            // Every NXP Type 2 chip answers ATQA 00 44, SAK 00 (dumps write the ATQA in either
+            // byte order).
+            return EmulatedType2Tag(uid: uid, pages: padded, getVersion: getVersion, signature: signature)
+        case .type4(let cc, let file):
+            return EmulatedType4Tag(uid: uid, ccFile: cc, ndefFile: file)
+        case .mifareClassic, .type3:
+            throw .unsupportedTag("the PN532 emulator presents Type 2 (NTAG/Ultralight) and Type 4 tags")
+        }
+    }
+}
+
+/// Why the emulator cannot do what it was asked.
+public enum EmulatorError: Error, Sendable, Hashable, CustomStringConvertible {
+    case unsupportedTag(String)
+    case pty(String)
+    case link(String)
+
+    public var description: String {
+        switch self {
+        case .unsupportedTag(let detail): "cannot emulate this tag: \(detail)"
+        case .pty(let detail): "cannot open a pseudo-terminal: \(detail)"
+        case .link(let detail): "cannot create the link: \(detail)"
+        }
+    }
+}

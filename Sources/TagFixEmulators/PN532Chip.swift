@@ -1,0 +1,187 @@
+/// A PN532 as the host sees it: the commands libnfc 1.8.0 and nfcpy send, answered from a
+/// register file and the emulated tags in the field. Pure: one command in, one answer out.
+public struct PN532Chip: Sendable {
+    public enum Answer: Sendable, Hashable {
+        /// The response frame's data (TFI D5 added by the framer): command code + 1, then data.
+        case response([UInt8])
+        /// The application-level error frame.
+        case error
+        /// No answer at all (a hung chip).
+        case none
+    }
+
+    /// A tag in the field, and whether the field holds it right now.
+    public struct Slot: Sendable {
+        public var tag: any EmulatedTag
+        public var present: Bool
+    }
+
+    public var slots: [Slot] = []
+    /// Pages (or APDUs) each tag still answers before it "leaves the field" (a tag pulled
+    /// mid-read); `nil` for no limit.
+    public var exchangesBeforeRemoval: Int?
+    /// Counters for tests and benchmarks.
+    public private(set) var commandCount = 0
+    public private(set) var lastCommands: [UInt8] = []
+
+    private var registers: [UInt16: UInt8] = PN532Chip.defaultRegisters
+    private var activeTargets: [Int] = []  // slot indexes listed by InListPassiveTarget, Tg = index + 1
+    private var rfOn = false
+
+    public init() {}
+
+    /// CIU register defaults after reset (UM0701-02 / PN533 user manual), the ones libnfc reads.
+    static let defaultRegisters: [UInt16: UInt8] = [
+        0x6302: 0x80, 0x6303: 0x80,  // CIU_TxMode / CIU_RxMode: CRC on, 106 kbps
+        0x6305: 0x00, 0x6306: 0x00,  // CIU_TxAuto, CIU_TxSel
+        0x630C: 0x00, 0x630D: 0x00,  // CIU_CWGsP, CIU_ModGsP
+        0x6316: 0x84, 0x6317: 0x4D,  // CIU_RxThreshold, CIU_Demod
+        0x633C: 0x10, 0x633D: 0x00,  // CIU_Control, CIU_BitFraming
+        0x6331: 0x00, 0x6338: 0x00,
+        0x6106: 0x00, 0x6107: 0x00,  // SIC clock control
+    ]
+
+    /// Answers one command (the data after TFI D4).
+    public mutating func handle(_ command: [UInt8]) -> Answer {
+        guard let code = command.first else { return .error }
+        commandCount += 1
+        lastCommands.append(code)
+        if lastCommands.count > 64 { lastCommands.removeFirst(lastCommands.count - 64) }
+        let parameters = Array(command.dropFirst())
+        let reply = code &+ 1
+        switch code {
+        case 0x00:  // Diagnose: NumTst 0 is the communication line test (echo)
+            guard let test = parameters.first else { return .error }
+            switch test {
+            case 0x00: return .response([reply] + parameters)
+            case 0x06: return .response([reply, selectedTag == nil ? 0x01 : 0x00])  // card presence
+            default: return .response([reply, 0x00])
+            }
+        case 0x02:  // GetFirmwareVersion: PN532, version 1.6, ISO14443A/B + ISO18092
+            return .response([reply, 0x32, 0x01, 0x06, 0x07])
+        case 0x04:  // GetGeneralStatus: no error, field, no targets
+            return .response([reply, 0x00, rfOn ? 0x01 : 0x00, 0x00, 0x00])
+        case 0x06:  // ReadRegister: addresses as big-endian pairs
+            guard parameters.count % 2 == 0, !parameters.isEmpty else { return .error }
+            var values: [UInt8] = []
+            for i in stride(from: 0, to: parameters.count, by: 2) {
+                values.append(registers[UInt16(parameters[i]) << 8 | UInt16(parameters[i + 1])] ?? 0x00)
+            }
+            return .response([reply] + values)
+        case 0x08:  // WriteRegister: (address, value) triples
+            guard parameters.count % 3 == 0, !parameters.isEmpty else { return .error }
+            for i in stride(from: 0, to: parameters.count, by: 3) {
+                registers[UInt16(parameters[i]) << 8 | UInt16(parameters[i + 1])] = parameters[i + 2]
+            }
+            return .response([reply])
+        case 0x0E, 0x0C:  // WriteGPIO / ReadGPIO
+            return code == 0x0C ? .response([reply, 0xFF, 0xFF, 0x00]) : .response([reply])
+        case 0x10:  // SetSerialBaudRate
+            return .response([reply])
+        case 0x12:  // SetParameters
+            return .response([reply])
+        case 0x14:  // SAMConfiguration
+            return .response([reply])
+        case 0x16:  // PowerDown: status
+            rfOn = false
+            return .response([reply, 0x00])
+        case 0x32:  // RFConfiguration: item 1 switches the field
+            if parameters.first == 0x01, parameters.count >= 2 { rfOn = parameters[1] & 0x01 != 0 }
+            return .response([reply])
+        case 0x4A:  // InListPassiveTarget MaxTg BrTy [InitiatorData]
+            return listPassiveTargets(parameters)
+        case 0x40:  // InDataExchange Tg DataOut
+            guard let tg = parameters.first else { return .error }
+            return exchange(target: Int(tg & 0x0F), Array(parameters.dropFirst()))
+        case 0x42:  // InCommunicateThru DataOut: raw frames to the selected target, if any
+            guard !activeTargets.isEmpty else { return .response([reply, 0x01]) }
+            return exchange(target: 1, parameters, thru: true)
+        case 0x44:  // InDeselect: the targets are no longer selected; raw frames reach no one
+            activeTargets = []
+            return .response([reply, 0x00])
+        case 0x50:  // InSelect
+            return .response([reply, activeTargets.isEmpty ? 0x27 : 0x00])
+        case 0x52:  // InRelease
+            activeTargets = []
+            return .response([reply, 0x00])
+        case 0x58:  // InPSL
+            return .response([reply, 0x00])
+        case 0x60:  // InAutoPoll PollNr Period Type1..
+            return autoPoll(parameters)
+        default:
+            return .error
+        }
+    }
+
+    private var selectedTag: (any EmulatedTag)? {
+        guard let first = activeTargets.first, slots.indices.contains(first), slots[first].present else { return nil }
+        return slots[first].tag
+    }
+
+    private mutating func listPassiveTargets(_ p: [UInt8]) -> Answer {
+        guard p.count >= 2 else { return .error }
+        let maxTargets = max(1, min(2, Int(p[0])))
+        guard p[1] == 0x00 else {
+            // FeliCa, Type B, Jewel: none of our tags answer.
+            return .response([0x4B, 0x00])
+        }
+        let filter = Array(p.dropFirst(2))
+        activeTargets = []
+        var body: [UInt8] = []
+        for (index, slot) in slots.enumerated() where slot.present && activeTargets.count < maxTargets {
+            let uid = slot.tag.uid
+            // The UID filter may carry the cascade tag 0x88 before a double-size UID.
+            guard
+                filter.isEmpty || filter == uid || filter == [0x88] + uid
+                    || (uid.count == 7 && filter == [0x88] + uid.prefix(3) + uid.suffix(4))
+            else { continue }
+            slot.tag.reset()
+            activeTargets.append(index)
+            body += [UInt8(activeTargets.count)] + slot.tag.sensRes + [slot.tag.selRes, UInt8(uid.count)] + uid
+            if let ats = slot.tag.ats { body += ats }
+        }
+        return .response([0x4B, UInt8(activeTargets.count)] + body)
+    }
+
+    private mutating func autoPoll(_ p: [UInt8]) -> Answer {
+        guard p.count >= 3 else { return .error }
+        activeTargets = []
+        guard let index = slots.firstIndex(where: \.present) else { return .response([0x61, 0x00]) }
+        let tag = slots[index].tag
+        tag.reset()
+        activeTargets = [index]
+        var target: [UInt8] = [0x01] + tag.sensRes + [tag.selRes, UInt8(tag.uid.count)] + tag.uid
+        if let ats = tag.ats { target += ats }
+        let type: UInt8 = tag.ats == nil ? 0x10 : 0x20  // Generic 106 kbps A / ISO-DEP
+        return .response([0x61, 0x01, type, UInt8(target.count)] + target)
+    }
+
+    private mutating func exchange(target: Int, _ data: [UInt8], thru: Bool = false) -> Answer {
+        let reply: UInt8 = thru ? 0x43 : 0x41
+        let index = target - 1
+        guard activeTargets.indices.contains(index) else {
+            // No such target: "the target is not in a state to execute" (status 0x27).
+            return .response([reply, 0x27])
+        }
+        let slot = activeTargets[index]
+        guard slots.indices.contains(slot), slots[slot].present else { return .response([reply, 0x01]) }  // timeout
+        if let remaining = exchangesBeforeRemoval {
+            if remaining <= 0 {
+                slots[slot].present = false
+                exchangesBeforeRemoval = nil
+                return .response([reply, 0x01])
+            }
+            exchangesBeforeRemoval = remaining - 1
+        }
+        switch slots[slot].tag.transceive(data) {
+        case .data(let bytes): return .response([reply, 0x00] + bytes)
+        case .ack: return .response([reply, 0x00] + (thru ? [0x0A] : []))
+        case .nak(let code):
+            // A 4-bit NAK where a CRC'd frame was expected: the PN532 reports an erroneous bit
+            // count, which libnfc turns into NFC_ERFTRANS. Through InCommunicateThru the host
+            // sees the nibble.
+            return thru ? .response([reply, 0x00, code]) : .response([reply, 0x04])
+        case .silent: return .response([reply, 0x01])
+        }
+    }
+}

@@ -1,0 +1,153 @@
+import Foundation
+import Synchronization
+import TagFixCore
+public import TagFixNDEF
+
+/// A PN532 on a pseudo-terminal, speaking the UART frame protocol to whatever opens it (libnfc's
+/// `pn532_uart` driver, nfcpy's `pn532` driver), presenting emulated tags.
+///
+/// It runs on its own thread. Faults are injected from any thread: remove or re-present a tag,
+/// remove it after N exchanges (pulled mid-read), stop answering (a hung reader), hang up the
+/// line (unplugged), corrupt the next reply.
+public final class PN532Emulator: Sendable {
+    public struct Options: Sendable {
+        /// Simulated line speed: each byte costs 10 bits of time. `nil`: no delay.
+        public var baud: Int?
+        public init(baud: Int? = nil) { self.baud = baud }
+    }
+
+    /// Bytes and frames that crossed the line, for tests and benchmarks.
+    public struct Traffic: Sendable, Hashable {
+        public var bytesFromHost = 0
+        public var bytesToHost = 0
+        public var commands = 0
+    }
+
+    private struct State: Sendable {
+        var chip = PN532Chip()
+        var traffic = Traffic()
+        var hung = false
+        var corruptNext = false
+        var stopped = false
+        var lastResponse: [UInt8] = []
+    }
+
+    public let path: String
+    private let pty: PseudoTerminal
+    private let options: Options
+    private let state: Mutex<State>
+    private let finished = Mutex(false)
+    private let done = DispatchSemaphore(value: 0)
+
+    /// Opens a pty and starts answering on it.
+    public init(tags: [any EmulatedTag], options: Options = Options()) throws(EmulatorError) {
+        pty = try PseudoTerminal()
+        path = pty.path
+        self.options = options
+        var chip = PN532Chip()
+        chip.slots = tags.map { PN532Chip.Slot(tag: $0, present: true) }
+        state = Mutex(State(chip: chip))
+        let thread = Thread { [self] in
+            self.serve()
+            self.done.signal()
+        }
+        thread.name = "PN532 emulator \(path)"
+        thread.start()
+    }
+
+    // MARK: - Faults and inspection
+
+    /// Takes tag `index` out of the field, or puts it back.
+    public func setPresent(_ present: Bool, tag index: Int = 0) {
+        state.withLock { if $0.chip.slots.indices.contains(index) { $0.chip.slots[index].present = present } }
+    }
+
+    /// The tags answer `count` more exchanges, then leave the field (a tag pulled mid-read).
+    public func removeAfter(exchanges count: Int) {
+        state.withLock { $0.chip.exchangesBeforeRemoval = count }
+    }
+
+    /// Stops answering (a hung reader) or resumes.
+    public func setHung(_ hung: Bool) { state.withLock { $0.hung = hung } }
+
+    /// The next reply goes out with a broken data checksum.
+    public func corruptNextReply() { state.withLock { $0.corruptNext = true } }
+
+    public var traffic: Traffic { state.withLock { $0.traffic } }
+
+    /// Stops the emulator and closes the line: clients see the device go away.
+    public func stop() {
+        let first = state.withLock { state -> Bool in
+            defer { state.stopped = true }
+            return !state.stopped
+        }
+        guard first else { return }
+        done.wait()
+        pty.close()
+    }
+
+    deinit { stop() }
+
+    // MARK: - The line
+
+    private func serve() {
+        var decoder = PN532Frame.Decoder()
+        while !state.withLock({ $0.stopped }) {
+            guard let bytes = pty.read(timeout: 20) else { break }
+            guard !bytes.isEmpty else { continue }
+            state.withLock { $0.traffic.bytesFromHost += bytes.count }
+            for event in decoder.feed(bytes) {
+                handle(event)
+            }
+        }
+    }
+
+    private func handle(_ event: PN532Frame.Event) {
+        switch event {
+        case .ack:
+            return  // the host aborts the running command: nothing is running here
+        case .nack:
+            let last = state.withLock { $0.lastResponse }
+            if !last.isEmpty { send(last) }
+        case .corrupt:
+            return  // a real PN532 ignores a frame it cannot check
+        case .frame(let tfi, let data):
+            guard tfi == 0xD4 else { return }
+            let (answer, hung, corrupt) = state.withLock { state -> (PN532Chip.Answer, Bool, Bool) in
+                guard !state.hung else { return (.none, true, false) }
+                state.traffic.commands += 1
+                let corrupt = state.corruptNext
+                state.corruptNext = false
+                return (state.chip.handle(data), false, corrupt)
+            }
+            guard !hung else { return }
+            send(PN532Frame.ack)
+            var frame: [UInt8]
+            switch answer {
+            case .response(let response): frame = PN532Frame.encode(tfi: 0xD5, response)
+            case .error: frame = PN532Frame.applicationError
+            case .none: return
+            }
+            if corrupt, frame.count > 2 { frame[frame.count - 2] ^= 0xFF }
+            state.withLock { $0.lastResponse = frame }
+            send(frame)
+        }
+    }
+
+    private func send(_ bytes: [UInt8]) {
+        if let baud = options.baud, baud > 0 {
+            Thread.sleep(forTimeInterval: Double(bytes.count * 10) / Double(baud))
+        }
+        state.withLock { $0.traffic.bytesToHost += bytes.count }
+        pty.write(bytes)
+    }
+}
+
+extension PN532Emulator {
+    /// An emulator presenting the tags of dump files (any format `TagDump` reads).
+    public convenience init(dumps: [TagImage], options: Options = Options()) throws(EmulatorError) {
+        var tags: [any EmulatedTag] = []
+        for image in dumps { tags.append(try image.emulatedTag()) }
+        try self.init(tags: tags, options: options)
+    }
+}

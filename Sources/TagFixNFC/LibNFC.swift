@@ -1,0 +1,131 @@
+import CNFC
+import Synchronization
+import TagFixCore
+
+// MARK: - Every call into libnfc goes through this file.
+
+/// A libnfc context (nfc_init … nfc_exit).
+final class NFCContext: @unchecked Sendable {
+    // The pointer is set once and freed in deinit; libnfc's context functions are called from one
+    // device thread at a time.
+    let pointer: OpaquePointer
+
+    init() throws(NFCError) {
+        var context: OpaquePointer?
+        nfc_init(&context)
+        guard let context else { throw NFCError(code: .software, operation: "nfc_init", detail: "out of memory or no drivers") }
+        pointer = context
+    }
+
+    deinit { nfc_exit(pointer) }
+
+    /// The connstrings of the readers libnfc finds (nfc_list_devices), honouring LIBNFC_DEVICE,
+    /// libnfc.conf and LIBNFC_AUTO_SCAN as libnfc users expect.
+    func listDevices() -> [String] {
+        let size = Int(NFC_BUFSIZE_CONNSTRING)
+        var buffer = [CChar](repeating: 0, count: 16 * size)
+        let count = cnfc_list_devices(pointer, &buffer, 16)
+        return (0..<count).map { index in
+            let slice = buffer[(index * size)..<((index + 1) * size)]
+            return String(decoding: slice.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+    }
+}
+
+/// What InListPassiveTarget found at 106 kbps type A.
+public struct ISO14443ATarget: Sendable, Hashable {
+    public var atqa: [UInt8]
+    public var sak: UInt8
+    public var uid: [UInt8]
+    public var ats: [UInt8]
+
+    /// NXP Type 2 (NTAG, Ultralight): ATQA 00 44, SAK 00.
+    public var isType2: Bool { atqa == [0x00, 0x44] && sak == 0x00 }
+    /// ISO-DEP (Type 4): SAK bit 6.
+    public var isISODEP: Bool { sak & 0x20 != 0 }
+    public var isMifareClassic: Bool { sak & 0x08 != 0 }
+}
+
+/// An open libnfc device. Not thread-safe, as libnfc is not: use it from its owner's thread only.
+/// `abort()` is the one call that may come from elsewhere (nfc_abort_command).
+final class NFCDeviceHandle: @unchecked Sendable {
+    let connstring: String
+    private let context: NFCContext
+    private let device: OpaquePointer
+    private let closed = Mutex(false)
+
+    /// nfc_open: `connstring` nil means libnfc's default (LIBNFC_DEVICE, libnfc.conf, first found).
+    init(context: NFCContext, connstring: String?) throws(NFCError) {
+        self.context = context
+        let opened: OpaquePointer? = connstring.map { nfc_open(context.pointer, $0) } ?? nfc_open(context.pointer, nil)
+        guard let opened else {
+            throw NFCError(
+                code: .noSuchDevice, operation: "open \(connstring ?? "the default reader")", detail: "nfc_open found no device there")
+        }
+        device = opened
+        self.connstring = String(cString: nfc_device_get_connstring(opened))
+    }
+
+    var name: String { String(cString: nfc_device_get_name(device)) }
+
+    private func check(_ result: Int32, _ operation: @autoclosure () -> String) throws(NFCError) -> Int32 {
+        guard result < 0 else { return result }
+        throw NFCError(code: NFCErrorCode(rawValue: result), operation: operation(), detail: String(cString: nfc_strerror(device)))
+    }
+
+    /// nfc_initiator_init, then polling that returns at once when no tag is there.
+    func initiatorInit() throws(NFCError) {
+        _ = try check(nfc_initiator_init(device), "nfc_initiator_init")
+        _ = try check(nfc_device_set_property_bool(device, NP_INFINITE_SELECT, false), "set NP_INFINITE_SELECT")
+    }
+
+    /// nfc_initiator_select_passive_target at ISO14443A 106 kbps; `uid` restricts it to one tag.
+    func selectISO14443A(uid: [UInt8]? = nil) throws(NFCError) -> ISO14443ATarget? {
+        var target = nfc_target()
+        let modulation = nfc_modulation(nmt: NMT_ISO14443A, nbr: NBR_106)
+        let result: Int32
+        if let uid {
+            result = uid.withUnsafeBufferPointer {
+                nfc_initiator_select_passive_target(device, modulation, $0.baseAddress, $0.count, &target)
+            }
+        } else {
+            result = nfc_initiator_select_passive_target(device, modulation, nil, 0, &target)
+        }
+        guard try check(result, "select a tag") > 0 else { return nil }
+        var atqa = [UInt8](repeating: 0, count: 2), sak: UInt8 = 0
+        var uidBytes = [UInt8](repeating: 0, count: 10), uidLength = 0
+        var ats = [UInt8](repeating: 0, count: 254), atsLength = 0
+        cnfc_target_iso14443a(&target, &atqa, &sak, &uidBytes, &uidLength, &ats, &atsLength)
+        return ISO14443ATarget(atqa: atqa, sak: sak, uid: Array(uidBytes.prefix(uidLength)), ats: Array(ats.prefix(atsLength)))
+    }
+
+    /// nfc_initiator_transceive_bytes with easy framing (the chip adds and checks CRCs).
+    func transceive(_ command: [UInt8], capacity: Int = 264, timeout: Int32 = 0) throws(NFCError) -> [UInt8] {
+        var response = [UInt8](repeating: 0, count: capacity)
+        let result = command.withUnsafeBufferPointer { tx in
+            nfc_initiator_transceive_bytes(device, tx.baseAddress, tx.count, &response, response.count, Int32(timeout))
+        }
+        let count = try check(result, "exchange \(Hex.encode(command.prefix(2)))…")
+        return Array(response.prefix(Int(count)))
+    }
+
+    /// nfc_initiator_deselect_target.
+    func deselect() { _ = nfc_initiator_deselect_target(device) }
+
+    /// nfc_abort_command: interrupts a blocking call on the owner thread. Any thread.
+    func abort() {
+        guard !closed.withLock({ $0 }) else { return }
+        _ = nfc_abort_command(device)
+    }
+
+    /// nfc_close. Once.
+    func close() {
+        let first = closed.withLock { value -> Bool in
+            defer { value = true }
+            return !value
+        }
+        if first { nfc_close(device) }
+    }
+
+    deinit { close() }
+}

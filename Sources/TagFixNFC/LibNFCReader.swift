@@ -1,0 +1,221 @@
+import Foundation
+import Synchronization
+public import TagFixCore
+public import TagFixDevices
+import TagFixNDEF
+
+/// A real NFC reader through libnfc: PN532 (UART, I2C, SPI), PN533, SCL3711, ACR122U — whatever
+/// the connstring names, or libnfc's default device (LIBNFC_DEVICE, libnfc.conf).
+///
+/// The device lives on its own thread, where every blocking libnfc call runs; events reach the
+/// consumer through an `AsyncStream`. Cancelling the consumer calls `nfc_abort_command`. When the
+/// reader goes away it reports `.disconnected`, then reopens it with backoff.
+public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant == Timestamp, C.Duration == Duration {
+    public struct Options: Sendable {
+        /// Pause between polls while no tag is in the field, and between presence checks.
+        public var pollInterval: Duration = .milliseconds(50)
+        /// First pause before reopening a lost reader; doubles up to `maximumBackoff`.
+        public var reconnectDelay: Duration = .milliseconds(200)
+        public var maximumBackoff: Duration = .seconds(2)
+        public init() {}
+    }
+
+    public let readerID: String
+    private let connstring: String?
+    private let clock: C
+    private let options: Options
+    private let stopped = Mutex(false)
+    private let current = Mutex<NFCDeviceHandle?>(nil)
+
+    /// - Parameter connstring: e.g. `pn532_uart:/dev/ttyUSB0`; `nil` for libnfc's default.
+    public init(connstring: String?, clock: C, options: Options = Options()) {
+        self.connstring = connstring
+        self.readerID = connstring ?? "default"
+        self.clock = clock
+        self.options = options
+    }
+
+    public func events() -> AsyncStream<ReaderEvent> {
+        let (stream, continuation) = AsyncStream<ReaderEvent>.makeStream()
+        let thread = Thread { [self] in
+            self.run(continuation)
+            continuation.finish()
+        }
+        thread.name = "libnfc \(readerID)"
+        continuation.onTermination = { [self] _ in
+            self.stopped.withLock { $0 = true }
+            self.current.withLock { $0?.abort() }
+        }
+        thread.start()
+        return stream
+    }
+
+    private var isStopped: Bool { stopped.withLock { $0 } }
+
+    private func pause(_ duration: Duration) {
+        var remaining = duration
+        while remaining > .zero, !isStopped {
+            let step = min(remaining, .milliseconds(50))
+            Thread.sleep(forTimeInterval: step.seconds)
+            remaining -= step
+        }
+    }
+
+    // MARK: - The device thread
+
+    private func run(_ events: AsyncStream<ReaderEvent>.Continuation) {
+        let context: NFCContext
+        do {
+            context = try NFCContext()
+        } catch {
+            events.yield(.disconnected(Self.readerError(error)))
+            return
+        }
+        var backoff = options.reconnectDelay
+        var reportedDown = false
+        while !isStopped {
+            let device: NFCDeviceHandle
+            do {
+                device = try NFCDeviceHandle(context: context, connstring: connstring)
+                try device.initiatorInit()
+            } catch {
+                if !reportedDown {
+                    events.yield(.disconnected(Self.readerError(error)))
+                    reportedDown = true
+                }
+                DebugLog.debug("reader \(readerID): \(error); retrying in \(backoff.seconds) s")
+                pause(backoff)
+                backoff = min(backoff * 2, options.maximumBackoff)
+                continue
+            }
+            current.withLock { $0 = device }
+            backoff = options.reconnectDelay
+            reportedDown = false
+            events.yield(.ready(description: "\(device.name) at \(device.connstring)"))
+            do {
+                try poll(device, events)
+            } catch {
+                if !isStopped {
+                    events.yield(.disconnected(Self.readerError(error)))
+                    reportedDown = true
+                }
+            }
+            current.withLock { $0 = nil }
+            device.close()
+            if !isStopped { pause(backoff) }
+        }
+    }
+
+    /// Polls for tags, reads each, waits for it to leave. Returns when stopped; throws when the
+    /// device fails (the caller reopens it).
+    private func poll(_ device: NFCDeviceHandle, _ events: AsyncStream<ReaderEvent>.Continuation) throws(NFCError) {
+        while !isStopped {
+            guard let target = try device.selectISO14443A() else {
+                pause(options.pollInterval)
+                continue
+            }
+            let started = clock.now
+            let uid: TagUID
+            do {
+                uid = try TagUID(bytes: target.uid)
+            } catch {
+                events.yield(.failed(ReaderError(code: .unsupportedTag, message: "a tag with a \(target.uid.count)-byte UID")))
+                try waitForRemoval(device, target)
+                continue
+            }
+            switch read(device, target) {
+            case .success(let result):
+                let message = result.message.flatMap { try? NDEFMessage(bytes: $0) }
+                let duration = started.duration(to: clock.now)
+                DebugLog.debug(
+                    "read \(uid.hex) (\(result.chipName)): \(result.commands) commands, \(result.bytesMoved) bytes moved, \(Coordinate.format(duration.seconds * 1000, 1)) ms"
+                )
+                let scan = TagScan(
+                    readerID: readerID, uid: uid, tagType: result.tagType, url: message?.firstURL, time: started,
+                    ndefMessage: result.message, readDuration: duration, bytesMoved: result.bytesMoved)
+                var withProblem = scan
+                withProblem.ndefProblem = result.problem
+                events.yield(.tagPresent(withProblem))
+            case .failure(let error):
+                events.yield(.failed(Self.readError(error, uid: uid)))
+                if case .incompleteRead(_, let cause) = error, cause.code == .io || cause.code == .noSuchDevice { throw cause }
+            }
+            try waitForRemoval(device, target)
+            events.yield(.tagRemoved(uid, at: clock.now))
+        }
+    }
+
+    private func read(_ device: NFCDeviceHandle, _ target: ISO14443ATarget) -> Result<NDEFRead, NDEFReadError> {
+        var transport = DeviceTransport(device: device)
+        do {
+            if target.isISODEP { return .success(try Type4NDEFReader.read(&transport)) }
+            if target.isType2 {
+                return .success(
+                    try Type2NDEFReader.read(&transport) { () throws(NFCError) -> Void in
+                        device.deselect()
+                        _ = try device.selectISO14443A(uid: target.uid)
+                    })
+            }
+            return .failure(
+                .malformed("a tag with SAK \(Hex.encode([target.sak])): only Type 2 (NTAG, Ultralight) and Type 4 tags are read"))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Checks presence every poll interval until the tag no longer answers.
+    private func waitForRemoval(_ device: NFCDeviceHandle, _ target: ISO14443ATarget) throws(NFCError) {
+        while !isStopped {
+            pause(options.pollInterval)
+            let probe: [UInt8] =
+                target.isISODEP ? [0x00, 0xA4, 0x04, 0x00, 0x07] + [0xD2, 0x76, 0x00, 0x00, 0x85, 0x01, 0x01, 0x00] : [0x30, 0x00]
+            do {
+                _ = try device.transceive(probe)
+            } catch {
+                if error.code == .io || error.code == .noSuchDevice { throw error }
+                device.deselect()
+                return
+            }
+        }
+    }
+
+    // MARK: - Errors a person reads
+
+    static func readerError(_ error: NFCError) -> ReaderError {
+        let code: ReaderError.Code =
+            switch error.code {
+            case .timeout: .timeout
+            case .noSuchDevice: .notFound
+            default: .io
+            }
+        return ReaderError(code: code, message: "\(error.operation) failed (\(error.code.name))", hint: error.hint)
+    }
+
+    static func readError(_ error: NDEFReadError, uid: TagUID) -> ReaderError {
+        switch error {
+        case .incompleteRead(let commands, let cause):
+            ReaderError(
+                code: .incompleteRead,
+                message: "incomplete read of \(uid.hex): the tag stopped answering after \(commands) commands (\(cause.code.name))",
+                hint: "hold the tag still until the read completes")
+        case .malformed(let detail):
+            ReaderError(
+                code: .malformedTag, message: "tag \(uid.hex): \(detail)",
+                hint: "rewrite the tag, or inspect a dump of it with tagfix inspect")
+        }
+    }
+}
+
+/// The libnfc device as a transport for the read procedures.
+struct DeviceTransport: TagTransport {
+    let device: NFCDeviceHandle
+    mutating func transceive(_ command: [UInt8]) throws(NFCError) -> [UInt8] { try device.transceive(command) }
+}
+
+/// The readers libnfc finds.
+public enum LibNFC {
+    /// Connstrings of the readers libnfc finds (nfc_list_devices).
+    public static func devices() throws(NFCError) -> [String] {
+        try NFCContext().listDevices()
+    }
+}

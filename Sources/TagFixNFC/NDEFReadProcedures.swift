@@ -1,0 +1,177 @@
+public import TagFixCore
+import TagFixNDEF
+
+/// Something that carries one command to a tag and brings back its answer (a libnfc device in the
+/// field, an emulated tag in tests).
+public protocol TagTransport {
+    /// One exchange with easy framing.
+    /// - Throws: `NFCError` (timeout / RF error when the tag is gone or NAKs).
+    mutating func transceive(_ command: [UInt8]) throws(NFCError) -> [UInt8]
+}
+
+/// What reading a tag's NDEF gave.
+public struct NDEFRead: Sendable, Hashable {
+    public var tagType: TagType
+    public var chipName: String
+    /// The NDEF message's bytes; `nil` when the tag holds none (not formatted, no NDEF TLV).
+    public var message: [UInt8]?
+    /// Why there is no message, when there is none.
+    public var problem: String?
+    /// Application bytes sent and received (commands and answers, no framing).
+    public var bytesMoved: Int
+    public var commands: Int
+}
+
+/// Why a read did not finish. A read that does not finish never yields a message.
+public enum NDEFReadError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The tag stopped answering partway: nothing of what was read is used.
+    case incompleteRead(after: Int, NFCError)
+    case malformed(String)
+
+    public var description: String {
+        switch self {
+        case .incompleteRead(let commands, let error):
+            "incomplete read: the tag stopped answering after \(commands) command\(commands == 1 ? "" : "s") (\(error.code.name)); hold the tag still until the read completes"
+        case .malformed(let detail): "the tag's NDEF structure is broken: \(detail)"
+        }
+    }
+}
+
+/// Counts bytes and commands over a transport.
+struct CountingTransport<T: TagTransport> {
+    var base: T
+    var bytes = 0
+    var commands = 0
+
+    mutating func send(_ command: [UInt8]) throws(NDEFReadError) -> [UInt8] {
+        commands += 1
+        bytes += command.count
+        do {
+            let answer = try base.transceive(command)
+            bytes += answer.count
+            return answer
+        } catch {
+            throw .incompleteRead(after: commands - 1, error)
+        }
+    }
+
+    /// A command a tag may legitimately refuse (GET_VERSION on a MIFARE Ultralight).
+    mutating func probe(_ command: [UInt8]) -> [UInt8]? {
+        commands += 1
+        bytes += command.count
+        guard let answer = try? base.transceive(command) else { return nil }
+        bytes += answer.count
+        return answer
+    }
+}
+
+/// The NFC Forum Type 2 read procedure, moving as few bytes as the tag allows: GET_VERSION to
+/// identify, READ of page 3 (the CC and the first data bytes), then only the pages the read
+/// planner asks for — FAST_READ where the tag has it, READ otherwise. Never a full dump.
+public enum Type2NDEFReader {
+    /// The most pages one FAST_READ asks for: 60 pages = 240 bytes, inside the PN53x's frame.
+    public static let fastReadPages = 60
+
+    /// Reads the NDEF message.
+    /// - Parameter reselect: called when GET_VERSION was refused (a tag that NAKs goes idle and
+    ///   must be selected again before it answers anything else).
+    public static func read<T: TagTransport>(
+        _ transport: inout T, reselect: () throws(NFCError) -> Void
+    ) throws(NDEFReadError) -> NDEFRead {
+        var link = CountingTransport(base: transport)
+        defer { transport = link.base }
+        let version = link.probe([0x60]).flatMap { $0.count == 8 ? $0 : nil }
+        if version == nil {
+            do {
+                try reselect()
+            } catch {
+                throw .incompleteRead(after: link.commands, error)
+            }
+        }
+        let chip = Type2Identification.identify(getVersion: version)
+        let fast = version != nil
+        // READ 3 returns pages 3–6: the CC and 12 data bytes.
+        let first = try link.send([0x30, 0x03])
+        guard first.count == 16 else { throw .malformed("READ answered \(first.count) bytes, not 16") }
+        var known = [UInt8](repeating: 0, count: 12) + first
+        while true {
+            switch Type2Memory.plan(known: known) {
+            case .complete(let contents):
+                return NDEFRead(
+                    tagType: chip.type, chipName: chip.name, message: contents.ndefMessage, problem: nil,
+                    bytesMoved: link.bytes, commands: link.commands)
+            case .noNDEF(let error):
+                return NDEFRead(
+                    tagType: chip.type, chipName: chip.name, message: nil, problem: error?.description ?? "no NDEF message TLV",
+                    bytesMoved: link.bytes, commands: link.commands)
+            case .read(let pages):
+                var page = pages.lowerBound
+                while page <= pages.upperBound {
+                    if fast {
+                        let last = min(pages.upperBound, page + fastReadPages - 1)
+                        let data = try link.send([0x3A, UInt8(page), UInt8(last)])
+                        guard data.count == (last - page + 1) * 4 else { throw .malformed("FAST_READ answered \(data.count) bytes") }
+                        known += data
+                        page = last + 1
+                    } else {
+                        let data = try link.send([0x30, UInt8(page)])
+                        guard data.count == 16 else { throw .malformed("READ answered \(data.count) bytes, not 16") }
+                        // READ gives 4 pages; keep only those asked for, so the planner's page
+                        // numbers stay aligned.
+                        let take = min(4, pages.upperBound - page + 1)
+                        known += data.prefix(take * 4)
+                        page += take
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The NFC Forum Type 4 read procedure: SELECT the NDEF application (D2760000850101, falling
+/// back to …0100), the CC file E103, then the NDEF file, READ BINARY in MLe-sized chunks.
+public enum Type4NDEFReader {
+    public static func read<T: TagTransport>(_ transport: inout T) throws(NDEFReadError) -> NDEFRead {
+        var link = CountingTransport(base: transport)
+        defer { transport = link.base }
+        func apdu(_ bytes: [UInt8]) throws(NDEFReadError) -> (data: [UInt8], ok: Bool) {
+            let answer = try link.send(bytes)
+            guard answer.count >= 2 else { throw .malformed("an APDU answer shorter than its status word") }
+            return (Array(answer.dropLast(2)), answer[answer.count - 2] == 0x90 && answer[answer.count - 1] == 0x00)
+        }
+        func none(_ why: String) -> NDEFRead {
+            NDEFRead(tagType: .type4, chipName: "Type 4 tag", message: nil, problem: why, bytesMoved: link.bytes, commands: link.commands)
+        }
+        var selected = try apdu([0x00, 0xA4, 0x04, 0x00, 0x07] + Type4CapabilityContainer.ndefApplication + [0x00]).ok
+        if !selected { selected = try apdu([0x00, 0xA4, 0x04, 0x00, 0x07] + Type4CapabilityContainer.legacyNDEFApplication + [0x00]).ok }
+        guard selected else { return none("no NDEF application") }
+        guard try apdu([0x00, 0xA4, 0x00, 0x0C, 0x02, 0xE1, 0x03]).ok else { return none("no capability container file") }
+        let ccRead = try apdu([0x00, 0xB0, 0x00, 0x00, 0x0F])
+        guard ccRead.ok else { return none("the capability container cannot be read") }
+        let cc: Type4CapabilityContainer
+        do {
+            cc = try Type4CapabilityContainer(ccRead.data)
+        } catch {
+            return none(error.description)
+        }
+        guard cc.readable else { return none("the NDEF file is not readable (read access \(Hex.encode([cc.readAccess])))") }
+        let id = [UInt8(cc.ndefFileID >> 8), UInt8(cc.ndefFileID & 0xFF)]
+        guard try apdu([0x00, 0xA4, 0x00, 0x0C, 0x02] + id).ok else { return none("the NDEF file cannot be selected") }
+        let chunk = max(1, min(cc.maxResponseLength, 0xFF))
+        let lengthField = try apdu([0x00, 0xB0, 0x00, 0x00, UInt8(cc.lengthFieldSize)])
+        guard lengthField.ok, lengthField.data.count == cc.lengthFieldSize else { throw .malformed("NLEN cannot be read") }
+        let length = lengthField.data.reduce(0) { $0 << 8 | Int($1) }
+        guard length <= cc.capacity else { throw .malformed("NLEN \(length) exceeds the file's capacity \(cc.capacity)") }
+        var message: [UInt8] = []
+        var offset = cc.lengthFieldSize
+        while message.count < length {
+            let count = min(chunk, length - message.count)
+            let part = try apdu([0x00, 0xB0, UInt8(offset >> 8), UInt8(offset & 0xFF), UInt8(count)])
+            guard part.ok, !part.data.isEmpty else { throw .malformed("READ BINARY at \(offset) failed") }
+            message += part.data.prefix(count)
+            offset += part.data.count
+        }
+        return NDEFRead(
+            tagType: .type4, chipName: "Type 4 tag", message: message, problem: nil, bytesMoved: link.bytes, commands: link.commands)
+    }
+}
