@@ -3,7 +3,9 @@ set -euo pipefail
 
 # The Debian packages TagFix needs to build and test. Each later layer (libnfc, gpsd…) adds its
 # own here, so the two README commands stay the whole set-up.
-TAGFIX_DEBIAN_PACKAGES=()
+#   libnfc-dev, pkg-config  build: the CNFC system library (libnfc 1.8.0)
+#   libnfc-bin, libnfc-examples  tests: nfc-list and nfc-mfultralight against the PN532 emulator
+TAGFIX_DEBIAN_PACKAGES=(libnfc-dev pkg-config libnfc-bin libnfc-examples)
 
 tagfix_root() { cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd; }
 

@@ -217,3 +217,28 @@ public enum EmulatorError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 }
+
+extension EmulatedType2Tag {
+    /// A factory-fresh NTAG21x holding one NDEF message: the UID in pages 0–2 with its check bytes,
+    /// the CC for the chip's data area, the NDEF TLV and a Terminator.
+    /// - Parameter chip: 213, 215 or 216.
+    public static func ntag(
+        _ chip: Int = 213, message: [UInt8], uid: [UInt8] = [0x04, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66]
+    ) throws(EmulatorError) -> EmulatedType2Tag {
+        let (pagesTotal, ccSize, storage): (Int, UInt8, UInt8) =
+            switch chip {
+            case 215: (135, 0x3E, 0x11)
+            case 216: (231, 0x6D, 0x13)
+            default: (45, 0x12, 0x0F)
+            }
+        guard uid.count == 7 else { throw .unsupportedTag("an NTAG has a 7-byte UID") }
+        var pages = Array(uid.prefix(3)) + [0x88 ^ uid[0] ^ uid[1] ^ uid[2]] + Array(uid.suffix(4))
+        pages += [uid[3] ^ uid[4] ^ uid[5] ^ uid[6], 0x48, 0x00, 0x00, 0xE1, 0x10, ccSize, 0x00]
+        let length: [UInt8] =
+            message.count < 0xFF ? [UInt8(message.count)] : [0xFF, UInt8(message.count >> 8), UInt8(message.count & 0xFF)]
+        pages += [0x03] + length + message + [0xFE]
+        guard pages.count <= 16 + Int(ccSize) * 8 else { throw .unsupportedTag("the message does not fit an NTAG\(chip)") }
+        pages += [UInt8](repeating: 0, count: pagesTotal * 4 - pages.count)
+        return EmulatedType2Tag(uid: uid, pages: pages, getVersion: [0x00, 0x04, 0x04, 0x02, 0x01, 0x00, storage, 0x03], signature: nil)
+    }
+}

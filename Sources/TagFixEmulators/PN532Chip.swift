@@ -14,6 +14,11 @@ public struct PN532Chip: Sendable {
     public struct Slot: Sendable {
         public var tag: any EmulatedTag
         public var present: Bool
+
+        public init(tag: any EmulatedTag, present: Bool) {
+            self.tag = tag
+            self.present = present
+        }
     }
 
     public var slots: [Slot] = []
@@ -113,6 +118,14 @@ public struct PN532Chip: Sendable {
         }
     }
 
+    /// Puts a tag in the field or takes it out. A tag that leaves is deselected: when it comes
+    /// back it is idle and answers nothing until it is selected again, as a real tag.
+    public mutating func setPresent(_ present: Bool, slot index: Int) {
+        guard slots.indices.contains(index) else { return }
+        slots[index].present = present
+        if !present { activeTargets.removeAll { $0 == index } }
+    }
+
     private var selectedTag: (any EmulatedTag)? {
         guard let first = activeTargets.first, slots.indices.contains(first), slots[first].present else { return nil }
         return slots[first].tag
@@ -167,8 +180,8 @@ public struct PN532Chip: Sendable {
         guard slots.indices.contains(slot), slots[slot].present else { return .response([reply, 0x01]) }  // timeout
         if let remaining = exchangesBeforeRemoval {
             if remaining <= 0 {
-                slots[slot].present = false
                 exchangesBeforeRemoval = nil
+                setPresent(false, slot: slot)
                 return .response([reply, 0x01])
             }
             exchangesBeforeRemoval = remaining - 1

@@ -59,7 +59,7 @@ public final class PN532Emulator: Sendable {
 
     /// Takes tag `index` out of the field, or puts it back.
     public func setPresent(_ present: Bool, tag index: Int = 0) {
-        state.withLock { if $0.chip.slots.indices.contains(index) { $0.chip.slots[index].present = present } }
+        state.withLock { $0.chip.setPresent(present, slot: index) }
     }
 
     /// The tags answer `count` more exchanges, then leave the field (a tag pulled mid-read).

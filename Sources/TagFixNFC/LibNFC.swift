@@ -4,20 +4,37 @@ import TagFixCore
 
 // MARK: - Every call into libnfc goes through this file.
 
-/// A libnfc context (nfc_init … nfc_exit).
+/// The process's libnfc context (nfc_init), shared by every reader and never exited.
+///
+/// Why one: libnfc keeps its driver list in a process-wide global that nfc_exit frees, so
+/// closing one context leaves every other context in the process with "No driver available".
 final class NFCContext: @unchecked Sendable {
-    // The pointer is set once and freed in deinit; libnfc's context functions are called from one
-    // device thread at a time.
+    // Set once; libnfc's context is only read after nfc_init.
     let pointer: OpaquePointer
 
-    init() throws(NFCError) {
+    private init() throws(NFCError) {
         var context: OpaquePointer?
         nfc_init(&context)
         guard let context else { throw NFCError(code: .software, operation: "nfc_init", detail: "out of memory or no drivers") }
         pointer = context
     }
 
-    deinit { nfc_exit(pointer) }
+    private static let instance = Mutex<NFCContext?>(nil)
+
+    /// The shared context, created on first use.
+    static func shared() throws(NFCError) -> NFCContext {
+        let result = instance.withLock { slot -> Result<NFCContext, NFCError> in
+            if let existing = slot { return .success(existing) }
+            do throws(NFCError) {
+                let created = try NFCContext()
+                slot = created
+                return .success(created)
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
 
     /// The connstrings of the readers libnfc finds (nfc_list_devices), honouring LIBNFC_DEVICE,
     /// libnfc.conf and LIBNFC_AUTO_SCAN as libnfc users expect.

@@ -66,7 +66,7 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
     private func run(_ events: AsyncStream<ReaderEvent>.Continuation) {
         let context: NFCContext
         do {
-            context = try NFCContext()
+            context = try NFCContext.shared()
         } catch {
             events.yield(.disconnected(Self.readerError(error)))
             return
@@ -216,6 +216,6 @@ struct DeviceTransport: TagTransport {
 public enum LibNFC {
     /// Connstrings of the readers libnfc finds (nfc_list_devices).
     public static func devices() throws(NFCError) -> [String] {
-        try NFCContext().listDevices()
+        try NFCContext.shared().listDevices()
     }
 }

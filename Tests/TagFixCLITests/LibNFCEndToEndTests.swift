@@ -1,0 +1,200 @@
+import Foundation
+import TagFixCLI
+import TagFixCore
+import TagFixDevices
+import TagFixEmulators
+import TagFixNDEF
+import TagFixNFC
+import TagFixTesting
+import Testing
+
+/// Dumps of Type 2 tags in the shared data, with the converted JSON that says what they hold.
+private let type2Dumps: [String] = (TestData.files(in: "nfc/flipper", suffix: ".nfc") + TestData.files(in: "nfc/proxmark", suffix: ".json"))
+
+private let skip = Comment(rawValue: TestData.skipReason)
+
+/// Runs a program; returns its exit status and output. `nil` when the program is not installed.
+func runProgram(_ path: String, _ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String)? {
+    guard FileManager.default.isExecutableFile(atPath: path) else { return nil }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: path)
+    process.arguments = arguments
+    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = pipe
+    try process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+}
+
+@Suite("Through the real libnfc, on the PN532 emulator", .timeLimit(.minutes(2)))
+struct LibNFCEndToEndTests {
+    @Test("tagfix scan reads every shared Type 2 tag exactly", .enabled(if: !type2Dumps.isEmpty, skip), arguments: type2Dumps)
+    func scanSharedTag(_ path: String) async throws {
+        let image = try TagDump.load(Array(try #require(FileManager.default.contents(atPath: path))))
+        let emulator = try PN532Emulator(dumps: [image])
+        defer { emulator.stop() }
+        let result = await run(["scan", "--reader", "pn532_uart:\(emulator.path)", "--json", "--count", "1", "--timeout", "20"])
+        #expect(result.code == 0, "\(result.err)")
+        let object = try JSONValue.parse(try #require(result.out.first))
+        let expectedBytes = image.readNDEF().messageBytes
+        let expected = expectedBytes.flatMap { try? NDEFMessage(bytes: $0) }
+        #expect(object["uid"]?.string == image.uid?.hex)
+        #expect(object["ndef"]?.bool == (expectedBytes != nil))
+        #expect(object["url"]?.string == expected?.firstURL)
+        let records = object["records"]?.array ?? []
+        #expect(records.count == expected?.records.count ?? 0)
+        for (found, want) in zip(records, expected?.records ?? []) {
+            #expect(found["payload"]?.string == Hex.encode(want.payload))
+            #expect(found["type"]?.string == want.typeName)
+        }
+        #expect(object["read_ms"]?.double != nil)
+    }
+
+    @Test("Debian's nfc-list sees the emulated tag's UID", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/nfc-list")))
+    func nfcList() throws {
+        let tag = ntag213(url: "https://interop.example/list")
+        let emulator = try PN532Emulator(tags: [tag])
+        defer { emulator.stop() }
+        let result = try #require(
+            try runProgram(
+                "/usr/bin/nfc-list", [], environment: ["LIBNFC_DEVICE": "pn532_uart:\(emulator.path)", "LIBNFC_AUTO_SCAN": "false"]))
+        #expect(result.status == 0, "\(result.output)")
+        let spaced = tag.uid.map { Hex.encode([$0]).lowercased() }.joined(separator: "  ")
+        #expect(result.output.contains(spaced), "\(result.output)")
+        #expect(result.output.contains("ATQA (SENS_RES): 00  44"))
+    }
+
+    @Test(
+        "Debian's nfc-mfultralight dumps the same memory",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/nfc-mfultralight")))
+    func mfultralight() throws {
+        let tag = ntag213(url: "https://interop.example/dump")
+        let emulator = try PN532Emulator(tags: [tag])
+        defer { emulator.stop() }
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("mfu-\(UUID().uuidString).bin").path
+        let result = try #require(
+            try runProgram(
+                "/usr/bin/nfc-mfultralight", ["r", file],
+                environment: ["LIBNFC_DEVICE": "pn532_uart:\(emulator.path)", "LIBNFC_AUTO_SCAN": "false"]))
+        #expect(result.status == 0, "\(result.output)")
+        let dump = try #require(FileManager.default.contents(atPath: file))
+        #expect(Array(dump) == tag.pages)
+        #expect(result.output.contains("NTAG213"))
+    }
+
+    @Test("a wrong connstring or a missing device path: one clear line, exit 69; a bogus one: 64")
+    func badReader() async {
+        let missing = await run(["scan", "--reader", "pn532_uart:/nonexistent/tty", "--count", "1", "--timeout", "20"])
+        #expect(missing.code == 69)
+        #expect(missing.err.joined().contains("cannot open the reader"))
+        let bogus = await run(["scan", "--reader", "nonsense"])
+        #expect(bogus.code == 64)
+    }
+
+    @Test("a hung reader gives an error, not a hang")
+    func hung() async throws {
+        let emulator = try PN532Emulator(tags: [ntag213(url: "https://hung.example")])
+        defer { emulator.stop() }
+        emulator.setHung(true)
+        let result = await run(["scan", "--reader", "pn532_uart:\(emulator.path)", "--count", "1", "--timeout", "30"])
+        #expect(result.code == 69)
+        #expect(result.err.joined().contains("cannot open the reader"))
+    }
+
+    @Test("a tag that is not NDEF formatted, and one with a corrupt CC, say so")
+    func notNDEF() async throws {
+        let good = ntag213(url: "https://x.example")
+        var pages = good.pages
+        pages.replaceSubrange(12..<16, with: [0xE1, 0x20, 0x12, 0x00])  // mapping version 2.0
+        let corrupt = EmulatedType2Tag(uid: good.uid, pages: pages, getVersion: Hex.decode("0004040201000F03"), signature: nil)
+        let emulator = try PN532Emulator(tags: [corrupt])
+        defer { emulator.stop() }
+        let result = await run(["scan", "--reader", "pn532_uart:\(emulator.path)", "--json", "--count", "1", "--timeout", "20"])
+        #expect(result.code == 0)
+        let object = try JSONValue.parse(try #require(result.out.first))
+        #expect(object["ndef"]?.bool == false)
+        #expect(object["problem"]?.string?.contains("unsupported NDEF mapping version 2.0") == true)
+    }
+}
+
+@Suite("Reader faults through the real libnfc", .timeLimit(.minutes(2)))
+struct ReaderFaultTests {
+    /// The next event that is not a removal.
+    func next(_ iterator: inout AsyncStream<ReaderEvent>.Iterator) async -> ReaderEvent? {
+        while let event = await iterator.next() {
+            if case .tagRemoved = event { continue }
+            return event
+        }
+        return nil
+    }
+
+    @Test("a tag pulled mid-read: incomplete read, then a clean read when re-presented")
+    func pulledMidRead() async throws {
+        let url = "https://pulled.example/" + String(repeating: "z", count: 200)
+        let emulator = try PN532Emulator(tags: [ntag213(url: url, chip: 215)])
+        defer { emulator.stop() }
+        emulator.removeAfter(exchanges: 2)
+        let reader = LibNFCReader(connstring: "pn532_uart:\(emulator.path)", clock: WallClock())
+        var events = reader.events().makeAsyncIterator()
+        guard case .ready = await next(&events) else {
+            Issue.record("not ready")
+            return
+        }
+        guard case .failed(let error) = await next(&events) else {
+            Issue.record("no incomplete read")
+            return
+        }
+        #expect(error.code == .incompleteRead)
+        emulator.setPresent(true)
+        guard case .tagPresent(let scan) = await next(&events) else {
+            Issue.record("no clean read")
+            return
+        }
+        #expect(scan.url == url)
+    }
+
+    @Test("the line hangs up: the reader says so, and reconnects when the device is back")
+    func hangUp() async throws {
+        let link = FileManager.default.temporaryDirectory.appendingPathComponent("pn532-\(UUID().uuidString)").path
+        let first = try PN532Emulator(tags: [ntag213(url: "https://first.example")])
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: first.path)
+        defer { try? FileManager.default.removeItem(atPath: link) }
+        let reader = LibNFCReader(connstring: "pn532_uart:\(link)", clock: WallClock())
+        var events = reader.events().makeAsyncIterator()
+        guard case .ready = await next(&events) else {
+            Issue.record("not ready")
+            return
+        }
+        guard case .tagPresent(let scan) = await next(&events) else {
+            Issue.record("no first read")
+            return
+        }
+        #expect(scan.url == "https://first.example")
+        first.stop()
+        guard case .disconnected = await next(&events) else {
+            Issue.record("no disconnect")
+            return
+        }
+        let second = try PN532Emulator(tags: [ntag213(url: "https://second.example")])
+        defer { second.stop() }
+        try FileManager.default.removeItem(atPath: link)
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: second.path)
+        guard case .ready = await next(&events) else {
+            Issue.record("did not reconnect")
+            return
+        }
+        guard case .tagPresent(let again) = await next(&events) else {
+            Issue.record("no read after reconnecting")
+            return
+        }
+        #expect(again.url == "https://second.example")
+    }
+}
+
+/// An NTAG213 (or another NTAG21x) holding `url`.
+func ntag213(url: String, chip: Int = 213) -> EmulatedType2Tag {
+    try! EmulatedType2Tag.ntag(chip, message: NDEFMessage(records: [NDEFRecord.uri(url)]).encoded())
+}

@@ -1,0 +1,146 @@
+import TagFixCore
+import TagFixEmulators
+import TagFixNDEF
+import Testing
+
+@Suite("PN532 frames")
+struct PN532FrameTests {
+    @Test("a frame libnfc sends decodes after its wake-up preamble")
+    func wakeUp() {
+        var decoder = PN532Frame.Decoder()
+        let bytes: [UInt8] =
+            [0x55, 0x55] + [UInt8](repeating: 0, count: 14) + [0x00, 0x00, 0xFF, 0x03, 0xFD, 0xD4, 0x14, 0x01, 0x17, 0x00]
+        #expect(decoder.feed(bytes) == [.frame(tfi: 0xD4, data: [0x14, 0x01])])
+    }
+
+    @Test("frames arriving a byte at a time")
+    func pieces() {
+        var decoder = PN532Frame.Decoder()
+        let frame = PN532Frame.encode(tfi: 0xD4, [0x4A, 0x01, 0x00])
+        var events: [PN532Frame.Event] = []
+        for byte in frame { events += decoder.feed([byte]) }
+        #expect(events == [.frame(tfi: 0xD4, data: [0x4A, 0x01, 0x00])])
+        #expect(decoder.pending <= 1, "at most a trailing 00 that may start the next preamble")
+    }
+
+    @Test("ACK, NACK and the encoder's checksums")
+    func ackNack() {
+        var decoder = PN532Frame.Decoder()
+        #expect(decoder.feed(PN532Frame.ack + PN532Frame.nack) == [.ack, .nack])
+        // libnfc's GetFirmwareVersion frame, byte for byte.
+        #expect(PN532Frame.encode(tfi: 0xD4, [0x02]) == [0x00, 0x00, 0xFF, 0x02, 0xFE, 0xD4, 0x02, 0x2A, 0x00])
+    }
+
+    @Test("extended frames both ways")
+    func extended() {
+        let data = [UInt8](repeating: 0xAB, count: 300)
+        let frame = PN532Frame.encode(tfi: 0xD5, [0x41, 0x00] + data)
+        #expect(Array(frame[3...4]) == [0xFF, 0xFF])
+        var decoder = PN532Frame.Decoder()
+        #expect(decoder.feed(frame) == [.frame(tfi: 0xD5, data: [0x41, 0x00] + data)])
+    }
+
+    @Test(
+        "corrupt frames are reported, not executed",
+        arguments: [
+            [0x00, 0x00, 0xFF, 0x03, 0xFC, 0xD4, 0x14, 0x01, 0x17, 0x00] as [UInt8],  // length checksum
+            [0x00, 0x00, 0xFF, 0x03, 0xFD, 0xD4, 0x14, 0x01, 0x18, 0x00],  // data checksum
+        ])
+    func corrupt(_ bytes: [UInt8]) {
+        var decoder = PN532Frame.Decoder()
+        let events = decoder.feed(bytes)
+        #expect(events.contains { if case .corrupt = $0 { return true } else { return false } })
+        #expect(!events.contains { if case .frame = $0 { return true } else { return false } })
+    }
+
+    @Test("garbage never traps and never becomes a frame by accident", arguments: 1...20)
+    func garbage(seed: UInt64) {
+        var state = seed
+        var decoder = PN532Frame.Decoder()
+        for _ in 0..<200 {
+            state = state &* 6364136223846793005 &+ 1442695040888963407
+            let bytes = (0..<Int(state >> 59)).map { UInt8(truncatingIfNeeded: state >> UInt64(8 * ($0 % 7))) }
+            for event in decoder.feed(bytes) {
+                if case .frame(_, let data) = event { #expect(data.count <= PN532Frame.Decoder.maximumLength) }
+            }
+        }
+    }
+}
+
+/// An NTAG213 holding `url`.
+func ntag213(url: String, uid: [UInt8] = [0x04, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66]) -> EmulatedType2Tag {
+    try! EmulatedType2Tag.ntag(213, message: NDEFMessage(records: [NDEFRecord.uri(url)]).encoded(), uid: uid)
+}
+
+@Suite("PN532 chip")
+struct PN532ChipTests {
+    func chip(_ tags: [any EmulatedTag]) -> PN532Chip {
+        var chip = PN532Chip()
+        chip.slots = tags.map { .init(tag: $0, present: true) }
+        return chip
+    }
+
+    @Test("firmware, echo test and SAM configuration as libnfc expects")
+    func basics() {
+        var c = chip([])
+        #expect(c.handle([0x02]) == .response([0x03, 0x32, 0x01, 0x06, 0x07]))
+        #expect(c.handle([0x00, 0x00] + Array("libnfc".utf8)) == .response([0x01, 0x00] + Array("libnfc".utf8)))
+        #expect(c.handle([0x14, 0x01]) == .response([0x15]))
+        #expect(c.handle([0xEE]) == .error, "unknown commands get the error frame, never silence")
+    }
+
+    @Test("the register file keeps what libnfc writes")
+    func registers() {
+        var c = chip([])
+        #expect(c.handle([0x06, 0x63, 0x02, 0x63, 0x03]) == .response([0x07, 0x80, 0x80]))
+        #expect(c.handle([0x08, 0x63, 0x02, 0x03, 0x63, 0x3D, 0x07]) == .response([0x09]))
+        #expect(c.handle([0x06, 0x63, 0x02, 0x63, 0x3D]) == .response([0x07, 0x03, 0x07]))
+    }
+
+    @Test("InListPassiveTarget lists the tags, with and without a UID filter")
+    func list() {
+        let tag = ntag213(url: "https://a.example")
+        var c = chip([tag])
+        #expect(c.handle([0x4A, 0x01, 0x00]) == .response([0x4B, 0x01, 0x01, 0x00, 0x44, 0x00, 0x07] + tag.uid))
+        #expect(c.handle([0x4A, 0x01, 0x00] + tag.uid) == .response([0x4B, 0x01, 0x01, 0x00, 0x44, 0x00, 0x07] + tag.uid))
+        #expect(c.handle([0x4A, 0x01, 0x00, 0x88] + tag.uid) == .response([0x4B, 0x01, 0x01, 0x00, 0x44, 0x00, 0x07] + tag.uid))
+        #expect(c.handle([0x4A, 0x01, 0x00, 0x04, 0x99]) == .response([0x4B, 0x00]))
+        #expect(c.handle([0x4A, 0x01, 0x01, 0x00, 0xFF, 0xFF, 0x01, 0x00]) == .response([0x4B, 0x00]), "no FeliCa tag")
+    }
+
+    @Test("two tags in the field")
+    func twoTags() {
+        let a = ntag213(url: "https://a.example"), b = ntag213(url: "https://b.example", uid: [0x04, 1, 2, 3, 4, 5, 6])
+        var c = chip([a, b])
+        guard case .response(let answer) = c.handle([0x4A, 0x02, 0x00]) else {
+            Issue.record("no answer")
+            return
+        }
+        #expect(answer[1] == 2)
+        #expect(c.handle([0x40, 0x02, 0x30, 0x00]) == .response([0x41, 0x00] + b.pages.prefix(16)))
+    }
+
+    @Test("InDataExchange: READ rolls over, FAST_READ, NAK and a tag that leaves")
+    func exchange() {
+        let tag = ntag213(url: "https://a.example")
+        var c = chip([tag])
+        _ = c.handle([0x4A, 0x01, 0x00])
+        #expect(c.handle([0x40, 0x01, 0x30, 0x2C]) == .response([0x41, 0x00] + tag.pages.suffix(4) + tag.pages.prefix(12)))
+        #expect(c.handle([0x40, 0x01, 0x3A, 0x04, 0x05]) == .response([0x41, 0x00] + tag.pages[16..<24]))
+        #expect(c.handle([0x40, 0x01, 0x30, 0x2D]) == .response([0x41, 0x04]), "a NAK is an RF error")
+        c.exchangesBeforeRemoval = 1
+        #expect(c.handle([0x40, 0x01, 0x30, 0x00]) == .response([0x41, 0x00] + tag.pages.prefix(16)))
+        #expect(c.handle([0x40, 0x01, 0x30, 0x00]) == .response([0x41, 0x01]), "then timeouts: the tag is gone")
+        #expect(c.handle([0x4A, 0x01, 0x00]) == .response([0x4B, 0x00]))
+    }
+
+    @Test("WRITE keeps the page; the UID pages are read-only")
+    func write() {
+        let tag = ntag213(url: "https://a.example")
+        var c = chip([tag])
+        _ = c.handle([0x4A, 0x01, 0x00])
+        #expect(c.handle([0x40, 0x01, 0xA2, 0x10, 1, 2, 3, 4]) == .response([0x41, 0x00]))
+        #expect(Array(tag.pages[64..<68]) == [1, 2, 3, 4])
+        #expect(c.handle([0x40, 0x01, 0xA2, 0x00, 1, 2, 3, 4]) == .response([0x41, 0x04]))
+    }
+}

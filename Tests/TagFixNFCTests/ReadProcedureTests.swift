@@ -1,0 +1,131 @@
+import Foundation
+import TagFixCore
+import TagFixDevices
+import TagFixEmulators
+import TagFixNDEF
+import TagFixNFC
+import TagFixTesting
+import Testing
+
+/// An emulated tag as a transport, so the read procedures run without a reader.
+struct DirectTransport: TagTransport {
+    let tag: any EmulatedTag
+    var log: [[UInt8]] = []
+    var failAfter: Int?
+
+    init(_ tag: any EmulatedTag, failAfter: Int? = nil) {
+        self.tag = tag
+        self.failAfter = failAfter
+    }
+
+    mutating func transceive(_ command: [UInt8]) throws(NFCError) -> [UInt8] {
+        log.append(command)
+        if let failAfter, log.count > failAfter { throw NFCError(code: .rfTransmission, operation: "exchange") }
+        switch tag.transceive(command) {
+        case .data(let bytes): return bytes
+        case .ack: return []
+        case .nak, .silent: throw NFCError(code: .rfTransmission, operation: "exchange")
+        }
+    }
+}
+
+/// An NTAG213 holding `url`.
+func ntag213(url: String) -> EmulatedType2Tag {
+    try! EmulatedType2Tag.ntag(213, message: NDEFMessage(records: [NDEFRecord.uri(url)]).encoded())
+}
+
+private let sharedType2 = TestData.files(in: "nfc/tags", suffix: ".json").filter { !$0.contains("mifare_classic") }
+
+@Suite("Type 2 read procedure")
+struct Type2ProcedureTests {
+    @Test(
+        "every shared Type 2 tag: the expected message, with FAST_READ of only the NDEF pages",
+        .enabled(if: !sharedType2.isEmpty, Comment(rawValue: TestData.skipReason)), arguments: sharedType2)
+    func shared(_ path: String) throws {
+        let json = try JSONValue.parse(try TextFile.read(path))
+        let image = try TagDump.load(Array(try TextFile.read(path).utf8))
+        let tag = try image.emulatedTag()
+        var transport = DirectTransport(tag)
+        let result = try Type2NDEFReader.read(&transport) { () throws(NFCError) -> Void in }
+        #expect(result.message == json["expected_ndef_message_hex"]?.string.flatMap(Hex.decode))
+        #expect(transport.log.first == [0x60], "GET_VERSION first")
+        #expect(transport.log.dropFirst().first == [0x30, 0x03], "then READ of the CC")
+        #expect(transport.log.dropFirst(2).allSatisfy { $0.first == 0x3A }, "then FAST_READ only")
+        // Far fewer bytes than a dump of the whole tag.
+        guard case TagImage.Memory.type2(let pages) = image.memory else { return }
+        #expect(result.bytesMoved < pages.count / 2)
+    }
+
+    @Test("a tag without GET_VERSION (MIFARE Ultralight) is reselected and read with READ")
+    func ultralight() throws {
+        let full = ntag213(url: "https://example.org/" + String(repeating: "u", count: 40))
+        let tag = EmulatedType2Tag(uid: full.uid, pages: full.pages, getVersion: nil, signature: nil)
+        var transport = DirectTransport(tag)
+        var reselected = 0
+        let result = try Type2NDEFReader.read(&transport) { () throws(NFCError) -> Void in reselected += 1 }
+        #expect(reselected == 1)
+        #expect(transport.log.dropFirst().allSatisfy { $0.first == 0x30 })
+        let message = try NDEFMessage(bytes: try #require(result.message))
+        #expect(message.firstURL == "https://example.org/" + String(repeating: "u", count: 40))
+        #expect(result.tagType == .type2)
+    }
+
+    @Test("a tag pulled mid-read is an incomplete read, never a partial message", arguments: 0...2)
+    func pulled(after exchanges: Int) {
+        let tag = ntag213(url: "https://example.org/" + String(repeating: "p", count: 120))
+        var transport = DirectTransport(tag, failAfter: exchanges)
+        #expect {
+            _ = try Type2NDEFReader.read(&transport) { () throws(NFCError) -> Void in }
+        } throws: { error in
+            if case .incompleteRead = error as? NDEFReadError { return true }
+            return false
+        }
+    }
+
+    @Test("a long message is read in FAST_READ chunks that fit the PN53x frame")
+    func chunks() throws {
+        let url = "https://example.org/" + String(repeating: "c", count: 700)
+        let message = NDEFMessage(records: [NDEFRecord.uri(url)]).encoded()
+        var pages: [UInt8] = [0x04, 0x11, 0x22, 0x99, 0x33, 0x44, 0x55, 0x66, 0x00, 0x48, 0, 0, 0xE1, 0x10, 0x6D, 0x00]
+        pages += [0x03, 0xFF, UInt8(message.count >> 8), UInt8(message.count & 0xFF)] + message + [0xFE]
+        pages += [UInt8](repeating: 0, count: 231 * 4 - pages.count)
+        let tag = EmulatedType2Tag(
+            uid: [0x04, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66], pages: pages, getVersion: Hex.decode("0004040201001303"), signature: nil)
+        var transport = DirectTransport(tag)
+        let result = try Type2NDEFReader.read(&transport) { () throws(NFCError) -> Void in }
+        #expect(try NDEFMessage(bytes: try #require(result.message)).firstURL == url)
+        for command in transport.log where command.first == 0x3A {
+            #expect(Int(command[2]) - Int(command[1]) + 1 <= Type2NDEFReader.fastReadPages)
+        }
+    }
+}
+
+@Suite("Type 4 read procedure")
+struct Type4ProcedureTests {
+    @Test("SELECT, CC, NDEF file in MLe chunks")
+    func read() throws {
+        let message = NDEFMessage(records: [NDEFRecord.uri("https://type4.example/" + String(repeating: "x", count: 400))]).encoded()
+        var transport = DirectTransport(EmulatedType4Tag(uid: [0x04, 1, 2, 3, 4, 5, 6], message: message))
+        let result = try Type4NDEFReader.read(&transport)
+        #expect(result.message == message)
+        #expect(transport.log.first?.prefix(4) == [0x00, 0xA4, 0x04, 0x00])
+    }
+
+    @Test("no NDEF application: no message, with the reason")
+    func noApplication() throws {
+        let tag = EmulatedType4Tag(uid: [0x04, 1, 2, 3, 4, 5, 6], ccFile: [], ndefFile: [])
+        final class Refusing: EmulatedTag, @unchecked Sendable {
+            let uid: [UInt8] = [1, 2, 3, 4]
+            let sensRes: [UInt8] = [0, 4]
+            let selRes: UInt8 = 0x20
+            let ats: [UInt8]? = [0x05]
+            func transceive(_ command: [UInt8]) -> TagAnswer { .data([0x6A, 0x82]) }
+            func reset() {}
+        }
+        _ = tag
+        var transport = DirectTransport(Refusing())
+        let result = try Type4NDEFReader.read(&transport)
+        #expect(result.message == nil)
+        #expect(result.problem == "no NDEF application")
+    }
+}
