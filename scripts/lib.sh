@@ -5,7 +5,8 @@ set -euo pipefail
 # own here, so the two README commands stay the whole set-up.
 #   libnfc-dev, pkg-config  build: the CNFC system library (libnfc 1.8.0)
 #   libnfc-bin, libnfc-examples  tests: nfc-list and nfc-mfultralight against the PN532 emulator
-TAGFIX_DEBIAN_PACKAGES=(libnfc-dev pkg-config libnfc-bin libnfc-examples)
+#   python3-venv  tests: a virtualenv for nfcpy (PyPI), the independent PN532 client
+TAGFIX_DEBIAN_PACKAGES=(libnfc-dev pkg-config libnfc-bin libnfc-examples python3-venv)
 
 tagfix_root() { cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd; }
 
@@ -40,4 +41,17 @@ tagfix_install_packages() {
     fi
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
     $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# A virtualenv with nfcpy for the interop tests (test tooling only, never the product). Sets
+# TAGFIX_NFCPY_PYTHON when it is ready; without PyPI the interop tests are skipped, with a message.
+tagfix_interop_venv() {
+    local venv=".build/interop-venv"
+    if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import nfc" 2>/dev/null; then
+        python3 -m venv "$venv" >&2 && "$venv/bin/pip" install -q "nfcpy==1.0.4" >&2 || {
+            echo "note: could not install nfcpy from PyPI; the nfcpy interop tests will be skipped" >&2
+            return 0
+        }
+    fi
+    export TAGFIX_NFCPY_PYTHON="$PWD/$venv/bin/python"
 }

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import TagFixCore
 import TagFixDevices
+import TagFixNFC
 import TagFixTesting
 
 /// `tagfix verify`: confirm each tag scan against where the tag should be.
@@ -19,6 +20,12 @@ struct VerifyCommand {
             """,
         options: [
             .init(name: "scenario", valueName: "FILE", help: "Run a scenario file on mock devices."),
+            .init(name: "reader", valueName: "CONNSTRING", help: "Read tags with a real reader (libnfc connstring)."),
+            .init(
+                name: "gps", valueName: "SOURCE",
+                help: "With --reader: the GPS. For now a scenario file whose GPS timeline is replayed from now."),
+            .init(name: "count", valueName: "N", help: "With --reader: stop after N verdicts."),
+            .init(name: "timeout", valueName: "S", help: "With --reader: stop after S seconds (exit 75 if fewer than --count verdicts)."),
             .init(name: "registry", valueName: "FILE", help: "Registry of tag placements (CSV or JSON); default: the scenario's."),
             .init(name: "json", valueName: nil, help: "Print one JSON object per verdict (JSON Lines)."),
             .init(name: "realtime", valueName: nil, help: "Play the scenario on the wall clock through the live pipeline."),
@@ -35,9 +42,13 @@ struct VerifyCommand {
             "tagfix verify --scenario Examples/site/scenario.json",
             "tagfix verify --scenario Examples/site/scenario.json --json | jq .verdict",
             "tagfix verify --scenario walk.json --registry site.csv --max-accuracy 20",
+            "tagfix verify --reader pn532_uart:/dev/ttyUSB0 --gps walk.json --registry site.csv",
         ])
 
     var scenarioPath: String
+    var reader: String?
+    var count: Int?
+    var timeout: Duration?
     var registryPath: String?
     var json: Bool
     var realtime: Bool
@@ -45,10 +56,24 @@ struct VerifyCommand {
 
     init(_ arguments: ParsedArguments) throws(CLIError) {
         let name = Self.spec.name
-        guard let scenario = arguments.value("scenario") else {
-            throw .usage("verify needs --scenario FILE (mock devices)", command: name)
+        reader = arguments.value("reader")
+        if let reader {
+            guard let gps = arguments.value("gps") else {
+                throw .usage("verify --reader needs --gps SOURCE (a scenario file until the gpsd backend arrives)", command: name)
+            }
+            guard arguments.value("scenario") == nil else { throw .usage("give --scenario or --reader, not both", command: name) }
+            guard reader.contains(":") || ["pn533_usb", "acr122_usb", "acr122_pcsc"].contains(reader) else {
+                throw .usage("\"\(reader)\" is not a libnfc connstring (DRIVER:PORT, e.g. pn532_uart:/dev/ttyUSB0)", command: name)
+            }
+            scenarioPath = gps
+        } else {
+            guard let scenario = arguments.value("scenario") else {
+                throw .usage("verify needs --scenario FILE (mock devices) or --reader CONNSTRING --gps SOURCE", command: name)
+            }
+            scenarioPath = scenario
         }
-        scenarioPath = scenario
+        count = try arguments.number("count", in: 1...1_000_000, command: name).map { Int($0) }
+        timeout = try arguments.seconds("timeout", in: 0.1...86_400, command: name)
         registryPath = arguments.value("registry")
         json = arguments.flag("json")
         realtime = arguments.flag("realtime")
@@ -104,7 +129,9 @@ struct VerifyCommand {
         if !json { io.out("\(scenario.name) — \(registryName)") }
 
         let printer = VerdictPrinter(json: json, io: io)
-        if realtime {
+        if let reader {
+            try await live(reader: reader, scenario: scenario, verifier: verifier, printer: printer, io: io)
+        } else if realtime {
             let clock = WallClock()
             let devices = scenario.devices(clock: clock, origin: clock.now)
             await LiveVerifier(verifier: verifier, clock: clock).run(reader: devices.reader, gps: devices.gps) { event in
@@ -117,11 +144,72 @@ struct VerifyCommand {
     }
 }
 
+extension VerifyCommand {
+    /// A real reader with the scenario's GPS replayed from now, through the live pipeline, until
+    /// --count verdicts, --timeout, or an interrupt.
+    func live(reader: String, scenario: Scenario, verifier: Verifier, printer: VerdictPrinter, io: some TerminalOutput)
+        async throws(CLIError)
+    {
+        let (count, timeout) = (self.count, self.timeout)
+        let clock = WallClock()
+        let gps = scenario.devices(clock: clock, origin: clock.now).gps
+        let device = LibNFCReader(connstring: reader, clock: clock)
+        let (done, signal) = AsyncStream<String?>.makeStream()
+        let verdicts = Counter()
+        let outcome: String? = await withTaskGroup(of: String?.self) { group in
+            group.addTask {
+                await LiveVerifier(verifier: verifier, clock: clock).run(reader: device, gps: gps) { event in
+                    if case .reader(.disconnected(let error)) = event, verdicts.value == 0, !printer.readerReady {
+                        signal.yield("cannot open the reader: \(error)")
+                        return
+                    }
+                    if case .reader(.ready(let description)) = event {
+                        printer.readerReady = true
+                        io.err("reader: \(description)")
+                    }
+                    printer.print(event)
+                    if case .verdict = event, let count, verdicts.increment() >= count { signal.yield(nil) }
+                }
+                return nil
+            }
+            group.addTask {
+                for await reason in done { return reason ?? "" }
+                return ""
+            }
+            if let timeout {
+                group.addTask {
+                    try? await Task.sleep(for: timeout)
+                    return Task.isCancelled ? "" : "timeout"
+                }
+            }
+            let first = await group.next() ?? nil
+            signal.finish()
+            group.cancelAll()
+            return first
+        }
+        switch outcome {
+        case .some("timeout") where count != nil && verdicts.value < (count ?? 0):
+            throw .timedOut("\(verdicts.value) of \(count ?? 0) verdicts within the timeout")
+        case .some(let reason) where reason.hasPrefix("cannot open"):
+            throw .unavailable(reason)
+        default:
+            return
+        }
+    }
+}
+
 /// Prints verifier events as they come and keeps the tally.
 final class VerdictPrinter: Sendable {
     let json: Bool
     let io: any TerminalOutput
     private let tally = Mutex(VerdictTally())
+    private let ready = Mutex(false)
+
+    /// Whether the reader has said it is ready.
+    var readerReady: Bool {
+        get { ready.withLock { $0 } }
+        set { ready.withLock { $0 = newValue } }
+    }
 
     init(json: Bool, io: any TerminalOutput) {
         self.json = json

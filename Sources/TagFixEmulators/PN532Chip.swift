@@ -100,7 +100,14 @@ public struct PN532Chip: Sendable {
             return exchange(target: Int(tg & 0x0F), Array(parameters.dropFirst()))
         case 0x42:  // InCommunicateThru DataOut: raw frames to the selected target, if any
             guard !activeTargets.isEmpty else { return .response([reply, 0x01]) }
-            return exchange(target: 1, parameters, thru: true)
+            // CIU_TxMode / CIU_RxMode bit 7: whether the chip adds (and checks) CRC_A, or the
+            // host does. nfcpy turns receive-CRC off and checks the CRC itself.
+            var data = parameters
+            if (registers[0x6302] ?? 0x80) & 0x80 == 0 {
+                guard data.count >= 2, Self.crcA(data.dropLast(2)) == Array(data.suffix(2)) else { return .response([reply, 0x02]) }
+                data.removeLast(2)
+            }
+            return exchange(target: 1, data, thru: true, appendCRC: (registers[0x6303] ?? 0x80) & 0x80 == 0)
         case 0x44:  // InDeselect: the targets are no longer selected; raw frames reach no one
             activeTargets = []
             return .response([reply, 0x00])
@@ -169,7 +176,18 @@ public struct PN532Chip: Sendable {
         return .response([0x61, 0x01, type, UInt8(target.count)] + target)
     }
 
-    private mutating func exchange(target: Int, _ data: [UInt8], thru: Bool = false) -> Answer {
+    /// ISO/IEC 14443-3 CRC_A: preset 0x6363, polynomial 0x8408 (reflected), sent LSB first.
+    static func crcA(_ bytes: some Sequence<UInt8>) -> [UInt8] {
+        var crc: UInt16 = 0x6363
+        for byte in bytes {
+            var b = UInt16(byte) ^ (crc & 0xFF)
+            b = (b ^ (b << 4)) & 0xFF
+            crc = (crc >> 8) ^ (b << 8) ^ (b << 3) ^ (b >> 4)
+        }
+        return [UInt8(crc & 0xFF), UInt8(crc >> 8)]
+    }
+
+    private mutating func exchange(target: Int, _ data: [UInt8], thru: Bool = false, appendCRC: Bool = false) -> Answer {
         let reply: UInt8 = thru ? 0x43 : 0x41
         let index = target - 1
         guard activeTargets.indices.contains(index) else {
@@ -187,7 +205,7 @@ public struct PN532Chip: Sendable {
             exchangesBeforeRemoval = remaining - 1
         }
         switch slots[slot].tag.transceive(data) {
-        case .data(let bytes): return .response([reply, 0x00] + bytes)
+        case .data(let bytes): return .response([reply, 0x00] + bytes + (appendCRC ? Self.crcA(bytes) : []))
         case .ack: return .response([reply, 0x00] + (thru ? [0x0A] : []))
         case .nak(let code):
             // A 4-bit NAK where a CRC'd frame was expected: the PN532 reports an erroneous bit

@@ -53,6 +53,42 @@ struct LibNFCEndToEndTests {
         #expect(object["read_ms"]?.double != nil)
     }
 
+    @Test("a Type 4 tag: SELECT, CC file, NDEF file through libnfc")
+    func type4() async throws {
+        let message = NDEFMessage(records: [NDEFRecord.uri("https://type4.example/" + String(repeating: "q", count: 300))]).encoded()
+        let emulator = try PN532Emulator(tags: [EmulatedType4Tag(uid: [0x04, 0xA1, 0xB2, 0xC3, 0xD4, 0xE5, 0xF6], message: message)])
+        defer { emulator.stop() }
+        let result = await run(["scan", "--reader", "pn532_uart:\(emulator.path)", "--json", "--count", "1", "--timeout", "20"])
+        #expect(result.code == 0, "\(result.err)")
+        let object = try JSONValue.parse(try #require(result.out.first))
+        #expect(object["tag_type"]?.string == "type4")
+        #expect(object["url"]?.string == "https://type4.example/" + String(repeating: "q", count: 300))
+    }
+
+    @Test("tagfix verify --reader: a tag read through libnfc, checked against the scenario's GPS")
+    func verifyWithReader() async throws {
+        let tag = ntag213(url: "https://tags.example.org/t/A1?lat=53.545&lon=9.966&r=25")
+        let emulator = try PN532Emulator(tags: [tag])
+        defer { emulator.stop() }
+        let gps = try temporaryFile(
+            "gps.json",
+            """
+            {"start": "2026-01-01T00:00:00Z",
+             "gps": {"rate_hz": 5, "accuracy_m": 3, "noise_m": 0.5, "seed": 3,
+                     "route": [{"t": 0, "lat": 53.545, "lon": 9.966}, {"t": 120, "lat": 53.545, "lon": 9.966}]}}
+            """)
+        let result = await run([
+            "verify", "--reader", "pn532_uart:\(emulator.path)", "--gps", gps, "--json", "--count", "1", "--timeout", "30",
+        ])
+        #expect(result.code == 0, "\(result.err)")
+        let verdict = try JSONValue.parse(try #require(result.out.first))
+        #expect(verdict["verdict"]?.string == "confirmed")
+        #expect(verdict["uid"]?.string == Hex.encode(tag.uid))
+        #expect(verdict["region"]?["source"]?.string == "url")
+        let missing = await run(["verify", "--reader", "pn532_uart:/nonexistent/tty", "--gps", gps, "--count", "1", "--timeout", "30"])
+        #expect(missing.code == 69)
+    }
+
     @Test("Debian's nfc-list sees the emulated tag's UID", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/nfc-list")))
     func nfcList() throws {
         let tag = ntag213(url: "https://interop.example/list")
@@ -197,4 +233,29 @@ struct ReaderFaultTests {
 /// An NTAG213 (or another NTAG21x) holding `url`.
 func ntag213(url: String, chip: Int = 213) -> EmulatedType2Tag {
     try! EmulatedType2Tag.ntag(chip, message: NDEFMessage(records: [NDEFRecord.uri(url)]).encoded())
+}
+
+/// nfcpy (PyPI), set up by scripts/test in a virtualenv: an independent PN532 client.
+private let nfcpyPython = ProcessInfo.processInfo.environment["TAGFIX_NFCPY_PYTHON"]
+
+@Suite("nfcpy reads the emulator", .timeLimit(.minutes(2)))
+struct NfcpyInteropTests {
+    @Test(
+        "nfcpy reads the same NDEF message from the emulated PN532",
+        .enabled(if: nfcpyPython != nil && TestData.isAvailable, "needs TAGFIX_NFCPY_PYTHON (scripts/test sets it up) and TAGFIX_TESTDATA"),
+        arguments: type2Dumps)
+    func sameMessage(_ path: String) throws {
+        let image = try TagDump.load(Array(try #require(FileManager.default.contents(atPath: path))))
+        let emulator = try PN532Emulator(dumps: [image])
+        defer { emulator.stop() }
+        let script = packageRoot + "/Tests/Interop/nfcpy_read.py"
+        let python = try #require(nfcpyPython)
+        let result = try #require(try runProgram(python, [script, emulator.path]))
+        #expect(result.status == 0, "\(result.output)")
+        let line = try #require(result.output.split(separator: "\n").first { $0.hasPrefix("{") })
+        let object = try JSONValue.parse(String(line))
+        #expect(object["uid"]?.string == image.uid?.hex)
+        let expected = image.readNDEF().messageBytes
+        #expect(object["ndef"]?.string == expected.map { Hex.encode($0) }, "\(result.output)")
+    }
 }
