@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Synchronization
 import TagFixCore
+import TagFixDevices
 import TagFixEmulators
 import TagFixNDEF
 
@@ -21,6 +22,7 @@ struct EmulateCommand {
             .init(name: "tag", valueName: "FILE", help: "A tag dump to present (repeat for more tags in the field).", repeatable: true),
             .init(name: "link", valueName: "PATH", help: "Also make PATH a symbolic link to the pty."),
             .init(name: "baud", valueName: "N", help: "Simulate the line's speed (10 bits per byte); default: no delay."),
+            .init(name: "script", valueName: "FILE", help: "Faults on a timeline: remove/present a tag, remove-after N, hang, resume, corrupt, hangup."),
         ],
         positionals: [.init(name: "DEVICE", help: "What to emulate: pn532.")],
         examples: [
@@ -32,6 +34,7 @@ struct EmulateCommand {
     var tags: [String]
     var link: String?
     var baud: Int?
+    var script: String?
 
     init(_ arguments: ParsedArguments) throws(CLIError) {
         device = arguments.positionals[0]
@@ -40,6 +43,7 @@ struct EmulateCommand {
         guard !tags.isEmpty else { throw .usage("emulate pn532 needs at least one --tag FILE", command: "emulate") }
         link = arguments.value("link")
         baud = try arguments.number("baud", in: 300...4_000_000, command: "emulate").map { Int($0) }
+        script = arguments.value("script")
     }
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
@@ -52,6 +56,14 @@ struct EmulateCommand {
                 images.append(try TagDump.load(Array(data)))
             } catch {
                 throw .data(error.inFile(path))
+            }
+        }
+        var faults: FaultScript?
+        if let script {
+            do {
+                faults = try FaultScript.parse(try TextFile.read(script), tagCount: images.count)
+            } catch {
+                throw .file(error.file == nil ? error.inFile(script) : error)
             }
         }
         let emulator: PN532Emulator
@@ -74,7 +86,23 @@ struct EmulateCommand {
             io.out("  tag \(image.uid?.hex ?? "?") \(image.chip.name)")
         }
         io.out("connstring: pn532_uart:\(link ?? emulator.path)")
-        await waitForSignal()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await waitForSignal() }
+            if let faults {
+                group.addTask {
+                    let start = ContinuousClock.now
+                    for step in faults.steps {
+                        try? await Task.sleep(until: start + step.at)
+                        if Task.isCancelled { return }
+                        io.err("script line \(step.line): \(step.action)")
+                        if !emulator.apply(step.action) { return }
+                    }
+                    await waitForSignal()
+                }
+            }
+            await group.next()
+            group.cancelAll()
+        }
         emulator.stop()
         if let link { try? FileManager.default.removeItem(atPath: link) }
     }

@@ -144,3 +144,47 @@ struct PN532ChipTests {
         #expect(c.handle([0x40, 0x01, 0xA2, 0x00, 1, 2, 3, 4]) == .response([0x41, 0x04]))
     }
 }
+
+@Suite("Emulator fault scripts")
+struct FaultScriptTests {
+    @Test("steps parse and sort by time")
+    func parse() throws {
+        let script = try FaultScript.parse(
+            """
+            # faults
+            5   remove-after 2
+            2.0 remove 0   # gone
+            3.5 present 0
+            6 hang
+            7 resume
+            8 corrupt
+            9 hangup
+            """, tagCount: 1)
+        #expect(script.steps.map(\.action) == [.remove(tag: 0), .present(tag: 0), .removeAfter(exchanges: 2), .hang, .resume, .corrupt, .hangUp])
+        #expect(script.steps.first?.line == 3)
+        #expect(script.steps.first?.at == .seconds(2))
+    }
+
+    @Test("mistakes name their line", arguments: [
+        ("1 remove 3", 1, "no tag 3"), ("x remove 0", 1, "not a time"), ("\n1 explode", 2, "unknown action"),
+        ("1 hang now", 1, "no argument"), ("1 remove-after", 1, "needs"), ("-1 hang", 1, "not a time"),
+    ])
+    func mistakes(_ text: String, _ line: Int, _ fragment: String) {
+        do {
+            _ = try FaultScript.parse(text, tagCount: 1)
+            Issue.record("accepted a bad script")
+        } catch {
+            #expect(error.line == line)
+            #expect(error.message.contains(fragment), "\(error)")
+        }
+    }
+
+    @Test("scripted faults act on the emulator")
+    func apply() throws {
+        let emulator = try PN532Emulator(tags: [ntag213(url: "https://s.example")])
+        defer { emulator.stop() }
+        #expect(emulator.apply(.hang))
+        #expect(emulator.apply(.resume))
+        #expect(!emulator.apply(.hangUp))
+    }
+}
