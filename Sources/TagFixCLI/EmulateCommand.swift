@@ -22,7 +22,9 @@ struct EmulateCommand {
             .init(name: "tag", valueName: "FILE", help: "A tag dump to present (repeat for more tags in the field).", repeatable: true),
             .init(name: "link", valueName: "PATH", help: "Also make PATH a symbolic link to the pty."),
             .init(name: "baud", valueName: "N", help: "Simulate the line's speed (10 bits per byte); default: no delay."),
-            .init(name: "script", valueName: "FILE", help: "Faults on a timeline: remove/present a tag, remove-after N, hang, resume, corrupt, hangup."),
+            .init(
+                name: "script", valueName: "FILE",
+                help: "Faults on a timeline: remove/present a tag, remove-after N, hang, resume, corrupt, hangup."),
         ],
         positionals: [.init(name: "DEVICE", help: "What to emulate: pn532.")],
         examples: [

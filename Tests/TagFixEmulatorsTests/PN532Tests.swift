@@ -160,15 +160,20 @@ struct FaultScriptTests {
             8 corrupt
             9 hangup
             """, tagCount: 1)
-        #expect(script.steps.map(\.action) == [.remove(tag: 0), .present(tag: 0), .removeAfter(exchanges: 2), .hang, .resume, .corrupt, .hangUp])
+        #expect(
+            script.steps.map(\.action) == [
+                .remove(tag: 0), .present(tag: 0), .removeAfter(exchanges: 2), .hang, .resume, .corrupt, .hangUp,
+            ])
         #expect(script.steps.first?.line == 3)
         #expect(script.steps.first?.at == .seconds(2))
     }
 
-    @Test("mistakes name their line", arguments: [
-        ("1 remove 3", 1, "no tag 3"), ("x remove 0", 1, "not a time"), ("\n1 explode", 2, "unknown action"),
-        ("1 hang now", 1, "no argument"), ("1 remove-after", 1, "needs"), ("-1 hang", 1, "not a time"),
-    ])
+    @Test(
+        "mistakes name their line",
+        arguments: [
+            ("1 remove 3", 1, "no tag 3"), ("x remove 0", 1, "not a time"), ("\n1 explode", 2, "unknown action"),
+            ("1 hang now", 1, "no argument"), ("1 remove-after", 1, "needs"), ("-1 hang", 1, "not a time"),
+        ])
     func mistakes(_ text: String, _ line: Int, _ fragment: String) {
         do {
             _ = try FaultScript.parse(text, tagCount: 1)
