@@ -10,6 +10,8 @@ public enum TagAnswer: Sendable, Hashable {
     case nak(UInt8)
     /// Silence: the tag did not answer (a wrong command, or gone).
     case silent
+    /// A MIFARE Classic authentication the card refused (the PN532 reports status 0x14).
+    case authenticationFailed
 }
 
 /// A tag in the emulated field.
@@ -181,8 +183,87 @@ public final class EmulatedType4Tag: EmulatedTag, @unchecked Sendable {
     private func contents(_ id: UInt16) -> [UInt8] { id == 0xE103 ? ccFile : ndefFile }
 }
 
+/// A MIFARE Classic 1K/4K as the PN532 presents it: the chip runs Crypto1 itself, so the host
+/// sends AUTH (0x60 key A / 0x61 key B, block, key, UID) and READ / WRITE in the clear.
+///
+/// Dumps cannot hold keys (cards read them back as zeros), so a sector whose stored key A is all
+/// zeros takes the public keys AN1304 gives NDEF cards: A0A1A2A3A4A5 for the MAD sectors (0, 16)
+/// and D3F7D3F7D3F7 for the others.
+public final class EmulatedMifareClassicTag: EmulatedTag, @unchecked Sendable {
+    public static let madKey: [UInt8] = [0xA0, 0xA1, 0xA2, 0xA3, 0xA4, 0xA5]
+    public static let ndefKey: [UInt8] = [0xD3, 0xF7, 0xD3, 0xF7, 0xD3, 0xF7]
+
+    public let uid: [UInt8]
+    public let sensRes: [UInt8]
+    public let selRes: UInt8
+    public var ats: [UInt8]? { nil }
+    public private(set) var memory: [UInt8]
+    private var authenticatedSector: Int?
+
+    public init(uid: [UInt8], memory: [UInt8]) {
+        self.uid = uid
+        self.memory = memory
+        let is4K = memory.count == 4096
+        sensRes = is4K ? [0x00, 0x02] : [0x00, 0x04]
+        selRes = is4K ? 0x18 : 0x08
+    }
+
+    public func reset() { authenticatedSector = nil }
+
+    static func sector(ofBlock block: Int) -> Int { block < 128 ? block / 4 : 32 + (block - 128) / 16 }
+
+    private func trailer(ofSector sector: Int) -> Int {
+        MifareClassicMemory.firstBlock(ofSector: sector) + MifareClassicMemory.blockCount(ofSector: sector) - 1
+    }
+
+    private func keys(ofSector sector: Int) -> (a: [UInt8], b: [UInt8]) {
+        let start = trailer(ofSector: sector) * 16
+        let a = Array(memory[start..<start + 6]), b = Array(memory[start + 10..<start + 16])
+        if a.allSatisfy({ $0 == 0 }) {
+            let key = sector == 0 || sector == 16 ? Self.madKey : Self.ndefKey
+            return (key, b.allSatisfy { $0 == 0 } ? key : b)
+        }
+        return (a, b)
+    }
+
+    public func transceive(_ command: [UInt8]) -> TagAnswer {
+        guard let code = command.first else { return .silent }
+        let blocks = memory.count / 16
+        switch code {
+        case 0x60, 0x61:  // AUTH key A / key B: block, 6-byte key, 4-byte UID
+            guard command.count == 12, Int(command[1]) < blocks else { return .authenticationFailed }
+            let sector = Self.sector(ofBlock: Int(command[1]))
+            let keys = keys(ofSector: sector)
+            guard Array(command[2..<8]) == (code == 0x60 ? keys.a : keys.b), Array(command[8..<12]) == Array(uid.suffix(4)) else {
+                authenticatedSector = nil
+                return .authenticationFailed
+            }
+            authenticatedSector = sector
+            return .data([])
+        case 0x30:  // READ a 16-byte block of the authenticated sector
+            guard command.count == 2, Int(command[1]) < blocks, authenticatedSector == Self.sector(ofBlock: Int(command[1])) else {
+                return .nak(0x4)
+            }
+            let block = Int(command[1])
+            var data = Array(memory[block * 16..<block * 16 + 16])
+            if block == trailer(ofSector: Self.sector(ofBlock: block)) { data.replaceSubrange(0..<6, with: [0, 0, 0, 0, 0, 0]) }  // key A never reads back
+            return .data(data)
+        case 0xA0:  // WRITE a block of the authenticated sector (not block 0)
+            guard command.count == 18, Int(command[1]) > 0, Int(command[1]) < blocks,
+                authenticatedSector == Self.sector(ofBlock: Int(command[1]))
+            else {
+                return .nak(0x4)
+            }
+            memory.replaceSubrange(Int(command[1]) * 16..<Int(command[1]) * 16 + 16, with: command[2..<18])
+            return .ack
+        default:
+            return .nak(0x4)
+        }
+    }
+}
+
 extension TagImage {
-    /// The emulated tag for this image (Type 2 and Type 4; other memories are refused).
+    /// The emulated tag for this image (Type 2, Type 4 and MIFARE Classic; Type 3 is refused).
     public func emulatedTag() throws(EmulatorError) -> any EmulatedTag {
         guard let uid = uid?.bytes ?? nil else { throw .unsupportedTag("the dump has no UID") }
         switch memory {
@@ -197,8 +278,10 @@ extension TagImage {
             return EmulatedType2Tag(uid: uid, pages: padded, getVersion: getVersion, signature: signature)
         case .type4(let cc, let file):
             return EmulatedType4Tag(uid: uid, ccFile: cc, ndefFile: file)
-        case .mifareClassic, .type3:
-            throw .unsupportedTag("the PN532 emulator presents Type 2 (NTAG/Ultralight) and Type 4 tags")
+        case .mifareClassic(let bytes, _):
+            return EmulatedMifareClassicTag(uid: uid, memory: bytes)
+        case .type3:
+            throw .unsupportedTag("the PN532 emulator presents Type 2 (NTAG/Ultralight), Type 4 and MIFARE Classic tags, not FeliCa")
         }
     }
 }

@@ -213,6 +213,7 @@ public struct PN532Chip: Sendable {
             // sees the nibble.
             return thru ? .response([reply, 0x00, code]) : .response([reply, 0x04])
         case .silent: return .response([reply, 0x01])
+        case .authenticationFailed: return .response([reply, 0x14])
         }
     }
 }

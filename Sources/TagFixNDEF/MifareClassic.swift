@@ -35,12 +35,22 @@ public enum MifareClassicMemory {
         guard let sectors = sectorCount(forBytes: memory.count) else {
             throw .badMAD("a MIFARE Classic image has 320, 1024, 2048 or 4096 bytes, not \(memory.count)")
         }
-        // The General Purpose Byte in sector 0's trailer says whether there is a MAD, and which.
-        let gpb = memory[3 * blockSize + 9]
+        let madStart = firstBlock(ofSector: 16) * blockSize
+        return try directory(
+            mad1: Array(memory[blockSize..<3 * blockSize]), generalPurposeByte: memory[3 * blockSize + 9],
+            mad2: sectors > 16 ? Array(memory[madStart..<madStart + 3 * blockSize]) : nil, sectors: sectors)
+    }
+
+    /// The directory from the MAD blocks a reader has read: MAD1 (blocks 1–2), the General
+    /// Purpose Byte of sector 0's trailer, and MAD2 (blocks 64–66) on cards of more than 16
+    /// sectors.
+    public static func directory(mad1: [UInt8], generalPurposeByte gpb: UInt8, mad2: [UInt8]?, sectors: Int) throws(TagMemoryError)
+        -> Directory
+    {
         guard gpb & 0x80 != 0 else { throw .notFormatted("sector 0's general purpose byte \(Hex.encode([gpb])) has no MAD") }
         let version = Int(gpb & 0x03)
         guard version == 1 || version == 2 else { throw .badMAD("MAD version \(version) in the general purpose byte") }
-        let mad1 = Array(memory[blockSize..<3 * blockSize])
+        guard mad1.count == 32 else { throw .badMAD("MAD1 needs 32 bytes, got \(mad1.count)") }
         guard crc(mad1.dropFirst()) == mad1[0] else {
             throw .badMAD("MAD1 CRC \(Hex.encode([mad1[0]])) does not match \(Hex.encode([crc(mad1.dropFirst())]))")
         }
@@ -48,9 +58,8 @@ public enum MifareClassicMemory {
         for sector in 1..<min(16, sectors) {
             applications[sector] = Array(mad1[2 * sector..<2 * sector + 2])
         }
-        if version == 2, sectors > 16 {
-            let start = firstBlock(ofSector: 16) * blockSize
-            let mad2 = Array(memory[start..<start + 3 * blockSize])
+        if version == 2, sectors > 16, let mad2 {
+            guard mad2.count == 48 else { throw .badMAD("MAD2 needs 48 bytes, got \(mad2.count)") }
             guard crc(mad2.dropFirst()) == mad2[0] else { throw .badMAD("MAD2 CRC \(Hex.encode([mad2[0]])) does not match") }
             for sector in 17..<sectors {
                 let index = 2 * (sector - 16)
@@ -58,6 +67,27 @@ public enum MifareClassicMemory {
             }
         }
         return Directory(version: version, applications: applications)
+    }
+
+    /// What a partly read NDEF area gives: the message (or `nil`: a Terminator before any NDEF
+    /// TLV), a need for more bytes, or a broken structure.
+    public enum AreaRead: Sendable, Hashable {
+        case complete([UInt8]?)
+        case needMore
+        case failed(TagMemoryError)
+    }
+
+    /// Walks the TLVs of the first `area.count` bytes of an NDEF area of `totalSize` bytes, so a
+    /// reader can stop reading sectors once the message is in hand.
+    public static func ndef(partialArea area: [UInt8], totalSize: Int) -> AreaRead {
+        do {
+            return .complete(try TLVWalk.run(area, start: 0, end: totalSize, controlTLVs: false, stopAtNDEF: true).ndef)
+        } catch {
+            switch error {
+            case .needMore: return .needMore
+            case .failed(let failure): return .failed(failure)
+            }
+        }
     }
 
     /// The MAD CRC: CRC-8, polynomial 0x1D, preset 0xC7, over the info byte and the AIDs.

@@ -149,6 +149,14 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
         var transport = DeviceTransport(device: device)
         do {
             if target.isISODEP { return .success(try Type4NDEFReader.read(&transport)) }
+            if target.isMifareClassic {
+                return .success(
+                    try MifareClassicNDEFReader.read(&transport, uid: target.uid, sectors: target.sak & 0x10 != 0 ? 40 : 16) {
+                        () throws(NFCError) -> Void in
+                        device.deselect()
+                        _ = try device.selectISO14443A(uid: target.uid)
+                    })
+            }
             if target.isType2 {
                 return .success(
                     try Type2NDEFReader.read(&transport) { () throws(NFCError) -> Void in

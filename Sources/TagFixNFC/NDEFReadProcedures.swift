@@ -175,3 +175,85 @@ public enum Type4NDEFReader {
             tagType: .type4, chipName: "Type 4 tag", message: message, problem: nil, bytesMoved: link.bytes, commands: link.commands)
     }
 }
+
+/// The NFC Forum read procedure for MIFARE Classic (NXP AN1304): authenticate sector 0 with the
+/// public MAD key, read the MAD (and MAD2 on 4K cards), then authenticate each NDEF sector with
+/// the public NFC Forum key and read its data blocks until the NDEF TLV is complete.
+public enum MifareClassicNDEFReader {
+    public static let madKey: [UInt8] = [0xA0, 0xA1, 0xA2, 0xA3, 0xA4, 0xA5]
+    public static let ndefKey: [UInt8] = [0xD3, 0xF7, 0xD3, 0xF7, 0xD3, 0xF7]
+
+    /// - Parameters:
+    ///   - uid: the card's UID; AUTH carries its last 4 bytes.
+    ///   - sectors: 16 (1K) or 40 (4K), from the SAK.
+    ///   - reselect: called after a refused authentication (the card halts).
+    public static func read<T: TagTransport>(
+        _ transport: inout T, uid: [UInt8], sectors: Int, reselect: () throws(NFCError) -> Void
+    ) throws(NDEFReadError) -> NDEFRead {
+        var link = CountingTransport(base: transport)
+        defer { transport = link.base }
+        let type: TagType = sectors > 16 ? .mifareClassic4K : .mifareClassic1K
+        let name = sectors > 16 ? "MIFARE Classic 4K" : "MIFARE Classic 1K"
+        func none(_ why: String) -> NDEFRead {
+            NDEFRead(tagType: type, chipName: name, message: nil, problem: why, bytesMoved: link.bytes, commands: link.commands)
+        }
+        /// AUTH with key A; false when the card refuses the key.
+        func authenticate(block: Int, key: [UInt8]) throws(NDEFReadError) -> Bool {
+            let command = [0x60, UInt8(block)] + key + Array(uid.suffix(4))
+            link.commands += 1
+            link.bytes += command.count
+            do {
+                _ = try link.base.transceive(command)
+                return true
+            } catch {
+                guard error.code == .mifareAuthFailed else { throw .incompleteRead(after: link.commands - 1, error) }
+                do {
+                    try reselect()
+                } catch {
+                    throw .incompleteRead(after: link.commands, error)
+                }
+                return false
+            }
+        }
+        func block(_ number: Int) throws(NDEFReadError) -> [UInt8] {
+            let data = try link.send([0x30, UInt8(number)])
+            guard data.count == 16 else { throw .malformed("READ of block \(number) answered \(data.count) bytes") }
+            return data
+        }
+
+        guard try authenticate(block: 3, key: madKey) else { return none("sector 0 refuses the public MAD key: not NFC Forum formatted") }
+        let mad1 = try block(1) + block(2)
+        let gpb = try block(3)[9]
+        var mad2: [UInt8]?
+        if sectors > 16, gpb & 0x03 == 2 {
+            guard try authenticate(block: 64, key: madKey) else { return none("sector 16 refuses the public MAD key") }
+            mad2 = try block(64) + block(65) + block(66)
+        }
+        let directory: MifareClassicMemory.Directory
+        do {
+            directory = try MifareClassicMemory.directory(mad1: mad1, generalPurposeByte: gpb, mad2: mad2, sectors: sectors)
+        } catch {
+            return none(error.description)
+        }
+        let ndefSectors = directory.ndefSectors
+        guard !ndefSectors.isEmpty else { return none("the MAD names no NDEF sector (application 03E1)") }
+        let total = ndefSectors.reduce(0) { $0 + (MifareClassicMemory.blockCount(ofSector: $1) - 1) * 16 }
+        var area: [UInt8] = []
+        for sector in ndefSectors {
+            let first = MifareClassicMemory.firstBlock(ofSector: sector)
+            guard try authenticate(block: first, key: ndefKey) else { return none("sector \(sector) refuses the public NFC Forum key") }
+            for number in first..<first + MifareClassicMemory.blockCount(ofSector: sector) - 1 {
+                area += try block(number)
+                switch MifareClassicMemory.ndef(partialArea: area, totalSize: total) {
+                case .complete(let message):
+                    return NDEFRead(
+                        tagType: type, chipName: name, message: message, problem: message == nil ? "no NDEF message TLV" : nil,
+                        bytesMoved: link.bytes, commands: link.commands)
+                case .failed(let error): return none(error.description)
+                case .needMore: continue
+                }
+            }
+        }
+        return none("the NDEF area ends without an NDEF message")
+    }
+}

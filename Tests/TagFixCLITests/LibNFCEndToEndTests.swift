@@ -10,6 +10,8 @@ import Testing
 
 /// Dumps of Type 2 tags in the shared data, with the converted JSON that says what they hold.
 private let type2Dumps: [String] = (TestData.files(in: "nfc/flipper", suffix: ".nfc") + TestData.files(in: "nfc/proxmark", suffix: ".json"))
+/// Every tag dump the emulator presents: the Type 2 dumps and the MIFARE Classic card.
+private let allDumps: [String] = type2Dumps + TestData.files(in: "nfc/tags", suffix: "mifare_classic_1k_mad_ndef.json")
 
 private let skip = Comment(rawValue: TestData.skipReason)
 
@@ -31,7 +33,9 @@ func runProgram(_ path: String, _ arguments: [String], environment: [String: Str
 
 @Suite("Through the real libnfc, on the PN532 emulator", .timeLimit(.minutes(2)))
 struct LibNFCEndToEndTests {
-    @Test("tagfix scan reads every shared Type 2 tag exactly", .enabled(if: !type2Dumps.isEmpty, skip), arguments: type2Dumps)
+    @Test(
+        "tagfix scan reads every shared tag exactly (Type 2 and MIFARE Classic)", .enabled(if: !allDumps.isEmpty, skip), arguments: allDumps
+    )
     func scanSharedTag(_ path: String) async throws {
         let image = try TagDump.load(Array(try #require(FileManager.default.contents(atPath: path))))
         let emulator = try PN532Emulator(dumps: [image])

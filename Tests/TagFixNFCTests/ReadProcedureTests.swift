@@ -25,6 +25,7 @@ struct DirectTransport: TagTransport {
         case .data(let bytes): return bytes
         case .ack: return []
         case .nak, .silent: throw NFCError(code: .rfTransmission, operation: "exchange")
+        case .authenticationFailed: throw NFCError(code: .mifareAuthFailed, operation: "authenticate")
         }
     }
 }
@@ -127,5 +128,44 @@ struct Type4ProcedureTests {
         let result = try Type4NDEFReader.read(&transport)
         #expect(result.message == nil)
         #expect(result.problem == "no NDEF application")
+    }
+}
+
+@Suite("MIFARE Classic read procedure")
+struct MifareClassicProcedureTests {
+    static func adafruit() throws -> TagImage? {
+        guard let path = TestData.path("nfc/tags/adafruit_mifare_classic_1k_mad_ndef.json") else { return nil }
+        return try TagDump.load(Array(try TextFile.read(path).utf8))
+    }
+
+    @Test(
+        "MAD with the public key, then only the NDEF blocks needed",
+        .enabled(if: TestData.isAvailable, Comment(rawValue: TestData.skipReason)))
+    func adafruitCard() throws {
+        let image = try #require(try Self.adafruit())
+        let tag = try image.emulatedTag()
+        var transport = DirectTransport(tag)
+        let result = try MifareClassicNDEFReader.read(&transport, uid: tag.uid, sectors: 16) { () throws(NFCError) -> Void in }
+        #expect(result.message == image.readNDEF().messageBytes)
+        #expect(transport.log.first?.prefix(2) == [0x60, 0x03], "AUTH of sector 0 first")
+        #expect(Array(transport.log.first?[2..<8] ?? []) == MifareClassicNDEFReader.madKey)
+        #expect(transport.log.filter { $0.first == 0x30 }.count == 5, "MAD1 (2 blocks), the trailer, and the 2 blocks the message spans")
+    }
+
+    @Test(
+        "a card whose sectors use private keys is not NDEF-readable, and says so",
+        .enabled(if: TestData.isAvailable, Comment(rawValue: TestData.skipReason)))
+    func privateKeys() throws {
+        guard case .mifareClassic(var bytes, _) = try #require(try Self.adafruit()).memory else { return }
+        bytes.replaceSubrange(48..<54, with: [1, 2, 3, 4, 5, 6])  // sector 0 key A
+        let tag = EmulatedMifareClassicTag(uid: [0x3E, 0x39, 0xAB, 0x7F], memory: bytes)
+        var transport = DirectTransport(tag)
+        var reselected = 0
+        let result = try MifareClassicNDEFReader.read(&transport, uid: tag.uid, sectors: 16) { () throws(NFCError) -> Void in
+            reselected += 1
+        }
+        #expect(result.message == nil)
+        #expect(result.problem?.contains("public MAD key") == true)
+        #expect(reselected == 1)
     }
 }
