@@ -246,7 +246,8 @@ public final class EmulatedMifareClassicTag: EmulatedTag, @unchecked Sendable {
             }
             let block = Int(command[1])
             var data = Array(memory[block * 16..<block * 16 + 16])
-            if block == trailer(ofSector: Self.sector(ofBlock: block)) { data.replaceSubrange(0..<6, with: [0, 0, 0, 0, 0, 0]) }  // key A never reads back
+            // Key A never reads back.
+            if block == trailer(ofSector: Self.sector(ofBlock: block)) { data.replaceSubrange(0..<6, with: [0, 0, 0, 0, 0, 0]) }
             return .data(data)
         case 0xA0:  // WRITE a block of the authenticated sector (not block 0)
             guard command.count == 18, Int(command[1]) > 0, Int(command[1]) < blocks,
