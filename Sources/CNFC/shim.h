@@ -34,4 +34,14 @@ static inline void cnfc_target_iso14443a(const nfc_target *_Nonnull target, uint
     memcpy(ats, info->abtAts, *ats_length);
 }
 
+/// The FeliCa fields of a target (the nfc_felica_info member of the nfc_target_info union):
+/// IDm (8), PMm (8) and the system code (2).
+static inline void cnfc_target_felica(const nfc_target *_Nonnull target, uint8_t *_Nonnull idm, uint8_t *_Nonnull pmm,
+                                      uint8_t *_Nonnull system_code) {
+    const nfc_felica_info *info = &target->nti.nfi;
+    memcpy(idm, info->abtId, 8);
+    memcpy(pmm, info->abtPad, 8);
+    memcpy(system_code, info->abtSysCode, 2);
+}
+
 #endif

@@ -263,8 +263,80 @@ public final class EmulatedMifareClassicTag: EmulatedTag, @unchecked Sendable {
     }
 }
 
+/// A FeliCa Lite-S formatted as an NFC Forum Type 3 tag: system code 12FC, NDEF service 000B, the
+/// attribute block in block 0 and the message from block 1. Commands come with their LEN byte,
+/// as libnfc sends them through InDataExchange.
+public final class EmulatedType3Tag: @unchecked Sendable {
+    public let idm: [UInt8]
+    public let pmm: [UInt8] = [0x00, 0xF1, 0x00, 0x00, 0x00, 0x01, 0x43, 0x00]
+    public let systemCode: [UInt8] = [0x12, 0xFC]
+    public private(set) var blocks: [UInt8]
+
+    public init(idm: [UInt8], blocks: [UInt8]) {
+        self.idm = idm
+        self.blocks = blocks + [UInt8](repeating: 0, count: (16 - blocks.count % 16) % 16)
+    }
+
+    /// The polling answer (POL_RES) as the PN532 lists it: LEN, 01, IDm, PMm, system code.
+    func pollingResponse(requestSystemCode: Bool) -> [UInt8] {
+        requestSystemCode ? [0x14, 0x01] + idm + pmm + systemCode : [0x12, 0x01] + idm + pmm
+    }
+
+    /// Whether the tag answers a polling for `code` (FFFF matches any).
+    func answers(systemCode code: [UInt8]) -> Bool {
+        code == systemCode || code == [0xFF, 0xFF] || (code[0] == 0xFF && code[1] == systemCode[1])
+            || (code[1] == 0xFF && code[0] == systemCode[0])
+    }
+
+    public func transceive(_ frame: [UInt8]) -> TagAnswer {
+        // LEN, command code, IDm, …
+        guard frame.count >= 10, Int(frame[0]) == frame.count, Array(frame[2..<10]) == idm else { return .silent }
+        let body = Array(frame[10...])
+        switch frame[1] {
+        case 0x06, 0x08:  // Read / Write Without Encryption
+            guard let services = body.first, services == 1, body.count >= 4, body[1] == 0x0B || body[1] == 0x09, body[2] == 0x00 else {
+                return .data(answer(frame[1] + 1, [0xFF, 0xA1]))
+            }
+            let count = Int(body[3])
+            var numbers: [Int] = []
+            var index = 4
+            for _ in 0..<count {
+                guard index + 1 < body.count, body[index] & 0x80 != 0 else { return .data(answer(frame[1] + 1, [0xFF, 0xA2])) }
+                numbers.append(Int(body[index + 1]))
+                index += 2
+            }
+            guard numbers.allSatisfy({ ($0 + 1) * 16 <= blocks.count }) else { return .data(answer(frame[1] + 1, [0x01, 0xA8])) }
+            if frame[1] == 0x06 {
+                return .data(answer(0x07, [0x00, 0x00, UInt8(count)] + numbers.flatMap { blocks[$0 * 16..<($0 + 1) * 16] }))
+            }
+            guard body.count == index + 16 * count else { return .data(answer(0x09, [0xFF, 0xA3])) }
+            for (i, number) in numbers.enumerated() {
+                blocks.replaceSubrange(number * 16..<(number + 1) * 16, with: body[(index + 16 * i)..<(index + 16 * (i + 1))])
+            }
+            return .data(answer(0x09, [0x00, 0x00]))
+        default:
+            return .silent
+        }
+    }
+
+    private func answer(_ code: UInt8, _ body: [UInt8]) -> [UInt8] {
+        let frame = [code] + idm + body
+        return [UInt8(frame.count + 1)] + frame
+    }
+}
+
 extension TagImage {
-    /// The emulated tag for this image (Type 2, Type 4 and MIFARE Classic; Type 3 is refused).
+    /// The FeliCa tag for a Type 3 image.
+    public func emulatedType3Tag() throws(EmulatorError) -> EmulatedType3Tag {
+        guard case .type3(let blocks) = memory else { throw .unsupportedTag("not a Type 3 image") }
+        guard let idm = uid?.bytes, idm.count == 8 else { throw .unsupportedTag("a FeliCa tag needs an 8-byte IDm as its UID") }
+        return EmulatedType3Tag(idm: idm, blocks: blocks)
+    }
+}
+
+extension TagImage {
+    /// The emulated tag for this image (Type 2, Type 4 and MIFARE Classic; Type 3 through
+    /// `emulatedType3Tag()`).
     public func emulatedTag() throws(EmulatorError) -> any EmulatedTag {
         guard let uid = uid?.bytes ?? nil else { throw .unsupportedTag("the dump has no UID") }
         switch memory {
@@ -282,7 +354,7 @@ extension TagImage {
         case .mifareClassic(let bytes, _):
             return EmulatedMifareClassicTag(uid: uid, memory: bytes)
         case .type3:
-            throw .unsupportedTag("the PN532 emulator presents Type 2 (NTAG/Ultralight), Type 4 and MIFARE Classic tags, not FeliCa")
+            throw .unsupportedTag("a FeliCa tag is not ISO14443A: use emulatedType3Tag()")
         }
     }
 }

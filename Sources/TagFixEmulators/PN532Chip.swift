@@ -22,6 +22,9 @@ public struct PN532Chip: Sendable {
     }
 
     public var slots: [Slot] = []
+    /// FeliCa tags in the field (listed at 212 and 424 kbps).
+    public var felicaTags: [EmulatedType3Tag] = []
+    private var activeFelica: EmulatedType3Tag?
     /// Pages (or APDUs) each tag still answers before it "leaves the field" (a tag pulled
     /// mid-read); `nil` for no limit.
     public var exchangesBeforeRemoval: Int?
@@ -97,6 +100,12 @@ public struct PN532Chip: Sendable {
             return listPassiveTargets(parameters)
         case 0x40:  // InDataExchange Tg DataOut
             guard let tg = parameters.first else { return .error }
+            if let felica = activeFelica, tg & 0x0F == 1 {
+                switch felica.transceive(Array(parameters.dropFirst())) {
+                case .data(let bytes): return .response([reply, 0x00] + bytes)
+                default: return .response([reply, 0x01])
+                }
+            }
             return exchange(target: Int(tg & 0x0F), Array(parameters.dropFirst()))
         case 0x42:  // InCommunicateThru DataOut: raw frames to the selected target, if any
             guard !activeTargets.isEmpty else { return .response([reply, 0x01]) }
@@ -110,11 +119,13 @@ public struct PN532Chip: Sendable {
             return exchange(target: 1, data, thru: true, appendCRC: (registers[0x6303] ?? 0x80) & 0x80 == 0)
         case 0x44:  // InDeselect: the targets are no longer selected; raw frames reach no one
             activeTargets = []
+            activeFelica = nil
             return .response([reply, 0x00])
         case 0x50:  // InSelect
             return .response([reply, activeTargets.isEmpty ? 0x27 : 0x00])
         case 0x52:  // InRelease
             activeTargets = []
+            activeFelica = nil
             return .response([reply, 0x00])
         case 0x58:  // InPSL
             return .response([reply, 0x00])
@@ -141,12 +152,23 @@ public struct PN532Chip: Sendable {
     private mutating func listPassiveTargets(_ p: [UInt8]) -> Answer {
         guard p.count >= 2 else { return .error }
         let maxTargets = max(1, min(2, Int(p[0])))
+        if p[1] == 0x01 || p[1] == 0x02 {
+            // FeliCa polling: InitiatorData is 00 SC SC RC TSN.
+            activeFelica = nil
+            guard p.count >= 7, p[2] == 0x00 else { return .response([0x4B, 0x00]) }
+            let code = [p[3], p[4]]
+            guard let tag = felicaTags.first(where: { $0.answers(systemCode: code) }) else { return .response([0x4B, 0x00]) }
+            activeTargets = []
+            activeFelica = tag
+            return .response([0x4B, 0x01, 0x01] + tag.pollingResponse(requestSystemCode: p[5] == 0x01))
+        }
         guard p[1] == 0x00 else {
-            // FeliCa, Type B, Jewel: none of our tags answer.
+            // Type B, Jewel: none of our tags answer.
             return .response([0x4B, 0x00])
         }
         let filter = Array(p.dropFirst(2))
         activeTargets = []
+        activeFelica = nil
         var body: [UInt8] = []
         for (index, slot) in slots.enumerated() where slot.present && activeTargets.count < maxTargets {
             let uid = slot.tag.uid

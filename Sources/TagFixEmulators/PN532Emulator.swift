@@ -40,12 +40,13 @@ public final class PN532Emulator: Sendable {
     private let done = DispatchSemaphore(value: 0)
 
     /// Opens a pty and starts answering on it.
-    public init(tags: [any EmulatedTag], options: Options = Options()) throws(EmulatorError) {
+    public init(tags: [any EmulatedTag], felica: [EmulatedType3Tag] = [], options: Options = Options()) throws(EmulatorError) {
         pty = try PseudoTerminal()
         path = pty.path
         self.options = options
         var chip = PN532Chip()
         chip.slots = tags.map { PN532Chip.Slot(tag: $0, present: true) }
+        chip.felicaTags = felica
         state = Mutex(State(chip: chip))
         let thread = Thread { [self] in
             self.serve()
@@ -147,7 +148,14 @@ extension PN532Emulator {
     /// An emulator presenting the tags of dump files (any format `TagDump` reads).
     public convenience init(dumps: [TagImage], options: Options = Options()) throws(EmulatorError) {
         var tags: [any EmulatedTag] = []
-        for image in dumps { tags.append(try image.emulatedTag()) }
-        try self.init(tags: tags, options: options)
+        var felica: [EmulatedType3Tag] = []
+        for image in dumps {
+            if case .type3 = image.memory {
+                felica.append(try image.emulatedType3Tag())
+            } else {
+                tags.append(try image.emulatedTag())
+            }
+        }
+        try self.init(tags: tags, felica: felica, options: options)
     }
 }

@@ -63,6 +63,13 @@ public struct ISO14443ATarget: Sendable, Hashable {
     public var isMifareClassic: Bool { sak & 0x08 != 0 }
 }
 
+/// What FeliCa polling found.
+public struct FeliCaTarget: Sendable, Hashable {
+    public var idm: [UInt8]
+    public var pmm: [UInt8]
+    public var systemCode: [UInt8]
+}
+
 /// An open libnfc device. Not thread-safe, as libnfc is not: use it from its owner's thread only.
 /// `abort()` is the one call that may come from elsewhere (nfc_abort_command).
 final class NFCDeviceHandle: @unchecked Sendable {
@@ -114,6 +121,21 @@ final class NFCDeviceHandle: @unchecked Sendable {
         var ats = [UInt8](repeating: 0, count: 254), atsLength = 0
         cnfc_target_iso14443a(&target, &atqa, &sak, &uidBytes, &uidLength, &ats, &atsLength)
         return ISO14443ATarget(atqa: atqa, sak: sak, uid: Array(uidBytes.prefix(uidLength)), ats: Array(ats.prefix(atsLength)))
+    }
+
+    /// nfc_initiator_select_passive_target for FeliCa at 212 or 424 kbps, polling for the NFC
+    /// Forum NDEF system code 12FC.
+    func selectFeliCa(baud424: Bool) throws(NFCError) -> FeliCaTarget? {
+        var target = nfc_target()
+        let modulation = nfc_modulation(nmt: NMT_FELICA, nbr: baud424 ? NBR_424 : NBR_212)
+        let polling: [UInt8] = [0x00, 0x12, 0xFC, 0x01, 0x00]
+        let result = polling.withUnsafeBufferPointer {
+            nfc_initiator_select_passive_target(device, modulation, $0.baseAddress, $0.count, &target)
+        }
+        guard try check(result, "poll FeliCa") > 0 else { return nil }
+        var idm = [UInt8](repeating: 0, count: 8), pmm = [UInt8](repeating: 0, count: 8), code = [UInt8](repeating: 0, count: 2)
+        cnfc_target_felica(&target, &idm, &pmm, &code)
+        return FeliCaTarget(idm: idm, pmm: pmm, systemCode: code)
     }
 
     /// nfc_initiator_transceive_bytes with easy framing (the chip adds and checks CRCs).

@@ -111,6 +111,10 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
     private func poll(_ device: NFCDeviceHandle, _ events: AsyncStream<ReaderEvent>.Continuation) throws(NFCError) {
         while !isStopped {
             guard let target = try device.selectISO14443A() else {
+                if let felica = try pollFeliCa(device) {
+                    try readFeliCa(device, felica, events)
+                    continue
+                }
                 pause(options.pollInterval)
                 continue
             }
@@ -143,6 +147,39 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
             try waitForRemoval(device, target)
             events.yield(.tagRemoved(uid, at: clock.now))
         }
+    }
+
+    /// FeliCa polling at 212, then 424 kbps.
+    private func pollFeliCa(_ device: NFCDeviceHandle) throws(NFCError) -> FeliCaTarget? {
+        if let found = try device.selectFeliCa(baud424: false) { return found }
+        return try device.selectFeliCa(baud424: true)
+    }
+
+    /// Reads a FeliCa tag and waits for it to leave.
+    private func readFeliCa(_ device: NFCDeviceHandle, _ target: FeliCaTarget, _ events: AsyncStream<ReaderEvent>.Continuation)
+        throws(NFCError)
+    {
+        let started = clock.now
+        guard let uid = try? TagUID(bytes: target.idm) else { return }
+        var transport = DeviceTransport(device: device)
+        do {
+            let result = try Type3NDEFReader.read(&transport, idm: target.idm)
+            let message = result.message.flatMap { try? NDEFMessage(bytes: $0) }
+            var scan = TagScan(
+                readerID: readerID, uid: uid, tagType: .felica, url: message?.firstURL, time: started, ndefMessage: result.message,
+                readDuration: started.duration(to: clock.now), bytesMoved: result.bytesMoved)
+            scan.ndefProblem = result.problem
+            DebugLog.debug("read \(uid.hex) (FeliCa): \(result.commands) commands, \(result.bytesMoved) bytes moved")
+            events.yield(.tagPresent(scan))
+        } catch {
+            events.yield(.failed(Self.readError(error, uid: uid)))
+        }
+        // Gone when polling no longer finds this IDm.
+        while !isStopped {
+            pause(options.pollInterval)
+            if try pollFeliCa(device)?.idm != target.idm { break }
+        }
+        events.yield(.tagRemoved(uid, at: clock.now))
     }
 
     private func read(_ device: NFCDeviceHandle, _ target: ISO14443ATarget) -> Result<NDEFRead, NDEFReadError> {

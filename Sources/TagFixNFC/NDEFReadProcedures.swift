@@ -257,3 +257,52 @@ public enum MifareClassicNDEFReader {
         return none("the NDEF area ends without an NDEF message")
     }
 }
+
+/// The NFC Forum Type 3 read procedure (FeliCa): Read Without Encryption of the attribute block
+/// (block 0 of service 000B), then of the blocks holding Ln bytes, Nbr blocks at a time.
+public enum Type3NDEFReader {
+    public static func read<T: TagTransport>(_ transport: inout T, idm: [UInt8]) throws(NDEFReadError) -> NDEFRead {
+        var link = CountingTransport(base: transport)
+        defer { transport = link.base }
+        func none(_ why: String) -> NDEFRead {
+            NDEFRead(
+                tagType: .felica, chipName: "FeliCa (Type 3)", message: nil, problem: why, bytesMoved: link.bytes, commands: link.commands)
+        }
+        /// Read Without Encryption: LEN 06 IDm, one service (000B, little-endian), the block list.
+        func read(_ numbers: [Int]) throws(NDEFReadError) -> [UInt8] {
+            var frame: [UInt8] = [0x06] + idm + [0x01, 0x0B, 0x00, UInt8(numbers.count)]
+            for number in numbers { frame += [0x80, UInt8(number)] }
+            let answer = try link.send([UInt8(frame.count + 1)] + frame)
+            guard answer.count >= 13, answer[1] == 0x07, Array(answer[2..<10]) == idm else {
+                throw .malformed("a Read Without Encryption answer that does not match")
+            }
+            guard answer[10] == 0x00, answer[11] == 0x00 else {
+                throw .malformed("the tag refused the read (status \(Hex.encode([answer[10], answer[11]])))")
+            }
+            let data = Array(answer[13...])
+            guard data.count == numbers.count * 16 else { throw .malformed("\(data.count) bytes for \(numbers.count) blocks") }
+            return data
+        }
+        let attributes: Type3AttributeBlock
+        do {
+            attributes = try Type3AttributeBlock(try read([0]))
+        } catch let error as TagMemoryError {
+            return none(error.description)
+        } catch {
+            throw error as? NDEFReadError ?? .malformed("\(error)")
+        }
+        guard !attributes.writeInProgress else { return none("a write was interrupted (WriteF = 0F): the data is not valid") }
+        let needed = (attributes.length + 15) / 16
+        let perRead = max(1, min(attributes.blocksPerRead, 12))
+        var data: [UInt8] = []
+        var next = 1
+        while next <= needed {
+            let numbers = Array(next..<min(needed + 1, next + perRead))
+            data += try read(numbers)
+            next += numbers.count
+        }
+        return NDEFRead(
+            tagType: .felica, chipName: "FeliCa (Type 3)", message: Array(data.prefix(attributes.length)), problem: nil,
+            bytesMoved: link.bytes, commands: link.commands)
+    }
+}

@@ -93,6 +93,23 @@ struct LibNFCEndToEndTests {
         #expect(missing.code == 69)
     }
 
+    @Test("a FeliCa (Type 3) tag through libnfc: polling for 12FC, Read Without Encryption")
+    func felica() async throws {
+        let message = NDEFMessage(records: [NDEFRecord.uri("https://felica.example/t/F1")]).encoded()
+        var attribute: [UInt8] = [0x10, 0x04, 0x01, 0x00, 0x0D, 0, 0, 0, 0, 0x00, 0x01, 0x00, 0x00, UInt8(message.count)]
+        let sum = attribute.reduce(0) { $0 + Int($1) }
+        attribute += [UInt8(sum >> 8), UInt8(sum & 0xFF)]
+        let idm: [UInt8] = [0x01, 0x2E, 0x4C, 0xD2, 0xA1, 0xB2, 0xC3, 0xD4]
+        let emulator = try PN532Emulator(tags: [], felica: [EmulatedType3Tag(idm: idm, blocks: attribute + message)])
+        defer { emulator.stop() }
+        let result = await run(["scan", "--reader", "pn532_uart:\(emulator.path)", "--json", "--count", "1", "--timeout", "20"])
+        #expect(result.code == 0, "\(result.err)")
+        let object = try JSONValue.parse(try #require(result.out.first))
+        #expect(object["tag_type"]?.string == "felica")
+        #expect(object["uid"]?.string == Hex.encode(idm))
+        #expect(object["url"]?.string == "https://felica.example/t/F1")
+    }
+
     @Test("Debian's nfc-list sees the emulated tag's UID", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/nfc-list")))
     func nfcList() throws {
         let tag = ntag213(url: "https://interop.example/list")

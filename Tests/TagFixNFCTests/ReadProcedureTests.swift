@@ -169,3 +169,50 @@ struct MifareClassicProcedureTests {
         #expect(reselected == 1)
     }
 }
+
+/// A FeliCa Lite-S image holding `message`: the attribute block (Nbr 4, Nmaxb 13), then the data.
+func felicaBlocks(_ message: [UInt8]) -> [UInt8] {
+    var attribute: [UInt8] = [
+        0x10, 0x04, 0x01, 0x00, 0x0D, 0, 0, 0, 0, 0x00, 0x01, 0x00, UInt8(message.count >> 8), UInt8(message.count & 0xFF),
+    ]
+    let sum = attribute.reduce(0) { $0 + Int($1) }
+    attribute += [UInt8(sum >> 8), UInt8(sum & 0xFF)]
+    let blocks = attribute + message
+    return blocks + [UInt8](repeating: 0, count: (16 - blocks.count % 16) % 16)
+}
+
+struct FeliCaTransport: TagTransport {
+    let tag: EmulatedType3Tag
+    var log: [[UInt8]] = []
+    mutating func transceive(_ command: [UInt8]) throws(NFCError) -> [UInt8] {
+        log.append(command)
+        guard case .data(let bytes) = tag.transceive(command) else { throw NFCError(code: .rfTransmission, operation: "exchange") }
+        return bytes
+    }
+}
+
+@Suite("Type 3 (FeliCa) read procedure")
+struct Type3ProcedureTests {
+    @Test("the attribute block, then the NDEF blocks, Nbr at a time")
+    func read() throws {
+        let message = NDEFMessage(records: [NDEFRecord.uri("https://felica.example/" + String(repeating: "f", count: 150))]).encoded()
+        let idm: [UInt8] = [0x01, 0x2E, 0x4C, 0xD2, 0xA1, 0xB2, 0xC3, 0xD4]
+        var transport = FeliCaTransport(tag: EmulatedType3Tag(idm: idm, blocks: felicaBlocks(message)))
+        let result = try Type3NDEFReader.read(&transport, idm: idm)
+        #expect(result.message == message)
+        // 1 attribute read, then ceil(170/16) = 11 blocks in reads of at most Nbr = 4.
+        #expect(transport.log.count == 1 + 3)
+        #expect(transport.log.allSatisfy { $0[1] == 0x06 && Array($0[2..<10]) == idm })
+    }
+
+    @Test("a broken attribute block: no message, with the reason")
+    func broken() throws {
+        var blocks = felicaBlocks([0xD0, 0x00, 0x00])
+        blocks[15] ^= 0xFF
+        let idm: [UInt8] = [1, 2, 3, 4, 5, 6, 7, 8]
+        var transport = FeliCaTransport(tag: EmulatedType3Tag(idm: idm, blocks: blocks))
+        let result = try Type3NDEFReader.read(&transport, idm: idm)
+        #expect(result.message == nil)
+        #expect(result.problem?.contains("checksum") == true)
+    }
+}
