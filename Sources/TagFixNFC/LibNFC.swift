@@ -45,7 +45,7 @@ final class NFCContext: @unchecked Sendable {
         return (0..<count).map { index in
             let slice = buffer[(index * size)..<((index + 1) * size)]
             return String(decoding: slice.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        }
+        }.filter { !$0.isEmpty }
     }
 }
 

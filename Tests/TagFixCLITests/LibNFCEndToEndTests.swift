@@ -16,12 +16,16 @@ private let allDumps: [String] = type2Dumps + TestData.files(in: "nfc/tags", suf
 private let skip = Comment(rawValue: TestData.skipReason)
 
 /// Runs a program; returns its exit status and output. `nil` when the program is not installed.
-func runProgram(_ path: String, _ arguments: [String], environment: [String: String] = [:]) throws -> (status: Int32, output: String)? {
+func runProgram(
+    _ path: String, _ arguments: [String], environment: [String: String] = [:], removing: [String] = []
+) throws -> (status: Int32, output: String)? {
     guard FileManager.default.isExecutableFile(atPath: path) else { return nil }
     let process = Process()
     process.executableURL = URL(fileURLWithPath: path)
     process.arguments = arguments
-    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    var variables = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+    for name in removing { variables[name] = nil }
+    process.environment = variables
     let pipe = Pipe()
     process.standardOutput = pipe
     process.standardError = pipe
@@ -108,6 +112,21 @@ struct LibNFCEndToEndTests {
         #expect(object["tag_type"]?.string == "felica")
         #expect(object["uid"]?.string == Hex.encode(idm))
         #expect(object["url"]?.string == "https://felica.example/t/F1")
+    }
+
+    @Test("tagfix devices lists the reader libnfc is told about, and explains when there is none")
+    func devices() throws {
+        let binary = packageRoot + "/.build/debug/tagfix"
+        guard FileManager.default.isExecutableFile(atPath: binary) else { return }
+        let emulator = try PN532Emulator(tags: [ntag213(url: "https://devices.example")])
+        defer { emulator.stop() }
+        let found = try #require(try runProgram(binary, ["devices"], environment: ["LIBNFC_DEVICE": "pn532_uart:\(emulator.path)"]))
+        #expect(found.status == 0)
+        #expect(found.output.contains("pn532_uart:\(emulator.path)"))
+        let none = try #require(
+            try runProgram(binary, ["devices"], environment: ["LIBNFC_AUTO_SCAN": "false"], removing: ["LIBNFC_DEVICE"]))
+        #expect(none.status == 69)
+        #expect(none.output.contains("no NFC reader found"))
     }
 
     @Test("Debian's nfc-list sees the emulated tag's UID", .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/nfc-list")))
