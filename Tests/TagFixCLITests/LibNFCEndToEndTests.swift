@@ -14,6 +14,7 @@ private let type2Dumps: [String] = (TestData.files(in: "nfc/flipper", suffix: ".
 private let allDumps: [String] = type2Dumps + TestData.files(in: "nfc/tags", suffix: "mifare_classic_1k_mad_ndef.json")
 
 private let skip = Comment(rawValue: TestData.skipReason)
+private let tagfixBinary = packageRoot + "/.build/debug/tagfix"
 
 /// Runs a program; returns its exit status and output. `nil` when the program is not installed.
 func runProgram(
@@ -114,10 +115,11 @@ struct LibNFCEndToEndTests {
         #expect(object["url"]?.string == "https://felica.example/t/F1")
     }
 
-    @Test("tagfix devices lists the reader libnfc is told about, and explains when there is none")
+    @Test(
+        "tagfix devices lists the reader libnfc is told about, and explains when there is none",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: tagfixBinary), "needs the built tagfix (swift build)"))
     func devices() throws {
-        let binary = packageRoot + "/.build/debug/tagfix"
-        guard FileManager.default.isExecutableFile(atPath: binary) else { return }
+        let binary = tagfixBinary
         let emulator = try PN532Emulator(tags: [ntag213(url: "https://devices.example")])
         defer { emulator.stop() }
         let found = try #require(try runProgram(binary, ["devices"], environment: ["LIBNFC_DEVICE": "pn532_uart:\(emulator.path)"]))
