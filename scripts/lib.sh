@@ -6,7 +6,9 @@ set -euo pipefail
 #   libnfc-dev, pkg-config  build: the CNFC system library (libnfc 1.8.0)
 #   libnfc-bin, libnfc-examples  tests: nfc-list and nfc-mfultralight against the PN532 emulator
 #   python3-venv  tests: a virtualenv for nfcpy (PyPI), the independent PN532 client
-TAGFIX_DEBIAN_PACKAGES=(libnfc-dev pkg-config libnfc-bin libnfc-examples python3-venv)
+#   libgps-dev    build: the CGPS system library (libgps 3.22)
+#   gpsd, gpsd-clients  tests and demo: a private gpsd reading the NMEA emulator; gpspipe
+TAGFIX_DEBIAN_PACKAGES=(libnfc-dev pkg-config libnfc-bin libnfc-examples python3-venv libgps-dev gpsd gpsd-clients)
 
 tagfix_root() { cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd; }
 

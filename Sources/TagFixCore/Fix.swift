@@ -75,6 +75,24 @@ public struct Fix: Sendable, Hashable {
     public var speed: Double?
     /// The device gpsd read it from, e.g. `/dev/ttyACM0`.
     public var device: String?
+    /// gpsd's error estimates as reported (metres, 95 %), kept for output.
+    public var errorEstimates: ErrorEstimates?
+
+    /// gpsd's TPV error fields.
+    public struct ErrorEstimates: Sendable, Hashable {
+        public var eph: Double?
+        public var epx: Double?
+        public var epy: Double?
+        public var epv: Double?
+
+        public init(eph: Double?, epx: Double?, epy: Double?, epv: Double?) {
+            func finite(_ value: Double?) -> Double? { value.flatMap { $0.isFinite ? $0 : nil } }
+            self.eph = finite(eph)
+            self.epx = finite(epx)
+            self.epy = finite(epy)
+            self.epv = finite(epv)
+        }
+    }
 
     public init(
         time: Timestamp, mode: Mode, coordinate: Coordinate?, horizontalAccuracy: Double?,

@@ -25,6 +25,29 @@ public enum GPSDReport: Sendable, Hashable {
         public var speed: Double?
         public var track: Double?
         public var climb: Double?
+
+        public init(
+            device: String? = nil, time: Timestamp?, mode: Int, status: Int? = nil, latitude: Double? = nil, longitude: Double? = nil,
+            altHAE: Double? = nil, altMSL: Double? = nil, eph: Double? = nil, epx: Double? = nil, epy: Double? = nil,
+            epv: Double? = nil, speed: Double? = nil, track: Double? = nil, climb: Double? = nil
+        ) {
+            func finite(_ value: Double?) -> Double? { value.flatMap { $0.isFinite ? $0 : nil } }
+            self.device = device
+            self.time = time
+            self.mode = mode
+            self.status = status
+            self.latitude = finite(latitude)
+            self.longitude = finite(longitude)
+            self.altHAE = finite(altHAE)
+            self.altMSL = finite(altMSL)
+            self.eph = finite(eph)
+            self.epx = finite(epx)
+            self.epy = finite(epy)
+            self.epv = finite(epv)
+            self.speed = finite(speed)
+            self.track = finite(track)
+            self.climb = finite(climb)
+        }
     }
 
     /// Parses one line of gpsd JSON.
@@ -96,11 +119,12 @@ extension GPSDReport.TPV {
         } catch {
             return .failure(.badPosition(error))
         }
-        return .success(
-            Fix(
-                time: time, mode: mode >= 3 ? .threeD : .twoD, coordinate: coordinate,
-                horizontalAccuracy: Fix.horizontalAccuracy(eph: eph, epx: epx, epy: epy), status: status,
-                satellitesUsed: satellitesUsed, altitudeHAE: altHAE, speed: speed, device: device))
+        var fix = Fix(
+            time: time, mode: mode >= 3 ? .threeD : .twoD, coordinate: coordinate,
+            horizontalAccuracy: Fix.horizontalAccuracy(eph: eph, epx: epx, epy: epy), status: status,
+            satellitesUsed: satellitesUsed, altitudeHAE: altHAE, speed: speed, device: device)
+        fix.errorEstimates = Fix.ErrorEstimates(eph: eph, epx: epx, epy: epy, epv: epv)
+        return .success(fix)
     }
 }
 

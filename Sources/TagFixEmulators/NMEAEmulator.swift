@@ -1,0 +1,160 @@
+import Foundation
+import Synchronization
+public import TagFixCore
+
+/// A GNSS receiver on a pseudo-terminal: NMEA 0183 at a rate, for gpsd to read.
+///
+/// It writes only after `start()`: gpsd probes a new tty for about a second and throws away what
+/// arrives meanwhile, so a caller starts gpsd and its client first. Faults are injected from any
+/// thread: drop the fix, degrade accuracy, stop talking, send garbage, jump time.
+public final class NMEAEmulator: Sendable {
+    /// Where positions come from.
+    public enum Source: Sendable {
+        /// A fixed point, with seeded Gaussian noise (σ metres per axis).
+        case at(Coordinate, noise: Double, seed: UInt64)
+        /// Sentences from a recorded log, replayed in order (lines that are not NMEA are skipped),
+        /// grouped into epochs by their timestamps.
+        case log([String])
+    }
+
+    private struct State: Sendable {
+        var started = false
+        var stopped = false
+        var fixLost = false
+        var silent = false
+        var sigma: Double?
+        var garbage = 0
+        var timeOffset: Duration = .zero
+        var epochs = 0
+    }
+
+    public let path: String
+    private let pty: PseudoTerminal
+    private let source: Source
+    private let rate: Double
+    private let state = Mutex(State())
+    private let done = DispatchSemaphore(value: 0)
+
+    /// - Parameter rate: epochs per second.
+    public init(source: Source, rate: Double = 1) throws(EmulatorError) {
+        pty = try PseudoTerminal()
+        path = pty.path
+        self.source = source
+        self.rate = max(0.1, min(rate, 20))
+        let thread = Thread { [self] in
+            self.serve()
+            self.done.signal()
+        }
+        thread.name = "NMEA emulator \(path)"
+        thread.start()
+    }
+
+    /// Begins writing.
+    public func start() { state.withLock { $0.started = true } }
+    /// The receiver loses its fix (GGA quality 0, RMC V) or regains it.
+    public func setFixLost(_ lost: Bool) { state.withLock { $0.fixLost = lost } }
+    /// The receiver reports this position error (σ metres per axis); `nil` for its normal one.
+    public func setAccuracy(sigma: Double?) { state.withLock { $0.sigma = sigma } }
+    /// The receiver stops talking, or starts again.
+    public func setSilent(_ silent: Bool) { state.withLock { $0.silent = silent } }
+    /// The next `lines` lines are garbage (bad checksums, cut sentences, noise).
+    public func sendGarbage(lines: Int = 3) { state.withLock { $0.garbage += lines } }
+    /// The receiver's clock jumps.
+    public func jumpTime(by offset: Duration) { state.withLock { $0.timeOffset += offset } }
+    /// Epochs written so far.
+    public var epochsWritten: Int { state.withLock { $0.epochs } }
+
+    public func stop() {
+        let first = state.withLock { state -> Bool in
+            defer { state.stopped = true }
+            return !state.stopped
+        }
+        guard first else { return }
+        done.wait()
+        pty.close()
+    }
+
+    deinit { stop() }
+
+    private func serve() {
+        var generator = SeededGenerator(seed: 1)
+        var origin: Coordinate?
+        var sigmaDefault = 1.5
+        var log: [[String]] = []
+        switch source {
+        case .at(let position, let noise, let seed):
+            origin = position
+            sigmaDefault = max(noise, 0.3)
+            generator = SeededGenerator(seed: seed)
+        case .log(let lines):
+            log = Self.epochs(lines)
+        }
+        var logIndex = 0
+        let interval = 1 / rate
+        var next = Date()
+        while true {
+            let snapshot = state.withLock { $0 }
+            if snapshot.stopped { return }
+            // Drain what gpsd writes (probes) so the line never fills.
+            _ = pty.read(timeout: 0)
+            guard snapshot.started, !snapshot.silent else {
+                Thread.sleep(forTimeInterval: 0.02)
+                next = Date()
+                continue
+            }
+            var text = ""
+            if snapshot.garbage > 0 {
+                state.withLock { $0.garbage -= 1 }
+                text += "$GPGGA,12*00\r\n$GPRMC,garbage,,,,*7F\r\n\u{1}\u{2}noise\r\n"
+            }
+            if let origin {
+                let now = Timestamp(secondsSinceEpoch: Date().timeIntervalSince1970)!.advanced(by: snapshot.timeOffset)
+                let sigma = snapshot.sigma ?? sigmaDefault
+                let north = generator.gaussian() * sigma, east = generator.gaussian() * sigma
+                let latitude = origin.latitude + north / 111_320
+                let longitude = origin.longitude + east / (111_320 * max(0.01, cos(origin.latitude * .pi / 180)))
+                var epoch = NMEA.Epoch(
+                    time: now, position: snapshot.fixLost ? nil : try? Coordinate(latitude: latitude, longitude: longitude))
+                epoch.sigmaLatitude = sigma
+                epoch.sigmaLongitude = sigma
+                epoch.hdop = max(0.6, sigma / 1.7)
+                text += NMEA.sentences(epoch).joined()
+            } else if logIndex < log.count {
+                text += log[logIndex].map { $0 + "\r\n" }.joined()
+                logIndex += 1
+            }
+            if !text.isEmpty {
+                pty.write(Array(text.utf8))
+                state.withLock { $0.epochs += 1 }
+            }
+            next = next.addingTimeInterval(interval)
+            let wait = next.timeIntervalSinceNow
+            if wait > 0 { Thread.sleep(forTimeInterval: wait) } else { next = Date() }
+        }
+    }
+
+    /// Groups a log's NMEA sentences into epochs: a new epoch starts when the time field of a
+    /// GGA or RMC changes.
+    static func epochs(_ lines: [String]) -> [[String]] {
+        var epochs: [[String]] = []
+        var current: [String] = []
+        var currentTime: Substring?
+        for raw in lines {
+            let line = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+            guard line.hasPrefix("$") || line.hasPrefix("!") else { continue }
+            let fields = line.split(separator: ",", omittingEmptySubsequences: false)
+            let kind = fields.first.map { $0.suffix(3) } ?? ""
+            if (kind == "GGA" || kind == "RMC"), fields.count > 1 {
+                let time = fields[1]
+                if let currentTime, time != currentTime, !current.isEmpty {
+                    epochs.append(current)
+                    current = []
+                }
+                currentTime = time
+            }
+            current.append(line)
+        }
+        if !current.isEmpty { epochs.append(current) }
+        return epochs
+    }
+}

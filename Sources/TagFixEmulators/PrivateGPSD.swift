@@ -1,0 +1,107 @@
+import Foundation
+import Glibc
+
+/// A private gpsd for tests and demos: `gpsd -N -n -b -S PORT DEVICE` on a free loopback port,
+/// never the system service, with its own shared-memory key so several can run at once. Stopped
+/// with SIGTERM, then SIGKILL.
+public final class PrivateGPSD: @unchecked Sendable {
+    // The process is started in init and only signalled afterwards.
+    public let port: Int
+    public let device: String
+    private let process: Process
+
+    /// gpsd's path, if installed (Debian's `gpsd` package).
+    public static var installedPath: String? {
+        ["/usr/sbin/gpsd", "/usr/bin/gpsd", "/usr/local/sbin/gpsd"].first { FileManager.default.isExecutableFile(atPath: $0) }
+    }
+
+    /// Starts gpsd on `device` and waits until it accepts connections.
+    public init(device: String, port: Int? = nil) throws(EmulatorError) {
+        guard let gpsd = Self.installedPath else { throw .pty("gpsd is not installed (apt-get install gpsd)") }
+        let chosen = port ?? Self.freePort()
+        guard chosen > 0 else { throw .pty("no free TCP port on 127.0.0.1") }
+        // gpsd started as root drops to its own user: let it open the pty.
+        let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: device)) ?? device
+        _ = chmod(target, 0o666)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: gpsd)
+        process.arguments = ["-N", "-n", "-b", "-S", String(chosen), target]
+        // TAGFIX_GPSD_LOG=DIR keeps gpsd's own debug log (level 3) in DIR/gpsd-PORT.log.
+        let logDirectory = ProcessInfo.processInfo.environment["TAGFIX_GPSD_LOG"]
+        if logDirectory != nil { process.arguments = ["-D", "3"] + (process.arguments ?? []) }
+        var environment = ProcessInfo.processInfo.environment
+        environment["GPSD_SHM_KEY"] = String(0x4750_0000 + chosen)
+        process.environment = environment
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        if let logDirectory {
+            let path = (logDirectory as NSString).appendingPathComponent("gpsd-\(chosen).log")
+            _ = FileManager.default.createFile(atPath: path, contents: nil)
+            if let handle = FileHandle(forWritingAtPath: path) { process.standardError = handle }
+        }
+        do {
+            try process.run()
+        } catch {
+            throw .pty("cannot start gpsd: \(error.localizedDescription)")
+        }
+        self.process = process
+        self.port = chosen
+        self.device = target
+        // Ready when the port answers (at most 5 s).
+        for _ in 0..<100 {
+            if Self.accepts(port: chosen) { return }
+            guard process.isRunning else { break }
+            Thread.sleep(forTimeInterval: 0.05)
+        }
+        stop()
+        throw .pty("gpsd did not start listening on port \(chosen)")
+    }
+
+    public var isRunning: Bool { process.isRunning }
+
+    /// Stops gpsd: SIGTERM, then SIGKILL after a second.
+    public func stop() {
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, SIGTERM)
+        for _ in 0..<20 where process.isRunning { Thread.sleep(forTimeInterval: 0.05) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    /// Freezes gpsd (SIGSTOP) or lets it run again (SIGCONT): a stalled gpsd.
+    public func setStopped(_ stopped: Bool) {
+        kill(process.processIdentifier, stopped ? SIGSTOP : SIGCONT)
+    }
+
+    deinit { stop() }
+
+    /// A port the kernel says is free on 127.0.0.1.
+    static func freePort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return 0 }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        guard bound == 0 else { return 0 }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    static func accepts(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        return result == 0
+    }
+}

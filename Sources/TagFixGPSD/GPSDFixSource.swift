@@ -1,0 +1,216 @@
+import CGPS
+import Foundation
+import Synchronization
+public import TagFixCore
+public import TagFixDevices
+
+/// Where gpsd is: `gpsd://HOST:PORT[/DEVICE]`, by default `localhost:2947` (what gpsd clients
+/// assume), optionally one device only.
+public struct GPSDEndpoint: Sendable, Hashable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+    public var device: String?
+
+    public init(host: String = "localhost", port: Int = 2947, device: String? = nil) {
+        self.host = host
+        self.port = port
+        self.device = device
+    }
+
+    /// Parses `gpsd://HOST:PORT[/DEVICE]`, `gpsd://HOST`, `HOST:PORT` or `gpsd://` (defaults).
+    public init(_ text: String) throws(GPSDEndpointError) {
+        var rest = Substring(text)
+        if rest.hasPrefix("gpsd://") { rest = rest.dropFirst(7) } else if rest.contains("://") { throw .notGPSD(text) }
+        var device: String?
+        if let slash = rest.firstIndex(of: "/") {
+            device = String(rest[slash...])
+            rest = rest[..<slash]
+        }
+        var host = "localhost", port = 2947
+        if !rest.isEmpty {
+            let parts = rest.split(separator: ":", omittingEmptySubsequences: false)
+            guard parts.count <= 2, !parts[0].isEmpty || parts.count == 2 else { throw .malformed(text) }
+            if !parts[0].isEmpty { host = String(parts[0]) }
+            if parts.count == 2 {
+                guard let value = Int(parts[1]), (1...65535).contains(value) else { throw .badPort(String(parts[1])) }
+                port = value
+            }
+        }
+        self.init(host: host, port: port, device: device.flatMap { $0 == "/" ? nil : $0 })
+    }
+
+    public var description: String { "gpsd://\(host):\(port)\(device ?? "")" }
+}
+
+public enum GPSDEndpointError: Error, Sendable, Hashable, CustomStringConvertible {
+    case notGPSD(String)
+    case malformed(String)
+    case badPort(String)
+
+    public var description: String {
+        switch self {
+        case .notGPSD(let text): "\"\(text)\" is not a gpsd:// URL (gpsd://HOST:PORT[/DEVICE])"
+        case .malformed(let text): "\"\(text)\" is not HOST:PORT"
+        case .badPort(let text): "port \"\(text)\" is not a number in 1…65535"
+        }
+    }
+}
+
+/// Live fixes from gpsd through libgps.
+///
+/// It connects and WATCHes, turns each TPV into a `Fix` (with the latest SKY's satellites used),
+/// drops what is implausible (a time that goes backwards or is far from the clock) with a
+/// `.rejected` event, delivers each epoch once, reports "GPS unavailable" and reconnects with
+/// backoff when gpsd goes away, and reports a silent gpsd after `silenceThreshold`. Fixes carry
+/// the receiver's time, so a burst after a stall keeps each fix's own time.
+public final class GPSDFixSource<C: Clock>: FixSource, Sendable where C.Instant == Timestamp, C.Duration == Duration {
+    public struct Options: Sendable {
+        public var reconnectDelay: Duration = .milliseconds(200)
+        public var maximumBackoff: Duration = .seconds(2)
+        /// Report `.silent` when gpsd has sent nothing for this long.
+        public var silenceThreshold: Duration = .seconds(3)
+        /// Drop fixes whose time is further than this from the clock; `nil` accepts any time
+        /// (replaying old recordings).
+        public var plausibleSkew: Duration? = .seconds(86_400)
+        public init() {}
+    }
+
+    public let endpoint: GPSDEndpoint
+    public var sourceID: String { endpoint.description }
+    private let clock: C
+    private let options: Options
+    private let stopped = Mutex(false)
+
+    public init(endpoint: GPSDEndpoint = GPSDEndpoint(), clock: C, options: Options = Options()) {
+        self.endpoint = endpoint
+        self.clock = clock
+        self.options = options
+    }
+
+    public func events() -> AsyncStream<FixEvent> {
+        let (stream, continuation) = AsyncStream<FixEvent>.makeStream()
+        let thread = Thread { [self] in
+            self.run(continuation)
+            continuation.finish()
+        }
+        thread.name = "gpsd \(endpoint)"
+        continuation.onTermination = { [self] _ in self.stopped.withLock { $0 = true } }
+        thread.start()
+        return stream
+    }
+
+    private var isStopped: Bool { stopped.withLock { $0 } }
+
+    private func pause(_ duration: Duration) {
+        var remaining = duration
+        while remaining > .zero, !isStopped {
+            let step = min(remaining, .milliseconds(50))
+            Thread.sleep(forTimeInterval: step.seconds)
+            remaining -= step
+        }
+    }
+
+    // MARK: - The gpsd thread
+
+    private func run(_ events: AsyncStream<FixEvent>.Continuation) {
+        var backoff = options.reconnectDelay
+        var down = false
+        var state = StreamState()
+        while !isStopped {
+            var error: Int32 = 0
+            guard let data = cgps_open(endpoint.host, String(endpoint.port), &error) else {
+                if !down {
+                    events.yield(
+                        .unavailable(
+                            "cannot reach gpsd at \(endpoint.host):\(endpoint.port) (\(Self.describe(error))): is gpsd running? (systemctl status gpsd; see hardware.md#gps-receivers)"
+                        ))
+                    down = true
+                }
+                pause(backoff)
+                backoff = min(backoff * 2, options.maximumBackoff)
+                continue
+            }
+            defer { cgps_close(data) }
+            _ = endpoint.device.map { cgps_watch(data, $0) } ?? cgps_watch(data, nil)
+            if down { events.yield(.resumed) }
+            down = false
+            backoff = options.reconnectDelay
+            var lastMessage = clock.now
+            var silent = false
+            while !isStopped {
+                guard cgps_waiting(data, 200_000) else {
+                    let quiet = lastMessage.duration(to: clock.now)
+                    if !silent, quiet >= options.silenceThreshold {
+                        silent = true
+                        events.yield(.silent(quiet))
+                    }
+                    continue
+                }
+                var report = cgps_report()
+                let result = cgps_read(data, &report)
+                if result < 0 {
+                    events.yield(.unavailable("gpsd at \(endpoint.host):\(endpoint.port) went away; reconnecting"))
+                    down = true
+                    break
+                }
+                guard result > 0 else { continue }
+                lastMessage = clock.now
+                if silent {
+                    silent = false
+                    events.yield(.resumed)
+                }
+                let produced = state.handle(report, now: clock.now, plausibleSkew: options.plausibleSkew)
+                DebugLog.debug("gpsd \(endpoint): class \(report.report_class) mode \(report.mode) time \(report.time) → \(produced)")
+                for event in produced { events.yield(event) }
+            }
+            if down { pause(backoff) }
+        }
+    }
+
+    static func describe(_ error: Int32) -> String {
+        error > 0 ? String(cString: strerror(error)) : "libgps error \(error)"
+    }
+}
+
+/// What the stream remembers between messages: the latest SKY, the last fix time delivered.
+struct StreamState {
+    var satellitesUsed: Int?
+    var lastTime: Timestamp?
+
+    mutating func handle(_ report: cgps_report, now: Timestamp, plausibleSkew: Duration?) -> [FixEvent] {
+        if report.has_sky, report.satellites_used >= 0 { satellitesUsed = Int(report.satellites_used) }
+        switch report.report_class {
+        case Int32(CGPS_TPV.rawValue):
+            let device = withUnsafeBytes(of: report.device) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            let tpv = GPSDReport.TPV(
+                device: device.isEmpty ? nil : device, time: report.time.isFinite ? Timestamp(secondsSinceEpoch: report.time) : nil,
+                mode: Int(report.mode), status: Int(report.status), latitude: report.latitude, longitude: report.longitude,
+                altHAE: report.alt_hae, altMSL: report.alt_msl, eph: report.eph, epx: report.epx, epy: report.epy, epv: report.epv,
+                speed: report.speed, track: report.track, climb: report.climb)
+            return accept(tpv, now: now, plausibleSkew: plausibleSkew)
+        default:
+            return []
+        }
+    }
+
+    /// Validation and de-duplication of one TPV.
+    mutating func accept(_ tpv: GPSDReport.TPV, now: Timestamp, plausibleSkew: Duration?) -> [FixEvent] {
+        switch tpv.fix(satellitesUsed: satellitesUsed) {
+        case .failure(.noTime) where tpv.mode < 2:
+            return []  // a "no fix yet" report without a time says nothing we can place
+        case .failure(let rejection):
+            return [.rejected(rejection)]
+        case .success(let fix):
+            if let skew = plausibleSkew {
+                let distance = fix.time.duration(to: now)
+                guard distance <= skew, distance >= .zero - skew else { return [.rejected(.timeImplausible(fix.time))] }
+            }
+            if let last = lastTime {
+                if fix.time == last { return [] }  // gpsd repeats the first epoch's TPV
+                guard fix.time > last else { return [.rejected(.timeWentBackwards(fix.time, latest: last))] }
+            }
+            lastTime = fix.time
+            return [.fix(fix)]
+        }
+    }
+}

@@ -1,0 +1,129 @@
+import Foundation
+import TagFixCore
+import TagFixDevices
+import TagFixEmulators
+import TagFixGPSD
+import Testing
+
+private let hasGPSD = PrivateGPSD.installedPath != nil
+
+/// The next fix from a source, skipping status events.
+func nextFix(_ iterator: inout AsyncStream<FixEvent>.Iterator) async -> Fix? {
+    while let event = await iterator.next() {
+        if case .fix(let fix) = event { return fix }
+    }
+    return nil
+}
+
+@Suite("Live fixes through a real gpsd, from the NMEA emulator", .timeLimit(.minutes(2)))
+struct GPSDEndToEndTests {
+    @Test("a fixed point with noise: 3D fixes near it, with gpsd's error estimates", .enabled(if: hasGPSD, "gpsd is not installed"))
+    func fixedPoint() async throws {
+        let point = Coordinate(validLatitude: 53.545, longitude: 9.966)
+        let receiver = try NMEAEmulator(source: .at(point, noise: 1.0, seed: 7), rate: 5)
+        defer { receiver.stop() }
+        let gpsd = try PrivateGPSD(device: receiver.path)
+        defer { gpsd.stop() }
+        receiver.start()
+        let source = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: WallClock())
+        var events = source.events().makeAsyncIterator()
+        var fixes: [Fix] = []
+        while fixes.count < 4, let fix = await nextFix(&events) {
+            if fix.hasPosition { fixes.append(fix) }
+        }
+        #expect(fixes.count == 4)
+        // The first epoch's TPV comes before its SKY: its satellite count is not known yet.
+        fixes.removeFirst()
+        for fix in fixes {
+            let distance = Geodesic.distance(from: point, to: try #require(fix.coordinate))
+            #expect(distance < 10, "σ = 1 m noise, got \(distance) m")
+            #expect(fix.mode == .threeD)
+            #expect(fix.status == .gps)
+            #expect(fix.horizontalAccuracy != nil, "gpsd computes epx/epy from GST")
+            #expect(fix.satellitesUsed == 9)
+        }
+        #expect(zip(fixes, fixes.dropFirst()).allSatisfy { $0.time < $1.time }, "one fix per epoch, in order")
+    }
+
+    @Test("the receiver loses its fix: no-fix reports, then fixes again", .enabled(if: hasGPSD, "gpsd is not installed"))
+    func fixLoss() async throws {
+        let point = Coordinate(validLatitude: -33.86, longitude: 151.21)
+        let receiver = try NMEAEmulator(source: .at(point, noise: 1.0, seed: 3), rate: 5)
+        defer { receiver.stop() }
+        let gpsd = try PrivateGPSD(device: receiver.path)
+        defer { gpsd.stop() }
+        receiver.start()
+        var events = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: WallClock()).events().makeAsyncIterator()
+        guard let first = await nextFix(&events) else {
+            Issue.record("no fix")
+            return
+        }
+        #expect(first.hasPosition)
+        receiver.setFixLost(true)
+        var sawNoFix = false
+        while let fix = await nextFix(&events) {
+            if fix.mode == .noFix {
+                sawNoFix = true
+                break
+            }
+        }
+        #expect(sawNoFix)
+        receiver.setFixLost(false)
+        var back = false
+        while let fix = await nextFix(&events) {
+            if fix.hasPosition {
+                back = true
+                break
+            }
+        }
+        #expect(back)
+    }
+
+    @Test("gpsd goes away: GPS unavailable, then fixes resume when it is back", .enabled(if: hasGPSD, "gpsd is not installed"))
+    func gpsdRestarts() async throws {
+        let point = Coordinate(validLatitude: 48.85, longitude: 2.29)
+        let receiver = try NMEAEmulator(source: .at(point, noise: 1.0, seed: 5), rate: 5)
+        defer { receiver.stop() }
+        var gpsd = try PrivateGPSD(device: receiver.path)
+        let port = gpsd.port
+        receiver.start()
+        var events = GPSDFixSource(endpoint: GPSDEndpoint(port: port), clock: WallClock()).events().makeAsyncIterator()
+        #expect(await nextFix(&events) != nil)
+        gpsd.stop()
+        var unavailable = false
+        while let event = await events.next() {
+            if case .unavailable = event {
+                unavailable = true
+                break
+            }
+        }
+        #expect(unavailable)
+        gpsd = try PrivateGPSD(device: receiver.path, port: port)
+        defer { gpsd.stop() }
+        var resumed = false
+        while let event = await events.next() {
+            if case .resumed = event { resumed = true }
+            if case .fix = event, resumed { break }
+        }
+        #expect(resumed)
+    }
+
+    @Test(
+        "gpsd:// endpoints",
+        arguments: [
+            ("gpsd://", "localhost", 2947, nil as String?), ("gpsd://gps.local", "gps.local", 2947, nil),
+            ("gpsd://127.0.0.1:3000", "127.0.0.1", 3000, nil),
+            ("gpsd://localhost:2947/dev/ttyACM0", "localhost", 2947, "/dev/ttyACM0"), ("10.1.2.3:4000", "10.1.2.3", 4000, nil),
+        ])
+    func endpoints(_ text: String, _ host: String, _ port: Int, _ device: String?) throws {
+        let endpoint = try GPSDEndpoint(text)
+        #expect(endpoint.host == host)
+        #expect(endpoint.port == port)
+        #expect(endpoint.device == device)
+    }
+
+    @Test("bad endpoints are refused", arguments: ["http://x", "gpsd://host:0", "gpsd://host:99999", "gpsd://host:abc"])
+    func badEndpoints(_ text: String) {
+        #expect(throws: GPSDEndpointError.self) { try GPSDEndpoint(text) }
+    }
+}
