@@ -10,13 +10,17 @@ import TagFixNDEF
 struct EmulateCommand {
     static let spec = CommandSpec(
         name: "emulate",
-        abstract: "Emulate hardware on a pseudo-terminal: a PN532 NFC reader with tags (emulate pn532).",
+        abstract: "Emulate hardware on a pseudo-terminal: a PN532 NFC reader (emulate pn532) or a GNSS receiver (emulate nmea).",
         discussion: """
             emulate pn532 opens a pseudo-terminal and answers on it as a PN532 does over its UART, \
             presenting the tags of the dumps given with --tag (Flipper .nfc, Proxmark3 JSON, \
             nfc-mfultralight binary, TagFix tag JSON). Point libnfc at it with \
             LIBNFC_DEVICE=pn532_uart:PATH, or tagfix scan --reader pn532_uart:PATH. It runs until \
-            interrupted. See hardware.md#emulators.
+            interrupted.
+            emulate nmea writes NMEA 0183 (GGA, GSA, GST, RMC, GSV, with checksums) at --rate, from \
+            --at LAT,LON (with --noise metres and --seed) or a recorded --log. Point gpsd at it: \
+            gpsd -N -n -b -S 2948 PATH, or add --gpsd to start a private gpsd and print its \
+            gpsd:// URL. See hardware.md#emulators.
             """,
         options: [
             .init(name: "tag", valueName: "FILE", help: "A tag dump to present (repeat for more tags in the field).", repeatable: true),
@@ -26,13 +30,15 @@ struct EmulateCommand {
                 name: "script", valueName: "FILE",
                 help: "Faults on a timeline: remove/present a tag, remove-after N, hang, resume, corrupt, hangup."),
         ],
-        positionals: [.init(name: "DEVICE", help: "What to emulate: pn532.")],
+        positionals: [.init(name: "DEVICE", help: "What to emulate: pn532 or nmea.")],
         examples: [
             "tagfix emulate pn532 --tag Call_112.nfc --link /tmp/pn532",
             "LIBNFC_DEVICE=pn532_uart:/tmp/pn532 nfc-list",
+            "tagfix emulate nmea --at 53.545,9.966 --rate 5 --gpsd",
         ])
 
     var device: String
+    var nmea: NMEAOptions?
     var tags: [String]
     var link: String?
     var baud: Int?
@@ -40,15 +46,22 @@ struct EmulateCommand {
 
     init(_ arguments: ParsedArguments) throws(CLIError) {
         device = arguments.positionals[0]
-        guard device == "pn532" else { throw .usage("tagfix emulates pn532, not \"\(device)\"", command: "emulate") }
+        guard device == "pn532" || device == "nmea" else {
+            throw .usage("tagfix emulates pn532 or nmea, not \"\(device)\"", command: "emulate")
+        }
         tags = arguments.all("tag")
-        guard !tags.isEmpty else { throw .usage("emulate pn532 needs at least one --tag FILE", command: "emulate") }
+        if device == "nmea" {
+            nmea = try NMEAOptions(arguments)
+        } else {
+            guard !tags.isEmpty else { throw .usage("emulate pn532 needs at least one --tag FILE", command: "emulate") }
+        }
         link = arguments.value("link")
         baud = try arguments.number("baud", in: 300...4_000_000, command: "emulate").map { Int($0) }
         script = arguments.value("script")
     }
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
+        if let nmea { return try await nmea.run(io, link: link) }
         var images: [TagImage] = []
         for path in tags {
             guard let data = FileManager.default.contents(atPath: path) else {
@@ -89,7 +102,7 @@ struct EmulateCommand {
         }
         io.out("connstring: pn532_uart:\(link ?? emulator.path)")
         await withTaskGroup(of: Void.self) { group in
-            group.addTask { await waitForSignal() }
+            group.addTask { await waitForInterrupt() }
             if let faults {
                 group.addTask {
                     let start = ContinuousClock.now
@@ -99,7 +112,7 @@ struct EmulateCommand {
                         io.err("script line \(step.line): \(step.action)")
                         if !emulator.apply(step.action) { return }
                     }
-                    await waitForSignal()
+                    await waitForInterrupt()
                 }
             }
             await group.next()
@@ -107,26 +120,6 @@ struct EmulateCommand {
         }
         emulator.stop()
         if let link { try? FileManager.default.removeItem(atPath: link) }
-    }
-
-    /// Suspends until SIGINT or SIGTERM.
-    private func waitForSignal() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let queue = DispatchQueue(label: "tagfix.signals")
-            let once = OnceFlag()
-            var sources: [any DispatchSourceSignal] = []
-            for number in [SIGINT, SIGTERM] {
-                signal(number, SIG_IGN)
-                let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-                source.setEventHandler {
-                    if once.claim() { continuation.resume() }
-                }
-                source.resume()
-                sources.append(source)
-            }
-            // Keep the sources alive for the process's life.
-            SignalSources.keep(sources)
-        }
     }
 }
 
@@ -144,4 +137,94 @@ final class OnceFlag: Sendable {
 enum SignalSources {
     nonisolated(unsafe) private static var held: [any DispatchSourceSignal] = []
     static func keep(_ sources: [any DispatchSourceSignal]) { held += sources }
+}
+
+/// `tagfix emulate nmea`.
+struct NMEAOptions: Sendable {
+    var position: Coordinate?
+    var log: String?
+    var rate: Double
+    var noise: Double
+    var seed: UInt64
+    var startGPSD: Bool
+
+    init(_ arguments: ParsedArguments) throws(CLIError) {
+        if let at = arguments.value("at") {
+            let parts = at.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
+            guard parts.count == 2, let lat = parts[0], let lon = parts[1], let coordinate = try? Coordinate(latitude: lat, longitude: lon)
+            else {
+                throw .usage("--at \(at) must be LAT,LON in degrees (e.g. 53.545,9.966)", command: "emulate")
+            }
+            position = coordinate
+        }
+        log = arguments.value("log")
+        guard (position == nil) != (log == nil) else {
+            throw .usage("emulate nmea needs exactly one of --at LAT,LON or --log FILE", command: "emulate")
+        }
+        rate = try arguments.number("rate", in: 0.1...20, command: "emulate") ?? 1
+        noise = try arguments.number("noise", in: 0...1000, command: "emulate") ?? 1.5
+        seed = UInt64(try arguments.number("seed", in: 0...1e15, command: "emulate") ?? 1)
+        startGPSD = arguments.flag("gpsd")
+    }
+
+    func run(_ io: some TerminalOutput, link: String?) async throws(CLIError) {
+        let source: NMEAEmulator.Source
+        if let log {
+            do {
+                source = .log(try TextFile.read(log).split(whereSeparator: \.isNewline).map(String.init))
+            } catch {
+                throw .file(error)
+            }
+        } else {
+            source = .at(position ?? Coordinate(validLatitude: 0, longitude: 0), noise: noise, seed: seed)
+        }
+        let emulator: NMEAEmulator
+        do {
+            emulator = try NMEAEmulator(source: source, rate: rate)
+        } catch {
+            throw .unavailable(error.description)
+        }
+        defer { emulator.stop() }
+        if let link {
+            try? FileManager.default.removeItem(atPath: link)
+            do {
+                try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: emulator.path)
+            } catch {
+                throw .unavailable("cannot create the link \(link): \(error.localizedDescription)")
+            }
+        }
+        io.out("NMEA emulator on \(emulator.path)" + (link.map { " (link \($0))" } ?? ""))
+        var gpsd: PrivateGPSD?
+        if startGPSD {
+            do {
+                gpsd = try PrivateGPSD(device: emulator.path)
+            } catch {
+                throw .unavailable(error.description)
+            }
+            io.out("gpsd: gpsd://127.0.0.1:\(gpsd?.port ?? 0)")
+        }
+        emulator.start()
+        await waitForInterrupt()
+        gpsd?.stop()
+        if let link { try? FileManager.default.removeItem(atPath: link) }
+    }
+}
+
+/// Suspends until SIGINT or SIGTERM.
+func waitForInterrupt() async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        let queue = DispatchQueue(label: "tagfix.signals")
+        let once = OnceFlag()
+        var sources: [any DispatchSourceSignal] = []
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
+            source.setEventHandler {
+                if once.claim() { continuation.resume() }
+            }
+            source.resume()
+            sources.append(source)
+        }
+        SignalSources.keep(sources)
+    }
 }

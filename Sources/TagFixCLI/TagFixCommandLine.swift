@@ -78,6 +78,10 @@ public enum TagFixCommandLine {
             let parsed = try ScanCommand.spec.parse(rest)
             if parsed.helpRequested { return io.out(ScanCommand.spec.help) }
             try await ScanCommand(parsed).run(io)
+        case FixCommand.spec.name:
+            let parsed = try FixCommand.spec.parse(rest)
+            if parsed.helpRequested { return io.out(FixCommand.spec.help) }
+            try await FixCommand(parsed).run(io)
         case DevicesCommand.spec.name:
             let parsed = try DevicesCommand.spec.parse(rest)
             if parsed.helpRequested { return io.out(DevicesCommand.spec.help) }

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import TagFixCore
 import TagFixDevices
+import TagFixGPSD
 import TagFixNFC
 import TagFixTesting
 
@@ -46,6 +47,8 @@ struct VerifyCommand {
         ])
 
     var scenarioPath: String
+    /// With --reader: live fixes from gpsd instead of a scenario's GPS.
+    var gpsd: GPSDEndpoint?
     var reader: String?
     var count: Int?
     var timeout: Duration?
@@ -65,7 +68,16 @@ struct VerifyCommand {
             guard reader.contains(":") || ["pn533_usb", "acr122_usb", "acr122_pcsc"].contains(reader) else {
                 throw .usage("\"\(reader)\" is not a libnfc connstring (DRIVER:PORT, e.g. pn532_uart:/dev/ttyUSB0)", command: name)
             }
-            scenarioPath = gps
+            if gps.hasPrefix("gpsd://") {
+                do {
+                    gpsd = try GPSDEndpoint(gps)
+                } catch {
+                    throw .usage(error.description, command: name)
+                }
+                scenarioPath = ""
+            } else {
+                scenarioPath = gps
+            }
         } else {
             guard let scenario = arguments.value("scenario") else {
                 throw .usage("verify needs --scenario FILE (mock devices) or --reader CONNSTRING --gps SOURCE", command: name)
@@ -102,10 +114,14 @@ struct VerifyCommand {
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
         let scenario: Scenario
-        do {
-            scenario = try ScenarioLoader.load(path: scenarioPath)
-        } catch {
-            throw .file(error)
+        if gpsd != nil {
+            scenario = Scenario(name: "live", start: WallClock().now, gps: [], reader: [])
+        } else {
+            do {
+                scenario = try ScenarioLoader.load(path: scenarioPath)
+            } catch {
+                throw .file(error)
+            }
         }
         var policy = scenario.policy
         overrides(&policy)
@@ -152,7 +168,8 @@ extension VerifyCommand {
     {
         let (count, timeout) = (self.count, self.timeout)
         let clock = WallClock()
-        let gps = scenario.devices(clock: clock, origin: clock.now).gps
+        let gps: any FixSource =
+            gpsd.map { GPSDFixSource(endpoint: $0, clock: clock) } ?? scenario.devices(clock: clock, origin: clock.now).gps
         let device = LibNFCReader(connstring: reader, clock: clock)
         let (done, signal) = AsyncStream<String?>.makeStream()
         let verdicts = Counter()

@@ -1,0 +1,103 @@
+import Foundation
+import TagFixCore
+import TagFixDevices
+import TagFixGPSD
+
+/// `tagfix fix`: live fixes from gpsd.
+struct FixCommand {
+    static let spec = CommandSpec(
+        name: "fix",
+        abstract: "Print live GPS fixes from gpsd.",
+        discussion: """
+            Connects to gpsd (default gpsd://localhost:2947), WATCHes and prints each fix once, with \
+            its time, mode, position and error estimates. Implausible reports (NaN positions, times \
+            that go backwards or are far from the clock) are dropped and said so on standard \
+            error. If gpsd goes away, fix says so and reconnects.
+            Exit codes: 0 done, 75 --timeout passed before --count fixes.
+            """,
+        options: [
+            .init(name: "gps", valueName: "URL", help: "gpsd://HOST:PORT[/DEVICE]; default gpsd://localhost:2947."),
+            .init(name: "json", valueName: nil, help: "One JSON object per fix (JSON Lines)."),
+            .init(name: "count", valueName: "N", help: "Stop after N fixes."),
+            .init(name: "timeout", valueName: "S", help: "Give up after S seconds (exit 75)."),
+        ],
+        examples: ["tagfix fix --count 5", "tagfix fix --gps gpsd://raspberrypi.local:2947 --json"])
+
+    var endpoint: GPSDEndpoint
+    var json: Bool
+    var count: Int?
+    var timeout: Duration?
+
+    init(_ arguments: ParsedArguments) throws(CLIError) {
+        do {
+            endpoint =
+                try arguments.value("gps").map { (text: String) throws(GPSDEndpointError) -> GPSDEndpoint in try GPSDEndpoint(text) }
+                ?? GPSDEndpoint()
+        } catch {
+            throw .usage(error.description, command: "fix")
+        }
+        json = arguments.flag("json")
+        count = try arguments.number("count", in: 1...1_000_000, command: "fix").map { Int($0) }
+        timeout = try arguments.seconds("timeout", in: 0.1...86_400, command: "fix")
+    }
+
+    func run(_ io: some TerminalOutput) async throws(CLIError) {
+        let (count, timeout, json) = (self.count, self.timeout, self.json)
+        let source = GPSDFixSource(endpoint: endpoint, clock: WallClock())
+        let printed = Counter()
+        let timedOut: Bool = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                for await event in source.events() {
+                    switch event {
+                    case .fix(let fix):
+                        io.out(json ? Self.json(fix) : Self.line(fix))
+                        if let count, printed.increment() >= count { return false }
+                    case .rejected(let why): io.err("! dropped \(why)")
+                    case .unavailable(let why): io.err("! GPS unavailable: \(why)")
+                    case .silent(let duration): io.err("! no fix data for \(Coordinate.format(duration.seconds, 0)) s")
+                    case .resumed: io.err("· GPS data resumed")
+                    }
+                }
+                return false
+            }
+            if let timeout {
+                group.addTask {
+                    try? await Task.sleep(for: timeout)
+                    return !Task.isCancelled
+                }
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        if timedOut, let count, printed.value < count {
+            throw .timedOut("\(printed.value) of \(count) fixes within the timeout")
+        }
+    }
+
+    static func line(_ fix: Fix) -> String {
+        var line = "\(fix.time.iso8601)  \(fix.mode)"
+        if let position = fix.coordinate { line += "  \(position)" }
+        if let accuracy = fix.horizontalAccuracy { line += "  ±\(Coordinate.format(accuracy, 1)) m" }
+        if let satellites = fix.satellitesUsed { line += "  \(satellites) sats" }
+        if fix.status != .gps { line += "  \(fix.status)" }
+        return line
+    }
+
+    static func json(_ fix: Fix) -> String {
+        var object = JSONObjectWriter()
+        object.add("time", fix.time.iso8601)
+        object.add("mode", fix.mode.rawValue)
+        object.add("lat", fix.coordinate?.latitude, digits: 9)
+        object.add("lon", fix.coordinate?.longitude, digits: 9)
+        object.add("alt_hae", fix.altitudeHAE)
+        object.add("eph", fix.errorEstimates?.eph)
+        object.add("epx", fix.errorEstimates?.epx)
+        object.add("epy", fix.errorEstimates?.epy)
+        object.add("accuracy_m", fix.horizontalAccuracy)
+        object.add("status", fix.status.name)
+        object.add("satellites_used", fix.satellitesUsed)
+        object.add("device", fix.device)
+        return object.text
+    }
+}
