@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <gps.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,7 +26,9 @@ typedef struct cgps_report {
     bool has_sky;
     int mode;
     int status;
-    double time;  // seconds since the epoch, NaN when absent
+    bool has_time;
+    int64_t time_seconds;      // since the epoch; exact, not a double (a double loses nanoseconds)
+    int64_t time_nanoseconds;
     double latitude, longitude, alt_hae, alt_msl;
     double eph, epx, epy, epv, speed, track, climb;
     int satellites_used, satellites_visible;
@@ -75,6 +78,7 @@ static inline int cgps_read(struct gps_data_t *_Nonnull data, cgps_report *_Nonn
     if (set & MODE_SET) out->report_class = CGPS_TPV;
     else if (set & SATELLITE_SET) out->report_class = CGPS_SKY;
     else if (set & VERSION_SET) out->report_class = CGPS_VERSION;
+    else if (set & POLICY_SET) out->report_class = CGPS_WATCH;
     else if (set & (DEVICE_SET | DEVICELIST_SET)) out->report_class = CGPS_DEVICE;
     else if (set & ERROR_SET) out->report_class = CGPS_ERROR;
     struct gps_fix_t *fix = &data->fix;
@@ -87,9 +91,13 @@ static inline int cgps_read(struct gps_data_t *_Nonnull data, cgps_report *_Nonn
     // A TPV read does not set TIME_SET in libgps 3.22 (the SKY that follows does); the TPV parser
     // resets fix.time, so a zero time means the TPV had none.
 #if GPSD_API_MAJOR_VERSION >= 9
-    out->time = fix->time.tv_sec != 0 ? (double)fix->time.tv_sec + (double)fix->time.tv_nsec / 1e9 : NAN;
+    out->has_time = fix->time.tv_sec != 0;
+    out->time_seconds = (int64_t)fix->time.tv_sec;
+    out->time_nanoseconds = (int64_t)fix->time.tv_nsec;
 #else
-    out->time = fix->time != 0 ? fix->time : NAN;
+    out->has_time = fix->time != 0;
+    out->time_seconds = (int64_t)floor(fix->time);
+    out->time_nanoseconds = (int64_t)llround((fix->time - floor(fix->time)) * 1e9);
 #endif
     out->latitude = fix->latitude;
     out->longitude = fix->longitude;

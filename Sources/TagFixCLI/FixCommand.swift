@@ -56,6 +56,7 @@ struct FixCommand {
                     case .unavailable(let why): io.err("! GPS unavailable: \(why)")
                     case .silent(let duration): io.err("! no fix data for \(Coordinate.format(duration.seconds, 0)) s")
                     case .resumed: io.err("· GPS data resumed")
+                    case .connected(let what): io.err("gps: \(what)")
                     }
                 }
                 return false

@@ -68,6 +68,8 @@ public protocol FixSource: Sendable {
 }
 
 public enum FixEvent: Sendable, Hashable {
+    /// The source is connected and streaming (gpsd answered WATCH).
+    case connected(String)
     case fix(Fix)
     /// A report that was dropped instead of being used (implausible time or position).
     case rejected(FixRejection)

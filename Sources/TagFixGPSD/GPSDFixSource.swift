@@ -137,6 +137,7 @@ public final class GPSDFixSource<C: Clock>: FixSource, Sendable where C.Instant 
             backoff = options.reconnectDelay
             var lastMessage = clock.now
             var silent = false
+            var announced = false
             while !isStopped {
                 guard cgps_waiting(data, 200_000) else {
                     let quiet = lastMessage.duration(to: clock.now)
@@ -159,8 +160,14 @@ public final class GPSDFixSource<C: Clock>: FixSource, Sendable where C.Instant 
                     silent = false
                     events.yield(.resumed)
                 }
+                // The answers to ?WATCH (DEVICES, then WATCH, which libgps 3.22 leaves unmarked) follow
+                // VERSION: the first of them means gpsd streams to us.
+                if !announced, report.report_class != Int32(CGPS_VERSION.rawValue) {
+                    announced = true
+                    events.yield(.connected("gpsd at \(endpoint.host):\(endpoint.port)"))
+                }
                 let produced = state.handle(report, now: clock.now, plausibleSkew: options.plausibleSkew)
-                DebugLog.debug("gpsd \(endpoint): class \(report.report_class) mode \(report.mode) time \(report.time) → \(produced)")
+                DebugLog.debug("gpsd \(endpoint): class \(report.report_class) mode \(report.mode) → \(produced)")
                 for event in produced { events.yield(event) }
             }
             if down { pause(backoff) }
@@ -183,7 +190,9 @@ struct StreamState {
         case Int32(CGPS_TPV.rawValue):
             let device = withUnsafeBytes(of: report.device) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
             let tpv = GPSDReport.TPV(
-                device: device.isEmpty ? nil : device, time: report.time.isFinite ? Timestamp(secondsSinceEpoch: report.time) : nil,
+                device: device.isEmpty ? nil : device,
+                time: report.has_time
+                    ? Timestamp(nanosecondsSinceEpoch: report.time_seconds &* 1_000_000_000 &+ report.time_nanoseconds) : nil,
                 mode: Int(report.mode), status: Int(report.status), latitude: report.latitude, longitude: report.longitude,
                 altHAE: report.alt_hae, altMSL: report.alt_msl, eph: report.eph, epx: report.epx, epy: report.epy, epv: report.epv,
                 speed: report.speed, track: report.track, climb: report.climb)

@@ -108,6 +108,39 @@ struct GPSDEndToEndTests {
         #expect(resumed)
     }
 
+    @Test("a stalled gpsd (SIGSTOP): the watchdog reports silence, then data resumes", .enabled(if: hasGPSD, "gpsd is not installed"))
+    func stalled() async throws {
+        let receiver = try NMEAEmulator(source: .at(Coordinate(validLatitude: 10, longitude: 10), noise: 1, seed: 9), rate: 5)
+        defer { receiver.stop() }
+        let gpsd = try PrivateGPSD(device: receiver.path)
+        defer { gpsd.stop() }
+        receiver.start()
+        var options = GPSDFixSource<WallClock>.Options()
+        options.silenceThreshold = .seconds(1)
+        var events = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: WallClock(), options: options).events()
+            .makeAsyncIterator()
+        #expect(await nextFix(&events) != nil)
+        gpsd.setStopped(true)
+        var silent = false
+        while let event = await events.next() {
+            if case .silent(let duration) = event {
+                silent = true
+                #expect(duration >= .seconds(1))
+                break
+            }
+        }
+        #expect(silent)
+        gpsd.setStopped(false)
+        var resumed = false
+        while let event = await events.next() {
+            if case .resumed = event {
+                resumed = true
+                break
+            }
+        }
+        #expect(resumed)
+    }
+
     @Test(
         "gpsd:// endpoints",
         arguments: [
