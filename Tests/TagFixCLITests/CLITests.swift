@@ -130,9 +130,10 @@ struct CommandLineTests {
              "gps": {"fixes": [{"t": 0, "lat": 1, "lon": 2, "accuracy_m": 3}]},
              "taps": [{"t": 0, "uid": "04A1B2C3", "url": "geo:1,2;u=20"}]}
             """)
-        let result = await run(["verify", "--scenario", path, "--realtime", "--json"])
+        // Generous limits: on a loaded machine the pipeline may see the scan seconds after its time.
+        let result = await run(["verify", "--scenario", path, "--realtime", "--json", "--fix-timeout", "60", "--max-fix-age", "60"])
         #expect(result.code == 0)
         #expect(result.out.count == 1)
-        #expect(result.out.first?.contains(#""verdict":"confirmed""#) == true)
+        #expect(result.out.first?.contains(#""verdict":"confirmed""#) == true, "\(result.out)")
     }
 }

@@ -33,6 +33,7 @@ struct FieldEndToEndTests {
             defer { reader.stop() }
             let result = await run([
                 "verify", "--reader", "pn532_uart:\(reader.path)", "--gps", gps, "--json", "--count", "1", "--timeout", "60",
+                "--fix-timeout", "30",
             ])
             #expect(result.code == 0, "\(result.err)")
             return try JSONValue.parse(try #require(result.out.first))
