@@ -147,8 +147,10 @@ struct NMEAOptions: Sendable {
     var noise: Double
     var seed: UInt64
     var startGPSD: Bool
+    var script: String?
 
     init(_ arguments: ParsedArguments) throws(CLIError) {
+        script = arguments.value("script")
         if let at = arguments.value("at") {
             let parts = at.split(separator: ",").map { Double($0.trimmingCharacters(in: .whitespaces)) }
             guard parts.count == 2, let lat = parts[0], let lon = parts[1], let coordinate = try? Coordinate(latitude: lat, longitude: lon)
@@ -178,6 +180,14 @@ struct NMEAOptions: Sendable {
         } else {
             source = .at(position ?? Coordinate(validLatitude: 0, longitude: 0), noise: noise, seed: seed)
         }
+        var faults: NMEAScript?
+        if let script {
+            do {
+                faults = try NMEAScript.parse(try TextFile.read(script))
+            } catch {
+                throw .file(error.file == nil ? error.inFile(script) : error)
+            }
+        }
         let emulator: NMEAEmulator
         do {
             emulator = try NMEAEmulator(source: source, rate: rate)
@@ -204,7 +214,23 @@ struct NMEAOptions: Sendable {
             io.out("gpsd: gpsd://127.0.0.1:\(gpsd?.port ?? 0)")
         }
         emulator.start()
-        await waitForInterrupt()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await waitForInterrupt() }
+            if let faults {
+                group.addTask {
+                    let start = ContinuousClock.now
+                    for step in faults.steps {
+                        try? await Task.sleep(until: start + step.at)
+                        if Task.isCancelled { return }
+                        io.err("script line \(step.line): \(step.action)")
+                        emulator.apply(step.action)
+                    }
+                    await waitForInterrupt()
+                }
+            }
+            await group.next()
+            group.cancelAll()
+        }
         gpsd?.stop()
         if let link { try? FileManager.default.removeItem(atPath: link) }
     }

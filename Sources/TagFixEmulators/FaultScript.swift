@@ -34,42 +34,136 @@ public struct FaultScript: Sendable, Hashable {
     /// - Throws: `DataFileError` naming the line.
     public static func parse(_ text: String, tagCount: Int) throws(DataFileError) -> FaultScript {
         var steps: [Step] = []
+        for line in try ScriptLine.parse(text) {
+            func number(_ what: String) throws(DataFileError) -> Int {
+                guard line.arguments.count == 1, let value = Int(line.arguments[0]), value >= 0 else {
+                    throw DataFileError(line: line.number, message: "\(line.action) needs \(what)")
+                }
+                return value
+            }
+            let action: Action
+            switch line.action {
+            case "remove", "present":
+                let tag = try number("a tag number")
+                guard tag < tagCount else {
+                    throw DataFileError(line: line.number, message: "there is no tag \(tag) (tags are numbered from 0)")
+                }
+                action = line.action == "remove" ? .remove(tag: tag) : .present(tag: tag)
+            case "remove-after": action = .removeAfter(exchanges: try number("a number of exchanges"))
+            case "hang": try line.noArguments(); action = .hang
+            case "resume": try line.noArguments(); action = .resume
+            case "corrupt": try line.noArguments(); action = .corrupt
+            case "hangup": try line.noArguments(); action = .hangUp
+            default:
+                throw DataFileError(
+                    line: line.number,
+                    message: "unknown action \"\(line.action)\" (remove, present, remove-after, hang, resume, corrupt, hangup)")
+            }
+            steps.append(Step(at: line.at, action: action, line: line.number))
+        }
+        return FaultScript(steps: steps.enumerated().sorted { ($0.element.at, $0.offset) < ($1.element.at, $1.offset) }.map(\.element))
+    }
+}
+
+/// One line of an emulator script: seconds after start, an action, its arguments; `#` comments.
+public struct ScriptLine: Sendable, Hashable {
+    public var number: Int
+    public var at: Duration
+    public var action: String
+    public var arguments: [String]
+
+    /// The script's steps, blank lines and comments left out.
+    public static func parse(_ text: String) throws(DataFileError) -> [ScriptLine] {
+        var lines: [ScriptLine] = []
         for (index, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
-            let line = index + 1
+            let number = index + 1
             let content = raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
             let words = content.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
             guard !words.isEmpty else { continue }
             guard let seconds = Double(words[0]), seconds >= 0, let at = Duration.seconds(exactly: seconds) else {
-                throw DataFileError(line: line, message: "\"\(words[0])\" is not a time in seconds")
+                throw DataFileError(line: number, message: "\"\(words[0])\" is not a time in seconds")
             }
-            guard words.count >= 2 else { throw DataFileError(line: line, message: "an action must follow the time") }
-            func number(_ what: String) throws(DataFileError) -> Int {
-                guard words.count == 3, let value = Int(words[2]), value >= 0 else {
-                    throw DataFileError(line: line, message: "\(words[1]) needs \(what)")
+            guard words.count >= 2 else { throw DataFileError(line: number, message: "an action must follow the time") }
+            lines.append(ScriptLine(number: number, at: at, action: words[1], arguments: Array(words.dropFirst(2))))
+        }
+        return lines
+    }
+
+    func noArguments() throws(DataFileError) {
+        guard arguments.isEmpty else { throw DataFileError(line: number, message: "\(action) takes no argument") }
+    }
+}
+
+/// Faults for the NMEA emulator (`tagfix emulate nmea --script FILE`):
+///
+///     5    no-fix          # the receiver loses its fix
+///     9    fix             # and regains it
+///     12   degrade  40     # σ = 40 m per axis
+///     15   normal          # back to its usual accuracy
+///     18   silent          # stops talking
+///     21   talk
+///     24   garbage  3      # three lines of garbage
+///     27   jump     86400  # its clock jumps a day
+public struct NMEAScript: Sendable, Hashable {
+    public enum Action: Sendable, Hashable {
+        case fixLost(Bool)
+        case degrade(sigma: Double?)
+        case silent(Bool)
+        case garbage(lines: Int)
+        case jump(seconds: Double)
+    }
+
+    public struct Step: Sendable, Hashable {
+        public var at: Duration
+        public var action: Action
+        public var line: Int
+    }
+
+    public var steps: [Step]
+
+    public static func parse(_ text: String) throws(DataFileError) -> NMEAScript {
+        var steps: [Step] = []
+        for line in try ScriptLine.parse(text) {
+            func value() throws(DataFileError) -> Double {
+                guard line.arguments.count == 1, let value = Double(line.arguments[0]), value.isFinite else {
+                    throw DataFileError(line: line.number, message: "\(line.action) needs a number")
                 }
                 return value
             }
-            func none() throws(DataFileError) {
-                guard words.count == 2 else { throw DataFileError(line: line, message: "\(words[1]) takes no argument") }
-            }
             let action: Action
-            switch words[1] {
-            case "remove", "present":
-                let tag = try number("a tag number")
-                guard tag < tagCount else { throw DataFileError(line: line, message: "there is no tag \(tag) (tags are numbered from 0)") }
-                action = words[1] == "remove" ? .remove(tag: tag) : .present(tag: tag)
-            case "remove-after": action = .removeAfter(exchanges: try number("a number of exchanges"))
-            case "hang": try none(); action = .hang
-            case "resume": try none(); action = .resume
-            case "corrupt": try none(); action = .corrupt
-            case "hangup": try none(); action = .hangUp
+            switch line.action {
+            case "no-fix": try line.noArguments(); action = .fixLost(true)
+            case "fix": try line.noArguments(); action = .fixLost(false)
+            case "degrade":
+                let sigma = try value()
+                guard sigma > 0 else { throw DataFileError(line: line.number, message: "degrade needs a σ above 0 metres") }
+                action = .degrade(sigma: sigma)
+            case "normal": try line.noArguments(); action = .degrade(sigma: nil)
+            case "silent": try line.noArguments(); action = .silent(true)
+            case "talk": try line.noArguments(); action = .silent(false)
+            case "garbage": action = .garbage(lines: max(1, Int(try value())))
+            case "jump": action = .jump(seconds: try value())
             default:
                 throw DataFileError(
-                    line: line, message: "unknown action \"\(words[1])\" (remove, present, remove-after, hang, resume, corrupt, hangup)")
+                    line: line.number,
+                    message: "unknown action \"\(line.action)\" (no-fix, fix, degrade, normal, silent, talk, garbage, jump)")
             }
-            steps.append(Step(at: at, action: action, line: line))
+            steps.append(Step(at: line.at, action: action, line: line.number))
         }
-        return FaultScript(steps: steps.enumerated().sorted { ($0.element.at, $0.offset) < ($1.element.at, $1.offset) }.map(\.element))
+        return NMEAScript(steps: steps.enumerated().sorted { ($0.element.at, $0.offset) < ($1.element.at, $1.offset) }.map(\.element))
+    }
+}
+
+extension NMEAEmulator {
+    /// Carries out one scripted fault.
+    public func apply(_ action: NMEAScript.Action) {
+        switch action {
+        case .fixLost(let lost): setFixLost(lost)
+        case .degrade(let sigma): setAccuracy(sigma: sigma)
+        case .silent(let silent): setSilent(silent)
+        case .garbage(let lines): sendGarbage(lines: lines)
+        case .jump(let seconds): jumpTime(by: .seconds(exactly: seconds) ?? .zero)
+        }
     }
 }
 

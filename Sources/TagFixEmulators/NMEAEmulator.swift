@@ -135,7 +135,7 @@ public final class NMEAEmulator: Sendable {
 
     /// Groups a log's NMEA sentences into epochs: a new epoch starts when the time field of a
     /// GGA or RMC changes.
-    static func epochs(_ lines: [String]) -> [[String]] {
+    public static func epochs(_ lines: [String]) -> [[String]] {
         var epochs: [[String]] = []
         var current: [String] = []
         var currentTime: Substring?

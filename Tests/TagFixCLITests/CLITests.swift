@@ -31,6 +31,8 @@ struct CommandLineTests {
             ["verify", "--scenario", example, "--max-accuracy", "abc"], ["verify", "--scenario", example, "--max-accuracy", "-3"],
             ["verify", "--scenario", example, "--json=yes"], ["verify", "--scenario", example, "--scenario", example],
             ["verify", "--scenario", example, "stray"], ["help", "frobnicate"],
+            ["emulate", "nmea"], ["emulate", "nmea", "--at", "100,0"], ["emulate", "nmea", "--at", "1,2", "--log", "x.log"],
+            ["emulate", "pn532"], ["emulate", "toaster"], ["fix", "--gps", "http://x"], ["verify", "--reader", "pn532_uart:/x"],
         ])
     func usage(_ arguments: [String]) async {
         let result = await run(arguments)

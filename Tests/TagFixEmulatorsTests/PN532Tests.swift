@@ -193,3 +193,56 @@ struct FaultScriptTests {
         #expect(!emulator.apply(.hangUp))
     }
 }
+
+@Suite("NMEA emulator")
+struct NMEAEmulatorTests {
+    @Test("sentences carry valid checksums and ddmm.mmmmm positions")
+    func sentences() throws {
+        var epoch = NMEA.Epoch(
+            time: try #require(Timestamp(iso8601: "2026-05-14T08:09:10.25Z")),
+            position: Coordinate(validLatitude: -33.86, longitude: 151.21))
+        epoch.satellites = 9
+        let sentences = NMEA.sentences(epoch)
+        for sentence in sentences {
+            let body = sentence.dropFirst().prefix { $0 != "*" }
+            let checksum = body.utf8.reduce(UInt8(0)) { $0 ^ $1 }
+            #expect(sentence.hasSuffix("*\(Hex.encode([checksum]))\r\n"), "\(sentence)")
+        }
+        let gga = try #require(sentences.first { $0.hasPrefix("$GPGGA") })
+        #expect(gga.contains(",080910.25,3351.60000,S,15112.60000,E,1,09,"))
+        let rmc = try #require(sentences.first { $0.hasPrefix("$GPRMC") })
+        #expect(rmc.contains(",A,") && rmc.contains(",140526,"))
+        #expect(sentences.filter { $0.hasPrefix("$GPGSV") }.count == 3, "nine satellites, four to a GSV")
+    }
+
+    @Test("no fix: GGA quality 0, RMC status V, GSA mode 1")
+    func noFix() throws {
+        let sentences = NMEA.sentences(NMEA.Epoch(time: Timestamp(nanosecondsSinceEpoch: 0), position: nil))
+        #expect(sentences.contains { $0.hasPrefix("$GPGGA") && $0.contains(",,,,,0,00,") })
+        #expect(sentences.contains { $0.hasPrefix("$GPRMC") && $0.contains(",V,") })
+        #expect(sentences.contains { $0.hasPrefix("$GPGSA,A,1,") })
+    }
+
+    @Test("log replay groups sentences into epochs by their timestamps")
+    func epochs() {
+        let epochs = NMEAEmulator.epochs([
+            "# comment", "$GPGGA,000001.00,x*00", "$GPGSA,A,3*00", "$GPRMC,000001.00,A*00", "$GPGGA,000002.00,x*00", "junk",
+            "$GPRMC,000002.00,A*00",
+        ])
+        #expect(epochs.count == 2)
+        #expect(epochs.first?.count == 3)
+    }
+
+    @Test("fault scripts parse, and mistakes name their line")
+    func script() throws {
+        let script = try NMEAScript.parse(
+            "5 no-fix\n9 fix # back\n12 degrade 40\n15 normal\n18 silent\n21 talk\n24 garbage 3\n27 jump 86400\n")
+        #expect(
+            script.steps.map(\.action) == [
+                .fixLost(true), .fixLost(false), .degrade(sigma: 40), .degrade(sigma: nil), .silent(true), .silent(false),
+                .garbage(lines: 3), .jump(seconds: 86400),
+            ])
+        #expect(throws: DataFileError.self) { try NMEAScript.parse("1 degrade -3") }
+        #expect(throws: DataFileError.self) { try NMEAScript.parse("1 explode") }
+    }
+}
