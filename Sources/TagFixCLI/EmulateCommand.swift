@@ -18,7 +18,8 @@ struct EmulateCommand {
             LIBNFC_DEVICE=pn532_uart:PATH, or tagfix scan --reader pn532_uart:PATH. It runs until \
             interrupted.
             emulate nmea writes NMEA 0183 (GGA, GSA, GST, RMC, GSV, with checksums) at --rate, from \
-            --at LAT,LON (with --noise metres and --seed) or a recorded --log. Point gpsd at it: \
+            --at LAT,LON or along a --route (GeoJSON LineString or GPX track, at --speed), with \
+            --noise metres and --seed, or from a recorded --log. Point gpsd at it: \
             gpsd -N -n -b -S 2948 PATH, or add --gpsd to start a private gpsd and print its \
             gpsd:// URL. See hardware.md#emulators.
             """,
@@ -28,7 +29,17 @@ struct EmulateCommand {
             .init(name: "baud", valueName: "N", help: "Simulate the line's speed (10 bits per byte); default: no delay."),
             .init(
                 name: "script", valueName: "FILE",
-                help: "Faults on a timeline: remove/present a tag, remove-after N, hang, resume, corrupt, hangup."),
+                help:
+                    "Faults on a timeline. pn532: remove/present N, remove-after N, hang, resume, corrupt, hangup. nmea: no-fix, fix, degrade M, normal, silent, talk, garbage N, jump S."
+            ),
+            .init(name: "at", valueName: "LAT,LON", help: "nmea: the receiver's position."),
+            .init(name: "route", valueName: "FILE", help: "nmea: walk a GeoJSON LineString or GPX track."),
+            .init(name: "speed", valueName: "M/S", help: "nmea: walking speed along --route; default 1.4."),
+            .init(name: "log", valueName: "FILE", help: "nmea: replay a recorded NMEA log."),
+            .init(name: "rate", valueName: "HZ", help: "nmea: epochs per second; default 1."),
+            .init(name: "noise", valueName: "M", help: "nmea: position noise, σ metres per axis; default 1.5."),
+            .init(name: "seed", valueName: "N", help: "nmea: seed of the noise; default 1."),
+            .init(name: "gpsd", valueName: nil, help: "nmea: also start a private gpsd on the pty and print its gpsd:// URL."),
         ],
         positionals: [.init(name: "DEVICE", help: "What to emulate: pn532 or nmea.")],
         examples: [
@@ -143,6 +154,8 @@ enum SignalSources {
 struct NMEAOptions: Sendable {
     var position: Coordinate?
     var log: String?
+    var route: String?
+    var speed: Double
     var rate: Double
     var noise: Double
     var seed: UInt64
@@ -160,9 +173,11 @@ struct NMEAOptions: Sendable {
             position = coordinate
         }
         log = arguments.value("log")
-        guard (position == nil) != (log == nil) else {
-            throw .usage("emulate nmea needs exactly one of --at LAT,LON or --log FILE", command: "emulate")
+        route = arguments.value("route")
+        guard [position != nil, log != nil, route != nil].filter({ $0 }).count == 1 else {
+            throw .usage("emulate nmea needs exactly one of --at LAT,LON, --route FILE or --log FILE", command: "emulate")
         }
+        speed = try arguments.number("speed", in: 0.01...1000, command: "emulate") ?? 1.4
         rate = try arguments.number("rate", in: 0.1...20, command: "emulate") ?? 1
         noise = try arguments.number("noise", in: 0...1000, command: "emulate") ?? 1.5
         seed = UInt64(try arguments.number("seed", in: 0...1e15, command: "emulate") ?? 1)
@@ -176,6 +191,12 @@ struct NMEAOptions: Sendable {
                 source = .log(try TextFile.read(log).split(whereSeparator: \.isNewline).map(String.init))
             } catch {
                 throw .file(error)
+            }
+        } else if let route {
+            do {
+                source = .route(try Route.parse(try TextFile.read(route)), speed: speed, noise: noise, seed: seed)
+            } catch {
+                throw .file(error.file == nil ? error.inFile(route) : error)
             }
         } else {
             source = .at(position ?? Coordinate(validLatitude: 0, longitude: 0), noise: noise, seed: seed)

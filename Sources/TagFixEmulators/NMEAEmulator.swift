@@ -12,6 +12,8 @@ public final class NMEAEmulator: Sendable {
     public enum Source: Sendable {
         /// A fixed point, with seeded Gaussian noise (σ metres per axis).
         case at(Coordinate, noise: Double, seed: UInt64)
+        /// A route walked at `speed` metres per second, with noise.
+        case route(Route, speed: Double, noise: Double, seed: UInt64)
         /// Sentences from a recorded log, replayed in order (lines that are not NMEA are skipped),
         /// grouped into epochs by their timestamps.
         case log([String])
@@ -88,7 +90,17 @@ public final class NMEAEmulator: Sendable {
             generator = SeededGenerator(seed: seed)
         case .log(let lines):
             log = Self.epochs(lines)
+        case .route:
+            break
         }
+        var route: (Route, Double)?
+        if case .route(let path, let speed, let noise, let seed) = source {
+            route = (path, speed)
+            origin = path.points[0]
+            sigmaDefault = max(noise, 0.3)
+            generator = SeededGenerator(seed: seed)
+        }
+        var walkStart: Date?
         var logIndex = 0
         let interval = 1 / rate
         var next = Date()
@@ -106,6 +118,11 @@ public final class NMEAEmulator: Sendable {
             if snapshot.garbage > 0 {
                 state.withLock { $0.garbage -= 1 }
                 text += "$GPGGA,12*00\r\n$GPRMC,garbage,,,,*7F\r\n\u{1}\u{2}noise\r\n"
+            }
+            if let (path, speed) = route {
+                let started = walkStart ?? Date()
+                walkStart = started
+                origin = path.position(at: Date().timeIntervalSince(started) * speed)
             }
             if let origin {
                 let now = Timestamp(secondsSinceEpoch: Date().timeIntervalSince1970)!.advanced(by: snapshot.timeOffset)

@@ -37,6 +37,9 @@ struct CommandLineTests {
     func usage(_ arguments: [String]) async {
         let result = await run(arguments)
         #expect(result.code == 64)
+        if arguments.first == "emulate", arguments.count > 2 {
+            #expect(!result.err.joined().contains("unknown option"), "the option must be known; the value is what is wrong")
+        }
         #expect(result.out.isEmpty)
         #expect(result.err.joined().contains("error:"))
         #expect(result.err.joined().contains("tagfix"))

@@ -246,3 +246,36 @@ struct NMEAEmulatorTests {
         #expect(throws: DataFileError.self) { try NMEAScript.parse("1 explode") }
     }
 }
+
+@Suite("Routes for the NMEA emulator")
+struct RouteTests {
+    @Test("GeoJSON and GPX give the same walk")
+    func formats() throws {
+        let geojson = #"{"type":"Feature","geometry":{"type":"LineString","coordinates":[[9.966,53.545],[9.967,53.545],[9.967,53.546]]}}"#
+        let gpx = """
+            <?xml version="1.0"?>
+            <gpx version="1.1"><trk><trkseg>
+              <trkpt lat="53.545" lon="9.966"></trkpt>
+              <trkpt lat='53.545' lon='9.967'/>
+              <trkpt lat="53.546" lon="9.967"><ele>5</ele></trkpt>
+            </trkseg></trk></gpx>
+            """
+        let a = try Route.parse(geojson), b = try Route.parse(gpx)
+        #expect(a.points == b.points)
+        #expect(abs(a.length - (66.2 + 111.3)) < 1, "\(a.length)")
+        let halfway = a.position(at: a.distances[1] / 2)
+        #expect(abs(halfway.longitude - 9.9665) < 1e-6)
+        #expect(a.position(at: 1e9) == a.points.last)
+    }
+
+    @Test(
+        "bad routes name the problem",
+        arguments: [
+            #"{"type":"Point","coordinates":[1,2]}"#, #"{"type":"LineString","coordinates":[[1,2]]}"#,
+            #"{"type":"LineString","coordinates":[[1,95],[1,2]]}"#,
+            "<gpx><trkpt lat=\"1\"/></gpx>", "hello",
+        ])
+    func bad(_ text: String) {
+        #expect(throws: DataFileError.self) { try Route.parse(text) }
+    }
+}

@@ -108,6 +108,40 @@ struct GPSDEndToEndTests {
         #expect(resumed)
     }
 
+    @Test(
+        "the receiver's clock jumps two days: reported and dropped; accuracy degrades: fixes say so",
+        .enabled(if: hasGPSD, "gpsd is not installed"))
+    func jumpAndDegrade() async throws {
+        let receiver = try NMEAEmulator(source: .at(Coordinate(validLatitude: 35.68, longitude: 139.76), noise: 1, seed: 4), rate: 5)
+        defer { receiver.stop() }
+        let gpsd = try PrivateGPSD(device: receiver.path)
+        defer { gpsd.stop() }
+        receiver.start()
+        var events = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: WallClock()).events().makeAsyncIterator()
+        let good = try #require(await nextFix(&events))
+        receiver.setAccuracy(sigma: 40)
+        var degraded: Fix?
+        while let fix = await nextFix(&events) {
+            if let accuracy = fix.horizontalAccuracy, accuracy > 2 * (good.horizontalAccuracy ?? 0) {
+                degraded = fix
+                break
+            }
+        }
+        #expect(degraded != nil, "gpsd's error estimate grows with the receiver's")
+        receiver.jumpTime(by: .seconds(2 * 86_400))
+        var rejected = false
+        while let event = await events.next() {
+            if case .rejected(.timeImplausible) = event {
+                rejected = true
+                break
+            }
+            if case .fix(let fix) = event {
+                #expect(fix.time.duration(to: WallClock().now) < .seconds(86_400), "no jumped fix is delivered")
+            }
+        }
+        #expect(rejected)
+    }
+
     @Test("a stalled gpsd (SIGSTOP): the watchdog reports silence, then data resumes", .enabled(if: hasGPSD, "gpsd is not installed"))
     func stalled() async throws {
         let receiver = try NMEAEmulator(source: .at(Coordinate(validLatitude: 10, longitude: 10), noise: 1, seed: 9), rate: 5)
