@@ -78,3 +78,72 @@ struct FieldEndToEndTests {
         #expect(bad.code == 64)
     }
 }
+
+@Suite("The emulators as a user runs them", .timeLimit(.minutes(2)))
+struct EmulatorCommandTests {
+    static let binary = packageRoot + "/.build/debug/tagfix"
+
+    /// Starts `tagfix ARGUMENTS` and returns it with the first stdout line containing `marker`.
+    static func start(_ arguments: [String], until marker: String) throws -> (Process, String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = arguments
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var text = ""
+        while !text.contains(marker) || !text.contains("\n") {
+            let chunk = pipe.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            text += String(decoding: chunk, as: UTF8.self)
+            if let line = text.split(separator: "\n").first(where: { $0.contains(marker) }), text.hasSuffix("\n") {
+                return (process, String(line))
+            }
+        }
+        return (process, text.split(separator: "\n").first { $0.contains(marker) }.map(String.init) ?? "")
+    }
+
+    @Test(
+        "tagfix emulate nmea --route … --gpsd, then tagfix fix against it",
+        .enabled(
+            if: PrivateGPSD.installedPath != nil && FileManager.default.isExecutableFile(atPath: binary), "needs gpsd and the built tagfix")
+    )
+    func nmeaWithGPSD() async throws {
+        let route = try temporaryFile("walk.geojson", #"{"type":"LineString","coordinates":[[9.966,53.545],[9.976,53.545]]}"#)
+        let (process, line) = try Self.start(
+            ["emulate", "nmea", "--route", route, "--speed", "20", "--rate", "5", "--gpsd"], until: "gpsd://")
+        defer {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        let url = try #require(line.split(separator: " ").last.map(String.init))
+        #expect(url.hasPrefix("gpsd://127.0.0.1:"))
+        let result = await run(["fix", "--gps", url, "--json", "--count", "5", "--timeout", "60"])
+        #expect(result.code == 0, "\(result.err)")
+        let longitudes = try result.out.map { try JSONValue.parse($0)["lon"]?.double ?? 0 }
+        #expect(longitudes.count == 5)
+        #expect((longitudes.last ?? 0) > (longitudes.first ?? 0), "walking east along the route")
+        #expect(longitudes.allSatisfy { $0 > 9.9659 && $0 < 9.9761 })
+    }
+
+    @Test(
+        "tagfix emulate pn532 --link, then tagfix scan through the link",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: binary), "needs the built tagfix"))
+    func pn532WithLink() async throws {
+        let dump = try temporaryFile(
+            "tag.json",
+            #"{"chip":"NTAG213","uid_hex":"04A224B2C56480","get_version_hex":"0004040201000F03","memory_hex":"04A2240AB2C5648093480000E11012000315D1011155046578616D706C652E6F72672F742F4131FE"}"#
+        )
+        let link = FileManager.default.temporaryDirectory.appendingPathComponent("pn532-\(UUID().uuidString)").path
+        let (process, line) = try Self.start(["emulate", "pn532", "--tag", dump, "--link", link], until: "connstring:")
+        defer {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        #expect(line == "connstring: pn532_uart:\(link)")
+        let result = await run(["scan", "--reader", "pn532_uart:\(link)", "--json", "--count", "1", "--timeout", "30"])
+        #expect(result.code == 0, "\(result.err)")
+        #expect(try JSONValue.parse(try #require(result.out.first))["url"]?.string == "https://example.org/t/A1")
+    }
+}
