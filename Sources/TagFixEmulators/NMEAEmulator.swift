@@ -14,6 +14,9 @@ public final class NMEAEmulator: Sendable {
         case at(Coordinate, noise: Double, seed: UInt64)
         /// A route walked at `speed` metres per second, with noise.
         case route(Route, speed: Double, noise: Double, seed: UInt64)
+        /// A binary recording (SiRF, as in gpsd's regression logs), written one packet per tick:
+        /// packets start with A0 A2.
+        case bytes([UInt8])
         /// Sentences from a recorded log, replayed in order (lines that are not NMEA are skipped),
         /// grouped into epochs by their timestamps.
         case log([String])
@@ -83,6 +86,8 @@ public final class NMEAEmulator: Sendable {
         var origin: Coordinate?
         var sigmaDefault = 1.5
         var log: [[String]] = []
+        var packets: [[UInt8]] = []
+        var packetIndex = 0
         switch source {
         case .at(let position, let noise, let seed):
             origin = position
@@ -92,6 +97,8 @@ public final class NMEAEmulator: Sendable {
             log = Self.epochs(lines)
         case .route:
             break
+        case .bytes(let bytes):
+            packets = Self.packets(bytes)
         }
         var route: (Route, Double)?
         if case .route(let path, let speed, let noise, let seed) = source {
@@ -139,6 +146,10 @@ public final class NMEAEmulator: Sendable {
             } else if logIndex < log.count {
                 text += log[logIndex].map { $0 + "\r\n" }.joined()
                 logIndex += 1
+            } else if packetIndex < packets.count {
+                pty.write(packets[packetIndex])
+                packetIndex += 1
+                state.withLock { $0.epochs += 1 }
             }
             if !text.isEmpty {
                 pty.write(Array(text.utf8))
@@ -148,6 +159,39 @@ public final class NMEAEmulator: Sendable {
             let wait = next.timeIntervalSinceNow
             if wait > 0 { Thread.sleep(forTimeInterval: wait) } else { next = Date() }
         }
+    }
+
+    /// Splits a binary recording at each SiRF start sequence (A0 A2).
+    public static func packets(_ bytes: [UInt8]) -> [[UInt8]] {
+        var packets: [[UInt8]] = []
+        var current: [UInt8] = []
+        var index = 0
+        while index < bytes.count {
+            if index + 1 < bytes.count, bytes[index] == 0xA0, bytes[index + 1] == 0xA2, !current.isEmpty {
+                packets.append(current)
+                current = []
+            }
+            current.append(bytes[index])
+            index += 1
+        }
+        if !current.isEmpty { packets.append(current) }
+        return packets
+    }
+
+    /// A gpsd regression log. NMEA logs replay their sentences. Binary logs replay as recorded,
+    /// their `#` comment header included: gpsd reads comment packets, and a `# Date:` line gives
+    /// it the date context it needs to place SiRF week numbers.
+    public static func recording(_ data: [UInt8]) -> Source {
+        var start = 0
+        while start < data.count, data[start] == UInt8(ascii: "#") {
+            while start < data.count, data[start] != 0x0A { start += 1 }
+            start += 1
+        }
+        let body = Array(data[min(start, data.count)...])
+        if body.first == UInt8(ascii: "$") || body.first == UInt8(ascii: "!"), let text = String(validating: body, as: UTF8.self) {
+            return .log(text.split(whereSeparator: \.isNewline).map(String.init))
+        }
+        return .bytes(data)
     }
 
     /// Groups a log's NMEA sentences into epochs: a new epoch starts when the time field of a

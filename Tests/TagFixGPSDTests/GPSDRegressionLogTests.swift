@@ -6,9 +6,8 @@ import TagFixGPSD
 import TagFixTesting
 import Testing
 
-/// gpsd's regression logs that are NMEA (bu303-nofix is SiRF binary, which the NMEA emulator does
-/// not replay).
-private let nmeaLogs = TestData.files(in: "nmea/gpsd", suffix: ".log").filter { !$0.hasSuffix("bu303-nofix.log") }
+/// gpsd's regression logs: NMEA, and one SiRF binary (bu303-nofix), replayed as recorded.
+private let nmeaLogs = TestData.files(in: "nmea/gpsd", suffix: ".log")
 
 @Suite("gpsd's regression logs through a real gpsd", .timeLimit(.minutes(2)))
 struct GPSDRegressionLogTests {
@@ -28,8 +27,8 @@ struct GPSDRegressionLogTests {
         .enabled(if: PrivateGPSD.installedPath != nil && !nmeaLogs.isEmpty, "needs gpsd and TAGFIX_TESTDATA"), arguments: nmeaLogs)
     func replay(_ path: String) async throws {
         let expected = try Self.expected(path)
-        let lines = try TextFile.read(path).split(whereSeparator: \.isNewline).map(String.init)
-        let receiver = try NMEAEmulator(source: .log(lines), rate: 20)
+        let data = try #require(FileManager.default.contents(atPath: path))
+        let receiver = try NMEAEmulator(source: NMEAEmulator.recording(Array(data)), rate: 20)
         defer { receiver.stop() }
         let gpsd = try PrivateGPSD(device: receiver.path)
         defer { gpsd.stop() }
