@@ -112,22 +112,8 @@ struct EmulateCommand {
             io.out("  tag \(image.uid?.hex ?? "?") \(image.chip.name)")
         }
         io.out("connstring: pn532_uart:\(link ?? emulator.path)")
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await waitForInterrupt() }
-            if let faults {
-                group.addTask {
-                    let start = ContinuousClock.now
-                    for step in faults.steps {
-                        try? await Task.sleep(until: start + step.at)
-                        if Task.isCancelled { return }
-                        io.err("script line \(step.line): \(step.action)")
-                        if !emulator.apply(step.action) { return }
-                    }
-                    await waitForInterrupt()
-                }
-            }
-            await group.next()
-            group.cancelAll()
+        await runUntilInterrupted(script: faults?.steps.map { ($0.at, $0.line, "\($0.action)", $0.action) } ?? [], io: io) {
+            emulator.apply($0)
         }
         emulator.stop()
         if let link { try? FileManager.default.removeItem(atPath: link) }
@@ -235,25 +221,37 @@ struct NMEAOptions: Sendable {
             io.out("gpsd: gpsd://127.0.0.1:\(gpsd?.port ?? 0)")
         }
         emulator.start()
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await waitForInterrupt() }
-            if let faults {
-                group.addTask {
-                    let start = ContinuousClock.now
-                    for step in faults.steps {
-                        try? await Task.sleep(until: start + step.at)
-                        if Task.isCancelled { return }
-                        io.err("script line \(step.line): \(step.action)")
-                        emulator.apply(step.action)
-                    }
-                    await waitForInterrupt()
-                }
-            }
-            await group.next()
-            group.cancelAll()
+        await runUntilInterrupted(script: faults?.steps.map { ($0.at, $0.line, "\($0.action)", $0.action) } ?? [], io: io) {
+            emulator.apply($0)
+            return true
         }
         gpsd?.stop()
         if let link { try? FileManager.default.removeItem(atPath: link) }
+    }
+}
+
+/// Runs until SIGINT or SIGTERM, carrying out the script's steps at their times meanwhile; an
+/// action that returns false (a hang-up) ends the run early.
+func runUntilInterrupted<Action: Sendable>(
+    script steps: [(at: Duration, line: Int, text: String, action: Action)], io: some TerminalOutput,
+    apply: @escaping @Sendable (Action) -> Bool
+) async {
+    await withTaskGroup(of: Void.self) { group in
+        group.addTask { await waitForInterrupt() }
+        if !steps.isEmpty {
+            group.addTask {
+                let start = ContinuousClock.now
+                for step in steps {
+                    try? await Task.sleep(until: start + step.at)
+                    if Task.isCancelled { return }
+                    io.err("script line \(step.line): \(step.text)")
+                    if !apply(step.action) { return }
+                }
+                await waitForInterrupt()
+            }
+        }
+        await group.next()
+        group.cancelAll()
     }
 }
 

@@ -79,7 +79,7 @@ public final class GPSDFixSource<C: Clock>: FixSource, Sendable where C.Instant 
     public var sourceID: String { endpoint.description }
     private let clock: C
     private let options: Options
-    private let stopped = Mutex(false)
+    private let thread = DeviceThread()
 
     public init(endpoint: GPSDEndpoint = GPSDEndpoint(), clock: C, options: Options = Options()) {
         self.endpoint = endpoint
@@ -88,27 +88,11 @@ public final class GPSDFixSource<C: Clock>: FixSource, Sendable where C.Instant 
     }
 
     public func events() -> AsyncStream<FixEvent> {
-        let (stream, continuation) = AsyncStream<FixEvent>.makeStream()
-        let thread = Thread { [self] in
-            self.run(continuation)
-            continuation.finish()
-        }
-        thread.name = "gpsd \(endpoint)"
-        continuation.onTermination = { [self] _ in self.stopped.withLock { $0 = true } }
-        thread.start()
-        return stream
+        thread.start(name: "gpsd \(endpoint)") { [self] events in self.run(events) }
     }
 
-    private var isStopped: Bool { stopped.withLock { $0 } }
-
-    private func pause(_ duration: Duration) {
-        var remaining = duration
-        while remaining > .zero, !isStopped {
-            let step = min(remaining, .milliseconds(50))
-            Thread.sleep(forTimeInterval: step.seconds)
-            remaining -= step
-        }
-    }
+    private var isStopped: Bool { thread.isStopped }
+    private func pause(_ duration: Duration) { thread.pause(duration) }
 
     // MARK: - The gpsd thread
 

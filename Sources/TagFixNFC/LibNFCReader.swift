@@ -24,7 +24,7 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
     private let connstring: String?
     private let clock: C
     private let options: Options
-    private let stopped = Mutex(false)
+    private let thread = DeviceThread()
     private let current = Mutex<NFCDeviceHandle?>(nil)
 
     /// - Parameter connstring: e.g. `pn532_uart:/dev/ttyUSB0`; `nil` for libnfc's default.
@@ -36,30 +36,13 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
     }
 
     public func events() -> AsyncStream<ReaderEvent> {
-        let (stream, continuation) = AsyncStream<ReaderEvent>.makeStream()
-        let thread = Thread { [self] in
-            self.run(continuation)
-            continuation.finish()
-        }
-        thread.name = "libnfc \(readerID)"
-        continuation.onTermination = { [self] _ in
-            self.stopped.withLock { $0 = true }
-            self.current.withLock { $0?.abort() }
-        }
-        thread.start()
-        return stream
-    }
-
-    private var isStopped: Bool { stopped.withLock { $0 } }
-
-    private func pause(_ duration: Duration) {
-        var remaining = duration
-        while remaining > .zero, !isStopped {
-            let step = min(remaining, .milliseconds(50))
-            Thread.sleep(forTimeInterval: step.seconds)
-            remaining -= step
+        thread.start(name: "libnfc \(readerID)", onStop: { [self] in self.current.withLock { $0?.abort() } }) { [self] events in
+            self.run(events)
         }
     }
+
+    private var isStopped: Bool { thread.isStopped }
+    private func pause(_ duration: Duration) { thread.pause(duration) }
 
     // MARK: - The device thread
 

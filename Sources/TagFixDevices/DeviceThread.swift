@@ -1,0 +1,46 @@
+import Foundation
+import Synchronization
+import TagFixCore
+
+/// The thread a hardware device lives on: its blocking C calls run there, never on the
+/// cooperative pool, and its events reach async code through an `AsyncStream`. Ending the stream
+/// (the consumer stops or is cancelled) sets `isStopped`, which the device's loop checks, and runs
+/// `onStop` (e.g. nfc_abort_command) to interrupt a blocking call.
+public final class DeviceThread: Sendable {
+    private let stopped = Mutex(false)
+
+    public init() {}
+
+    /// Whether the consumer has gone: the device loop should return.
+    public var isStopped: Bool { stopped.withLock { $0 } }
+
+    /// Starts `body` on a new thread named `name`; its events form the returned stream, which
+    /// finishes when `body` returns.
+    public func start<Event: Sendable>(
+        name: String, onStop: @escaping @Sendable () -> Void = {},
+        _ body: @escaping @Sendable (AsyncStream<Event>.Continuation) -> Void
+    ) -> AsyncStream<Event> {
+        let (stream, continuation) = AsyncStream<Event>.makeStream()
+        let thread = Thread {
+            body(continuation)
+            continuation.finish()
+        }
+        thread.name = name
+        continuation.onTermination = { [self] _ in
+            stopped.withLock { $0 = true }
+            onStop()
+        }
+        thread.start()
+        return stream
+    }
+
+    /// Sleeps `duration` on the device thread, in short steps, returning early once stopped.
+    public func pause(_ duration: Duration) {
+        var remaining = duration
+        while remaining > .zero, !isStopped {
+            let step = min(remaining, .milliseconds(50))
+            Thread.sleep(forTimeInterval: step.seconds)
+            remaining -= step
+        }
+    }
+}
