@@ -92,12 +92,17 @@ struct FixCommand {
         object.add("lat", fix.coordinate?.latitude, digits: 9)
         object.add("lon", fix.coordinate?.longitude, digits: 9)
         object.add("alt_hae", fix.altitudeHAE)
+        object.add("alt_msl", fix.altitudeMSL)
         object.add("eph", fix.errorEstimates?.eph)
         object.add("epx", fix.errorEstimates?.epx)
         object.add("epy", fix.errorEstimates?.epy)
         object.add("accuracy_m", fix.horizontalAccuracy)
         object.add("status", fix.status.name)
         object.add("satellites_used", fix.satellitesUsed)
+        object.add("satellites_visible", fix.satellitesVisible)
+        object.add("speed", fix.speed)
+        object.add("track", fix.track)
+        object.add("climb", fix.climb)
         object.add("device", fix.device)
         return object.text
     }

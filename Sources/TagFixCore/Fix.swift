@@ -77,6 +77,14 @@ public struct Fix: Sendable, Hashable {
     public var device: String?
     /// gpsd's error estimates as reported (metres, 95 %), kept for output.
     public var errorEstimates: ErrorEstimates?
+    /// Height above mean sea level, metres (informational).
+    public var altitudeMSL: Double?
+    /// Course over ground, degrees from true north.
+    public var track: Double?
+    /// Vertical speed, m/s.
+    public var climb: Double?
+    /// Satellites in view (from gpsd's SKY).
+    public var satellitesVisible: Int?
 
     /// gpsd's TPV error fields.
     public struct ErrorEstimates: Sendable, Hashable {

@@ -124,6 +124,9 @@ extension GPSDReport.TPV {
             horizontalAccuracy: Fix.horizontalAccuracy(eph: eph, epx: epx, epy: epy), status: status,
             satellitesUsed: satellitesUsed, altitudeHAE: altHAE, speed: speed, device: device)
         fix.errorEstimates = Fix.ErrorEstimates(eph: eph, epx: epx, epy: epy, epv: epv)
+        fix.altitudeMSL = altMSL
+        fix.track = track
+        fix.climb = climb
         return .success(fix)
     }
 }

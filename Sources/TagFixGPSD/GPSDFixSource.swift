@@ -166,10 +166,12 @@ public final class GPSDFixSource<C: Clock>: FixSource, Sendable where C.Instant 
 /// What the stream remembers between messages: the latest SKY, the last fix time delivered.
 struct StreamState {
     var satellitesUsed: Int?
+    var satellitesVisible: Int?
     var lastTime: Timestamp?
 
     mutating func handle(_ report: cgps_report, now: Timestamp, plausibleSkew: Duration?) -> [FixEvent] {
         if report.has_sky, report.satellites_used >= 0 { satellitesUsed = Int(report.satellites_used) }
+        if report.has_sky, report.satellites_visible >= 0 { satellitesVisible = Int(report.satellites_visible) }
         switch report.report_class {
         case Int32(CGPS_TPV.rawValue):
             let device = withUnsafeBytes(of: report.device) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
@@ -203,7 +205,9 @@ struct StreamState {
                 guard fix.time > last else { return [.rejected(.timeWentBackwards(fix.time, latest: last))] }
             }
             lastTime = fix.time
-            return [.fix(fix)]
+            var withSky = fix
+            withSky.satellitesVisible = satellitesVisible
+            return [.fix(withSky)]
         }
     }
 }

@@ -68,6 +68,9 @@ struct GPSDRegressionLogTests {
             close(fix.errorEstimates?.epx, tpv["epx"]?.double, "epx")
             close(fix.errorEstimates?.epy, tpv["epy"]?.double, "epy")
             close(fix.speed, tpv["speed"]?.double, "speed")
+            close(fix.track, tpv["track"]?.double, "track")
+            close(fix.climb, tpv["climb"]?.double, "climb")
+            close(fix.altitudeMSL, tpv["altMSL"]?.double, "altMSL")
             let status = Int(tpv["status"]?.double ?? 1)
             #expect(fix.status.rawValue == (status == 0 ? 1 : status))
         }
