@@ -41,6 +41,7 @@ let package = Package(
         .target(name: "TagFixTesting", dependencies: ["TagFixCore", "TagFixDevices"]),
         .target(name: "TagFixCLI", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC", "TagFixGPSD"]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
+        .executableTarget(name: "TagFixBench", dependencies: ["TagFixCore"], path: "Benchmarks/TagFixBench"),
 
         .testTarget(name: "TagFixCoreTests", dependencies: ["TagFixCore", "TagFixTesting"]),
         .testTarget(name: "TagFixNDEFTests", dependencies: ["TagFixNDEF", "TagFixDevices", "TagFixTesting"]),
