@@ -58,15 +58,26 @@ func measure(tags: Int, verdicts: Int, rounds: Int) -> [String: Double] {
     }
     let lookup = (ContinuousClock.now - start).seconds / Double(inputs.count)
     start = ContinuousClock.now
+    for (scan, _, _) in inputs {
+        if (try? URLLocation(url: scan.url!))?.tagID != nil { found &+= 1 }
+    }
+    let url = (ContinuousClock.now - start).seconds / Double(inputs.count)
+    start = ContinuousClock.now
+    for (scan, _, _) in inputs {
+        if (try? registry.entry(forTagID: String(scan.url!.split(separator: "/").last!), uid: scan.uid)) != nil { found &+= 1 }
+    }
+    let registryOnly = (ContinuousClock.now - start).seconds / Double(inputs.count)
+    start = ContinuousClock.now
     var total = 0.0
     for (_, region, fix) in inputs { total += Geodesic.distance(from: fix.coordinate!, to: region.center) }
     let geodesic = (ContinuousClock.now - start).seconds / Double(inputs.count)
-    precondition(found == inputs.count && total > 0)
+    precondition(found == 3 * inputs.count && total > 0)
     return [
         "tags": Double(tags), "verdicts_per_second_median": perSecond[perSecond.count / 2],
         "verdicts_per_second_min": perSecond.first!, "verdicts_per_second_max": perSecond.last!,
         "microseconds_per_verdict_median": 1e6 / perSecond[perSecond.count / 2],
-        "microseconds_lookup": lookup * 1e6, "microseconds_geodesic": geodesic * 1e6,
+        "microseconds_lookup": lookup * 1e6, "microseconds_url": url * 1e6, "microseconds_registry": registryOnly * 1e6,
+        "microseconds_geodesic": geodesic * 1e6,
     ]
 }
 
