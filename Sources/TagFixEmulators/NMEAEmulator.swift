@@ -24,7 +24,6 @@ public final class NMEAEmulator: Sendable {
 
     private struct State: Sendable {
         var started = false
-        var stopped = false
         var fixLost = false
         var silent = false
         var sigma: Double?
@@ -34,24 +33,19 @@ public final class NMEAEmulator: Sendable {
     }
 
     public let path: String
-    private let pty: PseudoTerminal
+    private let line: ServedLine
+    private var pty: PseudoTerminal { line.pty }
     private let source: Source
     private let rate: Double
     private let state = Mutex(State())
-    private let done = DispatchSemaphore(value: 0)
 
     /// - Parameter rate: epochs per second.
     public init(source: Source, rate: Double = 1) throws(EmulatorError) {
-        pty = try PseudoTerminal()
-        path = pty.path
+        line = try ServedLine()
+        path = line.pty.path
         self.source = source
         self.rate = max(0.1, min(rate, 20))
-        let thread = Thread { [self] in
-            self.serve()
-            self.done.signal()
-        }
-        thread.name = "NMEA emulator \(path)"
-        thread.start()
+        line.start(name: "NMEA emulator \(path)") { [self] in serve() }
     }
 
     /// Begins writing.
@@ -69,15 +63,7 @@ public final class NMEAEmulator: Sendable {
     /// Epochs written so far.
     public var epochsWritten: Int { state.withLock { $0.epochs } }
 
-    public func stop() {
-        let first = state.withLock { state -> Bool in
-            defer { state.stopped = true }
-            return !state.stopped
-        }
-        guard first else { return }
-        done.wait()
-        pty.close()
-    }
+    public func stop() { line.stop() }
 
     deinit { stop() }
 
@@ -112,8 +98,8 @@ public final class NMEAEmulator: Sendable {
         let interval = 1 / rate
         var next = Date()
         while true {
+            if line.isStopped { return }
             let snapshot = state.withLock { $0 }
-            if snapshot.stopped { return }
             // Drain what gpsd writes (probes) so the line never fills.
             _ = pty.read(timeout: 0)
             guard snapshot.started, !snapshot.silent else {

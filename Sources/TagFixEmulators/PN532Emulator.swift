@@ -28,32 +28,25 @@ public final class PN532Emulator: Sendable {
         var traffic = Traffic()
         var hung = false
         var corruptNext = false
-        var stopped = false
         var lastResponse: [UInt8] = []
     }
 
     public let path: String
-    private let pty: PseudoTerminal
+    private let line: ServedLine
+    private var pty: PseudoTerminal { line.pty }
     private let options: Options
     private let state: Mutex<State>
-    private let finished = Mutex(false)
-    private let done = DispatchSemaphore(value: 0)
 
     /// Opens a pty and starts answering on it.
     public init(tags: [any EmulatedTag], felica: [EmulatedType3Tag] = [], options: Options = Options()) throws(EmulatorError) {
-        pty = try PseudoTerminal()
-        path = pty.path
+        line = try ServedLine()
+        path = line.pty.path
         self.options = options
         var chip = PN532Chip()
         chip.slots = tags.map { PN532Chip.Slot(tag: $0, present: true) }
         chip.felicaTags = felica
         state = Mutex(State(chip: chip))
-        let thread = Thread { [self] in
-            self.serve()
-            self.done.signal()
-        }
-        thread.name = "PN532 emulator \(path)"
-        thread.start()
+        line.start(name: "PN532 emulator \(path)") { [self] in serve() }
     }
 
     // MARK: - Faults and inspection
@@ -77,15 +70,7 @@ public final class PN532Emulator: Sendable {
     public var traffic: Traffic { state.withLock { $0.traffic } }
 
     /// Stops the emulator and closes the line: clients see the device go away.
-    public func stop() {
-        let first = state.withLock { state -> Bool in
-            defer { state.stopped = true }
-            return !state.stopped
-        }
-        guard first else { return }
-        done.wait()
-        pty.close()
-    }
+    public func stop() { line.stop() }
 
     deinit { stop() }
 
@@ -93,7 +78,7 @@ public final class PN532Emulator: Sendable {
 
     private func serve() {
         var decoder = PN532Frame.Decoder()
-        while !state.withLock({ $0.stopped }) {
+        while !line.isStopped {
             guard let bytes = pty.read(timeout: 20) else { break }
             guard !bytes.isEmpty else { continue }
             state.withLock { $0.traffic.bytesFromHost += bytes.count }
