@@ -7,7 +7,7 @@ import TagFixEmulators
 import TagFixNDEF
 
 /// `tagfix emulate pn532`: a PN532 on a pseudo-terminal, for labs and CI.
-struct EmulateCommand {
+struct EmulateCommand: Subcommand {
     static let spec = CommandSpec(
         name: "emulate",
         abstract: "Emulate hardware on a pseudo-terminal: a PN532 NFC reader (emulate pn532) or a GNSS receiver (emulate nmea).",

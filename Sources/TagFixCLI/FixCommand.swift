@@ -4,7 +4,7 @@ import TagFixDevices
 import TagFixGPSD
 
 /// `tagfix fix`: live fixes from gpsd.
-struct FixCommand {
+struct FixCommand: Subcommand {
     static let spec = CommandSpec(
         name: "fix",
         abstract: "Print live GPS fixes from gpsd.",

@@ -3,7 +3,7 @@ import TagFixCore
 import TagFixNDEF
 
 /// `tagfix inspect`: what a tag dump holds.
-struct InspectCommand {
+struct InspectCommand: Subcommand {
     static let spec = CommandSpec(
         name: "inspect",
         abstract: "Show what a tag dump holds: format, tag type, UID, capability container, TLVs, NDEF records.",

@@ -6,7 +6,7 @@ import TagFixNDEF
 import TagFixNFC
 
 /// `tagfix scan`: read tags with a real reader (or the PN532 emulator) and print what they hold.
-struct ScanCommand {
+struct ScanCommand: Subcommand {
     static let spec = CommandSpec(
         name: "scan",
         abstract: "Read NFC tags with a reader (libnfc) and print each one's UID, type, NDEF records and URL.",
@@ -139,7 +139,7 @@ final class Counter: Sendable {
 }
 
 /// `tagfix devices`: the readers libnfc finds.
-struct DevicesCommand {
+struct DevicesCommand: Subcommand {
     static let spec = CommandSpec(
         name: "devices",
         abstract: "List the NFC readers libnfc finds, with their connstrings.",

@@ -4,9 +4,16 @@ import Foundation
 public enum TagFixCommandLine {
     static let version = "0.1.0"
 
-    static let commands: [CommandSpec] = [
-        VerifyCommand.spec, ScanCommand.spec, DevicesCommand.spec, InspectCommand.spec, EmulateCommand.spec, helpSpec,
-    ]
+    /// Every command, in the order the overview lists them. Dispatch, `help COMMAND` and the
+    /// overview all read this one list, so a command cannot be runnable yet missing from help.
+    static var subcommands: [any Subcommand.Type] {
+        [
+            VerifyCommand.self, ScanCommand.self, FixCommand.self, DevicesCommand.self, InspectCommand.self,
+            EmulateCommand.self,
+        ]
+    }
+
+    static let commands: [CommandSpec] = subcommands.map { $0.spec } + [helpSpec]
 
     static let helpSpec = CommandSpec(
         name: "help", abstract: "Show help for tagfix or one of its commands.",
@@ -70,32 +77,26 @@ public enum TagFixCommandLine {
                 throw .usage("no command named \"\(name)\"", command: nil)
             }
             io.out(spec.help)
-        case VerifyCommand.spec.name:
-            let parsed = try VerifyCommand.spec.parse(rest)
-            if parsed.helpRequested { return io.out(VerifyCommand.spec.help) }
-            try await VerifyCommand(parsed).run(io)
-        case ScanCommand.spec.name:
-            let parsed = try ScanCommand.spec.parse(rest)
-            if parsed.helpRequested { return io.out(ScanCommand.spec.help) }
-            try await ScanCommand(parsed).run(io)
-        case FixCommand.spec.name:
-            let parsed = try FixCommand.spec.parse(rest)
-            if parsed.helpRequested { return io.out(FixCommand.spec.help) }
-            try await FixCommand(parsed).run(io)
-        case DevicesCommand.spec.name:
-            let parsed = try DevicesCommand.spec.parse(rest)
-            if parsed.helpRequested { return io.out(DevicesCommand.spec.help) }
-            try DevicesCommand(parsed).run(io)
-        case EmulateCommand.spec.name:
-            let parsed = try EmulateCommand.spec.parse(rest)
-            if parsed.helpRequested { return io.out(EmulateCommand.spec.help) }
-            try await EmulateCommand(parsed).run(io)
-        case InspectCommand.spec.name:
-            let parsed = try InspectCommand.spec.parse(rest)
-            if parsed.helpRequested { return io.out(InspectCommand.spec.help) }
-            try InspectCommand(parsed).run(io)
         default:
-            throw .usage(first.hasPrefix("-") ? "unknown option \(first)" : "unknown command \"\(first)\"", command: nil)
+            guard let command = subcommands.first(where: { $0.spec.name == first }) else {
+                throw .usage(first.hasPrefix("-") ? "unknown option \(first)" : "unknown command \"\(first)\"", command: nil)
+            }
+            try await runSubcommand(command, rest, io)
         }
     }
+
+    private static func runSubcommand<Command: Subcommand>(
+        _: Command.Type, _ arguments: [String], _ io: some TerminalOutput
+    ) async throws(CLIError) {
+        let parsed = try Command.spec.parse(arguments)
+        if parsed.helpRequested { return io.out(Command.spec.help) }
+        try await Command(parsed).run(io)
+    }
+}
+
+/// A `tagfix` command: its options, how it reads them, and what it does.
+protocol Subcommand {
+    static var spec: CommandSpec { get }
+    init(_ arguments: ParsedArguments) throws(CLIError)
+    func run(_ io: some TerminalOutput) async throws(CLIError)
 }

@@ -7,7 +7,7 @@ import TagFixNFC
 import TagFixTesting
 
 /// `tagfix verify`: confirm each tag scan against where the tag should be.
-struct VerifyCommand {
+struct VerifyCommand: Subcommand {
     static let spec = CommandSpec(
         name: "verify",
         abstract: "Confirm each tag scan against where the tag should be.",

@@ -45,6 +45,20 @@ struct CommandLineTests {
         #expect(result.err.joined().contains("tagfix"))
     }
 
+    @Test(
+        "every command is in the overview, and 'help NAME' and 'NAME --help' both explain it",
+        arguments: ["verify", "scan", "fix", "devices", "inspect", "emulate"])
+    func everyCommandHasHelp(_ name: String) async {
+        let overview = await run(["--help"]).out.joined(separator: "\n")
+        #expect(overview.contains("\n  \(name) "))
+        let viaHelp = await run(["help", name])
+        let viaFlag = await run([name, "--help"])
+        #expect(viaHelp.code == 0)
+        #expect(viaHelp.out.joined().contains("USAGE: tagfix \(name)"))
+        #expect(viaFlag.code == 0)
+        #expect(viaFlag.out == viaHelp.out)
+    }
+
     @Test("help for tagfix and for verify", arguments: [["--help"], ["-h"], ["help"], ["help", "verify"], ["verify", "--help"]])
     func help(_ arguments: [String]) async {
         let result = await run(arguments)
