@@ -90,8 +90,10 @@ public enum MifareClassicMemory {
         }
     }
 
-    /// The MAD CRC: CRC-8, polynomial 0x1D, preset 0xC7, over the info byte and the AIDs.
-    static func crc(_ bytes: some Sequence<UInt8>) -> UInt8 {
+    /// The MAD CRC: CRC-8, polynomial 0x1D, preset 0xC7, over the info byte and the AIDs (the
+    /// MAD sector's bytes after the CRC byte). Public for whoever writes a MAD; the real dumps'
+    /// MADs in the shared test data check it.
+    public static func crc(_ bytes: some Sequence<UInt8>) -> UInt8 {
         var crc: UInt8 = 0xC7
         for byte in bytes {
             crc ^= byte

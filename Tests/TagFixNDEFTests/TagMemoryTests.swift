@@ -217,12 +217,12 @@ struct OtherTagTypeTests {
         memory[3 * 16 + 9] = 0xC2  // GPB: MAD present, multi-application, version 2
         var mad1 = [UInt8](repeating: 0, count: 32)
         mad1[1] = 0x01
-        mad1[0] = Self.crc(mad1.dropFirst())
+        mad1[0] = MifareClassicMemory.crc(mad1.dropFirst())
         memory.replaceSubrange(16..<48, with: mad1)
         var mad2 = [UInt8](repeating: 0, count: 48)
         mad2[2] = 0x03; mad2[3] = 0xE1  // sector 17
         mad2[4] = 0x03; mad2[5] = 0xE1  // sector 18
-        mad2[0] = Self.crc(mad2.dropFirst())
+        mad2[0] = MifareClassicMemory.crc(mad2.dropFirst())
         memory.replaceSubrange(64 * 16..<64 * 16 + 48, with: mad2)
         let message = NDEFMessage(records: [NDEFRecord.uri("https://example.org/" + String(repeating: "m", count: 60))]).encoded()
         let tlv = [0x03, UInt8(message.count)] + message + [0xFE]
@@ -238,15 +238,6 @@ struct OtherTagTypeTests {
         corrupt[64 * 16] ^= 0xFF
         #expect(throws: TagMemoryError.self) { try MifareClassicMemory.read(corrupt) }
         #expect(throws: TagMemoryError.self) { try MifareClassicMemory.read(Array(memory.prefix(1000))) }
-    }
-
-    static func crc(_ bytes: some Sequence<UInt8>) -> UInt8 {
-        var crc: UInt8 = 0xC7
-        for byte in bytes {
-            crc ^= byte
-            for _ in 0..<8 { crc = crc & 0x80 != 0 ? (crc << 1) ^ 0x1D : crc << 1 }
-        }
-        return crc
     }
 }
 
