@@ -8,7 +8,8 @@ set -euo pipefail
 #   python3-venv  tests: a virtualenv for nfcpy (PyPI), the independent PN532 client
 #   libgps-dev    build: the CGPS system library (libgps 3.22)
 #   gpsd, gpsd-clients  tests and demo: a private gpsd reading the NMEA emulator; gpspipe
-TAGFIX_DEBIAN_PACKAGES=(libnfc-dev pkg-config libnfc-bin libnfc-examples python3-venv libgps-dev gpsd gpsd-clients)
+#   libsqlite3-dev  build: the CSQLite system library (the registry of tag placements)
+TAGFIX_DEBIAN_PACKAGES=(libnfc-dev pkg-config libnfc-bin libnfc-examples python3-venv libgps-dev gpsd gpsd-clients libsqlite3-dev)
 
 tagfix_root() { cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd; }
 

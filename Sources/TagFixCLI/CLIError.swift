@@ -1,4 +1,5 @@
 import TagFixCore
+import TagFixStore
 
 /// Exit codes, from BSD sysexits(3) where one fits. Documented in README.md.
 enum ExitCode {
@@ -29,6 +30,8 @@ enum CLIError: Error, Sendable {
     case unavailable(String)
     /// A --timeout passed before the work was done.
     case timedOut(String)
+    /// The SQLite registry could not be used.
+    case registry(RegistryStoreError)
 
     var exitCode: Int32 {
         switch self {
@@ -38,6 +41,13 @@ enum CLIError: Error, Sendable {
         case .ioError: ExitCode.ioError
         case .unavailable: ExitCode.unavailable
         case .timedOut: ExitCode.temporaryFailure
+        case .registry(let error):
+            switch error {
+            case .missing: ExitCode.noInput
+            case .readOnly, .sqlite: ExitCode.ioError
+            case .busy: ExitCode.temporaryFailure
+            case .notARegistry, .damaged, .newerSchema, .olderSchema, .conflict, .invalidEntry: ExitCode.dataError
+            }
         }
     }
 
@@ -50,6 +60,8 @@ enum CLIError: Error, Sendable {
             return "error: \(error)"
         case .ioError(let message), .unavailable(let message), .timedOut(let message):
             return "error: \(message)"
+        case .registry(let error):
+            return "error: \(error)"
         }
     }
 

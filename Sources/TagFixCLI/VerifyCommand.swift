@@ -27,7 +27,7 @@ struct VerifyCommand: Subcommand {
                 help: "With --reader: the GPS. For now a scenario file whose GPS timeline is replayed from now."),
             .init(name: "count", valueName: "N", help: "With --reader: stop after N verdicts."),
             .init(name: "timeout", valueName: "S", help: "With --reader: stop after S seconds (exit 75 if fewer than --count verdicts)."),
-            .init(name: "registry", valueName: "FILE", help: "Registry of tag placements (CSV or JSON); default: the scenario's."),
+            .init(name: "registry", valueName: "FILE", help: "Registry of tag placements (SQLite, CSV or JSON); default: the scenario's."),
             .init(name: "json", valueName: nil, help: "Print one JSON object per verdict (JSON Lines)."),
             .init(name: "realtime", valueName: nil, help: "Play the scenario on the wall clock through the live pipeline."),
             .init(name: "max-accuracy", valueName: "M", help: "Worst usable GPS accuracy in metres (95 %); default 50."),
@@ -126,7 +126,7 @@ struct VerifyCommand: Subcommand {
         var policy = scenario.policy
         overrides(&policy)
 
-        var registry = InMemoryRegistry()
+        var registry: any TagRegistry = InMemoryRegistry()
         var registryName = "no registry"
         let chosenRegistry =
             registryPath
@@ -134,12 +134,7 @@ struct VerifyCommand: Subcommand {
                 path.hasPrefix("/") ? path : ((scenarioPath as NSString).deletingLastPathComponent as NSString).appendingPathComponent(path)
             }
         if let path = chosenRegistry {
-            do {
-                registry = try RegistryFile.parse(try TextFile.read(path), maximumRadius: policy.maximumRadius)
-            } catch {
-                throw .file(error.file == nil ? error.inFile(path) : error)
-            }
-            registryName = "\(registry.count) tag\(registry.count == 1 ? "" : "s") from \(path)"
+            (registry, registryName) = try RegistrySource.open(path, maximumRadius: policy.maximumRadius)
         }
         let verifier = Verifier(policy: policy, registry: registry)
         if !json { io.out("\(scenario.name) — \(registryName)") }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A CSV reader (RFC 4180: quoted fields, doubled quotes, CRLF or LF) that keeps line numbers.
 /// Lines starting with `#` and blank lines are skipped.
 public enum CSV {
@@ -95,6 +97,17 @@ public enum CSV {
             rows.append(Row(line: rowLine, fields: fields))
         }
         return rows
+    }
+}
+
+extension CSV {
+    /// A field as the parser reads it back: quoted when it holds a comma, a quote, a line break,
+    /// or spaces at either end (which unquoted fields lose).
+    public static func quoted(_ field: String) -> String {
+        let special = field.contains { $0 == "," || $0 == "\"" || $0.isNewline }
+        guard special || field.first == " " || field.last == " " || field.first == "\t" || field.last == "\t" || field.hasPrefix("#")
+        else { return field }
+        return "\"" + field.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 }
 

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Where a tag should be: one row of the registry of tag placements.
 public struct RegistryEntry: Sendable, Hashable {
     /// The tag's identifier, as its URL names it (see `URLLocation.tagID`).
@@ -5,12 +7,34 @@ public struct RegistryEntry: Sendable, Hashable {
     public var uid: TagUID?
     public var region: CircularRegion
     public var name: String?
+    /// How the placement was recorded, when `tagfix enroll` (or an imported file) says.
+    public var enrolment: Enrolment?
+    public var notes: String?
 
-    public init(id: String, uid: TagUID?, region: CircularRegion, name: String?) {
+    public init(id: String, uid: TagUID?, region: CircularRegion, name: String?, enrolment: Enrolment? = nil, notes: String? = nil) {
         self.id = id
         self.uid = uid
         self.region = region
         self.name = name
+        self.enrolment = enrolment
+        self.notes = notes
+    }
+}
+
+/// When, by whom and how well a placement was measured.
+public struct Enrolment: Sendable, Hashable {
+    public var at: Timestamp
+    public var by: String?
+    /// The averaged position's horizontal accuracy, metres (95 %).
+    public var accuracy: Double?
+    /// How many fixes the average kept.
+    public var fixes: Int?
+
+    public init(at: Timestamp, by: String? = nil, accuracy: Double? = nil, fixes: Int? = nil) {
+        self.at = at
+        self.by = by
+        self.accuracy = accuracy
+        self.fixes = fixes
     }
 }
 
@@ -81,11 +105,12 @@ public enum RegistryConflict: Error, Sendable, Hashable, CustomStringConvertible
 
 // MARK: - CSV and JSON files
 
-/// Reads registry files: CSV with a header row, or JSON (an array of objects, or an object with a
-/// `tags` array). Columns / members: `id`, `uid` (optional), `lat`, `lon`, `radius_m`, `name`
-/// (optional). Pure: the caller reads the file and passes its text.
+/// Reads and writes registry files: CSV with a header row, or JSON (an array of objects, or an
+/// object with a `tags` array). Columns / members: `id`, `lat`, `lon`, `radius_m`, and optionally
+/// `uid`, `name`, `enrolled_at` (ISO 8601), `enrolled_by`, `accuracy_m`, `fixes`, `notes`. Pure:
+/// the caller reads the file and passes its text, or writes the text returned.
 public enum RegistryFile {
-    public enum Format: Sendable, Hashable {
+    public enum Format: String, Sendable, Hashable {
         case csv, json
 
         /// The format by content: JSON starts with `[` or `{`, anything else is CSV.
@@ -94,6 +119,13 @@ public enum RegistryFile {
             return first == UInt8(ascii: "[") || first == UInt8(ascii: "{") ? .json : .csv
         }
     }
+
+    /// Every column a file may have, in the order files are written.
+    public static let columns = [
+        "id", "uid", "lat", "lon", "radius_m", "name", "enrolled_at", "enrolled_by", "accuracy_m", "fixes", "notes",
+    ]
+
+    static let numericColumns: Set<String> = ["lat", "lon", "radius_m", "accuracy_m", "fixes"]
 
     /// Parses a registry file's text.
     /// - Throws: `DataFileError` with the line of the first problem.
@@ -127,18 +159,11 @@ public enum RegistryFile {
             guard row.fields.count == header.fields.count else {
                 throw DataFileError(line: row.line, message: "\(row.fields.count) fields, the header has \(header.fields.count)")
             }
-            func field(_ name: String) -> String? {
-                columns[name].map { row.fields[$0] }.flatMap { $0.isEmpty ? nil : $0 }
+            var fields = Fields(line: row.line)
+            for (key, index) in columns where !row.fields[index].isEmpty {
+                fields.values[key] = .text(row.fields[index])
             }
-            let entry = try makeEntry(
-                line: row.line, id: field("id"), uid: field("uid"), lat: field("lat").map(Number.text),
-                lon: field("lon").map(Number.text), radius: field("radius_m").map(Number.text), name: field("name"),
-                maximumRadius: maximumRadius)
-            do {
-                try registry.add(entry)
-            } catch {
-                throw DataFileError(line: row.line, message: error.description)
-            }
+            try add(try makeEntry(fields, maximumRadius: maximumRadius), to: &registry, line: row.line)
         }
         return registry
     }
@@ -149,6 +174,14 @@ public enum RegistryFile {
         case "longitude", "lng": "lon"
         case "radius", "r", "radius_m": "radius_m"
         default: name
+        }
+    }
+
+    private static func add(_ entry: RegistryEntry, to registry: inout InMemoryRegistry, line: Int) throws(DataFileError) {
+        do {
+            try registry.add(entry)
+        } catch {
+            throw DataFileError(line: line, message: error.description)
         }
     }
 
@@ -172,35 +205,49 @@ public enum RegistryFile {
             guard let members = item.members else {
                 throw DataFileError(line: item.line, message: "expected a tag object, found \(item.kindName)")
             }
-            for member in members where !["id", "uid", "lat", "lon", "radius_m", "name"].contains(member.key) {
-                throw DataFileError(
-                    line: member.value.line, message: "unknown member \"\(member.key)\" (expected id, uid, lat, lon, radius_m, name)")
-            }
-            func string(_ key: String) throws(DataFileError) -> String? {
-                guard let value = item[key], !value.isNull else { return nil }
-                guard let text = value.string else {
-                    throw DataFileError(line: value.line, message: "\"\(key)\" must be a string, found \(value.kindName)")
+            var fields = Fields(line: item.line)
+            for member in members {
+                guard columns.contains(member.key) else {
+                    throw DataFileError(
+                        line: member.value.line,
+                        message: "unknown member \"\(member.key)\" (expected \(columns.joined(separator: ", ")))")
                 }
-                return text
-            }
-            func number(_ key: String) throws(DataFileError) -> Number? {
-                guard let value = item[key], !value.isNull else { return nil }
-                guard let number = value.double else {
-                    throw DataFileError(line: value.line, message: "\"\(key)\" must be a number, found \(value.kindName)")
+                let value = member.value
+                if value.isNull { continue }
+                if numericColumns.contains(member.key) {
+                    guard let number = value.double else {
+                        throw DataFileError(line: value.line, message: "\"\(member.key)\" must be a number, found \(value.kindName)")
+                    }
+                    fields.values[member.key] = .value(number)
+                } else {
+                    guard let text = value.string else {
+                        throw DataFileError(line: value.line, message: "\"\(member.key)\" must be a string, found \(value.kindName)")
+                    }
+                    fields.values[member.key] = .text(text)
                 }
-                return .value(number)
             }
-            let entry = try makeEntry(
-                line: item.line, id: try string("id"), uid: try string("uid"), lat: try number("lat"),
-                lon: try number("lon"), radius: try number("radius_m"), name: try string("name"),
-                maximumRadius: maximumRadius)
-            do {
-                try registry.add(entry)
-            } catch {
-                throw DataFileError(line: item.line, message: error.description)
-            }
+            try add(try makeEntry(fields, maximumRadius: maximumRadius), to: &registry, line: item.line)
         }
         return registry
+    }
+
+    /// One tag's fields as found in a row or an object.
+    struct Fields {
+        var line: Int
+        var values: [String: Number] = [:]
+
+        func string(_ key: String) throws(DataFileError) -> String? {
+            switch values[key] {
+            case nil: return nil
+            case .text(let text): return text
+            case .value:
+                throw DataFileError(line: line, message: "\"\(key)\" must be a string, found a number")
+            }
+        }
+
+        func number(_ key: String) throws(DataFileError) -> Double? {
+            try values[key]?.resolve(key, line: line)
+        }
     }
 
     enum Number {
@@ -219,17 +266,14 @@ public enum RegistryFile {
         }
     }
 
-    static func makeEntry(
-        line: Int, id: String?, uid: String?, lat: Number?, lon: Number?, radius: Number?, name: String?,
-        maximumRadius: Double
-    ) throws(DataFileError) -> RegistryEntry {
-        guard let id, !id.isEmpty else { throw DataFileError(line: line, message: "tag has no id") }
-        guard let lat else { throw DataFileError(line: line, message: "tag \"\(id)\" has no lat") }
-        guard let lon else { throw DataFileError(line: line, message: "tag \"\(id)\" has no lon") }
-        guard let radius else { throw DataFileError(line: line, message: "tag \"\(id)\" has no radius_m") }
-        let latitude = try lat.resolve("lat", line: line)
-        let longitude = try lon.resolve("lon", line: line)
-        let radiusMetres = try radius.resolve("radius_m", line: line)
+    static func makeEntry(_ fields: Fields, maximumRadius: Double) throws(DataFileError) -> RegistryEntry {
+        let line = fields.line
+        guard let id = try fields.string("id"), !id.isEmpty else { throw DataFileError(line: line, message: "tag has no id") }
+        guard let latitude = try fields.number("lat") else { throw DataFileError(line: line, message: "tag \"\(id)\" has no lat") }
+        guard let longitude = try fields.number("lon") else { throw DataFileError(line: line, message: "tag \"\(id)\" has no lon") }
+        guard let radiusMetres = try fields.number("radius_m") else {
+            throw DataFileError(line: line, message: "tag \"\(id)\" has no radius_m")
+        }
         let region: CircularRegion
         do {
             let center = try Coordinate(latitude: latitude, longitude: longitude)
@@ -242,13 +286,79 @@ public enum RegistryFile {
             throw DataFileError(line: line, message: "tag \"\(id)\": \(error)")
         }
         var tagUID: TagUID?
-        if let uid {
+        if let uid = try fields.string("uid") {
             do {
                 tagUID = try TagUID(hex: uid)
             } catch {
                 throw DataFileError(line: line, message: "tag \"\(id)\": \(error)")
             }
         }
-        return RegistryEntry(id: id, uid: tagUID, region: region, name: name)
+        var enrolment: Enrolment?
+        if let at = try fields.string("enrolled_at") {
+            guard let time = Timestamp(iso8601: at) else {
+                throw DataFileError(
+                    line: line, message: "tag \"\(id)\": enrolled_at \"\(at)\" is not an ISO 8601 time (2026-05-14T08:00:00Z)")
+            }
+            let accuracy = try fields.number("accuracy_m")
+            if let accuracy, !(accuracy >= 0 && accuracy.isFinite) {
+                throw DataFileError(line: line, message: "tag \"\(id)\": accuracy_m \(accuracy) must be zero or more")
+            }
+            let fixes = try fields.number("fixes")
+            if let fixes, !(fixes >= 0 && fixes <= 1e9 && fixes.rounded() == fixes) {
+                throw DataFileError(line: line, message: "tag \"\(id)\": fixes \(fixes) must be a whole number")
+            }
+            enrolment = Enrolment(at: time, by: try fields.string("enrolled_by"), accuracy: accuracy, fixes: fixes.map { Int($0) })
+        } else if fields.values["enrolled_by"] != nil || fields.values["accuracy_m"] != nil || fields.values["fixes"] != nil {
+            throw DataFileError(line: line, message: "tag \"\(id)\": enrolled_by, accuracy_m and fixes need enrolled_at")
+        }
+        return RegistryEntry(
+            id: id, uid: tagUID, region: region, name: try fields.string("name"), enrolment: enrolment, notes: try fields.string("notes"))
     }
+}
+
+// MARK: - Writing
+
+extension RegistryFile {
+    /// The entries as a file of `format` that `parse` reads back to the same entries.
+    public static func write(_ entries: some Sequence<RegistryEntry>, format: Format) -> String {
+        switch format {
+        case .csv:
+            var text = columns.joined(separator: ",") + "\n"
+            for entry in entries {
+                text += row(entry).map { $0.map(CSV.quoted) ?? "" }.joined(separator: ",") + "\n"
+            }
+            return text
+        case .json:
+            let objects = entries.map { entry in
+                let members = zip(columns, row(entry)).compactMap { key, value -> String? in
+                    guard let value else { return nil }
+                    let numeric = numericColumns.contains(key)
+                    return "\(JSONValue.quoted(key)): \(numeric ? value : JSONValue.quoted(value))"
+                }
+                return "  {" + members.joined(separator: ", ") + "}"
+            }
+            return "[\n" + objects.joined(separator: ",\n") + (objects.isEmpty ? "" : "\n") + "]\n"
+        }
+    }
+
+    /// The entry's fields in `columns` order; numbers in full precision.
+    private static func row(_ entry: RegistryEntry) -> [String?] {
+        [
+            entry.id, entry.uid?.hex, exactDecimal(entry.region.center.latitude), exactDecimal(entry.region.center.longitude),
+            exactDecimal(entry.region.radius), entry.name, entry.enrolment.map { $0.at.formatted(fractionDigits: 9) }, entry.enrolment?.by,
+            entry.enrolment?.accuracy.map(exactDecimal), entry.enrolment?.fixes.map(String.init), entry.notes,
+        ]
+    }
+}
+
+/// A finite number as a plain decimal (no exponent) that reads back to the same `Double`.
+func exactDecimal(_ value: Double) -> String {
+    var text = "\(value)"
+    if text.contains("e") {
+        text = String(format: "%.20f", value)
+        while text.hasSuffix("0") { text.removeLast() }
+    }
+    if text.hasSuffix(".0") { text.removeLast(2) }
+    if text.hasSuffix(".") { text.removeLast() }
+    return text
 }

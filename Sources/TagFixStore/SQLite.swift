@@ -1,0 +1,159 @@
+import CSQLite
+
+// MARK: - Every call into SQLite goes through this file.
+
+/// A SQLite result code with its name (SQLITE_BUSY → `busy`), as `Errno` does for errno.
+public struct SQLiteResultCode: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+    public let rawValue: Int32
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+
+    /// The primary code (extended codes carry it in their low byte).
+    public var primary: SQLiteResultCode { SQLiteResultCode(rawValue: rawValue & 0xFF) }
+
+    public static let ok = SQLiteResultCode(rawValue: SQLITE_OK)
+    public static let error = SQLiteResultCode(rawValue: SQLITE_ERROR)
+    public static let busy = SQLiteResultCode(rawValue: SQLITE_BUSY)
+    public static let locked = SQLiteResultCode(rawValue: SQLITE_LOCKED)
+    public static let readOnly = SQLiteResultCode(rawValue: SQLITE_READONLY)
+    public static let ioError = SQLiteResultCode(rawValue: SQLITE_IOERR)
+    public static let corrupt = SQLiteResultCode(rawValue: SQLITE_CORRUPT)
+    public static let cannotOpen = SQLiteResultCode(rawValue: SQLITE_CANTOPEN)
+    public static let constraint = SQLiteResultCode(rawValue: SQLITE_CONSTRAINT)
+    public static let notADatabase = SQLiteResultCode(rawValue: SQLITE_NOTADB)
+    public static let full = SQLiteResultCode(rawValue: SQLITE_FULL)
+    public static let permission = SQLiteResultCode(rawValue: SQLITE_PERM)
+
+    /// sqlite3_errstr: SQLite's English name for the code.
+    public var description: String { String(cString: sqlite3_errstr(rawValue)) }
+}
+
+/// A failed SQLite call: the code, what was being done and SQLite's message.
+public struct SQLiteError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var code: SQLiteResultCode
+    public var operation: String
+    public var message: String
+
+    public var description: String { "\(operation): \(message) (\(code))" }
+}
+
+/// One connection (sqlite3_open_v2 … sqlite3_close_v2). Not thread-safe by itself: its owner
+/// serialises every use (SQLiteRegistry holds it in a Mutex).
+final class SQLiteConnection {
+    enum Mode {
+        case readOnly, readWrite, create
+
+        var flags: Int32 {
+            switch self {
+            case .readOnly: SQLITE_OPEN_READONLY
+            case .readWrite: SQLITE_OPEN_READWRITE
+            case .create: SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE
+            }
+        }
+    }
+
+    private let handle: OpaquePointer
+    private var statements: [String: OpaquePointer] = [:]
+
+    init(path: String, mode: Mode) throws(SQLiteError) {
+        var opened: OpaquePointer?
+        // NOMUTEX: the owner serialises access; SQLite need not lock again.
+        let result = sqlite3_open_v2(path, &opened, mode.flags | SQLITE_OPEN_NOMUTEX, nil)
+        guard result == SQLITE_OK, let opened else {
+            let message = opened.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            if let opened { sqlite3_close_v2(opened) }
+            throw SQLiteError(code: SQLiteResultCode(rawValue: result), operation: "open \(path)", message: message)
+        }
+        handle = opened
+        sqlite3_extended_result_codes(handle, 1)
+    }
+
+    deinit {
+        for statement in statements.values { sqlite3_finalize(statement) }
+        sqlite3_close_v2(handle)
+    }
+
+    private func check(_ result: Int32, _ operation: @autoclosure () -> String) throws(SQLiteError) {
+        guard result == SQLITE_OK || result == SQLITE_DONE || result == SQLITE_ROW else {
+            throw SQLiteError(
+                code: SQLiteResultCode(rawValue: result), operation: operation(), message: String(cString: sqlite3_errmsg(handle)))
+        }
+    }
+
+    /// sqlite3_busy_timeout: how long a writer waits for another writer's lock. SQLite does this
+    /// waiting itself, inside the call; readers in WAL mode never wait.
+    func setBusyTimeout(milliseconds: Int32) { sqlite3_busy_timeout(handle, milliseconds) }
+
+    /// sqlite3_exec of statements without parameters or results (schema, pragmas, transactions).
+    func execute(_ sql: String) throws(SQLiteError) {
+        try check(sqlite3_exec(handle, sql, nil, nil, nil), sql)
+    }
+
+    /// Runs a prepared statement (cached by its SQL) with `parameters`, calling `row` for each
+    /// result row.
+    func query(_ sql: String, _ parameters: [SQLiteValue] = [], row: (SQLiteRow) throws(SQLiteError) -> Void = { _ in })
+        throws(SQLiteError)
+    {
+        let statement = try prepared(sql)
+        defer {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+        }
+        for (index, value) in parameters.enumerated() {
+            let position = Int32(index + 1)
+            let result: Int32
+            switch value {
+            case .null: result = sqlite3_bind_null(statement, position)
+            case .integer(let number): result = sqlite3_bind_int64(statement, position, number)
+            case .real(let number): result = sqlite3_bind_double(statement, position, number)
+            case .text(let text):
+                // utf8CString always ends in a NUL, so the buffer is never empty.
+                result = Array(text.utf8CString).withUnsafeBufferPointer { buffer in
+                    guard let base = buffer.baseAddress else { return sqlite3_bind_null(statement, position) }
+                    return csqlite_bind_text(statement, position, base, Int32(buffer.count - 1))
+                }
+            }
+            try check(result, "bind parameter \(position) of \(sql)")
+        }
+        while true {
+            let step = sqlite3_step(statement)
+            if step == SQLITE_DONE { return }
+            try check(step, sql)
+            try row(SQLiteRow(statement: statement))
+        }
+    }
+
+    /// sqlite3_changes: rows the last statement changed.
+    var changes: Int { Int(sqlite3_changes(handle)) }
+
+    private func prepared(_ sql: String) throws(SQLiteError) -> OpaquePointer {
+        if let statement = statements[sql] { return statement }
+        var statement: OpaquePointer?
+        try check(sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil), "prepare \(sql)")
+        guard let statement else { throw SQLiteError(code: .error, operation: "prepare \(sql)", message: "empty statement") }
+        statements[sql] = statement
+        return statement
+    }
+}
+
+/// A value bound to a parameter or read from a column.
+enum SQLiteValue: Hashable {
+    case null
+    case integer(Int64)
+    case real(Double)
+    case text(String)
+}
+
+/// The current row of a statement, valid only inside the row callback.
+struct SQLiteRow {
+    let statement: OpaquePointer
+
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
+    func integer(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
+    func real(_ column: Int32) -> Double { sqlite3_column_double(statement, column) }
+
+    func text(_ column: Int32) -> String? {
+        guard let bytes = sqlite3_column_text(statement, column) else { return nil }
+        let count = Int(sqlite3_column_bytes(statement, column))
+        return String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
+    }
+}

@@ -1,0 +1,52 @@
+import TagFixCore
+import Testing
+
+@Suite("Registry files written and read back (export → import)")
+struct RegistryFileWriteTests {
+    static func entries() throws -> [RegistryEntry] {
+        let region = { (lat: Double, lon: Double, r: Double, id: String) throws -> CircularRegion in
+            try CircularRegion(center: Coordinate(latitude: lat, longitude: lon), radius: r, identifier: id)
+        }
+        return [
+            RegistryEntry(
+                id: "T01", uid: try TagUID(hex: "04A224B2C56480"), region: try region(53.545_012_345_678, 9.966_000_1, 12.5, "T01"),
+                name: "Gate, \"north\"",
+                enrolment: Enrolment(at: Timestamp(nanosecondsSinceEpoch: 1_778_745_600_123_456_789), by: "ana", accuracy: 2.25, fixes: 28),
+                notes: "line one\nline two"),
+            RegistryEntry(id: "tiny", uid: nil, region: try region(0.000_01, -0.000_000_3, 0.5, "tiny"), name: nil),
+            RegistryEntry(
+                id: " spaced ", uid: nil, region: try region(-89.999_999, 179.999_999, 500, " spaced "), name: "#not a comment",
+                enrolment: Enrolment(at: Timestamp(nanosecondsSinceEpoch: 0))),
+        ]
+    }
+
+    @Test("every field survives, to the last bit of each number", arguments: [RegistryFile.Format.csv, .json])
+    func roundTrip(_ format: RegistryFile.Format) throws {
+        let original = try Self.entries()
+        let text = RegistryFile.write(original, format: format)
+        #expect(RegistryFile.Format.detect(text) == format)
+        let back = try RegistryFile.parse(text)
+        #expect(back.entries == original, "\(text)")
+    }
+
+    @Test("an empty registry writes a file that reads back empty", arguments: [RegistryFile.Format.csv, .json])
+    func empty(_ format: RegistryFile.Format) throws {
+        #expect(try RegistryFile.parse(RegistryFile.write([], format: format)).count == 0)
+    }
+
+    @Test(
+        "enrolment columns are checked",
+        arguments: [
+            ("id,lat,lon,radius_m,enrolled_at\nA,1,2,3,yesterday\n", "ISO 8601"),
+            ("id,lat,lon,radius_m,enrolled_by\nA,1,2,3,ana\n", "need enrolled_at"),
+            ("id,lat,lon,radius_m,enrolled_at,fixes\nA,1,2,3,2026-01-01T00:00:00Z,2.5\n", "whole number"),
+            ("id,lat,lon,radius_m,enrolled_at,accuracy_m\nA,1,2,3,2026-01-01T00:00:00Z,-1\n", "zero or more"),
+        ])
+    func badEnrolment(_ text: String, _ fragment: String) {
+        #expect(
+            performing: { try RegistryFile.parse(text) },
+            throws: { error in
+                (error as? DataFileError)?.message.contains(fragment) == true && (error as? DataFileError)?.line == 2
+            })
+    }
+}
