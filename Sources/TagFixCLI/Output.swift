@@ -5,18 +5,35 @@ import Synchronization
 public protocol TerminalOutput: Sendable {
     func out(_ line: String)
     func err(_ line: String)
+    /// Whether standard output is a terminal a person watches (colours, a status line, a bell).
+    var isTerminal: Bool { get }
+    /// Redraws the status line at the bottom of a terminal (no newline); "" clears it.
+    func status(_ text: String)
+}
+
+extension TerminalOutput {
+    public var isTerminal: Bool { false }
+    public func status(_ text: String) {}
 }
 
 /// The process's stdout and stderr, flushed per line so a verdict is visible the moment it is
 /// decided, also through a pipe.
 public struct StandardOutput: TerminalOutput {
-    public init() {}
+    public let isTerminal: Bool
 
-    public func out(_ line: String) { write(line, to: FileHandle.standardOutput) }
-    public func err(_ line: String) { write(line, to: FileHandle.standardError) }
+    public init() { isTerminal = isatty(STDOUT_FILENO) == 1 }
 
-    private func write(_ line: String, to handle: FileHandle) {
-        handle.write(Data((line + "\n").utf8))
+    public func out(_ line: String) { write(line + "\n", to: FileHandle.standardOutput) }
+    public func err(_ line: String) { write(line + "\n", to: FileHandle.standardError) }
+
+    public func status(_ text: String) {
+        guard isTerminal else { return }
+        // Carriage return and "erase line" (ECMA-48 EL 2): the status line is redrawn in place.
+        write("\r\u{1B}[2K" + text, to: FileHandle.standardOutput)
+    }
+
+    private func write(_ text: String, to handle: FileHandle) {
+        handle.write(Data(text.utf8))
     }
 }
 

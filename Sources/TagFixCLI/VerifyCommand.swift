@@ -29,6 +29,10 @@ struct VerifyCommand: Subcommand {
             .init(name: "timeout", valueName: "S", help: "With --reader: stop after S seconds (exit 75 if fewer than --count verdicts)."),
             .init(name: "registry", valueName: "FILE", help: "Registry of tag placements (SQLite, CSV or JSON); default: the scenario's."),
             .init(name: "json", valueName: nil, help: "Print one JSON object per verdict (JSON Lines)."),
+            .init(
+                name: "log", valueName: "FILE",
+                help: "Append each verdict to FILE (JSON Lines), on the disk before it is shown; read it with tagfix report."),
+            .init(name: "quiet", valueName: nil, help: "No terminal bell on a verdict."),
             .init(name: "realtime", valueName: nil, help: "Play the scenario on the wall clock through the live pipeline."),
             .init(name: "max-accuracy", valueName: "M", help: "Worst usable GPS accuracy in metres (95 %); default 50."),
             .init(name: "max-fix-age", valueName: "S", help: "Oldest usable fix, seconds from the scan; default 2."),
@@ -55,6 +59,8 @@ struct VerifyCommand: Subcommand {
     var registryPath: String?
     var json: Bool
     var realtime: Bool
+    var logPath: String?
+    var quiet: Bool
     var overrides: (inout VerificationPolicy) -> Void
 
     init(_ arguments: ParsedArguments) throws(CLIError) {
@@ -89,6 +95,8 @@ struct VerifyCommand: Subcommand {
         registryPath = arguments.value("registry")
         json = arguments.flag("json")
         realtime = arguments.flag("realtime")
+        logPath = arguments.value("log")
+        quiet = arguments.flag("quiet")
         let maxAccuracy = try arguments.number("max-accuracy", in: 0.1...10_000, command: name)
         let maxFixAge = try arguments.seconds("max-fix-age", in: 0...3600, command: name)
         let fixTimeout = try arguments.seconds("fix-timeout", in: 0...3600, command: name)
@@ -139,7 +147,11 @@ struct VerifyCommand: Subcommand {
         let verifier = Verifier(policy: policy, registry: registry)
         if !json { io.out("\(scenario.name) — \(registryName)") }
 
-        let printer = VerdictPrinter(json: json, io: io)
+        let log = try openLog(io)
+        defer { log?.close() }
+        let style = VerdictPrinter.Style(
+            json: json, bell: !quiet, colour: ProcessInfo.processInfo.environment["NO_COLOR"].map(\.isEmpty) ?? true)
+        let printer = VerdictPrinter(io: io, style: style, log: log)
         if let reader {
             try await live(reader: reader, scenario: scenario, verifier: verifier, printer: printer, io: io)
         } else if realtime {
@@ -151,7 +163,21 @@ struct VerifyCommand: Subcommand {
         } else {
             ScenarioReplay.run(scenario, verifier: verifier) { printer.print($0) }
         }
+        printer.finish()
+        if let failure = printer.logFailure { throw .ioError(failure.description) }
         if !json { io.out(printer.summary) }
+    }
+
+    /// The session log named by --log, opened for appending.
+    func openLog(_ io: some TerminalOutput) throws(CLIError) -> SessionLog? {
+        guard let logPath else { return nil }
+        do {
+            let log = try SessionLog(path: logPath)
+            if let note = log.repaired { io.err("note: \(note)") }
+            return log
+        } catch {
+            throw .ioError(error.description)
+        }
     }
 }
 
@@ -175,14 +201,24 @@ extension VerifyCommand {
                         signal.yield("cannot open the reader: \(error)")
                         return
                     }
-                    if case .reader(.ready(let description)) = event {
-                        printer.readerReady = true
+                    if case .reader(.ready(let description)) = event, !printer.readerReady {
                         io.err("reader: \(description)")
                     }
-                    printer.print(event)
+                    printer.print(event, now: clock.now)
+                    if printer.logFailure != nil { signal.yield("log") }
                     if case .verdict = event, let count, verdicts.increment() >= count { signal.yield(nil) }
                 }
                 return nil
+            }
+            if io.isTerminal && !json {
+                // The status line's fix age keeps counting between events.
+                group.addTask {
+                    while !Task.isCancelled {
+                        try? await clock.sleep(for: .seconds(1))
+                        printer.redraw(now: clock.now)
+                    }
+                    return ""
+                }
             }
             group.addTask {
                 for await reason in done { return reason ?? "" }
@@ -208,34 +244,4 @@ extension VerifyCommand {
             return
         }
     }
-}
-
-/// Prints verifier events as they come and keeps the tally.
-final class VerdictPrinter: Sendable {
-    let json: Bool
-    let io: any TerminalOutput
-    private let tally = Mutex(VerdictTally())
-    private let ready = Mutex(false)
-
-    /// Whether the reader has said it is ready.
-    var readerReady: Bool {
-        get { ready.withLock { $0 } }
-        set { ready.withLock { $0 = newValue } }
-    }
-
-    init(json: Bool, io: any TerminalOutput) {
-        self.json = json
-        self.io = io
-    }
-
-    func print(_ event: VerifierEvent) {
-        if case .verdict(let verdict) = event {
-            tally.withLock { $0.add(verdict) }
-            io.out(json ? VerdictFormat.json(verdict) : VerdictFormat.line(verdict))
-        } else if !json, let line = DeviceEventFormat.line(event) {
-            io.out(line)
-        }
-    }
-
-    var summary: String { tally.withLock { $0.summary } }
 }

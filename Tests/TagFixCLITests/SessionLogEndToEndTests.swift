@@ -1,0 +1,63 @@
+import Foundation
+import TagFixCore
+import TagFixDevices
+import Testing
+
+/// A scenario with many taps, each confirmed by its URL's location, so a run lasts long enough to
+/// be killed in the middle.
+private func longScenario(taps: Int) throws -> String {
+    let fixes = (0...taps + 2).map { #"{"t":\#($0),"lat":53.545,"lon":9.966,"accuracy_m":3}"# }.joined(separator: ",")
+    let reads = (1...taps).map { i in
+        #"{"t":\#(i).2,"uid":"04A224B2C5\#(String(format: "%04X", i))","url":"https://tags.example.org/t/K\#(i)?lat=53.545&lon=9.966&r=30"}"#
+    }.joined(separator: ",")
+    return try temporaryFile(
+        "long.json", #"{"name":"long","start":"2026-05-14T08:00:00Z","gps":{"fixes":[\#(fixes)]},"taps":[\#(reads)]}"#)
+}
+
+@Suite("verify --log survives kill -9", .timeLimit(.minutes(2)))
+struct SessionLogEndToEndTests {
+    static let binary = packageRoot + "/.build/debug/tagfix"
+
+    @Test(
+        "every verdict shown before SIGKILL is in the log, and the log reads back",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: binary), "needs the built tagfix"),
+        arguments: [1, 40, 400])
+    func killNine(after shown: Int) throws {
+        let scenario = try longScenario(taps: 3000)
+        let log = (scenario as NSString).deletingLastPathComponent + "/session.jsonl"
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: Self.binary)
+        process.arguments = ["verify", "--scenario", scenario, "--json", "--log", log]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+
+        var seen: [String] = []
+        var buffer = Data()
+        while seen.count < shown {
+            let chunk = pipe.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            buffer += chunk
+            while let newline = buffer.firstIndex(of: 0x0A) {
+                seen.append(String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self))
+                buffer = Data(buffer[(newline + 1)...])
+            }
+        }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        #expect(process.terminationReason == .uncaughtSignal || process.terminationStatus == 0)
+
+        let contents = try SessionLog.read(path: log)
+        let logged = contents.records.map { $0.value }
+        #expect(logged.count >= seen.count, "a shown verdict is missing from the log")
+        for (index, line) in seen.enumerated() where index < logged.count {
+            #expect(try JSONValue.parse(line) == logged[index], "line \(index + 1) differs")
+        }
+        #expect(logged.allSatisfy { $0["verdict"]?.string == "confirmed" })
+        if shown < 50 {
+            // Unread output fills the pipe (64 KiB, under 100 verdicts), so the run was cut short.
+            #expect(logged.count < 3000, "the run finished before it was killed: the test proved nothing")
+        }
+    }
+}
