@@ -92,6 +92,9 @@ public final class EmulatedType2Tag: EmulatedTag, @unchecked Sendable {
     private func write(page: Int, _ data: [UInt8]) -> TagAnswer {
         // Pages 0–1 (UID) are read-only; page 2 only lock bytes; page 3 (CC) is OTP.
         guard page >= 2, page < pageCount else { return .nak(0x0) }
+        // Locked pages refuse writes, as the chip does (static lock bits; NTAG21x dynamic ones).
+        let dynamic = Type2Locks.DynamicLock.forChip(Type2Identification.identify(getVersion: version).type)
+        if page >= 3, Type2Locks(memory: pages, dynamic: dynamic).isLocked(page: page) { return .nak(0x0) }
         switch page {
         case 2:
             pages[10] |= data[2]
