@@ -9,7 +9,7 @@ public enum TagFixCommandLine {
     static var subcommands: [any Subcommand.Type] {
         [
             VerifyCommand.self, ScanCommand.self, FixCommand.self, DevicesCommand.self, InspectCommand.self,
-            EmulateCommand.self, RegistryCommand.self,
+            EnrollCommand.self, EmulateCommand.self, RegistryCommand.self,
         ]
     }
 

@@ -1,0 +1,310 @@
+import Foundation
+import Synchronization
+import TagFixCore
+import TagFixDevices
+import TagFixGPSD
+import TagFixNDEF
+import TagFixNFC
+import TagFixStore
+import TagFixTesting
+
+/// The GPS a command reads: gpsd (`gpsd://HOST:PORT[/DEVICE]`), or a scenario file whose GPS
+/// timeline is replayed from now (mock GPS).
+enum GPSOption {
+    static func source(_ text: String, clock: WallClock, command: String) throws(CLIError) -> any FixSource {
+        if text.hasPrefix("gpsd://") {
+            do {
+                return GPSDFixSource(endpoint: try GPSDEndpoint(text), clock: clock)
+            } catch {
+                throw .usage(error.description, command: command)
+            }
+        }
+        let scenario: Scenario
+        do {
+            scenario = try ScenarioLoader.load(path: text)
+        } catch {
+            throw .file(error)
+        }
+        return scenario.devices(clock: clock, origin: clock.now).gps
+    }
+}
+
+/// `tagfix enroll`: record where a tag is, by standing at its spot: average the GPS, read (and
+/// optionally write) the tag, and store the placement in the SQLite registry.
+struct EnrollCommand: Subcommand {
+    static let spec = CommandSpec(
+        name: "enroll",
+        abstract: "Enrol a tag at its spot: average GPS fixes, read or write the tag, record its placement.",
+        discussion: """
+            Stand at the tag's spot with the GPS. enroll averages fixes for --average seconds \
+            (weighted by accuracy, outliers dropped) and refuses, saying why, when the result is \
+            worse than --max-accuracy. Then it waits for the tag on the reader. With --write-url it \
+            writes the tag's NDEF URL from a template ({id}, {lat}, {lon}, {r}) to a Type 2 tag — \
+            the NDEF length is set to 0 first and to the real length last, so a tag pulled away \
+            early is empty, never half-written — and reads it back to compare. Read-only and \
+            locked tags are refused. The placement (id, UID, name, centre, radius, when, by whom, \
+            accuracy, fixes, notes) goes into the registry; an existing id needs --replace.
+            """,
+        options: [
+            .init(name: "id", valueName: "ID", help: "The tag's id (as its URL names it)."),
+            .init(name: "reader", valueName: "CONNSTRING", help: "The reader (libnfc connstring), e.g. pn532_uart:/dev/ttyUSB0."),
+            .init(
+                name: "gps", valueName: "SOURCE", help: "gpsd://HOST:PORT, or a scenario file (mock GPS); default gpsd://localhost:2947."),
+            .init(name: "registry", valueName: "FILE", help: "The SQLite registry (created if missing); default: $TAGFIX_REGISTRY."),
+            .init(name: "name", valueName: "TEXT", help: "A name for the placement, e.g. \"Pump house door\"."),
+            .init(name: "radius", valueName: "M", help: "The expected region's radius in metres; default 25, at most 500."),
+            .init(
+                name: "write-url", valueName: "TEMPLATE",
+                help: "Write this URL to the tag, e.g. https://t.example/t/{id}?lat={lat}&lon={lon}&r={r}."),
+            .init(name: "average", valueName: "S", help: "Seconds of GPS to average; default 30."),
+            .init(name: "max-accuracy", valueName: "M", help: "Worst averaged accuracy (95 %) to accept, metres; default 10."),
+            .init(name: "min-fixes", valueName: "N", help: "Fewest usable fixes; default 5."),
+            .init(name: "by", valueName: "NAME", help: "Who enrols; default $USER."),
+            .init(name: "notes", valueName: "TEXT", help: "Free notes kept with the placement."),
+            .init(name: "replace", valueName: nil, help: "Replace the registry entry if the id exists."),
+            .init(name: "timeout", valueName: "S", help: "How long to wait for the tag, seconds; default 120."),
+            .init(name: "allow-simulated", valueName: nil, help: "Average simulated fixes too (gpsd status 8)."),
+            .init(name: "json", valueName: nil, help: "Print the result as one JSON object."),
+        ],
+        examples: [
+            "tagfix enroll --id T01 --name \"Main gate\" --reader pn532_uart:/dev/ttyUSB0 --registry site.sqlite",
+            "tagfix enroll --id T02 --radius 15 --write-url 'https://tags.example.org/t/{id}' --reader pn532_uart:/dev/ttyUSB0 --registry site.sqlite",
+            "tagfix enroll --id T03 --write-url 'https://t.example/{id}?lat={lat}&lon={lon}&r={r}' --average 60 --reader pn533_usb --registry site.sqlite",
+        ])
+
+    var id: String
+    var reader: String
+    var gps: String
+    var registryPath: String
+    var name: String?
+    var radius: Double
+    var template: String?
+    var average: Duration
+    var averager = PositionAverager()
+    var by: String?
+    var notes: String?
+    var replace: Bool
+    var timeout: Duration
+    var json: Bool
+
+    init(_ arguments: ParsedArguments) throws(CLIError) {
+        let command = Self.spec.name
+        guard let id = arguments.value("id"), !id.isEmpty else { throw .usage("enroll needs --id ID", command: command) }
+        guard id.allSatisfy({ $0.isLetter || $0.isNumber || "-_.~".contains($0) }) else {
+            throw .usage("--id \"\(id)\": use letters, digits, - _ . ~ (it goes into URLs)", command: command)
+        }
+        self.id = id
+        guard let reader = arguments.value("reader") else {
+            throw .usage("enroll needs --reader CONNSTRING (e.g. pn532_uart:/dev/ttyUSB0)", command: command)
+        }
+        guard reader.contains(":") || ["pn533_usb", "acr122_usb", "acr122_pcsc"].contains(reader) else {
+            throw .usage("\"\(reader)\" is not a libnfc connstring (DRIVER:PORT, e.g. pn532_uart:/dev/ttyUSB0)", command: command)
+        }
+        self.reader = reader
+        gps = arguments.value("gps") ?? "gpsd://localhost:2947"
+        registryPath = try RegistrySource.storePath(arguments, command: command)
+        name = arguments.value("name")
+        radius = try arguments.number("radius", in: 0.5...CircularRegion.defaultMaximumRadius, command: command) ?? 25
+        template = arguments.value("write-url")
+        average = try arguments.seconds("average", in: 1...3600, command: command) ?? .seconds(30)
+        averager.maximumAccuracy = try arguments.number("max-accuracy", in: 0.1...1000, command: command) ?? 10
+        averager.minimumFixes = Int(try arguments.number("min-fixes", in: 1...100_000, command: command) ?? 5)
+        averager.allowSimulated = arguments.flag("allow-simulated")
+        by = arguments.value("by") ?? ProcessInfo.processInfo.environment["USER"]
+        notes = arguments.value("notes")
+        replace = arguments.flag("replace")
+        timeout = try arguments.seconds("timeout", in: 0.1...86_400, command: command) ?? .seconds(120)
+        json = arguments.flag("json")
+        if let template {
+            // Try the template now, at a placeholder position: a bad one fails before any waiting.
+            _ = try Self.render(
+                template, id: id, at: Coordinate(validLatitude: 0, longitude: 0), radius: radius, command: command)
+        }
+    }
+
+    // MARK: - The URL template
+
+    /// The template with `{id}`, `{lat}`, `{lon}`, `{r}` filled in, checked to be a URL whose
+    /// location (if it carries one) decodes back to this placement.
+    static func render(_ template: String, id: String, at position: Coordinate, radius: Double, command: String) throws(CLIError) -> String
+    {
+        let known = ["{id}", "{lat}", "{lon}", "{r}"]
+        var rest = template
+        for key in known { rest = rest.replacingOccurrences(of: key, with: "") }
+        if let brace = rest.firstIndex(where: { $0 == "{" || $0 == "}" }) {
+            throw .usage(
+                "--write-url: unknown placeholder near \"\(rest[brace...].prefix(12))\" (known: \(known.joined(separator: " ")))",
+                command: command)
+        }
+        let url = template.replacingOccurrences(of: "{id}", with: id)
+            .replacingOccurrences(of: "{lat}", with: Coordinate.format(position.latitude, 7))
+            .replacingOccurrences(of: "{lon}", with: Coordinate.format(position.longitude, 7))
+            .replacingOccurrences(of: "{r}", with: Coordinate.format(radius, 1))
+        guard let parsed = URLComponents(string: url), parsed.scheme != nil else {
+            throw .usage("--write-url: \"\(url)\" is not a URL", command: command)
+        }
+        guard let location = try? URLLocation(url: url, defaultRadius: radius) else {
+            throw .usage("--write-url: \"\(url)\" carries a location tagfix cannot read back: check the template", command: command)
+        }
+        if template.contains("{id}"), location.tagID != id {
+            throw .usage(
+                "--write-url: tagfix reads the tag id \"\(location.tagID ?? "none")\" from \"\(url)\", not \"\(id)\": put {id} in the last path segment or in ?id=",
+                command: command)
+        }
+        if let region = location.region, template.contains("{lat}") {
+            let off = Geodesic.distance(from: region.center, to: position)
+            guard off < 0.05, abs(region.radius - radius) < 0.05 else {
+                throw .usage(
+                    "--write-url: \"\(url)\" decodes to another place (\(Coordinate.format(off, 2)) m off): check the template",
+                    command: command)
+            }
+        }
+        return url
+    }
+
+    // MARK: - Running
+
+    func run(_ io: some TerminalOutput) async throws(CLIError) {
+        let clock = WallClock()
+        let command = Self.spec.name
+        let store: SQLiteRegistry
+        do {
+            store = try SQLiteRegistry(path: registryPath, mode: .create)
+        } catch {
+            throw .registry(error)
+        }
+        let existing: RegistryEntry?
+        do {
+            existing = try store.entry(forID: id)
+        } catch {
+            throw .unavailable(error.description)
+        }
+        if !replace, existing != nil {
+            throw .usage("tag \"\(id)\" is already enrolled in \(registryPath): pass --replace to enrol it again", command: command)
+        }
+        let fixSource = try GPSOption.source(gps, clock: clock, command: command)
+
+        // 1. The position.
+        io.err(
+            "averaging GPS fixes for \(Coordinate.format(average.seconds, 0)) s from \(fixSource.sourceID): stand still at the tag's spot…")
+        let fixes = await Self.collect(fixSource, for: average, clock: clock)
+        let position: PositionAverager.Result
+        switch averager.average(fixes) {
+        case .success(let result): position = result
+        case .failure(let refusal): throw .timedOut("enrolment refused: \(refusal)")
+        }
+        io.err(
+            "averaged \(position.kept) fixes\(position.rejected > 0 ? " (\(position.rejected) dropped as outliers)" : "") over \(Coordinate.format(position.span.seconds, 0)) s: \(position.coordinate) ±\(Coordinate.format(position.accuracy, 1)) m"
+        )
+        guard radius >= position.accuracy else {
+            throw .usage(
+                "--radius \(Coordinate.format(radius, 1)) m is smaller than the position's accuracy ±\(Coordinate.format(position.accuracy, 1)) m: verification could rarely confirm; choose a larger radius",
+                command: command)
+        }
+
+        // 2. The tag.
+        let url = try template.map { t throws(CLIError) in
+            try Self.render(t, id: id, at: position.coordinate, radius: radius, command: command)
+        }
+        let message = url.map { NDEFMessage(records: [NDEFRecord.uri($0)]).encoded() }
+        io.err(url.map { "tap the tag to write \($0)…" } ?? "tap the tag on the reader…")
+        let (scan, written) = try await tag(writing: message, clock: clock, io: io)
+        if url == nil, let tagURL = scan.url, let found = (try? URLLocation(url: tagURL, defaultRadius: radius))?.tagID, found != id {
+            throw .usage(
+                "the tag's URL \(tagURL) names tag \"\(found)\", not \"\(id)\": enrol it as --id \(found), or rewrite it with --write-url",
+                command: command)
+        }
+
+        // 3. The placement.
+        let region: CircularRegion
+        do {
+            region = try CircularRegion(center: position.coordinate, radius: radius, identifier: id)
+        } catch {
+            throw .usage("\(error)", command: command)
+        }
+        let entry = RegistryEntry(
+            id: id, uid: scan.uid, region: region, name: name,
+            enrolment: Enrolment(at: clock.now, by: by, accuracy: position.accuracy, fixes: position.kept), notes: notes)
+        do {
+            try store.add(entry, replace: replace)
+        } catch {
+            throw .registry(error)
+        }
+        if json {
+            var object = JSONObjectWriter()
+            object.add("id", id)
+            object.add("uid", scan.uid.hex)
+            object.add("tag_type", scan.tagType.rawValue)
+            object.add("lat", position.coordinate.latitude, digits: 9)
+            object.add("lon", position.coordinate.longitude, digits: 9)
+            object.add("radius_m", radius)
+            object.add("accuracy_m", position.accuracy)
+            object.add("fixes", position.kept)
+            object.add("rejected", position.rejected)
+            object.add("url", scan.url)
+            object.add("written", written != nil)
+            object.add("pages_written", written?.pagesWritten)
+            object.add("registry", registryPath)
+            io.out(object.text)
+        } else {
+            if let written {
+                io.out("wrote \(scan.url ?? "") to \(written.chipName) \(scan.uid.hex) (\(written.pagesWritten) pages), read back: same")
+            }
+            io.out(
+                "enrolled \(id)\(name.map { " (\($0))" } ?? "") = \(scan.uid.hex) at \(position.coordinate), radius \(Coordinate.format(radius, 1)) m, ±\(Coordinate.format(position.accuracy, 1)) m from \(position.kept) fixes → \(registryPath)"
+            )
+        }
+    }
+
+    /// The fixes a source delivers during `window`, measured on `clock`.
+    static func collect<C: Clock>(_ source: any FixSource, for window: Duration, clock: C) async -> [Fix] where C.Duration == Duration {
+        let collected = CollectedFixes()
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for await event in source.events() {
+                    if case .fix(let fix) = event { collected.fixes.withLock { $0.append(fix) } }
+                }
+            }
+            group.addTask { try? await clock.sleep(for: window) }
+            await group.next()
+            group.cancelAll()
+        }
+        return collected.fixes.withLock { $0 }
+    }
+
+    /// Waits for the tag, writes it when asked, reads it back.
+    private func tag(writing message: [UInt8]?, clock: WallClock, io: some TerminalOutput) async throws(CLIError) -> (TagScan, NDEFWrite?) {
+        let session = LibNFCTagSession(connstring: reader, clock: clock)
+        let (timeout, reader) = (self.timeout, self.reader)
+        let outcome: Result<(TagScan, NDEFWrite?), CLIError> = await withTaskGroup(of: Result<(TagScan, NDEFWrite?), CLIError>?.self) {
+            group in
+            group.addTask {
+                for await event in session.run(writing: message) {
+                    switch event {
+                    case .ready(let description): io.err("reader: \(description)")
+                    case .done(let scan, let written): return .success((scan, written))
+                    case .writeFailed(let uid, let error): return .failure(.unavailable("cannot write tag \(uid.hex): \(error)"))
+                    case .readFailed(let error): return .failure(.unavailable("cannot read the tag: \(error)"))
+                    case .unavailable(let error): return .failure(.unavailable("cannot open the reader \(reader): \(error)"))
+                    }
+                }
+                return nil
+            }
+            group.addTask {
+                try? await clock.sleep(for: timeout)
+                return Task.isCancelled
+                    ? nil : .failure(.timedOut("no tag within \(Coordinate.format(timeout.seconds, 0)) s: nothing was enrolled"))
+            }
+            var first: Result<(TagScan, NDEFWrite?), CLIError>?
+            while first == nil, let next = await group.next() { first = next }
+            group.cancelAll()
+            return first ?? .failure(.unavailable("the reader stopped"))
+        }
+        return try outcome.get()
+    }
+}
+
+/// Fixes gathered by one task while another waits.
+private final class CollectedFixes: Sendable {
+    let fixes = Mutex<[Fix]>([])
+}

@@ -1,0 +1,152 @@
+import Foundation
+import TagFixCore
+import TagFixDevices
+import TagFixEmulators
+import TagFixGPSD
+import TagFixNDEF
+import TagFixStore
+import Testing
+
+@testable import TagFixCLI
+
+private let gpsdInstalled = PrivateGPSD.installedPath != nil
+
+/// A receiver standing at `spot`, a private gpsd reading it, and its gpsd:// URL once it has a fix.
+private func receiver(at spot: Coordinate) async throws -> (NMEAEmulator, PrivateGPSD, String) {
+    let receiver = try NMEAEmulator(source: .at(spot, noise: 0.8, seed: 5), rate: 5)
+    let gpsd = try PrivateGPSD(device: receiver.path)
+    receiver.start()
+    var probe = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: WallClock()).events().makeAsyncIterator()
+    while let event = await probe.next() {
+        if case .fix(let fix) = event, fix.hasPosition { break }
+    }
+    return (receiver, gpsd, "gpsd://127.0.0.1:\(gpsd.port)")
+}
+
+private func store() throws -> String {
+    (try temporaryFile("x", "") as NSString).deletingLastPathComponent + "/site.sqlite"
+}
+
+@Suite("tagfix enroll, end to end: PN532 emulator + libnfc, NMEA emulator + gpsd, SQLite", .timeLimit(.minutes(3)))
+struct EnrollEndToEndTests {
+    static let template = "https://tags.example.org/t/{id}?lat={lat}&lon={lon}&r={r}"
+
+    @Test(
+        "enrol with --write-url: the tag is written and read back, the placement recorded, and verify confirms it",
+        .enabled(if: gpsdInstalled, "gpsd is not installed"))
+    func enrolWriteVerify() async throws {
+        let spot = Coordinate(validLatitude: 53.5461, longitude: 9.9702)
+        let (nmea, gpsd, gps) = try await receiver(at: spot)
+        defer {
+            nmea.stop()
+            gpsd.stop()
+        }
+        let tag = try EmulatedType2Tag.ntag(213, message: NDEFMessage(records: [.uri("https://old.example/x")]).encoded())
+        let reader = try PN532Emulator(tags: [tag])
+        defer { reader.stop() }
+        let registry = try store()
+
+        let result = await run([
+            "enroll", "--id", "W5", "--name", "Warehouse door", "--radius", "20", "--reader", "pn532_uart:\(reader.path)", "--gps", gps,
+            "--registry", registry, "--average", "3", "--max-accuracy", "15", "--write-url", Self.template, "--by", "ci", "--json",
+        ])
+        #expect(result.code == 0, "\(result.err)")
+        let report = try JSONValue.parse(try #require(result.out.first))
+        #expect(report["written"]?.bool == true)
+        #expect((report["fixes"]?.double ?? 0) >= 5)
+
+        // The tag holds the URL with the averaged position.
+        let contents = try Type2Memory.read(tag.pages)
+        let bytes = try #require(contents.ndefMessage)
+        let url = try #require(try NDEFMessage(bytes: bytes).firstURL)
+        #expect(url.hasPrefix("https://tags.example.org/t/W5?lat=53.546"))
+        #expect(report["url"]?.string == url)
+
+        // The registry holds the placement, near the receiver, with its enrolment.
+        let entry = try #require(try SQLiteRegistry(path: registry, mode: .readOnly).entry(forID: "W5"))
+        #expect(entry.uid?.hex == "04112233445566")
+        #expect(entry.name == "Warehouse door")
+        #expect(entry.region.radius == 20)
+        #expect(Geodesic.distance(from: entry.region.center, to: spot) < 3)
+        #expect(entry.enrolment?.by == "ci")
+        // gpsd reports eph 11.4 m for the emulator's fixes; 3 s of them count as one independent fix.
+        #expect((entry.enrolment?.accuracy ?? 99) <= 11.5)
+
+        // And the tag verifies against it.
+        let verified = await run([
+            "verify", "--reader", "pn532_uart:\(reader.path)", "--gps", gps, "--registry", registry, "--json", "--count", "1",
+            "--timeout", "60", "--fix-timeout", "30",
+        ])
+        #expect(verified.code == 0, "\(verified.err)")
+        let verdict = try JSONValue.parse(try #require(verified.out.first))
+        #expect(verdict["verdict"]?.string == "confirmed", "\(verdict)")
+        #expect(verdict["region"]?["source"]?.string == "registry")
+        #expect(verdict["tag_id"]?.string == "W5")
+
+        // Enrolling the same id again needs --replace.
+        let again = await run([
+            "enroll", "--id", "W5", "--reader", "pn532_uart:\(reader.path)", "--gps", gps, "--registry", registry, "--average", "1",
+            "--max-accuracy", "15",
+        ])
+        #expect(again.code == 64)
+        #expect(again.err.joined().contains("--replace"))
+    }
+
+    @Test("a read-only tag is refused, and nothing is recorded", .enabled(if: gpsdInstalled, "gpsd is not installed"))
+    func readOnlyTag() async throws {
+        let (nmea, gpsd, gps) = try await receiver(at: Coordinate(validLatitude: 48.1, longitude: 11.5))
+        defer {
+            nmea.stop()
+            gpsd.stop()
+        }
+        let base = try EmulatedType2Tag.ntag(213, message: NDEFMessage(records: [.uri("https://old.example/x")]).encoded())
+        var pages = base.pages
+        pages[15] = 0x0F  // CC: no write access
+        let tag = EmulatedType2Tag(
+            uid: base.uid, pages: pages, getVersion: [0x00, 0x04, 0x04, 0x02, 0x01, 0x00, 0x0F, 0x03], signature: nil)
+        let reader = try PN532Emulator(tags: [tag])
+        defer { reader.stop() }
+        let registry = try store()
+        let result = await run([
+            "enroll", "--id", "RO1", "--reader", "pn532_uart:\(reader.path)", "--gps", gps, "--registry", registry, "--average", "2",
+            "--max-accuracy", "15", "--write-url", Self.template,
+        ])
+        #expect(result.code == 69)
+        #expect(result.err.joined().contains("read-only"), "\(result.err)")
+        #expect(tag.pages == pages, "the tag is untouched")
+        #expect(try SQLiteRegistry(path: registry, mode: .readOnly).count() == 0)
+    }
+
+    @Test("poor GPS is refused with the reason, before the tag is touched")
+    func poorGPS() async throws {
+        let fixes = (0...40).map { #"{"t":\#(Double($0) * 0.25),"lat":53.545,"lon":9.966,"accuracy_m":45}"# }.joined(separator: ",")
+        let scenario = try temporaryFile("poor.json", #"{"name":"poor","start":"2026-05-14T08:00:00Z","gps":{"fixes":[\#(fixes)]}}"#)
+        let result = await run([
+            "enroll", "--id", "P1", "--reader", "pn532_uart:/nonexistent", "--gps", scenario, "--registry", try store(), "--average", "2",
+        ])
+        #expect(result.code == 75)
+        #expect(result.err.joined().contains("enrolment refused"), "\(result.err)")
+        #expect(result.err.joined().contains("--max-accuracy"))
+    }
+
+    @Test(
+        "URL templates are checked before anything waits",
+        arguments: [
+            ("https://t.example/t/{id}?lat={lat}&lon={lon}&r={r}", nil),
+            ("https://t.example/t/{id}", nil),
+            ("https://t.example/{tag}", "unknown placeholder"),
+            ("not a url {id}", "not a URL"),
+            ("https://t.example/{id}/info", "tag id"),
+            ("https://t.example/t/{id}?lat={lon}&lon={lat}&r={r}", "another place"),
+        ] as [(String, String?)])
+    func templates(_ template: String, _ problem: String?) throws {
+        let spot = Coordinate(validLatitude: 53.5, longitude: 9.9)
+        do {
+            let url = try EnrollCommand.render(template, id: "T7", at: spot, radius: 20, command: "enroll")
+            #expect(problem == nil, "\(url) was accepted")
+            #expect(url.contains("T7"))
+        } catch {
+            #expect(problem.map { error.message.contains($0) } == true, "\(error.message)")
+        }
+    }
+}
