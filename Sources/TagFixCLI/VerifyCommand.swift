@@ -20,6 +20,9 @@ struct VerifyCommand: Subcommand {
             docs/scenarios.md.
             """,
         options: [
+            .init(
+                name: "demo", valueName: nil,
+                help: "Walk the built-in example site through the emulators (PN532 + libnfc, NMEA + gpsd, or a mock GPS)."),
             .init(name: "scenario", valueName: "FILE", help: "Run a scenario file on mock devices."),
             .init(name: "reader", valueName: "CONNSTRING", help: "Read tags with a real reader (libnfc connstring)."),
             .init(
@@ -44,12 +47,15 @@ struct VerifyCommand: Subcommand {
             .init(name: "disallow", valueName: "TAG", help: "Turn confirmation off for a tag id or UID.", repeatable: true),
         ],
         examples: [
+            "tagfix verify --demo",
+            "tagfix verify --reader pn532_uart:/dev/ttyUSB0 --gps gpsd://localhost:2947 --registry site.sqlite --log today.jsonl",
             "tagfix verify --scenario Examples/site/scenario.json",
             "tagfix verify --scenario Examples/site/scenario.json --json | jq .verdict",
             "tagfix verify --scenario walk.json --registry site.csv --max-accuracy 20",
             "tagfix verify --reader pn532_uart:/dev/ttyUSB0 --gps walk.json --registry site.csv",
         ])
 
+    var demo: Bool
     var scenarioPath: String
     /// With --reader: live fixes from gpsd instead of a scenario's GPS.
     var gpsd: GPSDEndpoint?
@@ -66,7 +72,13 @@ struct VerifyCommand: Subcommand {
     init(_ arguments: ParsedArguments) throws(CLIError) {
         let name = Self.spec.name
         reader = arguments.value("reader")
-        if let reader {
+        demo = arguments.flag("demo")
+        if demo {
+            for other in ["reader", "scenario", "gps", "registry"] where arguments.value(other) != nil {
+                throw .usage("--demo brings its own devices and site: drop --\(other)", command: name)
+            }
+            scenarioPath = ""
+        } else if let reader {
             guard let gps = arguments.value("gps") else {
                 throw .usage("verify --reader needs --gps SOURCE (a scenario file until the gpsd backend arrives)", command: name)
             }
@@ -86,7 +98,7 @@ struct VerifyCommand: Subcommand {
             }
         } else {
             guard let scenario = arguments.value("scenario") else {
-                throw .usage("verify needs --scenario FILE (mock devices) or --reader CONNSTRING --gps SOURCE", command: name)
+                throw .usage("verify needs --reader CONNSTRING --gps SOURCE, --scenario FILE (mock devices) or --demo", command: name)
             }
             scenarioPath = scenario
         }
@@ -121,6 +133,7 @@ struct VerifyCommand: Subcommand {
     }
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
+        if demo { return try await runDemo(io) }
         let scenario: Scenario
         if gpsd != nil {
             scenario = Scenario(name: "live", start: WallClock().now, gps: [], reader: [])
@@ -163,6 +176,19 @@ struct VerifyCommand: Subcommand {
         } else {
             ScenarioReplay.run(scenario, verifier: verifier) { printer.print($0) }
         }
+        printer.finish()
+        if let failure = printer.logFailure { throw .ioError(failure.description) }
+        if !json { io.out(printer.summary) }
+    }
+
+    func runDemo(_ io: some TerminalOutput) async throws(CLIError) {
+        let log = try openLog(io)
+        defer { log?.close() }
+        let style = VerdictPrinter.Style(
+            json: json, bell: !quiet, colour: ProcessInfo.processInfo.environment["NO_COLOR"].map(\.isEmpty) ?? true)
+        let printer = VerdictPrinter(io: io, style: style, log: log)
+        if !json { io.out("Harbour Works example site (built in) — \(ExampleSite.registry().count) tags, \(ExampleSite.stops.count) taps") }
+        try await DemoRun(printer: printer, io: io, json: json).run()
         printer.finish()
         if let failure = printer.logFailure { throw .ioError(failure.description) }
         if !json { io.out(printer.summary) }

@@ -30,6 +30,8 @@ public final class NMEAEmulator: Sendable {
         var garbage = 0
         var timeOffset: Duration = .zero
         var epochs = 0
+        /// Where the receiver stands now, when moved there by `move(to:)`.
+        var position: Coordinate?
     }
 
     public let path: String
@@ -58,6 +60,8 @@ public final class NMEAEmulator: Sendable {
     public func setSilent(_ silent: Bool) { state.withLock { $0.silent = silent } }
     /// The next `lines` lines are garbage (bad checksums, cut sentences, noise).
     public func sendGarbage(lines: Int = 3) { state.withLock { $0.garbage += lines } }
+    /// The receiver is carried to `position` (a fixed point or a route is left for it).
+    public func move(to position: Coordinate) { state.withLock { $0.position = position } }
     /// The receiver's clock jumps.
     public func jumpTime(by offset: Duration) { state.withLock { $0.timeOffset += offset } }
     /// Epochs written so far.
@@ -117,6 +121,7 @@ public final class NMEAEmulator: Sendable {
                 walkStart = started
                 origin = path.position(at: Date().timeIntervalSince(started) * speed)
             }
+            if let moved = snapshot.position { origin = moved }
             if let origin {
                 let now = Timestamp(secondsSinceEpoch: Date().timeIntervalSince1970)!.advanced(by: snapshot.timeOffset)
                 let sigma = snapshot.sigma ?? sigmaDefault
