@@ -27,6 +27,7 @@ let package = Package(
         .library(name: "TagFixNFC", targets: ["TagFixNFC"]),
         .library(name: "TagFixGPSD", targets: ["TagFixGPSD"]),
         .library(name: "TagFixStore", targets: ["TagFixStore"]),
+        .library(name: "TagFixReport", targets: ["TagFixReport"]),
         .executable(name: "tagfix", targets: ["tagfix"]),
     ],
     targets: [
@@ -40,9 +41,10 @@ let package = Package(
         .target(name: "TagFixGPSD", dependencies: ["CGPS", "TagFixCore", "TagFixDevices"]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "TagFixStore", dependencies: ["CSQLite", "TagFixCore"]),
+        .target(name: "TagFixReport", dependencies: ["TagFixCore"]),
         .target(name: "TagFixEmulators", dependencies: ["TagFixCore", "TagFixNDEF", "CPTY"]),
         .target(name: "TagFixTesting", dependencies: ["TagFixCore", "TagFixDevices"]),
-        .target(name: "TagFixCLI", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore"]),
+        .target(name: "TagFixCLI", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore", "TagFixReport"]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
         .executableTarget(name: "TagFixBench", dependencies: ["TagFixCore"], path: "Benchmarks/TagFixBench"),
 
@@ -54,8 +56,9 @@ let package = Package(
         .testTarget(name: "TagFixDevicesTests", dependencies: ["TagFixDevices", "TagFixTesting"]),
         .testTarget(name: "TagFixTestingTests", dependencies: ["TagFixTesting"]),
         .testTarget(name: "TagFixStoreTests", dependencies: ["TagFixStore", "TagFixCore"]),
+        .testTarget(name: "TagFixReportTests", dependencies: ["TagFixReport", "TagFixCore"]),
         .testTarget(
-            name: "TagFixCLITests", dependencies: ["TagFixCLI", "TagFixTesting", "TagFixEmulators", "TagFixNDEF", "TagFixNFC", "TagFixDevices", "TagFixGPSD", "TagFixStore",
+            name: "TagFixCLITests", dependencies: ["TagFixCLI", "TagFixTesting", "TagFixEmulators", "TagFixNDEF", "TagFixNFC", "TagFixDevices", "TagFixGPSD", "TagFixStore", "TagFixReport",
             ]),
     ],
     swiftLanguageModes: [.v6]

@@ -25,6 +25,22 @@ enum RegistrySource {
         }
     }
 
+    /// Every placement in the registry at `path` (SQLite, CSV or JSON).
+    static func entries(_ path: String) throws(CLIError) -> [RegistryEntry] {
+        if isSQLite(path) {
+            do {
+                return try SQLiteRegistry(path: path, mode: .readOnly).entries()
+            } catch {
+                throw .registry(error)
+            }
+        }
+        do {
+            return try RegistryFile.parse(try TextFile.read(path)).entries
+        } catch {
+            throw .file(error.file == nil ? error.inFile(path) : error)
+        }
+    }
+
     static func isSQLite(_ path: String) -> Bool {
         guard let handle = FileHandle(forReadingAtPath: path) else { return false }
         defer { try? handle.close() }

@@ -1,0 +1,98 @@
+import Foundation
+import TagFixCore
+import TagFixDevices
+import TagFixReport
+
+/// `tagfix report`: a session log as a map and tables people look at.
+struct ReportCommand: Subcommand {
+    static let spec = CommandSpec(
+        name: "report",
+        abstract: "Turn a session log into GeoJSON, GPX, CSV, an SVG map or a self-contained HTML report.",
+        discussion: """
+            Reads the JSON Lines a verify run wrote with --log (a torn last line, from a run that \
+            was killed, is skipped with a note). With --registry (SQLite, CSV or JSON), tags that \
+            were never scanned are shown too. geojson: expected regions as polygons, each scan's \
+            fix, lines from where each tag should be to where it was scanned (opens in QGIS or \
+            geojson.io). gpx: waypoints. csv: one row per scan. svg: the site to scale, each \
+            region coloured by its tag's last verdict. html: the map, the counts, tags never \
+            scanned, tags moved and every scan, in one file that needs no network.
+            """,
+        options: [
+            .init(name: "format", valueName: "FORMAT", help: "geojson, gpx, csv, svg or html; default html."),
+            .init(name: "registry", valueName: "FILE", help: "The registry the session was verified against (adds tags never scanned)."),
+            .init(name: "output", valueName: "FILE", help: "Write to FILE instead of standard output."),
+            .init(name: "title", valueName: "TEXT", help: "The report's title; default from the log's name."),
+        ],
+        positionals: [.init(name: "SESSION", help: "A session log (verify --log FILE).")],
+        examples: [
+            "tagfix report today.jsonl --registry site.sqlite --output today.html",
+            "tagfix report today.jsonl --format geojson --output today.geojson",
+            "tagfix report today.jsonl --format csv | column -s, -t",
+        ])
+
+    enum Format: String, CaseIterable {
+        case geojson, gpx, csv, svg, html
+    }
+
+    var session: String
+    var format: Format
+    var registry: String?
+    var output: String?
+    var title: String?
+
+    init(_ arguments: ParsedArguments) throws(CLIError) {
+        session = arguments.positionals[0]
+        let name = arguments.value("format") ?? "html"
+        guard let format = Format(rawValue: name) else {
+            throw .usage("--format \(name): give \(Format.allCases.map(\.rawValue).joined(separator: ", "))", command: Self.spec.name)
+        }
+        self.format = format
+        registry = arguments.value("registry")
+        output = arguments.value("output")
+        title = arguments.value("title")
+    }
+
+    func run(_ io: some TerminalOutput) async throws(CLIError) {
+        let contents: SessionLogContents
+        do {
+            contents = try SessionLog.read(path: session)
+        } catch {
+            throw .file(error)
+        }
+        if let torn = contents.tornLastLine {
+            io.err("note: \(session):\(torn): skipped a torn last line (the run was cut off while writing it)")
+        }
+        var records: [SessionRecord] = []
+        for (line, value) in contents.records {
+            do {
+                records.append(try SessionRecord(value, line: line))
+            } catch {
+                throw .data(error.inFile(session))
+            }
+        }
+        let placements = try registry.map { path throws(CLIError) in try RegistrySource.entries(path) } ?? []
+        let report = SiteReport(
+            records: records, placements: placements,
+            title: title ?? "TagFix report — \(((session as NSString).lastPathComponent as NSString).deletingPathExtension)")
+        let text: String
+        switch format {
+        case .geojson: text = report.geoJSON()
+        case .gpx: text = report.gpx()
+        case .csv: text = report.csv()
+        case .svg: text = report.svg()
+        case .html: text = report.html()
+        }
+        if let output {
+            do {
+                try Data(text.utf8).write(to: URL(fileURLWithPath: output), options: .atomic)
+            } catch {
+                throw .ioError("cannot write \(output): \(error.localizedDescription)")
+            }
+            io.err("wrote \(output): \(records.count) scans of \(report.tags.count) tags (\(format.rawValue))")
+        } else {
+            var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+            if lines.last?.isEmpty == true { lines.removeLast() }
+            for line in lines { io.out(String(line)) }
+        }
+    }
+}

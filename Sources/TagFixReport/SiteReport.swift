@@ -1,0 +1,341 @@
+import Foundation
+public import TagFixCore
+
+/// A site's session, for people: per tag, where it should be and what its scans said; rendered
+/// as GeoJSON (QGIS, geojson.io), GPX, CSV, a self-contained SVG map, or an HTML page with the map
+/// and a summary. Pure: no files, no network, no map tiles.
+public struct SiteReport: Sendable {
+    public var records: [SessionRecord]
+    /// The registry's placements, when known: they add tags never scanned.
+    public var placements: [RegistryEntry]
+    public var title: String
+
+    public init(records: [SessionRecord], placements: [RegistryEntry] = [], title: String = "TagFix site report") {
+        self.records = records.sorted { $0.time < $1.time }
+        self.placements = placements.sorted { $0.id < $1.id }
+        self.title = title
+    }
+
+    /// One tag: where it should be, and its scans.
+    public struct Tag: Sendable, Hashable {
+        public var key: String
+        public var name: String?
+        public var center: Coordinate?
+        public var radius: Double?
+        public var scans: [SessionRecord]
+        /// The last scan's verdict, or `nil` when never scanned.
+        public var status: String? { scans.last?.verdict }
+    }
+
+    /// Every tag: the registry's placements, then tags seen only in the log.
+    public var tags: [Tag] {
+        var byKey: [String: Tag] = [:]
+        var order: [String] = []
+        for entry in placements {
+            byKey[entry.id] = Tag(key: entry.id, name: entry.name, center: entry.region.center, radius: entry.region.radius, scans: [])
+            order.append(entry.id)
+        }
+        for record in records {
+            let key = record.tagKey
+            if byKey[key] == nil {
+                byKey[key] = Tag(
+                    key: key, name: record.region?.name, center: record.region?.center, radius: record.region?.radius, scans: [])
+                order.append(key)
+            }
+            byKey[key]?.scans.append(record)
+            if byKey[key]?.center == nil, let region = record.region {
+                byKey[key]?.center = region.center
+                byKey[key]?.radius = region.radius
+            }
+        }
+        return order.compactMap { byKey[$0] }
+    }
+
+    /// How many scans gave each verdict.
+    public var counts: [String: Int] { Dictionary(grouping: records, by: \.verdict).mapValues(\.count) }
+    public var neverScanned: [Tag] { tags.filter { $0.scans.isEmpty } }
+    /// Tags whose last scan says they are outside their region.
+    public var moved: [Tag] { tags.filter { $0.status == "outside" } }
+
+    // MARK: - GeoJSON (RFC 7946)
+
+    public func geoJSON() -> String {
+        var features: [String] = []
+        for tag in tags {
+            guard let center = tag.center, let radius = tag.radius else { continue }
+            let ring = Self.circle(center, radius: radius).map { "[\(Self.n($0.longitude)),\(Self.n($0.latitude))]" }
+            features.append(
+                Self.feature(
+                    geometry: #"{"type":"Polygon","coordinates":[[\#(ring.joined(separator: ","))]]}"#,
+                    properties: [
+                        ("kind", Self.q("expected_region")), ("tag_id", Self.q(tag.key)), ("name", tag.name.map(Self.q) ?? "null"),
+                        ("radius_m", Self.n(radius)), ("scans", String(tag.scans.count)),
+                        ("status", tag.status.map(Self.q) ?? Self.q("never_scanned")),
+                        ("colour", Self.q(Self.colour(tag.status))),
+                    ]))
+        }
+        for record in records {
+            guard let fix = record.fix else { continue }
+            features.append(
+                Self.feature(
+                    geometry: #"{"type":"Point","coordinates":[\#(Self.n(fix.coordinate.longitude)),\#(Self.n(fix.coordinate.latitude))]}"#,
+                    properties: [
+                        ("kind", Self.q("scan")), ("tag_id", Self.q(record.tagKey)), ("time", Self.q(record.time.iso8601)),
+                        ("verdict", Self.q(record.verdict)), ("reason", record.reason.map(Self.q) ?? "null"),
+                        ("distance_m", record.distance.map(Self.n) ?? "null"),
+                        ("accuracy_m", (record.accuracy ?? fix.accuracy).map(Self.n) ?? "null"),
+                        ("message", Self.q(record.message)), ("colour", Self.q(Self.colour(record.verdict))),
+                    ]))
+            if let region = record.region {
+                features.append(
+                    Self.feature(
+                        geometry:
+                            #"{"type":"LineString","coordinates":[[\#(Self.n(region.center.longitude)),\#(Self.n(region.center.latitude))],[\#(Self.n(fix.coordinate.longitude)),\#(Self.n(fix.coordinate.latitude))]]}"#,
+                        properties: [
+                            ("kind", Self.q("offset")), ("tag_id", Self.q(record.tagKey)), ("time", Self.q(record.time.iso8601)),
+                            ("verdict", Self.q(record.verdict)), ("distance_m", record.distance.map(Self.n) ?? "null"),
+                            ("bearing_deg", record.bearing.map(Self.n) ?? "null"),
+                        ]))
+            }
+        }
+        return #"{"type":"FeatureCollection","features":["# + "\n" + features.joined(separator: ",\n") + "\n]}\n"
+    }
+
+    private static func feature(geometry: String, properties: [(String, String)]) -> String {
+        let members = properties.map { "\(q($0.0)):\($0.1)" }.joined(separator: ",")
+        return #"{"type":"Feature","geometry":\#(geometry),"properties":{\#(members)}}"#
+    }
+
+    /// A closed ring of `segments` points around `center` at `radius` metres, counter-clockwise
+    /// (RFC 7946's right-hand rule for exterior rings). Spherical: exact to millimetres at 500 m.
+    public static func circle(_ center: Coordinate, radius: Double, segments: Int = 64) -> [Coordinate] {
+        let r = 6_371_008.8
+        let angular = radius / r
+        let lat1 = center.latitude * .pi / 180, lon1 = center.longitude * .pi / 180
+        var ring: [Coordinate] = []
+        for step in 0...segments {
+            // Bearings decrease: north, then west, south, east — counter-clockwise on the map.
+            let bearing = -2 * .pi * Double(step % segments) / Double(segments)
+            let lat2 = asin(sin(lat1) * cos(angular) + cos(lat1) * sin(angular) * cos(bearing))
+            var lon2 = lon1 + atan2(sin(bearing) * sin(angular) * cos(lat1), cos(angular) - sin(lat1) * sin(lat2))
+            lon2 = (lon2 + 3 * .pi).truncatingRemainder(dividingBy: 2 * .pi) - .pi
+            ring.append(Coordinate(validLatitude: min(90, max(-90, lat2 * 180 / .pi)), longitude: lon2 * 180 / .pi))
+        }
+        return ring
+    }
+
+    // MARK: - GPX 1.1
+
+    public func gpx() -> String {
+        var text = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <gpx version="1.1" creator="tagfix" xmlns="http://www.topografix.com/GPX/1/1">
+              <metadata><name>\(Self.x(title))</name></metadata>
+
+            """
+        for tag in tags {
+            guard let center = tag.center else { continue }
+            text += "  <wpt lat=\"\(Self.n(center.latitude))\" lon=\"\(Self.n(center.longitude))\">"
+            text += "<name>\(Self.x(tag.key)) expected</name>"
+            text +=
+                "<desc>\(Self.x(tag.name ?? "")) radius \(Self.n(tag.radius ?? 0)) m, \(tag.status ?? "never scanned")</desc><type>expected</type></wpt>\n"
+        }
+        for record in records {
+            guard let fix = record.fix else { continue }
+            text += "  <wpt lat=\"\(Self.n(fix.coordinate.latitude))\" lon=\"\(Self.n(fix.coordinate.longitude))\">"
+            text += "<time>\(record.time.formatted(fractionDigits: 3))</time><name>\(Self.x(record.tagKey)) \(record.verdict)</name>"
+            text += "<desc>\(Self.x(record.message))</desc><type>scan</type></wpt>\n"
+        }
+        return text + "</gpx>\n"
+    }
+
+    // MARK: - CSV
+
+    public static let csvColumns = [
+        "time", "verdict", "reason", "tag_id", "uid", "name", "distance_m", "accuracy_m", "bearing_deg", "fix_lat", "fix_lon", "region_lat",
+        "region_lon", "radius_m", "source", "message",
+    ]
+
+    public func csv() -> String {
+        var text = Self.csvColumns.joined(separator: ",") + "\n"
+        for r in records {
+            let fields: [String?] = [
+                r.time.iso8601, r.verdict, r.reason, r.tagKey, r.uid, r.region?.name, r.distance.map(Self.n), r.accuracy.map(Self.n),
+                r.bearing.map(Self.n), r.fix.map { Self.n($0.coordinate.latitude) }, r.fix.map { Self.n($0.coordinate.longitude) },
+                r.region.map { Self.n($0.center.latitude) }, r.region.map { Self.n($0.center.longitude) },
+                r.region.map { Self.n($0.radius) },
+                r.region?.source, r.message,
+            ]
+            text += fields.map { CSV.quoted($0 ?? "") }.joined(separator: ",") + "\n"
+        }
+        return text
+    }
+
+    // MARK: - SVG map
+
+    /// The site drawn to scale: each tag's region coloured by its last verdict, each scan's fix,
+    /// lines from where moved tags should be to where they were scanned, and a scale bar.
+    public func svg(width: Double = 900, height: Double = 600) -> String {
+        var points: [Coordinate] = tags.compactMap(\.center) + records.compactMap { $0.fix?.coordinate }
+        if points.isEmpty { points = [Coordinate(validLatitude: 0, longitude: 0)] }
+        let lat0 = points.map(\.latitude).reduce(0, +) / Double(points.count)
+        let lon0 = points[0].longitude
+        let mLat = 111_132.954 - 559.822 * cos(2 * lat0 * .pi / 180)
+        let mLon = max(1, 111_412.84 * cos(lat0 * .pi / 180))
+        func local(_ c: Coordinate) -> (x: Double, y: Double) {
+            var dLon = c.longitude - lon0
+            if dLon > 180 { dLon -= 360 }
+            if dLon < -180 { dLon += 360 }
+            return (dLon * mLon, (c.latitude - lat0) * mLat)
+        }
+        // Bounds in metres, regions included.
+        var (minX, maxX, minY, maxY) = (Double.infinity, -Double.infinity, Double.infinity, -Double.infinity)
+        for tag in tags {
+            guard let center = tag.center else { continue }
+            let p = local(center), r = tag.radius ?? 0
+            (minX, maxX, minY, maxY) = (min(minX, p.x - r), max(maxX, p.x + r), min(minY, p.y - r), max(maxY, p.y + r))
+        }
+        for record in records {
+            guard let fix = record.fix else { continue }
+            let p = local(fix.coordinate)
+            (minX, maxX, minY, maxY) = (min(minX, p.x), max(maxX, p.x), min(minY, p.y), max(maxY, p.y))
+        }
+        if !minX.isFinite { (minX, maxX, minY, maxY) = (-50, 50, -50, 50) }
+        let margin = 40.0
+        let scale = min((width - 2 * margin) / max(maxX - minX, 1), (height - 2 * margin - 30) / max(maxY - minY, 1))
+        func screen(_ c: Coordinate) -> (x: Double, y: Double) {
+            let p = local(c)
+            return (margin + (p.x - minX) * scale, height - margin - 30 - (p.y - minY) * scale)
+        }
+        var svg =
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Self.p(width))\" height=\"\(Self.p(height))\" viewBox=\"0 0 \(Self.p(width)) \(Self.p(height))\" font-family=\"sans-serif\" font-size=\"12\">\n"
+        svg += "  <title>\(Self.x(title))</title>\n  <rect width=\"100%\" height=\"100%\" fill=\"#f8f8f4\"/>\n"
+        for tag in tags {
+            guard let center = tag.center, let radius = tag.radius else { continue }
+            let s = screen(center)
+            let colour = Self.colour(tag.status)
+            svg += "  <g class=\"tag\" data-tag=\"\(Self.x(tag.key))\" data-status=\"\(tag.status ?? "never_scanned")\">"
+            svg +=
+                "<circle cx=\"\(Self.p(s.x))\" cy=\"\(Self.p(s.y))\" r=\"\(Self.p(max(2, radius * scale)))\" fill=\"\(colour)\" fill-opacity=\"0.25\" stroke=\"\(colour)\" stroke-width=\"2\"/>"
+            svg +=
+                "<text x=\"\(Self.p(s.x))\" y=\"\(Self.p(s.y - max(2, radius * scale) - 4))\" text-anchor=\"middle\">\(Self.x(tag.key))</text></g>\n"
+        }
+        for record in records {
+            guard let fix = record.fix else { continue }
+            let f = screen(fix.coordinate)
+            if record.verdict == "outside", let region = record.region {
+                let c = screen(region.center)
+                svg +=
+                    "  <line class=\"offset\" x1=\"\(Self.p(c.x))\" y1=\"\(Self.p(c.y))\" x2=\"\(Self.p(f.x))\" y2=\"\(Self.p(f.y))\" stroke=\"\(Self.colour("outside"))\" stroke-dasharray=\"4 3\"/>\n"
+            }
+            svg +=
+                "  <circle class=\"scan\" data-verdict=\"\(record.verdict)\" cx=\"\(Self.p(f.x))\" cy=\"\(Self.p(f.y))\" r=\"4\" fill=\"\(Self.colour(record.verdict))\" stroke=\"#222\"><title>\(Self.x("\(record.tagKey) \(record.verdict): \(record.message)"))</title></circle>\n"
+        }
+        // A scale bar of a round number of metres, about a fifth of the width.
+        let target = (width / 5) / scale
+        let bar = [1.0, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10_000].last { $0 <= target } ?? 1
+        let y = height - 20
+        svg +=
+            "  <g class=\"scale\"><line x1=\"\(Self.p(margin))\" y1=\"\(Self.p(y))\" x2=\"\(Self.p(margin + bar * scale))\" y2=\"\(Self.p(y))\" stroke=\"#222\" stroke-width=\"3\"/>"
+        svg += "<text x=\"\(Self.p(margin + bar * scale + 6))\" y=\"\(Self.p(y + 4))\">\(Self.n(bar)) m</text>"
+        svg += "<text x=\"\(Self.p(width - margin))\" y=\"\(Self.p(y + 4))\" text-anchor=\"end\">N ↑</text></g>\n"
+        return svg + "</svg>\n"
+    }
+
+    // MARK: - HTML page
+
+    /// A page that needs nothing else: the map (inline SVG), the counts, the tags never scanned,
+    /// the tags that moved, and every scan.
+    public func html() -> String {
+        let counts = self.counts
+        var page = """
+            <!DOCTYPE html>
+            <html lang="en"><head><meta charset="utf-8"><title>\(Self.x(title))</title>
+            <style>
+            body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
+            td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}th{background:#eee}
+            .confirmed{color:#1a7f37}.outside{color:#cf222e;font-weight:bold}.inconclusive{color:#9a6700}
+            .notRegistered{color:#8250df}.disallowed{color:#0969da}
+            </style></head><body>
+            <h1>\(Self.x(title))</h1>
+            <p>\(records.count) scan\(records.count == 1 ? "" : "s") of \(tags.count) tag\(tags.count == 1 ? "" : "s")\(records.first.map { ", \($0.time.formatted(fractionDigits: 0)) to \(records.last?.time.formatted(fractionDigits: 0) ?? "")" } ?? "").</p>
+
+            """
+        page += svg() + "\n<h2>Summary</h2>\n<table id=\"summary\"><tr><th>verdict</th><th>scans</th></tr>\n"
+        for verdict in SessionRecord.verdicts {
+            page += "<tr class=\"\(verdict)\"><td>\(verdict)</td><td>\(counts[verdict] ?? 0)</td></tr>\n"
+        }
+        page += "</table>\n<h2>Tags never scanned</h2>\n"
+        let never = neverScanned
+        page +=
+            never.isEmpty
+            ? "<p>None.</p>\n"
+            : "<ul id=\"never-scanned\">" + never.map { "<li>\(Self.x($0.key))\($0.name.map { " — \(Self.x($0))" } ?? "")</li>" }.joined()
+                + "</ul>\n"
+        page += "<h2>Tags moved</h2>\n"
+        let moved = self.moved
+        if moved.isEmpty {
+            page += "<p>None.</p>\n"
+        } else {
+            page += "<table id=\"moved\"><tr><th>tag</th><th>name</th><th>found</th><th>radius</th><th>when</th></tr>\n"
+            for tag in moved {
+                guard let last = tag.scans.last else { continue }
+                let direction = last.bearing.map { " \(Geodesic.compassPoint(forAzimuth: $0))" } ?? ""
+                page +=
+                    "<tr><td>\(Self.x(tag.key))</td><td>\(Self.x(tag.name ?? ""))</td><td>\(Self.n1(last.distance)) m\(direction) of its place</td>"
+                page += "<td>\(Self.n1(tag.radius)) m</td><td>\(last.time.formatted(fractionDigits: 0))</td></tr>\n"
+            }
+            page += "</table>\n"
+        }
+        page +=
+            "<h2>Scans</h2>\n<table id=\"scans\"><tr><th>time</th><th>tag</th><th>verdict</th><th>distance</th><th>accuracy</th><th>message</th></tr>\n"
+        for r in records {
+            page +=
+                "<tr class=\"\(r.verdict)\"><td>\(r.time.formatted(fractionDigits: 0))</td><td>\(Self.x(r.tagKey))</td><td>\(r.verdict)</td>"
+            page +=
+                "<td>\(r.distance.map { "\(Self.n1($0)) m" } ?? "")</td><td>\(r.accuracy.map { "±\(Self.n1($0)) m" } ?? "")</td><td>\(Self.x(r.message))</td></tr>\n"
+        }
+        return page + "</table>\n</body></html>\n"
+    }
+
+    // MARK: - Helpers
+
+    /// The colour of a verdict (and grey for never scanned).
+    public static func colour(_ verdict: String?) -> String {
+        switch verdict {
+        case "confirmed": "#1a7f37"
+        case "outside": "#cf222e"
+        case "inconclusive": "#bf8700"
+        case "notRegistered": "#8250df"
+        case "disallowed": "#0969da"
+        default: "#8c959f"
+        }
+    }
+
+    static func q(_ text: String) -> String { JSONValue.quoted(text) }
+    static func n(_ value: Double) -> String { JSONValue.number(value, digits: 7) }
+    static func n1(_ value: Double?) -> String { value.map { Coordinate.format($0, 1) } ?? "?" }
+    static func p(_ value: Double) -> String { Coordinate.format(value, 1) }
+
+    /// Escapes text for XML and HTML.
+    static func x(_ text: String) -> String {
+        var out = ""
+        for character in text {
+            switch character {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&#39;"
+            default:
+                // XML 1.0 forbids most control characters, even escaped.
+                if let scalar = character.unicodeScalars.first, scalar.value < 0x20, !["\t", "\n", "\r"].contains(character) {
+                    out += "?"
+                } else {
+                    out.append(character)
+                }
+            }
+        }
+        return out
+    }
+}
