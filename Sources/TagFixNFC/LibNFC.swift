@@ -21,6 +21,9 @@ final class NFCContext: @unchecked Sendable {
 
     private static let instance = Mutex<NFCContext?>(nil)
 
+    /// nfc_version: the library's version string.
+    static var version: String { String(cString: nfc_version()) }
+
     /// The shared context, created on first use.
     static func shared() throws(NFCError) -> NFCContext {
         let result = instance.withLock { slot -> Result<NFCContext, NFCError> in

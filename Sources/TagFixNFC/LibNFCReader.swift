@@ -246,4 +246,25 @@ public enum LibNFC {
     public static func devices() throws(NFCError) -> [String] {
         try NFCContext.shared().listDevices()
     }
+
+    /// libnfc's version (nfc_version).
+    public static var version: String { NFCContext.version }
+
+    /// Opens the reader at `connstring` and makes it an initiator, then closes it: "does this
+    /// reader work?". Runs on a thread of its own (the calls block), never on the caller's.
+    /// - Returns: the reader's name, or the error that stopped it.
+    public static func probe(_ connstring: String) async -> Result<String, NFCError> {
+        let stream: AsyncStream<Result<String, NFCError>> = DeviceThread().start(name: "libnfc probe") { events in
+            do throws(NFCError) {
+                let device = try NFCDeviceHandle(context: try NFCContext.shared(), connstring: connstring)
+                defer { device.close() }
+                try device.initiatorInit()
+                events.yield(.success("\(device.name) at \(device.connstring)"))
+            } catch {
+                events.yield(.failure(error))
+            }
+        }
+        for await result in stream { return result }
+        return .failure(NFCError(code: .software, operation: "probe \(connstring)"))
+    }
 }

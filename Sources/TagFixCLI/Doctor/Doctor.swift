@@ -1,0 +1,234 @@
+import Foundation
+import TagFixCore
+
+/// One thing the doctor found.
+struct Finding: Sendable, Hashable {
+    enum Severity: Int, Sendable, Hashable, Comparable {
+        case ok, info, warning, blocking
+        static func < (a: Severity, b: Severity) -> Bool { a.rawValue < b.rawValue }
+
+        var symbol: String {
+            switch self {
+            case .ok: "✓"
+            case .info: "·"
+            case .warning: "!"
+            case .blocking: "✗"
+            }
+        }
+    }
+
+    var severity: Severity
+    /// A stable id for scripts and tests, e.g. `kernel-module-holds-reader`.
+    var code: String
+    var message: String
+    /// What to do about it.
+    var fix: String?
+}
+
+/// What gpsd said when asked.
+enum GPSProbe: Sendable, Hashable {
+    case notAsked
+    /// No connection at all.
+    case unreachable(endpoint: String, why: String)
+    /// Connected, but no report within the wait: no receiver, or it is silent.
+    case silent(endpoint: String)
+    /// Reports, without a position.
+    case noFix(endpoint: String, device: String?)
+    case fix(endpoint: String, Fix)
+}
+
+/// What opening the reader named by --reader gave.
+struct ReaderProbe: Sendable, Hashable {
+    var connstring: String
+    /// The reader's name when it opened, else why it did not.
+    var opened: String?
+    var failure: String?
+}
+
+/// The doctor's checks: facts in, findings out. Pure, so each check is tested on faked systems.
+enum Doctor {
+    static let modulesFix =
+        "sudo udev/install.sh (installs udev/blacklist-libnfc.conf and unloads pn533_usb pn533 nfc), or: sudo modprobe -r pn533_usb pn533 nfc; see hardware.md#kernel-modules"
+
+    static func check(
+        _ facts: SystemFacts, libnfc: String?, reader: ReaderProbe?, gps: GPSProbe
+    ) -> [Finding] {
+        var findings: [Finding] = []
+        let user = facts.user
+        func add(_ severity: Finding.Severity, _ code: String, _ message: String, fix: String? = nil) {
+            findings.append(Finding(severity: severity, code: code, message: message, fix: fix))
+        }
+        func accessFix(_ node: NodeFacts, wanted group: String) -> String {
+            let nodeGroup = facts.groupName(node.group)
+            if nodeGroup == group || facts.udevRulesInstalled {
+                return "sudo usermod -aG \(group) \(user.name), then log out and in again (\(node.path) belongs to group \(nodeGroup))"
+            }
+            return
+                "install the udev rules: sudo udev/install.sh, then replug the device and add yourself to \(group): sudo usermod -aG \(group) \(user.name); see hardware.md#installing-the-udev-rules"
+        }
+
+        // libnfc itself.
+        if let libnfc {
+            add(.ok, "libnfc", "libnfc \(libnfc)\(facts.libnfcConfig.map { ", configured in \($0)" } ?? "")")
+        } else {
+            add(.blocking, "libnfc-missing", "libnfc is not installed", fix: "sudo apt-get install libnfc6 libnfc-bin")
+        }
+
+        // USB readers, bridges and receivers.
+        var readers = 0
+        for device in facts.usb {
+            guard let known = KnownDevice.all.first(where: { $0.vendor == device.vendor && $0.product == device.product }) else { continue }
+            let id = "\(device.vendor):\(device.product)"
+            switch known.kind {
+            case .nfcReader(let driver):
+                readers += 1
+                if let module = device.drivers.first(where: KnownDevice.kernelNFCModules.contains) {
+                    add(
+                        .blocking, "kernel-module-holds-reader", "reader busy: the \(module) kernel module holds \(id) (\(known.name))",
+                        fix: modulesFix)
+                    continue
+                }
+                if known.product == "2200", facts.processes.contains("pcscd") {
+                    add(
+                        .blocking, "pcscd-holds-reader", "reader busy: pcscd (the PC/SC daemon) holds \(id) (\(known.name))",
+                        fix:
+                            "sudo systemctl stop pcscd.socket pcscd (and disable them for good), or use it through PC/SC: --reader acr122_pcsc"
+                    )
+                    continue
+                }
+                guard device.node.accessible(by: user) else {
+                    add(
+                        .blocking, "reader-not-accessible",
+                        "\(known.name) (\(id)) is present but \(user.name) cannot open \(device.node.path)",
+                        fix: accessFix(device.node, wanted: "plugdev"))
+                    continue
+                }
+                add(.ok, "reader", "\(known.name) (\(id)): --reader \(driver):\(String(format: "%03d:%03d", device.bus, device.address))")
+            case .serialBridge, .gps:
+                let isGPS = known.kind == .gps
+                if !isGPS { readers += 1 }
+                guard let tty = device.ttys.first else {
+                    add(
+                        .warning, "no-serial-port", "\(known.name) (\(id)) has no serial port",
+                        fix:
+                            "its kernel driver is missing or not loaded (drivers bound: \(device.drivers.isEmpty ? "none" : device.drivers.joined(separator: ", ")))"
+                    )
+                    continue
+                }
+                guard tty.accessible(by: user) else {
+                    add(
+                        .blocking, "serial-not-accessible", "\(user.name) cannot open \(tty.path) (\(known.name), \(id))",
+                        fix: accessFix(tty, wanted: "dialout"))
+                    continue
+                }
+                add(
+                    .ok, isGPS ? "gps-receiver" : "serial-bridge",
+                    isGPS
+                        ? "\(known.name) at \(tty.path): point gpsd at it (DEVICES=\"\(tty.path)\" in /etc/default/gpsd)"
+                        : "\(known.name) at \(tty.path): a PN532 board? --reader pn532_uart:\(tty.path)")
+            }
+        }
+
+        // The kernel's NFC stack.
+        let loaded = KnownDevice.kernelNFCModules.filter(facts.loadedModules.contains)
+        if !loaded.isEmpty, !findings.contains(where: { $0.code == "kernel-module-holds-reader" }) {
+            add(
+                .warning, "kernel-modules-loaded",
+                "the kernel's NFC modules are loaded (\(loaded.joined(separator: ", "))): they claim PN533, SCL3711 and ACR122U readers when plugged in",
+                fix: modulesFix)
+        }
+
+        // The Raspberry Pi's UART.
+        if let model = facts.boardModel, model.contains("Raspberry Pi") {
+            let console = facts.kernelCommandLine.split(separator: " ").first { part in
+                ["console=serial0", "console=ttyAMA0", "console=ttyS0"].contains { part.hasPrefix($0) }
+            }
+            let uartReader = reader.map { probe in ["serial0", "ttyAMA0", "ttyS0"].contains { probe.connstring.contains($0) } } ?? true
+            if let console {
+                add(
+                    uartReader ? .blocking : .warning, "serial-console-on-uart",
+                    "the kernel's serial console (\(console)) is on the UART a PN532 would be wired to",
+                    fix:
+                        "sudo raspi-config → Interface Options → Serial Port: login shell No, hardware Yes (or remove \(console) from /boot/firmware/cmdline.txt), then reboot; see hardware.md#wiring-a-pn532-to-a-raspberry-pi"
+                )
+            }
+            if let serial0 = facts.serial0 {
+                if !serial0.exists {
+                    add(
+                        .warning, "uart-disabled", "\(model): /dev/serial0 does not exist",
+                        fix: "add enable_uart=1 to /boot/firmware/config.txt and reboot")
+                } else if !serial0.accessible(by: user) {
+                    add(
+                        .blocking, "serial-not-accessible", "\(user.name) cannot open /dev/serial0",
+                        fix: accessFix(serial0, wanted: "dialout"))
+                } else {
+                    readers += 1
+                    add(.ok, "uart", "\(model): a PN532 on the UART: --reader pn532_uart:/dev/serial0")
+                }
+            }
+        }
+
+        if readers == 0, reader == nil {
+            add(
+                .warning, "no-reader", "no NFC reader found (USB readers, USB-serial bridges)",
+                fix: "plug the reader in; for a lab without one: tagfix emulate pn532 --tag DUMP --link /tmp/pn532; see hardware.md#readers"
+            )
+        }
+        if !facts.udevRulesInstalled,
+            facts.usb.contains(where: { d in KnownDevice.all.contains { $0.vendor == d.vendor && $0.product == d.product } })
+        {
+            add(
+                .info, "udev-rules", "TagFix's udev rules are not installed (stable /dev/nfc-* and /dev/gps-* names)",
+                fix: "sudo udev/install.sh")
+        }
+
+        // The reader asked for.
+        if let reader {
+            if let name = reader.opened {
+                add(.ok, "reader-opens", "\(reader.connstring) opens: \(name)")
+            } else {
+                let why = reader.failure ?? "unknown error"
+                add(
+                    .blocking, "reader-does-not-open", "\(reader.connstring) does not open: \(why)",
+                    fix: "check the connstring (tagfix devices lists what libnfc finds), the wiring and the findings above")
+            }
+        }
+
+        // gpsd.
+        let gpsdRunning = facts.processes.contains("gpsd")
+        switch gps {
+        case .notAsked: break
+        case .unreachable(let endpoint, let why):
+            if gpsdRunning {
+                add(
+                    .blocking, "gpsd-unreachable", "gpsd is running but does not answer at \(endpoint) (\(why))",
+                    fix: "check the host and port; gpsd listens on localhost:2947 unless started with -G / -S")
+            } else {
+                add(
+                    .blocking, "gpsd-not-running", "gpsd is not running (nothing answers at \(endpoint))",
+                    fix:
+                        "sudo apt-get install gpsd; set DEVICES=\"/dev/gps-ublox\" (or your receiver) in /etc/default/gpsd; sudo systemctl restart gpsd"
+                )
+            }
+        case .silent(let endpoint):
+            add(
+                .blocking, "gpsd-no-device",
+                "gpsd at \(endpoint) answers but reports nothing: it has no receiver, or the receiver is silent",
+                fix:
+                    "plug the receiver in and check DEVICES in /etc/default/gpsd (gpsctl -l lists what gpsd sees); see hardware.md#gps-receivers"
+            )
+        case .noFix(let endpoint, let device):
+            add(
+                .warning, "gps-no-fix", "gpsd at \(endpoint) reads \(device ?? "a receiver") but has no fix yet",
+                fix: "take the receiver outdoors with open sky and wait (a cold start takes up to a minute or more)")
+        case .fix(let endpoint, let fix):
+            let accuracy = fix.horizontalAccuracy.map { " ±\(Coordinate.format($0, 1)) m" } ?? ""
+            let satellites = fix.satellitesUsed.map { ", \($0) satellites" } ?? ""
+            add(
+                .ok, "gps-fix",
+                "gpsd at \(endpoint): \(fix.mode == .threeD ? "3D" : "2D") fix\(accuracy)\(satellites)\(fix.device.map { " from \($0)" } ?? "")"
+            )
+        }
+        return findings
+    }
+}
