@@ -1,5 +1,6 @@
 import Foundation
 import TagFixCore
+import TagFixDevices
 import TagFixEmulators
 import TagFixGPSD
 import Testing
@@ -194,7 +195,11 @@ struct DoctorLiveTests {
             return
         }
         receiver.setFixLost(true)
-        try await Task.sleep(for: .seconds(1))
+        // Wait until gpsd itself reports the loss, so no positioned report is still in flight.
+        var watch = GPSDFixSource(endpoint: endpoint, clock: WallClock()).events().makeAsyncIterator()
+        while let event = await watch.next() {
+            if case .fix(let fix) = event, fix.mode == .noFix { break }
+        }
         guard case .noFix = await DoctorCommand.probe(endpoint, wait: .seconds(2)) else {
             Issue.record("no fix was expected")
             return
