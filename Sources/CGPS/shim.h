@@ -6,6 +6,7 @@
 // says why it exists; API churn is guarded on GPSD_API_MAJOR_VERSION.
 #include <errno.h>
 #include <gps.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -114,6 +115,21 @@ static inline int cgps_read(struct gps_data_t *_Nonnull data, cgps_report *_Nonn
     out->satellites_visible = data->satellites_visible;
     strncpy(out->device, data->dev.path, sizeof(out->device) - 1);
     return result;
+}
+
+/// The devices gpsd's last DEVICES message listed: `devices.list` is an array of structs of
+/// fixed char arrays, which Swift imports as tuples. Copies entry `index`'s path and driver
+/// (NUL-terminated, cut to the buffers) and returns how many devices there are.
+static inline int cgps_device(const struct gps_data_t *_Nonnull data, int index, char *_Nonnull path, size_t path_size,
+                              char *_Nonnull driver, size_t driver_size) {
+    int count = data->devices.ndevices;
+    if (count < 0) count = 0;
+    if (count > MAXUSERDEVS) count = MAXUSERDEVS;
+    if (index >= 0 && index < count && path_size > 0 && driver_size > 0) {
+        snprintf(path, path_size, "%s", data->devices.list[index].path);
+        snprintf(driver, driver_size, "%s", data->devices.list[index].driver);
+    }
+    return count;
 }
 
 /// Stops watching, closes the socket and frees the heap struct.

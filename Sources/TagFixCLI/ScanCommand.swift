@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import TagFixCore
 import TagFixDevices
+import TagFixGPSD
 import TagFixNDEF
 import TagFixNFC
 
@@ -142,34 +143,72 @@ final class Counter: Sendable {
 struct DevicesCommand: Subcommand {
     static let spec = CommandSpec(
         name: "devices",
-        abstract: "List the NFC readers libnfc finds, with their connstrings.",
+        abstract: "List the NFC readers libnfc finds and the GPS receivers gpsd reads, with their connstrings.",
         discussion: """
-            Exit code 69 when none is found, with the usual reasons: not plugged in, held by the \
-            kernel's pn533_usb / nfc modules (see hardware.md#kernel-modules), no permission (udev \
-            rules, plugdev group), or a UART reader that libnfc does not scan for (name it with \
-            LIBNFC_DEVICE=pn532_uart:/dev/ttyUSB0).
+            Readers come from libnfc (nfc_list_devices: USB readers, LIBNFC_DEVICE, libnfc.conf); \
+            receivers from gpsd's DEVICES list (--gps, default gpsd://localhost:2947; --gps none \
+            skips it). Exit code 69 when no reader is found, with the usual reasons: not plugged \
+            in, held by the kernel's pn533_usb / nfc modules (see hardware.md#kernel-modules), no \
+            permission (udev rules, plugdev group), or a UART reader that libnfc does not scan for \
+            (name it with LIBNFC_DEVICE=pn532_uart:/dev/ttyUSB0). tagfix doctor says which.
             """,
-        options: [.init(name: "json", valueName: nil, help: "Print a JSON array of connstrings.")])
+        options: [
+            .init(name: "gps", valueName: "SOURCE", help: "gpsd to ask, gpsd://HOST:PORT; default gpsd://localhost:2947; 'none' to skip."),
+            .init(name: "json", valueName: nil, help: "Print one JSON object: {\"readers\": [...], \"gps\": [...]}."),
+        ],
+        examples: ["tagfix devices", "LIBNFC_DEVICE=pn532_uart:/dev/ttyUSB0 tagfix devices --json"])
 
     var json: Bool
+    var gps: GPSDEndpoint?
 
-    init(_ arguments: ParsedArguments) { json = arguments.flag("json") }
+    init(_ arguments: ParsedArguments) throws(CLIError) {
+        json = arguments.flag("json")
+        let text = arguments.value("gps") ?? "gpsd://localhost:2947"
+        if text != "none" {
+            do {
+                gps = try GPSDEndpoint(text)
+            } catch {
+                throw .usage(error.description, command: Self.spec.name)
+            }
+        }
+    }
 
-    func run(_ io: some TerminalOutput) throws(CLIError) {
+    func run(_ io: some TerminalOutput) async throws(CLIError) {
         let found: [String]
         do {
             found = try LibNFC.devices()
         } catch {
             throw .unavailable(error.description)
         }
-        if json {
-            io.out("[" + found.map(JSONValue.quoted).joined(separator: ",") + "]")
-        } else {
-            for connstring in found { io.out(connstring) }
+        var receivers: [GPSDDevice] = []
+        var gpsProblem: String?
+        if let gps {
+            switch await gps.devices() {
+            case .success(let list): receivers = list
+            case .failure(let error): gpsProblem = error.description
+            }
         }
+        if json {
+            let gpsJSON = receivers.map { device -> String in
+                var object = JSONObjectWriter()
+                object.add("gps", "\(gps.map { "gpsd://\($0.host):\($0.port)" } ?? "")\(device.path)")
+                object.add("path", device.path)
+                object.add("driver", device.driver.isEmpty ? nil : device.driver)
+                return object.text
+            }
+            io.out(#"{"readers":[\#(found.map(JSONValue.quoted).joined(separator: ","))],"gps":[\#(gpsJSON.joined(separator: ","))]}"#)
+        } else {
+            for connstring in found { io.out("reader  \(connstring)") }
+            for device in receivers {
+                io.out(
+                    "gps     gpsd://\(gps?.host ?? "localhost"):\(gps?.port ?? 2947)\(device.path)\(device.driver.isEmpty ? "" : "  (\(device.driver))")"
+                )
+            }
+        }
+        if let gpsProblem { io.err("note: \(gpsProblem)") }
         guard !found.isEmpty else {
             throw .unavailable(
-                "no NFC reader found. Is it plugged in? A USB reader may be held by the kernel's pn533_usb / nfc modules (see hardware.md#kernel-modules) or lack permissions (udev rules, plugdev group). A UART reader must be named: LIBNFC_DEVICE=pn532_uart:/dev/ttyUSB0 or --reader."
+                "no NFC reader found. Is it plugged in? A USB reader may be held by the kernel's pn533_usb / nfc modules (see hardware.md#kernel-modules) or lack permissions (udev rules, plugdev group). A UART reader must be named: LIBNFC_DEVICE=pn532_uart:/dev/ttyUSB0 or --reader. Run tagfix doctor."
             )
         }
     }

@@ -158,9 +158,7 @@ public final class GPSDFixSource<C: Clock>: FixSource, Sendable where C.Instant 
         }
     }
 
-    static func describe(_ error: Int32) -> String {
-        error > 0 ? String(cString: strerror(error)) : "libgps error \(error)"
-    }
+    static func describe(_ error: Int32) -> String { describeGPSError(error) }
 }
 
 /// What the stream remembers between messages: the latest SKY, the last fix time delivered.
@@ -210,4 +208,74 @@ struct StreamState {
             return [.fix(withSky)]
         }
     }
+}
+
+// MARK: - Devices
+
+/// A receiver gpsd reads.
+public struct GPSDDevice: Sendable, Hashable {
+    /// e.g. `/dev/ttyACM0`.
+    public var path: String
+    /// gpsd's driver for it, e.g. `u-blox` or `NMEA0183` (empty until gpsd has identified it).
+    public var driver: String
+}
+
+extension GPSDEndpoint {
+    /// The devices gpsd lists when asked to WATCH (its DEVICES reply), read on a thread of its
+    /// own; `wait` bounds how long gpsd may take to answer.
+    public func devices(wait: Duration = .seconds(2)) async -> Result<[GPSDDevice], GPSDQueryError> {
+        let endpoint = self
+        let stream: AsyncStream<Result<[GPSDDevice], GPSDQueryError>> = DeviceThread().start(name: "gpsd devices") { events in
+            var error: Int32 = 0
+            guard let data = cgps_open(endpoint.host, String(endpoint.port), &error) else {
+                events.yield(.failure(.unreachable("\(endpoint): \(describeGPSError(error))")))
+                return
+            }
+            defer { cgps_close(data) }
+            _ = cgps_watch(data, nil)
+            var remaining = Int(wait.seconds * 1_000_000)
+            while remaining > 0 {
+                let step = min(remaining, 100_000)
+                remaining -= step
+                guard cgps_waiting(data, Int32(step)) else { continue }
+                var report = cgps_report()
+                guard cgps_read(data, &report) >= 0 else { break }
+                guard report.report_class == Int32(CGPS_DEVICE.rawValue) else { continue }
+                var path = [CChar](repeating: 0, count: 512), driver = [CChar](repeating: 0, count: 64)
+                let count = cgps_device(data, 0, &path, path.count, &driver, driver.count)
+                var found: [GPSDDevice] = []
+                for index in 0..<Int(count) {
+                    _ = cgps_device(data, Int32(index), &path, path.count, &driver, driver.count)
+                    found.append(GPSDDevice(path: Self.string(path), driver: Self.string(driver)))
+                }
+                events.yield(.success(found))
+                return
+            }
+            events.yield(.failure(.noAnswer("\(endpoint) sent no DEVICES reply")))
+        }
+        for await result in stream { return result }
+        return .failure(.noAnswer("\(self)"))
+    }
+
+    private static func string(_ buffer: [CChar]) -> String {
+        String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
+
+/// Why gpsd could not be asked.
+public enum GPSDQueryError: Error, Sendable, Hashable, CustomStringConvertible {
+    case unreachable(String)
+    case noAnswer(String)
+
+    public var description: String {
+        switch self {
+        case .unreachable(let what): "cannot reach gpsd at \(what): is gpsd running? (systemctl status gpsd)"
+        case .noAnswer(let what): "gpsd at \(what): check that it is gpsd listening there"
+        }
+    }
+}
+
+/// gps_open's error code for a person: an errno, or a negative libgps code.
+func describeGPSError(_ error: Int32) -> String {
+    error > 0 ? String(cString: strerror(error)) : "libgps error \(error)"
 }

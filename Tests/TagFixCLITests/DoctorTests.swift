@@ -231,4 +231,29 @@ struct DoctorLiveTests {
         #expect(bad.code == 69)
         #expect(bad.out.contains { $0.contains("does not open") })
     }
+
+    @Test(
+        "tagfix devices lists gpsd's receiver beside the reader",
+        .enabled(
+            if: PrivateGPSD.installedPath != nil && FileManager.default.isExecutableFile(atPath: packageRoot + "/.build/debug/tagfix"),
+            "needs gpsd and the built tagfix"))
+    func devices() async throws {
+        let receiver = try NMEAEmulator(source: .at(Coordinate(validLatitude: 53.5, longitude: 9.9), noise: 0.5, seed: 1), rate: 5)
+        defer { receiver.stop() }
+        let gpsd = try PrivateGPSD(device: receiver.path)
+        defer { gpsd.stop() }
+        receiver.start()
+        let emulator = try PN532Emulator(tags: [try EmulatedType2Tag.ntag(213, message: [])])
+        defer { emulator.stop() }
+        let result = try #require(
+            try runProgram(
+                packageRoot + "/.build/debug/tagfix", ["devices", "--gps", "gpsd://127.0.0.1:\(gpsd.port)", "--json"],
+                environment: ["LIBNFC_DEVICE": "pn532_uart:\(emulator.path)"]))
+        #expect(result.status == 0, "\(result.output)")
+        let line = try #require(result.output.split(separator: "\n").first { $0.hasPrefix("{") })
+        let json = try JSONValue.parse(String(line))
+        #expect(json["readers"]?.array?.first?.string == "pn532_uart:\(emulator.path)")
+        #expect(json["gps"]?.array?.first?["path"]?.string == gpsd.device)
+        #expect(json["gps"]?.array?.first?["gps"]?.string == "gpsd://127.0.0.1:\(gpsd.port)\(gpsd.device)")
+    }
 }
