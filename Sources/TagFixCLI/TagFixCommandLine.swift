@@ -33,7 +33,8 @@ public enum TagFixCommandLine {
 
             Run 'tagfix help COMMAND' for a command's options and examples.
             Exit codes: 0 ok, 64 usage error, 65 malformed input file, 66 input file missing or \
-            unreadable, 69 device unavailable, 70 internal error, 74 output error, 75 timed out.
+            unreadable, 69 device unavailable or blocked, 70 internal error, 74 output error, 75 timed out or \
+            refused for now (try again).
             """
         return text
     }
@@ -68,6 +69,7 @@ public enum TagFixCommandLine {
         case "--version":
             io.out("tagfix \(version)")
         case "help":
+            if rest == ["--man"] { return io.out(String(ManPage.render().dropLast())) }
             let parsed = try helpSpec.parse(rest)
             guard let name = parsed.positionals.first else {
                 io.out(overview)

@@ -16,8 +16,12 @@ struct VerifyCommand: Subcommand {
             too poor or too old — the line says what to do), notRegistered, or disallowed.
             The expected region comes from the registry (by the URL's tag id, then the UID), else \
             from the location in the tag's URL (?lat=…&lon=…&r=… or geo:lat,lon;u=…).
-            With --scenario the whole pipeline runs on mock devices; the scenario format is in \
-            docs/scenarios.md.
+            With --reader and --gps it runs live: a status line on a terminal (reader, GPS mode, \
+            satellites, accuracy, fix age), one line per tap, a bell (--quiet silences it); plain \
+            lines through a pipe. --log appends each verdict to a JSON Lines file, on the disk \
+            before it is shown (tagfix report reads it). --demo walks the built-in example site \
+            through the emulators. With --scenario the whole pipeline runs on mock devices; the \
+            scenario format is in docs/scenarios.md.
             """,
         options: [
             .init(
@@ -27,7 +31,7 @@ struct VerifyCommand: Subcommand {
             .init(name: "reader", valueName: "CONNSTRING", help: "Read tags with a real reader (libnfc connstring)."),
             .init(
                 name: "gps", valueName: "SOURCE",
-                help: "With --reader: the GPS. For now a scenario file whose GPS timeline is replayed from now."),
+                help: "With --reader: gpsd://HOST:PORT[/DEVICE], or a scenario file whose GPS is replayed from now (mock GPS)."),
             .init(name: "count", valueName: "N", help: "With --reader: stop after N verdicts."),
             .init(name: "timeout", valueName: "S", help: "With --reader: stop after S seconds (exit 75 if fewer than --count verdicts)."),
             .init(name: "registry", valueName: "FILE", help: "Registry of tag placements (SQLite, CSV or JSON); default: the scenario's."),

@@ -47,7 +47,7 @@ struct CommandLineTests {
 
     @Test(
         "every command is in the overview, and 'help NAME' and 'NAME --help' both explain it",
-        arguments: ["verify", "scan", "fix", "devices", "inspect", "emulate"])
+        arguments: ["verify", "scan", "fix", "devices", "inspect", "emulate", "enroll", "registry", "report", "doctor"])
     func everyCommandHasHelp(_ name: String) async {
         let overview = await run(["--help"]).out.joined(separator: "\n")
         #expect(overview.contains("\n  \(name) "))
@@ -57,6 +57,7 @@ struct CommandLineTests {
         #expect(viaHelp.out.joined().contains("USAGE: tagfix \(name)"))
         #expect(viaFlag.code == 0)
         #expect(viaFlag.out == viaHelp.out)
+        #expect(viaHelp.out.joined(separator: "\n").contains("EXAMPLES:\n  tagfix \(name)"), "every command shows examples")
     }
 
     @Test("help for tagfix and for verify", arguments: [["--help"], ["-h"], ["help"], ["help", "verify"], ["verify", "--help"]])
@@ -154,5 +155,19 @@ struct CommandLineTests {
         #expect(result.code == 0)
         #expect(result.out.count == 1)
         #expect(result.out.first?.contains(#""verdict":"confirmed""#) == true, "\(result.out)")
+    }
+}
+
+@Suite("The manual page")
+struct ManPageTests {
+    @Test("docs/tagfix.1 is what 'tagfix help --man' generates from the commands (regenerate it when they change)")
+    func current() async throws {
+        let file = try String(contentsOfFile: packageRoot + "/docs/tagfix.1", encoding: .utf8)
+        let generated = await run(["help", "--man"])
+        #expect(generated.code == 0)
+        #expect(file == generated.out.joined(separator: "\n") + "\n", "run: .build/debug/tagfix help --man > docs/tagfix.1")
+        for name in ["verify", "enroll", "registry", "report", "doctor", "devices", "scan", "fix", "inspect", "emulate"] {
+            #expect(file.contains(".SH \(name.uppercased())\n"), "\(name) missing from the manual")
+        }
     }
 }
