@@ -9,8 +9,7 @@ set -euo pipefail
 #   libgps-dev    build: the CGPS system library (libgps 3.22)
 #   gpsd, gpsd-clients  tests and demo: a private gpsd reading the NMEA emulator; gpspipe
 #   libsqlite3-dev  build: the CSQLite system library (the registry of tag placements)
-#   bc            scripts/hil-emulated: the tap timeline
-TAGFIX_DEBIAN_PACKAGES=(libnfc-dev pkg-config libnfc-bin libnfc-examples python3-venv libgps-dev gpsd gpsd-clients libsqlite3-dev bc)
+TAGFIX_DEBIAN_PACKAGES=(libnfc-dev pkg-config libnfc-bin libnfc-examples python3-venv libgps-dev gpsd gpsd-clients libsqlite3-dev)
 
 tagfix_root() { cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd; }
 
