@@ -47,6 +47,12 @@ let package = Package(
         .target(name: "TagFixCLI", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore", "TagFixReport"]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
         .executableTarget(name: "TagFixBench", dependencies: ["TagFixCore"], path: "Benchmarks/TagFixBench"),
+        // Test tooling: the parsers' fuzz targets (a library the corpus tests also run), and
+        // tagfix-fuzz, which runs them under libFuzzer (Fuzz/run builds it with -DFUZZING) or
+        // replays files through them (an ordinary build).
+        .target(name: "TagFixFuzzTargets", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixTesting", "TagFixEmulators"], path: "Fuzz/Targets"),
+        .executableTarget(
+            name: "tagfix-fuzz", dependencies: ["TagFixFuzzTargets"], path: "Fuzz/Entry", swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
 
         .testTarget(name: "TagFixCoreTests", dependencies: ["TagFixCore", "TagFixTesting"]),
         .testTarget(name: "TagFixNDEFTests", dependencies: ["TagFixNDEF", "TagFixDevices", "TagFixTesting"]),
@@ -57,6 +63,7 @@ let package = Package(
         .testTarget(name: "TagFixTestingTests", dependencies: ["TagFixTesting"]),
         .testTarget(name: "TagFixStoreTests", dependencies: ["TagFixStore", "TagFixCore"]),
         .testTarget(name: "TagFixReportTests", dependencies: ["TagFixReport", "TagFixCore"]),
+        .testTarget(name: "TagFixFuzzTests", dependencies: ["TagFixFuzzTargets", "TagFixTesting", "TagFixCore"]),
         .testTarget(
             name: "TagFixCLITests", dependencies: ["TagFixCLI", "TagFixTesting", "TagFixEmulators", "TagFixNDEF", "TagFixNFC", "TagFixDevices", "TagFixGPSD", "TagFixStore", "TagFixReport",
             ]),
