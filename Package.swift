@@ -46,7 +46,9 @@ let package = Package(
         .target(name: "TagFixTesting", dependencies: ["TagFixCore", "TagFixDevices"]),
         .target(name: "TagFixCLI", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore", "TagFixReport"]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
-        .executableTarget(name: "TagFixBench", dependencies: ["TagFixCore"], path: "Benchmarks/TagFixBench"),
+        .executableTarget(
+            name: "TagFixBench", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC", "TagFixStore"],
+            path: "Benchmarks/TagFixBench"),
         // Test tooling: the parsers' fuzz targets (a library the corpus tests also run), and
         // tagfix-fuzz, which runs them under libFuzzer (Fuzz/run builds it with -DFUZZING) or
         // replays files through them (an ordinary build).

@@ -11,9 +11,14 @@ public import TagFixNDEF
 /// line (unplugged), corrupt the next reply.
 public final class PN532Emulator: Sendable {
     public struct Options: Sendable {
-        /// Simulated line speed: each byte costs 10 bits of time. `nil`: no delay.
+        /// Simulated line speed: each byte costs 10 bits of time, both ways. `nil`: no delay.
         public var baud: Int?
-        public init(baud: Int? = nil) { self.baud = baud }
+        /// Keep a timestamped log of every command (`Traffic.log`).
+        public var logCommands: Bool
+        public init(baud: Int? = nil, logCommands: Bool = false) {
+            self.baud = baud
+            self.logCommands = logCommands
+        }
     }
 
     /// Bytes and frames that crossed the line, for tests and benchmarks.
@@ -21,6 +26,23 @@ public final class PN532Emulator: Sendable {
         public var bytesFromHost = 0
         public var bytesToHost = 0
         public var commands = 0
+        /// Each command, when `Options.logCommands` is set: what and when (monotonic).
+        public var log: [Exchange] = []
+    }
+
+    /// One command and its answer, as the emulator saw them: for benchmarks that measure on the
+    /// wire (the same way for every client).
+    public struct Exchange: Sendable, Hashable {
+        /// The PN532 command code (D4 xx), e.g. 0x4A InListPassiveTarget, 0x40 InDataExchange.
+        public var command: UInt8
+        /// Frame bytes from the host (the command frame) and to it (ACK and response frames).
+        public var bytesIn: Int
+        public var bytesOut: Int
+        /// When the command frame was complete, and when the answer had been sent.
+        public var received: ContinuousClock.Instant
+        public var answered: ContinuousClock.Instant
+        /// Whether a tag answered a target-selecting InListPassiveTarget.
+        public var foundTarget: Bool
     }
 
     private struct State: Sendable {
@@ -69,6 +91,9 @@ public final class PN532Emulator: Sendable {
 
     public var traffic: Traffic { state.withLock { $0.traffic } }
 
+    /// Empties the command log (between measurements).
+    public func clearLog() { state.withLock { $0.traffic.log.removeAll(keepingCapacity: true) } }
+
     /// Stops the emulator and closes the line: clients see the device go away.
     public func stop() { line.stop() }
 
@@ -81,6 +106,8 @@ public final class PN532Emulator: Sendable {
         while !line.isStopped {
             guard let bytes = pty.read(timeout: 20) else { break }
             guard !bytes.isEmpty else { continue }
+            // The host's bytes take their wire time too, before the chip sees them.
+            if let baud = options.baud, baud > 0 { Thread.sleep(forTimeInterval: Double(bytes.count * 10) / Double(baud)) }
             state.withLock { $0.traffic.bytesFromHost += bytes.count }
             for event in decoder.feed(bytes) {
                 handle(event)
@@ -99,6 +126,7 @@ public final class PN532Emulator: Sendable {
             return  // a real PN532 ignores a frame it cannot check
         case .frame(let tfi, let data):
             guard tfi == 0xD4 else { return }
+            let received = ContinuousClock.now
             let (answer, hung, corrupt) = state.withLock { state -> (PN532Chip.Answer, Bool, Bool) in
                 guard !state.hung else { return (.none, true, false) }
                 state.traffic.commands += 1
@@ -117,6 +145,18 @@ public final class PN532Emulator: Sendable {
             if corrupt, frame.count > 2 { frame[frame.count - 2] ^= 0xFF }
             state.withLock { $0.lastResponse = frame }
             send(frame)
+            if options.logCommands, let code = data.first {
+                let found: Bool
+                if case .response(let response) = answer {
+                    found = code == 0x4A && response.count > 1 && response[1] > 0
+                } else {
+                    found = false
+                }
+                let exchange = Exchange(
+                    command: code, bytesIn: PN532Frame.encode(tfi: 0xD4, data).count, bytesOut: PN532Frame.ack.count + frame.count,
+                    received: received, answered: ContinuousClock.now, foundTarget: found)
+                state.withLock { $0.traffic.log.append(exchange) }
+            }
         }
     }
 

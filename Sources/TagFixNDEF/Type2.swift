@@ -308,6 +308,27 @@ public enum Type2Identification {
         public var name: String
     }
 
+    /// Identifies a chip from its capability container when GET_VERSION was not asked: the data
+    /// area's size names the NTAG21x (144, 496, 872 bytes); a tag that refused FAST_READ is a
+    /// MIFARE Ultralight or Ultralight C; anything else is a generic Type 2 tag.
+    public static func identify(capabilityContainer cc: [UInt8], fastRead: Bool) -> Chip {
+        guard cc.count == 4, cc[0] == 0xE1 else { return Chip(type: .type2, totalPages: nil, name: "Type 2 tag") }
+        let size = Int(cc[2]) * 8
+        if !fastRead {
+            switch size {
+            case 48: return Chip(type: .type2, totalPages: 16, name: "MIFARE Ultralight")
+            case 144: return Chip(type: .type2, totalPages: 48, name: "MIFARE Ultralight C")
+            default: return Chip(type: .type2, totalPages: nil, name: "Type 2 tag (\(size)-byte data area, no FAST_READ)")
+            }
+        }
+        switch size {
+        case 144: return Chip(type: .ntag213, totalPages: 45, name: "NTAG213")
+        case 496: return Chip(type: .ntag215, totalPages: 135, name: "NTAG215")
+        case 872: return Chip(type: .ntag216, totalPages: 231, name: "NTAG216")
+        default: return Chip(type: .type2, totalPages: nil, name: "Type 2 tag (\(size)-byte data area)")
+        }
+    }
+
     /// Identifies a chip from its GET_VERSION bytes; `nil` bytes (tags without GET_VERSION, such as
     /// MIFARE Ultralight and Ultralight C) or an unknown vendor give a generic Type 2 tag.
     public static func identify(getVersion bytes: [UInt8]?) -> Chip {

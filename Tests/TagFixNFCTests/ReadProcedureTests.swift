@@ -49,15 +49,17 @@ struct Type2ProcedureTests {
         var transport = DirectTransport(tag)
         let result = try Type2NDEFReader.read(&transport) { () throws(NFCError) -> Void in }
         #expect(result.message == json["expected_ndef_message_hex"]?.string.flatMap(Hex.decode))
-        #expect(transport.log.first == [0x60], "GET_VERSION first")
-        #expect(transport.log.dropFirst().first == [0x30, 0x03], "then READ of the CC")
-        #expect(transport.log.dropFirst(2).allSatisfy { $0.first == 0x3A }, "then FAST_READ only")
+        #expect(transport.log.first == [0x3A, 0x03, 0x0A], "FAST_READ of the CC and the first data bytes first")
+        #expect(transport.log.allSatisfy { $0.first == 0x3A }, "FAST_READ only: no GET_VERSION, no READ")
+        if let chip = json["chip"]?.string, ["NTAG213", "NTAG215", "NTAG216"].contains(chip) {
+            #expect(result.chipName == chip, "the CC's data-area size names the NTAG")
+        }
         // Far fewer bytes than a dump of the whole tag.
         guard case TagImage.Memory.type2(let pages) = image.memory else { return }
         #expect(result.bytesMoved < pages.count / 2)
     }
 
-    @Test("a tag without GET_VERSION (MIFARE Ultralight) is reselected and read with READ")
+    @Test("a tag without FAST_READ (MIFARE Ultralight C) is reselected and read with READ")
     func ultralight() throws {
         let full = ntag213(url: "https://example.org/" + String(repeating: "u", count: 40))
         let tag = EmulatedType2Tag(uid: full.uid, pages: full.pages, getVersion: nil, signature: nil)
@@ -65,21 +67,28 @@ struct Type2ProcedureTests {
         var reselected = 0
         let result = try Type2NDEFReader.read(&transport) { () throws(NFCError) -> Void in reselected += 1 }
         #expect(reselected == 1)
+        #expect(transport.log.first?.first == 0x3A, "FAST_READ is tried")
         #expect(transport.log.dropFirst().allSatisfy { $0.first == 0x30 })
+        #expect(result.chipName == "MIFARE Ultralight C")
         let message = try NDEFMessage(bytes: try #require(result.message))
         #expect(message.firstURL == "https://example.org/" + String(repeating: "u", count: 40))
         #expect(result.tagType == .type2)
     }
 
-    @Test("a tag pulled mid-read is an incomplete read, never a partial message", arguments: 0...2)
-    func pulled(after exchanges: Int) {
-        let tag = ntag213(url: "https://example.org/" + String(repeating: "p", count: 120))
-        var transport = DirectTransport(tag, failAfter: exchanges)
-        #expect {
-            _ = try Type2NDEFReader.read(&transport) { () throws(NFCError) -> Void in }
-        } throws: { error in
-            if case .incompleteRead = error as? NDEFReadError { return true }
-            return false
+    @Test("a tag pulled after any exchange of a read is an incomplete read, never a partial message")
+    func pulled() throws {
+        let url = "https://example.org/" + String(repeating: "p", count: 120)
+        var whole = DirectTransport(ntag213(url: url))
+        _ = try Type2NDEFReader.read(&whole) { () throws(NFCError) -> Void in }
+        #expect(whole.log.count == 2, "a 140-byte message: two FAST_READs")
+        for exchanges in 0..<whole.log.count {
+            var transport = DirectTransport(ntag213(url: url), failAfter: exchanges)
+            #expect {
+                _ = try Type2NDEFReader.read(&transport) { () throws(NFCError) -> Void in }
+            } throws: { error in
+                if case .incompleteRead = error as? NDEFReadError { return true }
+                return false
+            }
         }
     }
 

@@ -1,0 +1,81 @@
+// Verifier throughput: verdicts per second on one core, with registries of increasing size.
+import Foundation
+import TagFixCore
+
+/// A registry of `count` tags spread over a 10 km square, ids T0…, regions of 25 m.
+func registry(_ count: Int) -> InMemoryRegistry {
+    var random = SeededGenerator(seed: 42)
+    var entries: [RegistryEntry] = []
+    entries.reserveCapacity(count)
+    for index in 0..<count {
+        let center = Coordinate(validLatitude: 53.5 + random.unit() * 0.09, longitude: 9.9 + random.unit() * 0.15)
+        let region = try! CircularRegion(center: center, radius: 25, identifier: "T\(index)")
+        entries.append(RegistryEntry(id: "T\(index)", uid: nil, region: region, name: nil))
+    }
+    return try! InMemoryRegistry(entries)
+}
+
+func measure(tags: Int, verdicts: Int, rounds: Int) -> [String: Double] {
+    let registry = registry(tags)
+    let verifier = Verifier(registry: registry)
+    let uid = try! TagUID(hex: "04A1B2C3D4E5F6")
+    let t0 = Timestamp(nanosecondsSinceEpoch: 1_778_745_600_000_000_000)
+    var random = SeededGenerator(seed: 7)
+    // Scans of random registered tags, each with a fresh fix near its region.
+    var inputs: [(TagScan, CircularRegion, Fix)] = []
+    inputs.reserveCapacity(verdicts)
+    for _ in 0..<verdicts {
+        let id = "T\(Int(random.next() % UInt64(tags)))"
+        let entry = registry.entry(forID: id)!
+        let scan = TagScan(readerID: "bench", uid: uid, tagType: .ntag213, url: "https://tags.example.org/t/\(id)", time: t0)
+        let position = Coordinate(
+            validLatitude: entry.region.center.latitude + (random.unit() - 0.5) * 0.0004,
+            longitude: entry.region.center.longitude + (random.unit() - 0.5) * 0.0006)
+        let fix = Fix(time: t0.advanced(by: .milliseconds(-300)), mode: .threeD, coordinate: position, horizontalAccuracy: 4)
+        inputs.append((scan, entry.region, fix))
+    }
+    var perSecond: [Double] = []
+    var checksum = 0
+    for _ in 0..<rounds {
+        let start = ContinuousClock.now
+        for (scan, _, fix) in inputs {
+            // The full path a live scan takes once its fix is there: region lookup (URL → id →
+            // registry), then the decision with the geodesic distance.
+            guard case .region(let region, let source, let id, let name) = verifier.expectation(for: scan) else { continue }
+            let verdict = verifier.decide(scan: scan, region: region, source: source, tagID: id, name: name, before: fix, after: nil)
+            if case .confirmed = verdict.kind { checksum &+= 1 }
+        }
+        perSecond.append(Double(inputs.count) / (ContinuousClock.now - start).seconds)
+    }
+    perSecond.sort()
+    precondition(checksum > 0)
+    // Where the time goes: the same inputs through the lookup alone and the geodesic alone.
+    var start = ContinuousClock.now
+    var found = 0
+    for (scan, _, _) in inputs {
+        if case .region = verifier.expectation(for: scan) { found &+= 1 }
+    }
+    let lookup = (ContinuousClock.now - start).seconds / Double(inputs.count)
+    start = ContinuousClock.now
+    for (scan, _, _) in inputs {
+        if (try? URLLocation(url: scan.url!))?.tagID != nil { found &+= 1 }
+    }
+    let url = (ContinuousClock.now - start).seconds / Double(inputs.count)
+    start = ContinuousClock.now
+    for (scan, _, _) in inputs {
+        if (try? registry.entry(forTagID: String(scan.url!.split(separator: "/").last!), uid: scan.uid)) != nil { found &+= 1 }
+    }
+    let registryOnly = (ContinuousClock.now - start).seconds / Double(inputs.count)
+    start = ContinuousClock.now
+    var total = 0.0
+    for (_, region, fix) in inputs { total += Geodesic.distance(from: fix.coordinate!, to: region.center) }
+    let geodesic = (ContinuousClock.now - start).seconds / Double(inputs.count)
+    precondition(found == 3 * inputs.count && total > 0)
+    return [
+        "tags": Double(tags), "verdicts_per_second_median": perSecond[perSecond.count / 2],
+        "verdicts_per_second_min": perSecond.first!, "verdicts_per_second_max": perSecond.last!,
+        "microseconds_per_verdict_median": 1e6 / perSecond[perSecond.count / 2],
+        "microseconds_lookup": lookup * 1e6, "microseconds_url": url * 1e6, "microseconds_registry": registryOnly * 1e6,
+        "microseconds_geodesic": geodesic * 1e6,
+    ]
+}
