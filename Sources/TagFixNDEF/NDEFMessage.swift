@@ -112,6 +112,12 @@ public struct NDEFMessage: Sendable, Hashable {
                 if record.chunked {
                     open = chunk
                 } else {
+                    // The whole record obeys its TNF's rules too: an `empty` first chunk with
+                    // payload in the chunks after it is as malformed as an empty record with one
+                    // (found by fuzzing: it decoded, then failed to decode once re-encoded).
+                    try NDEFRecord.check(
+                        tnf: chunk.first.tnf, typeLength: chunk.first.type.count, idLength: chunk.first.id.count,
+                        payloadLength: chunk.payload.count, offset: chunk.first.offset)
                     records.append(
                         NDEFRecord(unchecked: chunk.first.tnf, type: chunk.first.type, id: chunk.first.id, payload: chunk.payload))
                     open = nil

@@ -280,3 +280,15 @@ struct NDEFCodecTests {
         }
     }
 }
+
+@Suite("NDEF inputs the fuzzer found")
+struct NDEFFuzzRegressionTests {
+    @Test("a chunked record whose first chunk is TNF empty yet whose chunks carry payload is refused")
+    func emptyChunkWithPayload() {
+        // A (TNF 1, type ")"), then an empty-TNF initial chunk and an unchanged terminating chunk of
+        // 6 bytes, then a URI record. It used to decode to an empty record with payload, which
+        // then did not decode once re-encoded.
+        let bytes = Hex.decode("910100292000000000000600000000060000000000005101015" + "5FB")!
+        #expect(throws: NDEFError.self) { try NDEFMessage(bytes: bytes) }
+    }
+}
