@@ -2,10 +2,13 @@
 // measurement on standard output.
 //   TagFixBench verifier [SIZES…]     verifier throughput (in memory and SQLite), latency, scaling
 //   TagFixBench tag-read [ROUNDS]     tag placed → verdict on the PN532 emulator at 115200 baud
+//   TagFixBench fix-latency [SECONDS] NMEA epoch written → fix delivered, TagFix against gpspipe -w
 import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
+case "fix-latency":
+    await fixLatencyBenchmark(seconds: arguments.dropFirst().first.flatMap { Int($0) } ?? 20)
 case "tag-read":
     await tagReadBenchmark(
         rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15, python: ProcessInfo.processInfo.environment["TAGFIX_BENCH_PYTHON"])

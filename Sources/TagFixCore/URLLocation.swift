@@ -25,25 +25,32 @@ public struct URLLocation: Sendable, Hashable {
         url text: String, defaultRadius: Double? = nil,
         maximumRadius: Double = CircularRegion.defaultMaximumRadius
     ) throws(URLLocationError) {
-        let trimmed = text.trimmingSpaces()
-        if trimmed.count >= 4, trimmed.prefix(4).lowercased() == "geo:" {
+        try self.init(url: text, defaultRadius: defaultRadius, maximumRadius: maximumRadius, viaURLComponents: false)
+    }
+
+    /// `viaURLComponents` skips the byte-level reader of plain http(s) URLs (tests compare the two).
+    init(url text: String, defaultRadius: Double?, maximumRadius: Double, viaURLComponents: Bool) throws(URLLocationError) {
+        let trimmed =
+            text.utf8.first == 0x20 || text.utf8.last == 0x20 || text.utf8.first == 0x09 || text.utf8.last == 0x09
+            ? text.trimmingSpaces() : text
+        if trimmed.utf8.count >= 4, trimmed.prefix(4).lowercased() == "geo:" {
             self.tagID = nil
             self.region = try Self.geoURI(
                 String(trimmed.dropFirst(4)), defaultRadius: defaultRadius, maximumRadius: maximumRadius)
             return
         }
-        guard let components = URLComponents(string: trimmed), components.scheme != nil else {
-            throw .notAURL(text)
+        var parameters = Parameters()
+        let id: String?
+        if !viaURLComponents, let plain = try Self.plainHTTP(trimmed, into: &parameters) {
+            id = plain
+        } else {
+            guard let components = URLComponents(string: trimmed), components.scheme != nil else {
+                throw .notAURL(text)
+            }
+            for item in components.queryItems ?? [] { try parameters.set(item.name.lowercased(), item.value ?? "") }
+            id = Self.lastPathComponent(components.path)
         }
-        var parameters: [String: String] = [:]
-        for item in components.queryItems ?? [] {
-            let name = item.name.lowercased()
-            guard ["lat", "lon", "r", "radius", "id", "tag"].contains(name) else { continue }
-            guard parameters[name] == nil else { throw .duplicateParameter(name) }
-            parameters[name] = item.value ?? ""
-        }
-        let id = parameters["id"] ?? parameters["tag"] ?? Self.lastPathComponent(components.path)
-        self.tagID = id.flatMap { $0.isEmpty ? nil : $0 }
+        self.tagID = (parameters["id"] ?? parameters["tag"] ?? id).flatMap { $0.isEmpty ? nil : $0 }
 
         if parameters["r"] != nil, parameters["radius"] != nil { throw .duplicateParameter("r/radius") }
         let latText = parameters["lat"], lonText = parameters["lon"]
@@ -67,6 +74,99 @@ public struct URLLocation: Sendable, Hashable {
         self.region = try Self.region(
             latitude: latitude, longitude: longitude, radius: radius, identifier: tagID ?? trimmed,
             maximumRadius: maximumRadius)
+    }
+
+    /// The query parameters TagFix reads, each at most once.
+    struct Parameters {
+        private var values: [String?] = [nil, nil, nil, nil, nil, nil]
+        static let names = ["lat", "lon", "r", "radius", "id", "tag"]
+
+        subscript(name: String) -> String? {
+            Self.names.firstIndex(of: name).flatMap { values[$0] }
+        }
+
+        mutating func set(_ name: String, _ value: String) throws(URLLocationError) {
+            guard let index = Self.names.firstIndex(of: name) else { return }
+            guard values[index] == nil else { throw .duplicateParameter(name) }
+            values[index] = value
+        }
+    }
+
+    /// The common tag URL, read byte by byte: `http(s)://host[:port]/path[?query][#fragment]` in
+    /// plain ASCII, with no percent-escapes and nothing URLComponents would treat specially (user
+    /// info, IP literals). Gives the last path component and fills `parameters`, exactly as the
+    /// URLComponents path does for such URLs (a test holds the two to the same answers); `nil`
+    /// hands anything else to URLComponents.
+    static func plainHTTP(_ text: String, into parameters: inout Parameters) throws(URLLocationError) -> String?? {
+        guard let parsed = text.utf8.withContiguousStorageIfAvailable({ plainHTTP($0) }), let (last, items) = parsed else { return nil }
+        for (name, value) in items { try parameters.set(name, value) }
+        return .some(last)
+    }
+
+    private static func plainHTTP(_ bytes: UnsafeBufferPointer<UInt8>) -> (last: String?, items: [(String, String)])? {
+        func lower(_ b: UInt8) -> UInt8 { b >= 0x41 && b <= 0x5A ? b | 0x20 : b }
+        // Scheme: http:// or https://, any case.
+        var i = 0
+        let http: [UInt8] = Array("http".utf8)
+        guard bytes.count > 8 else { return nil }
+        for b in http {
+            guard lower(bytes[i]) == b else { return nil }
+            i += 1
+        }
+        if lower(bytes[i]) == UInt8(ascii: "s") { i += 1 }
+        guard i + 3 <= bytes.count, bytes[i] == 0x3A, bytes[i + 1] == 0x2F, bytes[i + 2] == 0x2F else { return nil }
+        i += 3
+        // Host [":" port]: letters, digits, "-", "." and ":" only; at least one byte.
+        let hostStart = i
+        while i < bytes.count, bytes[i] != 0x2F, bytes[i] != 0x3F, bytes[i] != 0x23 {
+            let b = bytes[i]
+            let ok = (b >= 0x30 && b <= 0x39) || (lower(b) >= 0x61 && lower(b) <= 0x7A) || b == 0x2D || b == 0x2E || b == 0x3A
+            guard ok else { return nil }
+            i += 1
+        }
+        guard i > hostStart else { return nil }
+        // An optional port: ":" and digits, once, at the end of the host.
+        if let colon = bytes[hostStart..<i].firstIndex(of: 0x3A) {
+            guard colon > hostStart, bytes[(colon + 1)..<i].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        }
+        // A fragment is left to URLComponents (rare on tags, and "#" has rules of its own).
+        guard !bytes[i...].contains(0x23) else { return nil }
+        // Everything else: printable ASCII without "%", spaces, quotes, backslashes or braces,
+        // which URLComponents escapes or rejects.
+        for j in i..<bytes.count {
+            let b = bytes[j]
+            guard b > 0x20, b < 0x7F, b != 0x25, b != 0x22, b != 0x5C, b != 0x7B, b != 0x7D, b != 0x7C, b != 0x5E, b != 0x60,
+                b != 0x3C, b != 0x3E, b != 0x5B, b != 0x5D
+            else { return nil }
+        }
+        func string(_ range: Range<Int>) -> String { String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self) }
+        // Path up to "?" or "#": its last non-empty segment.
+        let pathStart = i
+        while i < bytes.count, bytes[i] != 0x3F, bytes[i] != 0x23 { i += 1 }
+        var end = i
+        while end > pathStart, bytes[end - 1] == 0x2F { end -= 1 }
+        var segmentStart = end
+        while segmentStart > pathStart, bytes[segmentStart - 1] != 0x2F { segmentStart -= 1 }
+        let last: String? = segmentStart < end ? string(segmentStart..<end) : nil
+        // Query: items split at "&", name and value at the first "=".
+        var items: [(String, String)] = []
+        if i < bytes.count, bytes[i] == 0x3F {
+            i += 1
+            let queryEnd = bytes.count
+            while i <= queryEnd {
+                var itemEnd = i
+                while itemEnd < queryEnd, bytes[itemEnd] != 0x26 { itemEnd += 1 }
+                let equals = bytes[i..<itemEnd].firstIndex(of: 0x3D)
+                let nameEnd = equals ?? itemEnd
+                if nameEnd - i <= 6 {
+                    var name = ""
+                    for k in i..<nameEnd { name.unicodeScalars.append(Unicode.Scalar(lower(bytes[k]))) }
+                    if Parameters.names.contains(name) { items.append((name, equals.map { string(($0 + 1)..<itemEnd) } ?? "")) }
+                }
+                i = itemEnd + 1
+            }
+        }
+        return (last, items)
     }
 
     private static func lastPathComponent(_ path: String) -> String? {

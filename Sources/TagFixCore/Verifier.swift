@@ -34,7 +34,9 @@ public struct Verifier: Sendable {
         guard policy.locationConfirmation else { return verdict(.disallowed(.confirmationDisabled)) }
         guard scan.source == .nfc else { return verdict(.disallowed(.notPhysicalTag)) }
         if let tagID, policy.disallowedTags.contains(tagID) { return verdict(.disallowed(.tagDisallowed(tagID))) }
-        if policy.disallowedTags.contains(scan.uid.hex) { return verdict(.disallowed(.tagDisallowed(scan.uid.hex))) }
+        if !policy.disallowedTags.isEmpty, policy.disallowedTags.contains(scan.uid.hex) {
+            return verdict(.disallowed(.tagDisallowed(scan.uid.hex)))
+        }
 
         let entry: RegistryEntry?
         do {
@@ -75,7 +77,7 @@ public struct Verifier: Sendable {
             chosen = blended
             chosenAge = min(age(before), age(after))
             verdict.interpolated = true
-        } else if let nearest = [before, after].compactMap({ $0 }).min(by: { age($0) < age($1) }) {
+        } else if let nearest = before.map({ b in after.map { age($0) < age(b) ? $0 : b } ?? b }) ?? after {
             chosen = nearest
             chosenAge = age(nearest)
         } else {

@@ -32,6 +32,8 @@ public final class NMEAEmulator: Sendable {
         var epochs = 0
         /// Where the receiver stands now, when moved there by `move(to:)`.
         var position: Coordinate?
+        /// When each epoch (by its NMEA time) was written, for latency benchmarks; the last 10 000.
+        var writes: [(time: Timestamp, written: ContinuousClock.Instant)] = []
     }
 
     public let path: String
@@ -64,6 +66,8 @@ public final class NMEAEmulator: Sendable {
     public func move(to position: Coordinate) { state.withLock { $0.position = position } }
     /// The receiver's clock jumps.
     public func jumpTime(by offset: Duration) { state.withLock { $0.timeOffset += offset } }
+    /// When each recent epoch went out on the line, by the time its sentences carry.
+    public var writeLog: [(time: Timestamp, written: ContinuousClock.Instant)] { state.withLock { $0.writes } }
     /// Epochs written so far.
     public var epochsWritten: Int { state.withLock { $0.epochs } }
 
@@ -112,6 +116,7 @@ public final class NMEAEmulator: Sendable {
                 continue
             }
             var text = ""
+            var stamped: Timestamp?
             if snapshot.garbage > 0 {
                 state.withLock { $0.garbage -= 1 }
                 text += "$GPGGA,12*00\r\n$GPRMC,garbage,,,,*7F\r\n\u{1}\u{2}noise\r\n"
@@ -124,6 +129,7 @@ public final class NMEAEmulator: Sendable {
             if let moved = snapshot.position { origin = moved }
             if let origin {
                 let now = Timestamp(secondsSinceEpoch: Date().timeIntervalSince1970)!.advanced(by: snapshot.timeOffset)
+                stamped = now
                 let sigma = snapshot.sigma ?? sigmaDefault
                 let north = generator.gaussian() * sigma, east = generator.gaussian() * sigma
                 let latitude = origin.latitude + north / 111_320
@@ -143,8 +149,15 @@ public final class NMEAEmulator: Sendable {
                 state.withLock { $0.epochs += 1 }
             }
             if !text.isEmpty {
+                let written = ContinuousClock.now  // the epoch goes to the line now
                 pty.write(Array(text.utf8))
-                state.withLock { $0.epochs += 1 }
+                state.withLock {
+                    $0.epochs += 1
+                    if let stamped {
+                        $0.writes.append((stamped, written))
+                        if $0.writes.count > 10_000 { $0.writes.removeFirst($0.writes.count - 10_000) }
+                    }
+                }
             }
             next = next.addingTimeInterval(interval)
             let wait = next.timeIntervalSinceNow

@@ -1,0 +1,62 @@
+import Foundation
+import Testing
+
+@testable import TagFixCore
+
+/// The byte-level reader of plain http(s) URLs must answer exactly as URLComponents does.
+@Suite("URL locations: the fast path agrees with URLComponents")
+struct URLFastPathTests {
+    static func agree(_ url: String) -> Bool {
+        let fast = Result { () throws(URLLocationError) in try URLLocation(url: url, defaultRadius: 20, maximumRadius: 500) }
+        let slow = Result { () throws(URLLocationError) in
+            try URLLocation(url: url, defaultRadius: 20, maximumRadius: 500, viaURLComponents: true)
+        }
+        return fast == slow
+    }
+
+    static let examples = [
+        "https://tags.example.org/t/A17", "https://tags.example.org/t/A17/", "HTTPS://Tags.Example.org/t/A17?LAT=52.52&Lon=13.405&R=25",
+        "http://h/t/B2?lat=1&lon=2&r=3&lat=4", "http://h:8080/x?id=Z9", "http://h:80a/x", "http://h::80/x", "http://:80/x",
+        "https://h/t/A?lat=52.5&lon=13.4", "https://h/t/A?lat&lon=2&r=3", "https://h/t/A?lat=1=2&lon=3&r=4",
+        "https://h/t/A?&&lat=1&lon=2&r=3&",
+        "https://h/t/A?tag=T&id=I", "https://h/t/A?radius=5&r=6&lat=1&lon=2", "https://h/t/A#frag", "https://h/t/A?lat=1#x&lon=2",
+        "https://h/t/%41", "https://h/t/A B", "https://h/t/Ä", "https://user@h/t/A", "https://[::1]/t/A", "https://h/t/A?x=[1]",
+        "https://h//", "https://h", "https://h?lat=1&lon=2&r=3", "https://h/a/b/c?q=1?2", "https://h/t/A?lat=+1&lon=-2&r=.5",
+        "https://h/t/A?lat=1e3&lon=2&r=3", "https://h/t/A?lat=91&lon=2&r=3", "https://h/t/A?lat=1&lon=2&r=0",
+        "https://h/t/A?lat=1&lon=2&r=600",
+        "https://h/t/A?lat=1&lon=2", "https://h/p;q/A", "https://h/t/A?lat=1;lon=2", "https://h/(x)/A*", "https://h/t/A'",
+        "https://h/t/~A.-_", "httpx://h/t/A", "http:/h/t/A", "https:h/t/A", "https://h/t/A?id=", "https://h/t/A?ID=Q",
+    ]
+
+    @Test("hand-picked URLs, edge cases included", arguments: examples)
+    func handPicked(_ url: String) {
+        #expect(Self.agree(url), "\(url)")
+    }
+
+    @Test("20 000 generated URLs from a grammar of the characters that matter")
+    func generated() {
+        var generator = SeededGenerator(seed: 1234)
+        let pieces = [
+            "a", "Z", "9", "-", ".", "_", "~", "/", "//", "?", "&", "=", "#", "%", "%41", " ", ":", "@", "[", "]", "+", ";", ",", "!", "'",
+            "(",
+            "lat=", "lon=", "r=", "radius=", "id=", "tag=", "LAT=", "53.5", "-9.9", "25", "1e2", ".5", "Ä", "\"", "{", "|",
+        ]
+        // Half the URLs use only characters the fast path takes, so it is tested on its own turf too.
+        let safe = pieces.filter { piece in piece.unicodeScalars.allSatisfy { $0.isASCII && !"% \"{|[]#Ä@".unicodeScalars.contains($0) } }
+        var disagreements: [String] = []
+        var fast = 0
+        for _ in 0..<20_000 {
+            let scheme = ["https://", "http://", "HTTP://", "https:/", "ftp://"][Int(generator.next() % 5)]
+            let host = ["tags.example.org", "h", "h:8080", "h:x", "", "1.2.3.4", "[::1]"][Int(generator.next() % 7)]
+            var rest = ""
+            let alphabet = generator.next() % 2 == 0 ? safe : pieces
+            for _ in 0..<Int(generator.next() % 14) { rest += alphabet[Int(generator.next() % UInt64(alphabet.count))] }
+            let url = scheme + host + (generator.next() % 3 == 0 ? "" : "/") + rest
+            if !Self.agree(url) { disagreements.append(url) }
+            var parameters = URLLocation.Parameters()
+            if (try? URLLocation.plainHTTP(url, into: &parameters)) != nil { fast += 1 }
+        }
+        #expect(fast > 2_500, "only \(fast) of the URLs took the fast path: the comparison would prove little")
+        #expect(disagreements.isEmpty, "\(disagreements.prefix(10))")
+    }
+}
