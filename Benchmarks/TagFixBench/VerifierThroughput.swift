@@ -1,6 +1,7 @@
 // Verifier throughput: verdicts per second on one core, with registries of increasing size.
 import Foundation
 import TagFixCore
+import TagFixStore
 
 /// A registry of `count` tags spread over a 10 km square, ids T0…, regions of 25 m.
 func registry(_ count: Int) -> InMemoryRegistry {
@@ -15,9 +16,19 @@ func registry(_ count: Int) -> InMemoryRegistry {
     return try! InMemoryRegistry(entries)
 }
 
-func measure(tags: Int, verdicts: Int, rounds: Int) -> [String: Double] {
+func measure(tags: Int, verdicts: Int, rounds: Int, sqlite: Bool = false) -> [String: Double] {
     let registry = registry(tags)
-    let verifier = Verifier(registry: registry)
+    var storeSetup = 0.0
+    var store: SQLiteRegistry?
+    if sqlite {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("bench-\(UUID().uuidString).sqlite").path
+        let started = ContinuousClock.now
+        store = try! SQLiteRegistry(path: path, mode: .create)
+        try! store!.add(registry.entries)
+        storeSetup = (ContinuousClock.now - started).seconds
+        store = try! SQLiteRegistry(path: path, mode: .readOnly)
+    }
+    let verifier = Verifier(registry: store.map { $0 as any TagRegistry } ?? registry)
     let uid = try! TagUID(hex: "04A1B2C3D4E5F6")
     let t0 = Timestamp(nanosecondsSinceEpoch: 1_778_745_600_000_000_000)
     var random = SeededGenerator(seed: 7)
@@ -49,6 +60,18 @@ func measure(tags: Int, verdicts: Int, rounds: Int) -> [String: Double] {
     }
     perSecond.sort()
     precondition(checksum > 0)
+    // Latency of one verdict once its fix is there: each timed alone.
+    var latencies: [Double] = []
+    latencies.reserveCapacity(inputs.count)
+    for (scan, _, fix) in inputs {
+        let start = ContinuousClock.now
+        if case .region(let region, let source, let id, let name) = verifier.expectation(for: scan) {
+            let verdict = verifier.decide(scan: scan, region: region, source: source, tagID: id, name: name, before: fix, after: nil)
+            if case .confirmed = verdict.kind { checksum &+= 1 }
+        }
+        latencies.append((ContinuousClock.now - start).seconds)
+    }
+    latencies.sort()
     // Where the time goes: the same inputs through the lookup alone and the geodesic alone.
     var start = ContinuousClock.now
     var found = 0
@@ -62,13 +85,19 @@ func measure(tags: Int, verdicts: Int, rounds: Int) -> [String: Double] {
     }
     let url = (ContinuousClock.now - start).seconds / Double(inputs.count)
     start = ContinuousClock.now
-    for (scan, _, _) in inputs {
-        if (try? registry.entry(forTagID: String(scan.url!.split(separator: "/").last!), uid: scan.uid)) != nil { found &+= 1 }
+    let ids = inputs.map { String($0.0.url!.split(separator: "/").last!) }
+    start = ContinuousClock.now
+    for (index, (scan, _, _)) in inputs.enumerated() {
+        if (try? verifier.registry.entry(forTagID: ids[index], uid: scan.uid)) != nil { found &+= 1 }
     }
     let registryOnly = (ContinuousClock.now - start).seconds / Double(inputs.count)
     start = ContinuousClock.now
     var total = 0.0
-    for (_, region, fix) in inputs { total += Geodesic.distance(from: fix.coordinate!, to: region.center) }
+    for (_, region, fix) in inputs {
+        total +=
+            (Geodesic.shortInverse(from: region.center, to: fix.coordinate!) ?? Geodesic.inverse(from: region.center, to: fix.coordinate!))
+            .distance
+    }
     let geodesic = (ContinuousClock.now - start).seconds / Double(inputs.count)
     precondition(found == 3 * inputs.count && total > 0)
     return [
@@ -76,6 +105,7 @@ func measure(tags: Int, verdicts: Int, rounds: Int) -> [String: Double] {
         "verdicts_per_second_min": perSecond.first!, "verdicts_per_second_max": perSecond.last!,
         "microseconds_per_verdict_median": 1e6 / perSecond[perSecond.count / 2],
         "microseconds_lookup": lookup * 1e6, "microseconds_url": url * 1e6, "microseconds_registry": registryOnly * 1e6,
-        "microseconds_geodesic": geodesic * 1e6,
+        "microseconds_geodesic": geodesic * 1e6, "microseconds_p50": latencies[latencies.count / 2] * 1e6,
+        "microseconds_p99": latencies[latencies.count * 99 / 100] * 1e6, "sqlite": sqlite ? 1 : 0, "store_setup_seconds": storeSetup,
     ]
 }

@@ -13,10 +13,15 @@ case "tag-read":
     await tagReadBenchmark(
         rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15, python: ProcessInfo.processInfo.environment["TAGFIX_BENCH_PYTHON"])
 default:
-    let sizes = arguments.drop { $0 == "verifier" }.compactMap { Int($0) }
-    for size in sizes.isEmpty ? [1_000, 100_000, 1_000_000] : sizes {
-        let result = measure(tags: size, verdicts: 200_000, rounds: 5)
+    // verifier [SIZES…] [--sqlite SIZES…]: in-memory registries of each size, then SQLite ones.
+    let rest = Array(arguments.drop { $0 == "verifier" })
+    let split = rest.firstIndex(of: "--sqlite") ?? rest.endIndex
+    let memory = rest[..<split].compactMap { Int($0) }
+    let sqlite = rest[split...].compactMap { Int($0) }
+    let runs = (memory.isEmpty && sqlite.isEmpty ? [1_000, 100_000, 1_000_000] : memory).map { ($0, false) } + sqlite.map { ($0, true) }
+    for (size, store) in runs {
+        let result = measure(tags: size, verdicts: 200_000, rounds: 5, sqlite: store)
         let body = result.keys.sorted().map { "\"\($0)\":\(result[$0]!)" }.joined(separator: ",")
-        print("{\(body)}")
+        print(#"{"bench":"verifier","# + body + "}")
     }
 }

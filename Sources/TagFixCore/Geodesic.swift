@@ -37,6 +37,45 @@ public enum Geodesic {
         return bisection(a, b)
     }
 
+    // MARK: - Short lines (the verifier's case)
+
+    /// Distance and initial azimuth for points under `shortLineLimit` apart, on the ellipsoid's
+    /// tangent plane at the mid-latitude: north = M(φm)·Δφ, east = N(φm)·cos φm·Δλ (meridional and
+    /// prime-vertical radii of curvature), the azimuth turned back by the meridians' convergence
+    /// (Δλ·sin φm / 2) to the first point. A few multiplications and one square root, against
+    /// Vincenty's iteration: the verifier's regions are at most 500 m. Within 0.1 mm and 1e-5° of
+    /// the geodesic (tested against GeodTest's short lines and Vincenty); `nil` when the points are
+    /// farther apart, or beyond 80° of latitude.
+    public static func shortInverse(from a: Coordinate, to b: Coordinate) -> Line? {
+        let degree = Double.pi / 180
+        let phiM = (a.latitude + b.latitude) / 2 * degree
+        guard abs(phiM) < 80 * degree else { return nil }
+        var dLon = b.longitude - a.longitude
+        if dLon > 180 { dLon -= 360 } else if dLon < -180 { dLon += 360 }
+        let dPhi = (b.latitude - a.latitude) * degree
+        let dLambda = dLon * degree
+        // Cheap bound first: 1° is over 110 km everywhere off the poles.
+        guard abs(dPhi) < 0.001, abs(dLambda) * cos(phiM) < 0.001 else { return nil }
+        let e2 = flattening * (2 - flattening)
+        let sinPhi = sin(phiM), cosPhi = cos(phiM)
+        let w2 = 1 - e2 * sinPhi * sinPhi
+        let w = w2.squareRoot()
+        let n = equatorialRadius / w
+        let m = n * (1 - e2) / w2
+        let north = m * dPhi
+        let east = n * cosPhi * dLambda
+        let distance = (north * north + east * east).squareRoot()
+        guard distance < shortLineLimit else { return nil }
+        if distance == 0 { return Line(distance: 0, initialAzimuth: 0) }
+        var azimuth = (atan2(east, north) - dLambda * sinPhi / 2) / degree
+        if azimuth < 0 { azimuth += 360 }
+        if azimuth >= 360 { azimuth -= 360 }
+        return Line(distance: distance, initialAzimuth: azimuth)
+    }
+
+    /// Lines shorter than this take `shortInverse`.
+    public static let shortLineLimit = 600.0
+
     // MARK: - Vincenty (fast path)
 
     private static func vincenty(_ p1: Coordinate, _ p2: Coordinate) -> Line? {

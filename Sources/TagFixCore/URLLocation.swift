@@ -33,7 +33,7 @@ public struct URLLocation: Sendable, Hashable {
         let trimmed =
             text.utf8.first == 0x20 || text.utf8.last == 0x20 || text.utf8.first == 0x09 || text.utf8.last == 0x09
             ? text.trimmingSpaces() : text
-        if trimmed.utf8.count >= 4, trimmed.prefix(4).lowercased() == "geo:" {
+        if Self.isGeoURI(trimmed) {
             self.tagID = nil
             self.region = try Self.geoURI(
                 String(trimmed.dropFirst(4)), defaultRadius: defaultRadius, maximumRadius: maximumRadius)
@@ -76,19 +76,47 @@ public struct URLLocation: Sendable, Hashable {
             maximumRadius: maximumRadius)
     }
 
+    /// Whether `text` starts with "geo:" in any case (without making a lowercased copy).
+    private static func isGeoURI(_ text: String) -> Bool {
+        var bytes = text.utf8.makeIterator()
+        for expected in "geo".utf8 {
+            guard let b = bytes.next(), b | 0x20 == expected else { return false }
+        }
+        return bytes.next() == UInt8(ascii: ":")
+    }
+
     /// The query parameters TagFix reads, each at most once.
     struct Parameters {
-        private var values: [String?] = [nil, nil, nil, nil, nil, nil]
+        // Six stored fields, not a dictionary: no allocation for a URL without a query.
+        private var lat, lon, r, radius, id, tag: String?
         static let names = ["lat", "lon", "r", "radius", "id", "tag"]
 
         subscript(name: String) -> String? {
-            Self.names.firstIndex(of: name).flatMap { values[$0] }
+            switch name {
+            case "lat": lat
+            case "lon": lon
+            case "r": r
+            case "radius": radius
+            case "id": id
+            case "tag": tag
+            default: nil
+            }
         }
 
         mutating func set(_ name: String, _ value: String) throws(URLLocationError) {
-            guard let index = Self.names.firstIndex(of: name) else { return }
-            guard values[index] == nil else { throw .duplicateParameter(name) }
-            values[index] = value
+            func store(_ slot: inout String?) throws(URLLocationError) {
+                guard slot == nil else { throw .duplicateParameter(name) }
+                slot = value
+            }
+            switch name {
+            case "lat": try store(&lat)
+            case "lon": try store(&lon)
+            case "r": try store(&r)
+            case "radius": try store(&radius)
+            case "id": try store(&id)
+            case "tag": try store(&tag)
+            default: return
+            }
         }
     }
 

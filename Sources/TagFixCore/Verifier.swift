@@ -33,7 +33,9 @@ public struct Verifier: Sendable {
         }
         guard policy.locationConfirmation else { return verdict(.disallowed(.confirmationDisabled)) }
         guard scan.source == .nfc else { return verdict(.disallowed(.notPhysicalTag)) }
-        if let tagID, policy.disallowedTags.contains(tagID) { return verdict(.disallowed(.tagDisallowed(tagID))) }
+        if let tagID, !policy.disallowedTags.isEmpty, policy.disallowedTags.contains(tagID) {
+            return verdict(.disallowed(.tagDisallowed(tagID)))
+        }
         if !policy.disallowedTags.isEmpty, policy.disallowedTags.contains(scan.uid.hex) {
             return verdict(.disallowed(.tagDisallowed(scan.uid.hex)))
         }
@@ -45,7 +47,9 @@ public struct Verifier: Sendable {
             return verdict(.inconclusive(.registryUnavailable(error)))
         }
         if let entry {
-            if policy.disallowedTags.contains(entry.id) { return verdict(.disallowed(.tagDisallowed(entry.id)), id: entry.id) }
+            if !policy.disallowedTags.isEmpty, policy.disallowedTags.contains(entry.id) {
+                return verdict(.disallowed(.tagDisallowed(entry.id)), id: entry.id)
+            }
             return .region(entry.region, .registry, tagID: entry.id, name: entry.name)
         }
         if let locationError { return verdict(.inconclusive(.invalidTagLocation(locationError))) }
@@ -92,7 +96,9 @@ public struct Verifier: Sendable {
             return verdict
         }
         guard chosen.hasPosition, let position = chosen.coordinate else { return verdict }
-        let line = Geodesic.inverse(from: region.center, to: position)
+        // Regions are at most 500 m: most lines are short, and the tangent-plane solution is
+        // exact to 0.1 mm there; longer or polar lines take the full geodesic.
+        let line = Geodesic.shortInverse(from: region.center, to: position) ?? Geodesic.inverse(from: region.center, to: position)
         verdict.distance = line.distance
         verdict.bearing = line.distance > 0 ? line.initialAzimuth : nil
         guard policy.allowSimulatedFixes || chosen.status != .simulated else {

@@ -88,12 +88,14 @@ struct VerifierDecisionTests {
         let verifier = Verifier(registry: Site.registry())
         let region = try CircularRegion(center: Site.origin, radius: 20, identifier: "A1")
         let position = Site.at(east: 16, north: 0)
-        let distance = Geodesic.distance(from: Site.origin, to: position)
-        func verdict(accuracy: Double) -> Verdict.Kind {
+        func decided(accuracy: Double) -> Verdict {
             let fix = Fix(time: Site.time(-0.5), mode: .threeD, coordinate: position, horizontalAccuracy: accuracy)
             return verifier.decide(scan: Site.scan(0), region: region, source: .registry, tagID: "A1", name: nil, before: fix, after: nil)
-                .kind
         }
+        func verdict(accuracy: Double) -> Verdict.Kind { decided(accuracy: accuracy).kind }
+        // The distance the verifier measured (the short-line solution), within 0.1 mm of Vincenty's.
+        let distance = try #require(decided(accuracy: 1).distance)
+        #expect(abs(distance - Geodesic.distance(from: Site.origin, to: position)) < 1e-4)
         #expect(verdict(accuracy: 20 - distance) == .confirmed)
         #expect(verdict(accuracy: 20 - distance + 1e-6) == .inconclusive(.straddlesBoundary))
     }

@@ -1,0 +1,137 @@
+"""Writes docs/benchmarks.md from one bench/run's results (bench tooling)."""
+import datetime, json, platform, subprocess, sys
+
+out = sys.argv[1]
+
+
+def rows(name):
+    with open(f"{out}/{name}") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def version(cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True).stdout.splitlines()[0]
+    except Exception:
+        return "?"
+
+
+def met(ok):
+    return "**met**" if ok else "**missed**"
+
+
+tag, fix, verifier, peer, startup = rows("tag.jsonl"), rows("fix.jsonl"), rows("verifier.jsonl"), rows("peer.jsonl"), rows("startup.jsonl")
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
+nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
+goals = []
+print("# Benchmarks\n")
+print(f"Measured {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC on {cpu}, {nproc} cores, in one run of `bench/run`; "
+      f"{version(['swift', '--version'])}; Python {platform.python_version()} with geographiclib and nfcpy 1.0.4 (PyPI); "
+      f"{version(['gpsd', '-V'])}; libnfc 1.8.0. Medians, with [min, max] where a measurement repeats.\n")
+
+print("## 1. Tag placed → verdict (PN532 emulator at 115200 baud)\n")
+print("The emulator simulates the line's speed both ways (10 bits a byte) and logs every command with its time, so every "
+      "client is measured the same way, on the wire: from the start of the InListPassiveTarget that finds the tag to the "
+      "last answer of the read. TagFix's time runs on to the verdict (the live pipeline with a mock GPS). The **wire "
+      "floor** is the fewest bytes that must cross the UART for that tag: one InListPassiveTarget and FAST_READs of the "
+      "capability container through the end of the NDEF TLV, each as command frame, ACK and response frame. nfcpy reads "
+      "the same emulator through its `pn532` driver; Debian's `nfc-mfultralight r` dumps the whole tag.\n")
+print("| tag | NDEF bytes | wire floor | TagFix, placed → verdict | ratio to the floor | nfcpy | nfcpy ÷ TagFix | nfc-mfultralight r (full dump) |")
+print("| --- | ---: | --- | --- | ---: | --- | ---: | --- |")
+for r in tag:
+    ratio = r["tagfix_verdict_ms"] / r["floor_ms"]
+    speedup = r.get("nfcpy_ms", float("nan")) / r["tagfix_verdict_ms"]
+    goals.append((ratio <= 1.25, f"tag → verdict ≤ 1.25× the wire floor ({r['tag']}): {ratio:.2f}×"))
+    goals.append((speedup >= 3, f"≥ 3× faster than nfcpy ({r['tag']}): {speedup:.1f}×"))
+    print(f"| {r['tag']} | {r['message_bytes']} | {r['floor_ms']:.1f} ms ({r['floor_bytes']} B) "
+          f"| {r['tagfix_verdict_ms']:.1f} ms [{r['tagfix_verdict_ms_min']:.1f}, {r['tagfix_verdict_ms_max']:.1f}] ({r['tagfix_bytes']} B) "
+          f"| {ratio:.2f}× | {r.get('nfcpy_ms', float('nan')):.1f} ms [{r.get('nfcpy_ms_min', float('nan')):.1f}, {r.get('nfcpy_ms_max', float('nan')):.1f}] ({r.get('nfcpy_bytes', '?')} B) "
+          f"| {speedup:.1f}× | {r.get('mfultralight_ms', float('nan')):.0f} ms ({r.get('mfultralight_bytes', '?')} B) |")
+print(f"\n{tag[0]['rounds']} taps per client and tag. TagFix moves nearly only the floor's bytes: the selection, one FAST_READ of "
+      "pages 3–10 (the CC and the first 28 data bytes, which hold a short URL whole), then FAST_READs of just the pages the "
+      "read planner asks for. It identifies the NTAG from the CC instead of asking GET_VERSION, which saved a whole exchange "
+      "per tap (the short URL went from 1.87× to about 1.2× the floor). nfcpy reads 16-byte READs page group by page group "
+      "and exchanges more framing per command.\n")
+
+print("## 2. Fix latency: NMEA epoch written → fix delivered\n")
+f = fix[0]
+if "error" in f:
+    print(f"Not measured: {f['error']}.\n")
+else:
+    ratio = f["tagfix_ms_median"] / f["gpspipe_ms_median"]
+    goals.append((ratio <= 1.1, f"fix latency ≤ 1.1× gpspipe: {ratio:.2f}×"))
+    print("The NMEA emulator (5 Hz) logs when each epoch goes out on the pty; one private gpsd reads it; TagFix's "
+          "`GPSDFixSource` and `gpspipe -w` watch the same gpsd at the same time. Each TPV that reaches a client is matched "
+          "to its epoch by the time it carries; only epochs both clients delivered are compared.\n")
+    print("| client | median | p90 | min | epochs |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    print(f"| TagFix (libgps, its own thread) | {f['tagfix_ms_median']:.3f} ms | {f['tagfix_ms_p90']:.3f} ms | {f['tagfix_ms_min']:.3f} ms | {f['epochs']:.0f} |")
+    print(f"| gpspipe -w (read through a pipe) | {f['gpspipe_ms_median']:.3f} ms | {f['gpspipe_ms_p90']:.3f} ms | {f['gpspipe_ms_min']:.3f} ms | {f['epochs']:.0f} |")
+    print(f"\nRatio of the medians: {ratio:.2f}×. Most of either latency is gpsd itself: it reports the epoch when its last sentence arrives.\n")
+
+print("## 3. Verifier throughput and latency (one core)\n")
+print("Each verdict takes the whole path a live scan takes once its fix is there: the tag id from the URL, the registry "
+      "lookup, and the decision with the WGS-84 distance. Throughput: medians of 5 rounds of 200 000 verdicts [min, max]; "
+      "latency: each verdict timed alone. The Python peer does the same with `Geodesic.WGS84.Inverse` and a dict.\n")
+peers = {int(p["tags"]): p for p in peer}
+print("| registry | TagFix verdicts/s | p50 | p99 | Python peer verdicts/s | ratio |")
+print("| --- | --- | ---: | ---: | --- | ---: |")
+for r in verifier:
+    t = int(r["tags"]); p = peers.get(t) if not r["sqlite"] else None
+    kind = "SQLite" if r["sqlite"] else "in memory"
+    ratio = r["verdicts_per_second_median"] / p["verdicts_per_second_median"] if p else None
+    print(f"| {t:,} tags, {kind} | {r['verdicts_per_second_median']:,.0f} [{r['verdicts_per_second_min']:,.0f}, {r['verdicts_per_second_max']:,.0f}] "
+          f"| {r['microseconds_p50']:.2f} µs | {r['microseconds_p99']:.2f} µs | {p['verdicts_per_second_median']:,.0f} |" if p else
+          f"| {t:,} tags, {kind} | {r['verdicts_per_second_median']:,.0f} [{r['verdicts_per_second_min']:,.0f}, {r['verdicts_per_second_max']:,.0f}] "
+          f"| {r['microseconds_p50']:.2f} µs | {r['microseconds_p99']:.2f} µs | — |", end="")
+    print(f" {ratio:.0f}× |" if ratio else " — |")
+memory_rows = [r for r in verifier if not r["sqlite"]]
+best = max(r["verdicts_per_second_median"] for r in memory_rows)
+goals.append((best >= 2e6, f"≥ 2 M verdicts/s/core in memory: {best:,.0f}/s"))
+ratios = [r["verdicts_per_second_median"] / peers[int(r["tags"])]["verdicts_per_second_median"] for r in memory_rows if int(r["tags"]) in peers]
+if ratios:
+    goals.append((min(ratios) >= 100, f"≥ 100× the Python peer: {min(ratios):.0f}×–{max(ratios):.0f}×"))
+print("\nWhere a verdict's time goes (in memory; the same inputs through each part alone):\n")
+print("| registry | URL → id → registry entry | URL alone | registry alone | distance (short-line solution) |")
+print("| --- | ---: | ---: | ---: | ---: |")
+for r in verifier:
+    kind = "SQLite" if r["sqlite"] else "in memory"
+    print(f"| {int(r['tags']):,} tags, {kind} | {r['microseconds_lookup']:.2f} µs | {r['microseconds_url']:.2f} µs | {r['microseconds_registry']:.2f} µs | {r['microseconds_geodesic']:.2f} µs |")
+print("""
+The verdict path was 5.0 µs before this round of work, spread over `URLComponents`, String allocation, a UID hex string
+built for every scan, and Vincenty's iteration. Now plain http(s) URLs are read byte by byte (anything else still goes
+through `URLComponents`, and a differential test holds the two to the same answers), the hex string is built only when
+tags are disallowed, and lines under 600 m use the tangent-plane solution at the mid-latitude (within 0.1 mm and 1e-5°
+of the geodesic, tested against GeodTest and Vincenty). A profile of what is left (`perf record` on TagFixBench) shows
+`memmove` (13 %) and retain/release (15 %): the verdict is a large value that carries the whole scan and two fixes, and
+it is copied several times on the way out. Reaching 2 M/s needs a leaner verdict (the scan by reference, the fix by
+index), which is the next step, not done here. SQLite lookups cost about 4–5 µs (a prepared statement, a bound key, a
+row turned into an entry): fine for a field session, where a scan comes every few seconds.
+""")
+
+print("## 4. Start-up and memory\n")
+s = startup[0]
+goals.append((s["startup_ms_median"] <= 50, f"start-up ≤ 50 ms (libnfc's 50 ms sleep excluded): {s['startup_ms_median']:.1f} ms"))
+print("| measurement | value |")
+print("| --- | ---: |")
+print(f"| `tagfix verify --reader … --gps gpsd://…` start → reader ready, minus libnfc's fixed 50 ms open sleep (gpsd connects meanwhile) | {s['startup_ms_median']:.1f} ms [{s['startup_ms_min']:.1f}, {s['startup_ms_max']:.1f}] |")
+print(f"| peak memory of `tagfix verify` with a 1 M-tag SQLite registry | {s['peak_mib_sqlite_1m']:.0f} MiB |")
+print(f"| peak memory of `tagfix verify` with a 1 M-tag CSV registry (held in memory) | {s['peak_mib_csv_1m']:.0f} MiB |")
+print("\nThe SQLite registry is the field default: it is read by key, so a million tags cost the page cache, not the heap.\n")
+
+print("## 5. Scaling\n")
+print("| registry entries | µs per verdict (in memory) | µs per verdict (SQLite) |")
+print("| ---: | ---: | ---: |")
+sizes = sorted({int(r["tags"]) for r in verifier})
+for t in sizes:
+    m = next((r for r in verifier if int(r["tags"]) == t and not r["sqlite"]), None)
+    q = next((r for r in verifier if int(r["tags"]) == t and r["sqlite"]), None)
+    print(f"| {t:,} | {m['microseconds_per_verdict_median']:.2f} | " if m else f"| {t:,} | — | ", end="")
+    print(f"{q['microseconds_per_verdict_median']:.2f} |" if q else "— |")
+flat = [r["microseconds_per_verdict_median"] for r in memory_rows]
+print(f"\nIn memory the time per verdict stays within {max(flat) / min(flat):.1f}× from the smallest to the largest registry (a "
+      "hash lookup; the larger tables miss the CPU caches more). SQLite grows with the B-tree's depth.\n")
+
+print("## Goals\n")
+for ok, text in goals:
+    print(f"- {met(ok)}: {text}")
