@@ -91,6 +91,12 @@ final class VerdictPrinter: Sendable {
         io.status(state.withLock { $0.board.render(now: now) })
     }
 
+    /// A note on standard error that does not collide with the status line.
+    func note(_ line: String) {
+        if live { io.status("") }
+        io.err(line)
+    }
+
     /// Clears the status line before the closing summary.
     func finish() { if live { io.status("") } }
 

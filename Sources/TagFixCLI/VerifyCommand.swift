@@ -232,7 +232,7 @@ extension VerifyCommand {
                         return
                     }
                     if case .reader(.ready(let description)) = event, !printer.readerReady {
-                        io.err("reader: \(description)")
+                        printer.note("reader: \(description)")
                     }
                     printer.print(event, now: clock.now)
                     if printer.logFailure != nil { signal.yield("log") }

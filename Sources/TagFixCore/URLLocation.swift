@@ -50,11 +50,11 @@ public struct URLLocation: Sendable, Hashable {
             for item in components.queryItems ?? [] { try parameters.set(item.name.lowercased(), item.value ?? "") }
             id = Self.lastPathComponent(components.path)
         }
-        self.tagID = (parameters["id"] ?? parameters["tag"] ?? id).flatMap { $0.isEmpty ? nil : $0 }
+        self.tagID = (parameters.id ?? parameters.tag ?? id).flatMap { $0.isEmpty ? nil : $0 }
 
-        if parameters["r"] != nil, parameters["radius"] != nil { throw .duplicateParameter("r/radius") }
-        let latText = parameters["lat"], lonText = parameters["lon"]
-        let radiusText = parameters["r"] ?? parameters["radius"]
+        if parameters.r != nil, parameters.radius != nil { throw .duplicateParameter("r/radius") }
+        let latText = parameters.lat, lonText = parameters.lon
+        let radiusText = parameters.r ?? parameters.radius
         guard latText != nil || lonText != nil || radiusText != nil else {
             self.region = nil
             return
@@ -88,20 +88,8 @@ public struct URLLocation: Sendable, Hashable {
     /// The query parameters TagFix reads, each at most once.
     struct Parameters {
         // Six stored fields, not a dictionary: no allocation for a URL without a query.
-        private var lat, lon, r, radius, id, tag: String?
+        private(set) var lat, lon, r, radius, id, tag: String?
         static let names = ["lat", "lon", "r", "radius", "id", "tag"]
-
-        subscript(name: String) -> String? {
-            switch name {
-            case "lat": lat
-            case "lon": lon
-            case "r": r
-            case "radius": radius
-            case "id": id
-            case "tag": tag
-            default: nil
-            }
-        }
 
         mutating func set(_ name: String, _ value: String) throws(URLLocationError) {
             func store(_ slot: inout String?) throws(URLLocationError) {
