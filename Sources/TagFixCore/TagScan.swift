@@ -82,39 +82,98 @@ public enum ScanSource: String, Sendable, Hashable {
 }
 
 /// One read of one tag: what the verifier gets from a reader.
+///
+/// A value with copy-on-write storage: a scan travels through streams, sessions and verdicts, and
+/// each copy costs one reference count instead of one per field (measured: the verdict path
+/// spent a third of its time copying scans).
 public struct TagScan: Sendable, Hashable {
-    public var readerID: String
-    public var uid: TagUID
-    public var tagType: TagType
+    struct Fields: Sendable, Hashable {
+        var readerID: String
+        var uid: TagUID
+        var tagType: TagType
+        var url: String?
+        var time: Timestamp
+        var source: ScanSource
+        var ndefMessage: [UInt8]?
+        var readDuration: Duration?
+        var bytesMoved: Int?
+        var ndefProblem: String?
+    }
+
+    /// Shared between copies and never mutated while shared: `update` copies it first unless this
+    /// value holds the only reference, so no two values see each other's changes.
+    private final class Storage: @unchecked Sendable {
+        var fields: Fields
+        init(_ fields: Fields) { self.fields = fields }
+    }
+
+    private var storage: Storage
+
+    private mutating func update(_ change: (inout Fields) -> Void) {
+        if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields) }
+        change(&storage.fields)
+    }
+
+    public var readerID: String {
+        get { storage.fields.readerID }
+        set { update { $0.readerID = newValue } }
+    }
+    public var uid: TagUID {
+        get { storage.fields.uid }
+        set { update { $0.uid = newValue } }
+    }
+    public var tagType: TagType {
+        get { storage.fields.tagType }
+        set { update { $0.tagType = newValue } }
+    }
     /// The tag's first URI record, as text; `nil` when the tag holds none.
-    public var url: String?
+    public var url: String? {
+        get { storage.fields.url }
+        set { update { $0.url = newValue } }
+    }
     /// When the tag was read, on the injected clock.
-    public var time: Timestamp
-    public var source: ScanSource
+    public var time: Timestamp {
+        get { storage.fields.time }
+        set { update { $0.time = newValue } }
+    }
+    public var source: ScanSource {
+        get { storage.fields.source }
+        set { update { $0.source = newValue } }
+    }
     /// The NDEF message's bytes as read, when the reader has them (real readers do; a scenario's
     /// taps carry only a URL).
-    public var ndefMessage: [UInt8]?
+    public var ndefMessage: [UInt8]? {
+        get { storage.fields.ndefMessage }
+        set { update { $0.ndefMessage = newValue } }
+    }
     /// How long the read took, from tag found to message in hand.
-    public var readDuration: Duration?
+    public var readDuration: Duration? {
+        get { storage.fields.readDuration }
+        set { update { $0.readDuration = newValue } }
+    }
     /// Application bytes the read moved (commands and answers).
-    public var bytesMoved: Int?
+    public var bytesMoved: Int? {
+        get { storage.fields.bytesMoved }
+        set { update { $0.bytesMoved = newValue } }
+    }
     /// Why a tag read by a reader has no NDEF message (not formatted, a broken CC…).
-    public var ndefProblem: String?
+    public var ndefProblem: String? {
+        get { storage.fields.ndefProblem }
+        set { update { $0.ndefProblem = newValue } }
+    }
 
     public init(
         readerID: String, uid: TagUID, tagType: TagType, url: String?, time: Timestamp,
         source: ScanSource = .nfc, ndefMessage: [UInt8]? = nil, readDuration: Duration? = nil, bytesMoved: Int? = nil
     ) {
-        self.readerID = readerID
-        self.uid = uid
-        self.tagType = tagType
-        self.url = url
-        self.time = time
-        self.source = source
-        self.ndefMessage = ndefMessage
-        self.readDuration = readDuration
-        self.bytesMoved = bytesMoved
+        storage = Storage(
+            Fields(
+                readerID: readerID, uid: uid, tagType: tagType, url: url, time: time, source: source, ndefMessage: ndefMessage,
+                readDuration: readDuration, bytesMoved: bytesMoved, ndefProblem: nil))
     }
+
+    public static func == (a: TagScan, b: TagScan) -> Bool { a.storage === b.storage || a.storage.fields == b.storage.fields }
+    public func hash(into hasher: inout Hasher) { storage.fields.hash(into: &hasher) }
 }
 
 /// Hex text for bytes, as dumps and tools write it.
