@@ -102,9 +102,10 @@ The verdict path was 5.0 µs before this round of work, spread over `URLComponen
 built for every scan, and Vincenty's iteration. Now plain http(s) URLs are read byte by byte (anything else still goes
 through `URLComponents`, and a differential test holds the two to the same answers), the hex string is built only when
 tags are disallowed, and lines under 600 m use the tangent-plane solution at the mid-latitude (within 0.1 mm and 1e-5°
-of the geodesic, tested against GeodTest and Vincenty). A profile of what is left (`perf record` on TagFixBench) shows
-`memmove` (13 %) and retain/release (15 %): the verdict is a large value that carries the whole scan and two fixes, and
-it is copied several times on the way out. Reaching 2 M/s needs a leaner verdict (the scan by reference, the fix by
+of the geodesic, tested against GeodTest and Vincenty), and a scan's fields live in copy-on-write
+storage (a copy is one reference count). A profile of what is left (`perf record` on TagFixBench) shows
+`memmove` (15 %) and retain/release (15 %): the verdict is a large value that carries the scan, the region and a
+fix, and it is copied several times on the way out. Reaching 2 M/s needs a leaner verdict (the scan by reference, the fix by
 index), which is the next step, not done here. SQLite lookups cost about 4–5 µs (a prepared statement, a bound key, a
 row turned into an entry): fine for a field session, where a scan comes every few seconds.
 """)
