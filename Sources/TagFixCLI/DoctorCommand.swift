@@ -40,14 +40,7 @@ struct DoctorCommand: Subcommand {
 
     init(_ arguments: ParsedArguments) throws(CLIError) {
         reader = arguments.value("reader")
-        let gpsText = arguments.value("gps") ?? "gpsd://localhost:2947"
-        if gpsText != "none" {
-            do {
-                gps = try GPSDEndpoint(gpsText)
-            } catch {
-                throw .usage(error.description, command: Self.spec.name)
-            }
-        }
+        gps = try GPSOption.endpoint(arguments, command: Self.spec.name)
         gpsWait = try arguments.seconds("gps-wait", in: 0.1...120, command: Self.spec.name) ?? .seconds(3)
         root = arguments.value("root") ?? "/"
         json = arguments.flag("json")

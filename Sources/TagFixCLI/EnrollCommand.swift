@@ -11,6 +11,18 @@ import TagFixTesting
 /// The GPS a command reads: gpsd (`gpsd://HOST:PORT[/DEVICE]`), or a scenario file whose GPS
 /// timeline is replayed from now (mock GPS).
 enum GPSOption {
+    /// The gpsd that --gps names for a command that only asks gpsd (doctor, devices): the
+    /// default gpsd://localhost:2947, or `nil` for `--gps none`.
+    static func endpoint(_ arguments: ParsedArguments, command: String) throws(CLIError) -> GPSDEndpoint? {
+        let text = arguments.value("gps") ?? "gpsd://localhost:2947"
+        guard text != "none" else { return nil }
+        do {
+            return try GPSDEndpoint(text)
+        } catch {
+            throw .usage(error.description, command: command)
+        }
+    }
+
     static func source(_ text: String, clock: WallClock, command: String) throws(CLIError) -> any FixSource {
         if text.hasPrefix("gpsd://") {
             do {

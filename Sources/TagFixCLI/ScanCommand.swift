@@ -163,14 +163,7 @@ struct DevicesCommand: Subcommand {
 
     init(_ arguments: ParsedArguments) throws(CLIError) {
         json = arguments.flag("json")
-        let text = arguments.value("gps") ?? "gpsd://localhost:2947"
-        if text != "none" {
-            do {
-                gps = try GPSDEndpoint(text)
-            } catch {
-                throw .usage(error.description, command: Self.spec.name)
-            }
-        }
+        gps = try GPSOption.endpoint(arguments, command: Self.spec.name)
     }
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
