@@ -46,9 +46,10 @@ final class VerdictPrinter: Sendable {
         switch event {
         case .verdict(let verdict):
             guard logFailure == nil else { return }
+            let record = log != nil || style.json ? VerdictFormat.json(verdict) : ""
             if let log {
                 do {
-                    try log.append(VerdictFormat.json(verdict))
+                    try log.append(record)
                 } catch {
                     state.withLock { $0.logFailure = error }
                     io.status("")
@@ -58,7 +59,7 @@ final class VerdictPrinter: Sendable {
             }
             state.withLock { $0.tally.add(verdict) }
             if style.json {
-                io.out(VerdictFormat.json(verdict))
+                io.out(record)
                 return
             }
             io.status("")

@@ -164,35 +164,38 @@ struct VerifyCommand: Subcommand {
         let verifier = Verifier(policy: policy, registry: registry)
         if !json { io.out("\(scenario.name) — \(registryName)") }
 
-        let log = try openLog(io)
-        defer { log?.close() }
-        let style = VerdictPrinter.Style(
-            json: json, bell: !quiet, colour: ProcessInfo.processInfo.environment["NO_COLOR"].map(\.isEmpty) ?? true)
-        let printer = VerdictPrinter(io: io, style: style, log: log)
-        if let reader {
-            try await live(reader: reader, scenario: scenario, verifier: verifier, printer: printer, io: io)
-        } else if realtime {
-            let clock = WallClock()
-            let devices = scenario.devices(clock: clock, origin: clock.now)
-            await LiveVerifier(verifier: verifier, clock: clock).run(reader: devices.reader, gps: devices.gps) { event in
-                printer.print(event)
+        try await withPrinter(io) { printer throws(CLIError) in
+            if let reader {
+                try await live(reader: reader, scenario: scenario, verifier: verifier, printer: printer, io: io)
+            } else if realtime {
+                let clock = WallClock()
+                let devices = scenario.devices(clock: clock, origin: clock.now)
+                await LiveVerifier(verifier: verifier, clock: clock).run(reader: devices.reader, gps: devices.gps) { event in
+                    printer.print(event)
+                }
+            } else {
+                ScenarioReplay.run(scenario, verifier: verifier) { printer.print($0) }
             }
-        } else {
-            ScenarioReplay.run(scenario, verifier: verifier) { printer.print($0) }
         }
-        printer.finish()
-        if let failure = printer.logFailure { throw .ioError(failure.description) }
-        if !json { io.out(printer.summary) }
     }
 
     func runDemo(_ io: some TerminalOutput) async throws(CLIError) {
+        if !json { io.out("Harbour Works example site (built in) — \(ExampleSite.registry().count) tags, \(ExampleSite.stops.count) taps") }
+        try await withPrinter(io) { printer throws(CLIError) in
+            try await DemoRun(printer: printer, io: io, json: json).run()
+        }
+    }
+
+    /// Opens the --log, runs `body` with the printer (JSON or lines, colours unless NO_COLOR, a
+    /// bell unless --quiet), then clears the status line, stops on a log failure (exit 74) and
+    /// prints the tally.
+    func withPrinter(_ io: some TerminalOutput, _ body: (VerdictPrinter) async throws(CLIError) -> Void) async throws(CLIError) {
         let log = try openLog(io)
         defer { log?.close() }
         let style = VerdictPrinter.Style(
             json: json, bell: !quiet, colour: ProcessInfo.processInfo.environment["NO_COLOR"].map(\.isEmpty) ?? true)
         let printer = VerdictPrinter(io: io, style: style, log: log)
-        if !json { io.out("Harbour Works example site (built in) — \(ExampleSite.registry().count) tags, \(ExampleSite.stops.count) taps") }
-        try await DemoRun(printer: printer, io: io, json: json).run()
+        try await body(printer)
         printer.finish()
         if let failure = printer.logFailure { throw .ioError(failure.description) }
         if !json { io.out(printer.summary) }
