@@ -113,26 +113,36 @@ public enum Type2NDEFReader {
                     tagType: chip.type, chipName: chip.name, message: nil, problem: error?.description ?? "no NDEF message TLV",
                     bytesMoved: link.bytes, commands: link.commands)
             case .read(let pages):
-                var page = pages.lowerBound
-                while page <= pages.upperBound {
-                    if fast {
-                        let last = min(pages.upperBound, page + fastReadPages - 1)
-                        let data = try link.send([0x3A, UInt8(page), UInt8(last)])
-                        guard data.count == (last - page + 1) * 4 else { throw .malformed("FAST_READ answered \(data.count) bytes") }
-                        known += data
-                        page = last + 1
-                    } else {
-                        let data = try link.send([0x30, UInt8(page)])
-                        guard data.count == 16 else { throw .malformed("READ answered \(data.count) bytes, not 16") }
-                        // READ gives 4 pages; keep only those asked for, so the planner's page
-                        // numbers stay aligned.
-                        let take = min(4, pages.upperBound - page + 1)
-                        known += data.prefix(take * 4)
-                        page += take
-                    }
-                }
+                known += try readPages(&link, pages, fast: fast)
             }
         }
+    }
+}
+
+extension Type2NDEFReader {
+    /// Pages `pages` in order: FAST_READ in chunks of `fastReadPages`, or READ (4 pages a command,
+    /// keeping only those asked for so page numbers stay aligned) on tags without FAST_READ.
+    static func readPages<T: TagTransport>(
+        _ link: inout CountingTransport<T>, _ pages: ClosedRange<Int>, fast: Bool
+    ) throws(NDEFReadError) -> [UInt8] {
+        var data: [UInt8] = []
+        var page = pages.lowerBound
+        while page <= pages.upperBound {
+            if fast {
+                let last = min(pages.upperBound, page + fastReadPages - 1)
+                let answer = try link.send([0x3A, UInt8(page), UInt8(last)])
+                guard answer.count == (last - page + 1) * 4 else { throw .malformed("FAST_READ answered \(answer.count) bytes") }
+                data += answer
+                page = last + 1
+            } else {
+                let answer = try link.send([0x30, UInt8(page)])
+                guard answer.count == 16 else { throw .malformed("READ answered \(answer.count) bytes, not 16") }
+                let take = min(4, pages.upperBound - page + 1)
+                data += answer.prefix(take * 4)
+                page += take
+            }
+        }
+        return data
     }
 }
 

@@ -100,24 +100,7 @@ public enum Type2NDEFWriter {
         _ link: inout CountingTransport<T>, fast: Bool, chip: Type2Identification.Chip
     ) throws(NDEFReadError) -> [UInt8] {
         func pages(_ first: Int, _ last: Int) throws(NDEFReadError) -> [UInt8] {
-            var data: [UInt8] = []
-            var page = first
-            while page <= last {
-                if fast {
-                    let end = min(last, page + Type2NDEFReader.fastReadPages - 1)
-                    let answer = try link.send([0x3A, UInt8(page), UInt8(end)])
-                    guard answer.count == (end - page + 1) * 4 else { throw .malformed("FAST_READ answered \(answer.count) bytes") }
-                    data += answer
-                    page = end + 1
-                } else {
-                    let answer = try link.send([0x30, UInt8(page)])
-                    guard answer.count == 16 else { throw .malformed("READ answered \(answer.count) bytes, not 16") }
-                    let take = min(4, last - page + 1)
-                    data += answer.prefix(take * 4)
-                    page += take
-                }
-            }
-            return data
+            try Type2NDEFReader.readPages(&link, first...last, fast: fast)
         }
         var memory = try pages(0, 3)
         guard let cc = try? Type2CapabilityContainer(memory[12..<16]) else {
