@@ -43,7 +43,11 @@ public enum PN532Frame {
 
         public init() {}
 
-        public mutating func feed(_ bytes: some Sequence<UInt8>) -> [Event] {
+        public mutating func feed(_ bytes: [UInt8]) -> [Event] { feed(bytes[...]) }
+
+        /// Concrete rather than generic over `Sequence`: a generic entry point is not specialised
+        /// across the module boundary, and every call then paid for a metadata lookup.
+        public mutating func feed(_ bytes: ArraySlice<UInt8>) -> [Event] {
             buffer += bytes
             var events: [Event] = []
             while let event = next() { events.append(event) }
@@ -57,7 +61,9 @@ public enum PN532Frame {
             // Find the start code 00 FF (the leading preamble 00 is optional).
             guard let start = startCode() else {
                 // Keep a trailing 00 (it may begin a start code); drop the rest.
-                buffer = buffer.last == 0x00 ? [0x00] : []
+                // In place, keeping the buffer's storage (a new array for every stray byte was
+                // most of the decoder's cost when bytes arrive one at a time).
+                buffer.removeFirst(buffer.last == 0x00 ? buffer.count - 1 : buffer.count)
                 return nil
             }
             if start > 0 { buffer.removeFirst(start) }

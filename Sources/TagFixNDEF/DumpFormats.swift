@@ -65,7 +65,7 @@ public enum TagDump {
                 throw DataFileError(line: line, message: "expected \"Key: value\", found \"\(content.prefix(40))\"")
             }
             let key = String(content[..<colon])
-            let value = trimmed(content[content.index(after: colon)...])
+            let value = String(trimmed(content[content.index(after: colon)...]))
             if key.hasPrefix("Page "), let number = Int(key.dropFirst(5)) {
                 guard let bytes = Hex.decode(value), bytes.count == 4 else {
                     throw DataFileError(line: line, message: "page \(number) must be 4 hex bytes, found \"\(value)\"")
@@ -158,8 +158,14 @@ public enum TagDump {
             message: "device type \"\(device.value)\" holds no memory TagFix reads (NTAG / Ultralight pages or MIFARE Classic blocks)")
     }
 
-    static func trimmed(_ text: some StringProtocol) -> String {
-        String(text.drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
+    /// The line without its leading and trailing spaces and tabs (by Character, so a space that
+    /// carries a combining mark stays), as a slice of the line rather than a copy.
+    static func trimmed(_ text: Substring) -> Substring {
+        let isBlank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        guard let first = text.firstIndex(where: { !isBlank($0) }), let last = text.lastIndex(where: { !isBlank($0) }) else {
+            return text[text.endIndex...]
+        }
+        return text[first...last]
     }
 
     /// A header UID that differs from the one in pages 0–1 (files edited by hand).

@@ -168,10 +168,19 @@ struct FaultScriptTests {
         #expect(script.steps.first?.at == .seconds(2))
     }
 
+    @Test("line endings: LF and CR LF give the same steps on the same lines", arguments: ["\n", "\r\n"])
+    func lineEndings(_ newline: String) throws {
+        let text = ["# faults", "2 remove 0  # gone", "", "3.5\tpresent 0", "6 hang"].joined(separator: newline) + newline
+        let script = try FaultScript.parse(text, tagCount: 1)
+        #expect(script.steps.map(\.action) == [.remove(tag: 0), .present(tag: 0), .hang])
+        #expect(script.steps.map(\.line) == [2, 4, 5])
+    }
+
     @Test(
         "mistakes name their line",
         arguments: [
             ("1 remove 3", 1, "no tag 3"), ("x remove 0", 1, "not a time"), ("\n1 explode", 2, "unknown action"),
+            ("\r\n\r\n1 explode\r\n", 3, "unknown action"),
             ("1 hang now", 1, "no argument"), ("1 remove-after", 1, "needs"), ("-1 hang", 1, "not a time"),
         ])
     func mistakes(_ text: String, _ line: Int, _ fragment: String) {
