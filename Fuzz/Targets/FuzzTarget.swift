@@ -196,8 +196,9 @@ extension FuzzTarget {
 
     /// A TPV that becomes a fix has a position in range and a non-negative accuracy.
     static func gpsdReport(_ data: [UInt8]) throws(FuzzViolation) {
-        for line in text(data).split(whereSeparator: \.isNewline) {
-            guard case .tpv(let tpv)? = try? GPSDReport.parse(line: String(line)) else { continue }
+        // gpsd ends each report with CR LF; lines are split on the bytes, as a socket reader would.
+        for line in data.split(separator: 0x0A) {
+            guard case .tpv(let tpv)? = try? GPSDReport.parse(line: String(decoding: line, as: UTF8.self)) else { continue }
             guard case .success(let fix) = tpv.fix(satellitesUsed: 5) else { continue }
             if let c = fix.coordinate {
                 try check((-90...90).contains(c.latitude) && (-180...180).contains(c.longitude), .gpsdReport, "fix at \(c)")
@@ -217,7 +218,7 @@ extension FuzzTarget {
         let atOnce = whole.feed(data)
         var trickle = PN532Frame.Decoder()
         var oneByOne: [PN532Frame.Event] = []
-        for byte in data { oneByOne += trickle.feed([byte]) }
+        for index in data.indices { oneByOne += trickle.feed(data[index..<index + 1]) }
         try check(atOnce == oneByOne, .pn532Frame, "events depend on how the bytes arrive")
         try check(whole.pending <= PN532Frame.Decoder.maximumLength + 16, .pn532Frame, "\(whole.pending) bytes pending")
         for case .frame(let tfi, let payload) in atOnce {
