@@ -125,6 +125,12 @@ public struct NMEAScript: Sendable, Hashable {
 
     public var steps: [Step]
 
+    /// The most lines one `garbage` step sends.
+    public static let maximumGarbageLines = 100_000
+    /// The largest `jump`, seconds either way (about 30 years; a receiver's week-rollover bug is
+    /// 19.6 years).
+    public static let maximumJump = 1e9
+
     public static func parse(_ text: String) throws(DataFileError) -> NMEAScript {
         var steps: [Step] = []
         for line in try ScriptLine.parse(text) {
@@ -145,8 +151,22 @@ public struct NMEAScript: Sendable, Hashable {
             case "normal": try line.noArguments(); action = .degrade(sigma: nil)
             case "silent": try line.noArguments(); action = .silent(true)
             case "talk": try line.noArguments(); action = .silent(false)
-            case "garbage": action = .garbage(lines: max(1, Int(try value())))
-            case "jump": action = .jump(seconds: try value())
+            case "garbage":
+                // A whole number of lines, bounded: converting an arbitrary Double to Int traps
+                // (the fuzzer found "garbage 333333333333333333333333").
+                let lines = try value()
+                guard lines.rounded() == lines, (1...Double(NMEAScript.maximumGarbageLines)).contains(lines) else {
+                    throw DataFileError(
+                        line: line.number, message: "garbage needs a whole number of lines from 1 to \(NMEAScript.maximumGarbageLines)")
+                }
+                action = .garbage(lines: Int(lines))
+            case "jump":
+                let seconds = try value()
+                guard Duration.seconds(exactly: seconds) != nil, abs(seconds) <= NMEAScript.maximumJump else {
+                    throw DataFileError(
+                        line: line.number, message: "jump needs seconds within ±\(Int(NMEAScript.maximumJump)) (about 30 years)")
+                }
+                action = .jump(seconds: seconds)
             default:
                 throw DataFileError(
                     line: line.number,

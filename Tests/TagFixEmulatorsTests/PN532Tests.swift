@@ -254,6 +254,15 @@ struct NMEAEmulatorTests {
         #expect(throws: DataFileError.self) { try NMEAScript.parse("1 degrade -3") }
         #expect(throws: DataFileError.self) { try NMEAScript.parse("1 explode") }
     }
+
+    /// Found by the fuzzer (`Fuzz/regressions/emulator-scripts/`): a line count too large for an
+    /// Int trapped instead of being refused.
+    @Test(
+        "out-of-range counts and jumps are refused, not trapped on",
+        arguments: ["18 garbage 333333333333333333333333", "1 garbage 0", "1 garbage 2.5", "1 garbage -4", "1 jump 1e300", "1 jump -2e9"])
+    func outOfRange(_ text: String) {
+        #expect(throws: DataFileError.self) { try NMEAScript.parse(text) }
+    }
 }
 
 @Suite("Routes for the NMEA emulator")
