@@ -88,7 +88,7 @@ func measure(tags: Int, verdicts: Int, rounds: Int, sqlite: Bool = false) -> [St
     let ids = inputs.map { String($0.0.url!.split(separator: "/").last!) }
     start = ContinuousClock.now
     for (index, (scan, _, _)) in inputs.enumerated() {
-        if (try? verifier.registry.entry(forTagID: ids[index], uid: scan.uid)) != nil { found &+= 1 }
+        if (try? verifier.registry.placement(forTagID: ids[index], uid: scan.uid)) != nil { found &+= 1 }
     }
     let registryOnly = (ContinuousClock.now - start).seconds / Double(inputs.count)
     start = ContinuousClock.now

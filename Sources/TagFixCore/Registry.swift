@@ -45,6 +45,9 @@ public protocol TagRegistry: Sendable {
     func entry(forID id: String) throws(RegistryError) -> RegistryEntry?
     /// The entry registered for the tag with this UID.
     func entry(forUID uid: TagUID) throws(RegistryError) -> RegistryEntry?
+    /// What the verifier needs of the entry for a scan (by the URL's tag identifier first, then by
+    /// UID). A store may answer it without building the whole entry; the default does build it.
+    func placement(forTagID id: String?, uid: TagUID) throws(RegistryError) -> Placement?
 }
 
 extension TagRegistry {
@@ -52,6 +55,10 @@ extension TagRegistry {
     public func entry(forTagID id: String?, uid: TagUID) throws(RegistryError) -> RegistryEntry? {
         if let id, let entry = try entry(forID: id) { return entry }
         return try entry(forUID: uid)
+    }
+
+    public func placement(forTagID id: String?, uid: TagUID) throws(RegistryError) -> Placement? {
+        try entry(forTagID: id, uid: uid).map(Placement.init)
     }
 }
 
@@ -62,10 +69,11 @@ public struct RegistryError: Error, Sendable, Hashable, CustomStringConvertible 
     public var description: String { "registry unavailable: \(message)" }
 }
 
-/// A registry held in memory: dictionaries by identifier and by UID.
+/// A registry held in memory: the entries, an index by identifier that holds their regions (see
+/// `PlacementIndex`), and a dictionary by UID.
 public struct InMemoryRegistry: TagRegistry, Sendable {
     public private(set) var entries: [RegistryEntry] = []
-    private var byID: [String: Int] = [:]
+    private var byID = PlacementIndex()
     private var byUID: [TagUID: Int] = [:]
 
     public init() {}
@@ -76,19 +84,33 @@ public struct InMemoryRegistry: TagRegistry, Sendable {
     }
 
     public mutating func add(_ entry: RegistryEntry) throws(RegistryConflict) {
-        guard byID[entry.id] == nil else { throw .duplicateID(entry.id) }
+        guard byID.find(entry.id) == nil else { throw .duplicateID(entry.id) }
         if let uid = entry.uid {
             if let other = byUID[uid] { throw .duplicateUID(uid, entries[other].id) }
             byUID[uid] = entries.count
         }
-        byID[entry.id] = entries.count
+        byID.insert(entry, at: entries.count)
         entries.append(entry)
     }
 
     public var count: Int { entries.count }
 
-    public func entry(forID id: String) -> RegistryEntry? { byID[id].map { entries[$0] } }
+    public func entry(forID id: String) -> RegistryEntry? { byID.find(id).map { entries[Int($0.entry)] } }
     public func entry(forUID uid: TagUID) -> RegistryEntry? { byUID[uid].map { entries[$0] } }
+
+    /// From the index slot alone when the id is found and the entry has no name.
+    public func placement(forID id: String) -> Placement? {
+        guard let slot = byID.find(id), let region = slot.region else { return nil }
+        let position = Int(slot.entry)
+        return Placement(
+            id: slot.keyIsIdentifier ? region.identifier : entries[position].id, region: region,
+            name: slot.hasName ? entries[position].name : nil)
+    }
+
+    public func placement(forTagID id: String?, uid: TagUID) -> Placement? {
+        if let id, let placement = placement(forID: id) { return placement }
+        return byUID[uid].map { Placement(entries[$0]) }
+    }
 }
 
 public enum RegistryConflict: Error, Sendable, Hashable, CustomStringConvertible {

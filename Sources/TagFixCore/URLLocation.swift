@@ -122,13 +122,9 @@ public struct URLLocation: Sendable, Hashable {
     private static func plainHTTP(_ bytes: UnsafeBufferPointer<UInt8>) -> (last: String?, items: [(String, String)])? {
         func lower(_ b: UInt8) -> UInt8 { b >= 0x41 && b <= 0x5A ? b | 0x20 : b }
         // Scheme: http:// or https://, any case.
-        var i = 0
-        let http: [UInt8] = Array("http".utf8)
-        guard bytes.count > 8 else { return nil }
-        for b in http {
-            guard lower(bytes[i]) == b else { return nil }
-            i += 1
-        }
+        guard bytes.count > 8, lower(bytes[0]) == 0x68, lower(bytes[1]) == 0x74, lower(bytes[2]) == 0x74, lower(bytes[3]) == 0x70
+        else { return nil }
+        var i = 4
         if lower(bytes[i]) == UInt8(ascii: "s") { i += 1 }
         guard i + 3 <= bytes.count, bytes[i] == 0x3A, bytes[i + 1] == 0x2F, bytes[i + 2] == 0x2F else { return nil }
         i += 3

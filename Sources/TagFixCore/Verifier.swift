@@ -40,9 +40,9 @@ public struct Verifier: Sendable {
             return verdict(.disallowed(.tagDisallowed(scan.uid.hex)))
         }
 
-        let entry: RegistryEntry?
+        let entry: Placement?
         do {
-            entry = try registry.entry(forTagID: tagID, uid: scan.uid)
+            entry = try registry.placement(forTagID: tagID, uid: scan.uid)
         } catch {
             return verdict(.inconclusive(.registryUnavailable(error)))
         }
@@ -63,7 +63,7 @@ public struct Verifier: Sendable {
         scan: TagScan, region: CircularRegion, source: RegionSource, tagID: String?, name: String?,
         before: Fix?, after: Fix?
     ) -> Verdict {
-        var verdict = Verdict(
+        var verdict = Verdict.Fields(
             kind: .inconclusive(.noFix), scan: scan, tagID: tagID, region: region, regionSource: source,
             regionName: name, interpolated: false)
         let t = scan.time
@@ -85,7 +85,7 @@ public struct Verifier: Sendable {
             chosen = nearest
             chosenAge = age(nearest)
         } else {
-            return verdict
+            return Verdict(verdict)
         }
         verdict.fix = chosen
         verdict.fixAge = chosenAge
@@ -93,9 +93,9 @@ public struct Verifier: Sendable {
 
         guard chosenAge <= policy.maximumFixAge else {
             verdict.kind = .inconclusive(.staleFix(age: chosenAge, limit: policy.maximumFixAge))
-            return verdict
+            return Verdict(verdict)
         }
-        guard chosen.hasPosition, let position = chosen.coordinate else { return verdict }
+        guard chosen.hasPosition, let position = chosen.coordinate else { return Verdict(verdict) }
         // Regions are at most 500 m: most lines are short, and the tangent-plane solution is
         // exact to 0.1 mm there; longer or polar lines take the full geodesic.
         let line = Geodesic.shortInverse(from: region.center, to: position) ?? Geodesic.inverse(from: region.center, to: position)
@@ -103,15 +103,15 @@ public struct Verifier: Sendable {
         verdict.bearing = line.distance > 0 ? line.initialAzimuth : nil
         guard policy.allowSimulatedFixes || chosen.status != .simulated else {
             verdict.kind = .inconclusive(.simulatedFix)
-            return verdict
+            return Verdict(verdict)
         }
         guard let accuracy = chosen.horizontalAccuracy else {
             verdict.kind = .inconclusive(.unknownAccuracy)
-            return verdict
+            return Verdict(verdict)
         }
         guard accuracy <= policy.maximumAccuracy else {
             verdict.kind = .inconclusive(.poorAccuracy(accuracy: accuracy, limit: policy.maximumAccuracy))
-            return verdict
+            return Verdict(verdict)
         }
         if line.distance + accuracy <= region.radius {
             verdict.kind = .confirmed
@@ -120,7 +120,7 @@ public struct Verifier: Sendable {
         } else {
             verdict.kind = .inconclusive(.straddlesBoundary)
         }
-        return verdict
+        return Verdict(verdict)
     }
 
     /// Linear interpolation in time between two positioned fixes (longitude across the

@@ -1,0 +1,88 @@
+/// What the verifier needs of a registry entry for one scan: the entry's id, its region and its
+/// name. The rest of an entry (UID, enrolment, notes) is for people and files, not for verdicts.
+public struct Placement: Sendable, Hashable {
+    public var id: String
+    public var region: CircularRegion
+    public var name: String?
+
+    public init(id: String, region: CircularRegion, name: String?) {
+        self.id = id
+        self.region = region
+        self.name = name
+    }
+
+    public init(_ entry: RegistryEntry) {
+        self.init(id: entry.id, region: entry.region, name: entry.name)
+    }
+}
+
+/// An open-addressing hash index from tag id to registry entry that holds each entry's region in
+/// the slot itself: a lookup that hits reads one slot (48 bytes, usually one cache line) and
+/// nothing else, where a `[String: Int]` dictionary followed by the entry array read the hash
+/// table's bitmap, its keys, its values and then a 152-byte entry — four or five cache and TLB
+/// misses once a registry of a million tags no longer fits the caches (measured: 0.7 µs of a
+/// 1.1 µs verdict).
+///
+/// Linear probing over a power-of-two table kept at most three-quarters full. The key is compared
+/// in full (with the region's identifier when it is the id, the common case, else with the
+/// entry's id), so a hash collision can cost a probe but never give a wrong entry.
+struct PlacementIndex: Sendable {
+    struct Slot: Sendable {
+        /// `nil`: the slot is empty.
+        var region: CircularRegion?
+        /// The entry's position in the registry's entry array.
+        var entry: Int32
+        /// The region's identifier is the entry's id, so the slot alone can check the key.
+        var keyIsIdentifier: Bool
+        var hasName: Bool
+
+        static let empty = Slot(region: nil, entry: -1, keyIsIdentifier: false, hasName: false)
+    }
+
+    private var slots = [Slot](repeating: .empty, count: 16)
+    /// The ids of entries whose region's identifier is not their id (rare: files always name the
+    /// region after the tag), by entry position.
+    private var otherKeys: [Int32: String] = [:]
+    private(set) var count = 0
+
+    private func key(of slot: Slot) -> String? {
+        guard let region = slot.region else { return nil }
+        return slot.keyIsIdentifier ? region.identifier : otherKeys[slot.entry]
+    }
+
+    /// The slot for `id`, or `nil`.
+    func find(_ id: String) -> Slot? {
+        slots.withUnsafeBufferPointer { slots -> Slot? in
+            let mask = slots.count - 1
+            var i = id.hashValue & mask
+            while true {
+                guard let region = slots[i].region else { return nil }
+                if slots[i].keyIsIdentifier ? region.identifier == id : otherKeys[slots[i].entry] == id { return slots[i] }
+                i = (i + 1) & mask
+            }
+        }
+    }
+
+    /// Adds `entry`, found at `position` of the registry's entry array. The caller has checked
+    /// that its id is new.
+    mutating func insert(_ entry: RegistryEntry, at position: Int) {
+        if (count + 1) * 4 > slots.count * 3 {
+            let old = slots
+            slots = [Slot](repeating: .empty, count: old.count * 2)
+            for slot in old { if let key = key(of: slot) { place(slot, key: key) } }
+        }
+        let slot = Slot(
+            region: entry.region, entry: Int32(position), keyIsIdentifier: entry.region.identifier == entry.id,
+            hasName: entry.name != nil)
+        if !slot.keyIsIdentifier { otherKeys[slot.entry] = entry.id }
+        place(slot, key: entry.id)
+        count += 1
+    }
+
+    private mutating func place(_ slot: Slot, key: String) {
+        let mask = slots.count - 1
+        var i = key.hashValue & mask
+        while slots[i].region != nil { i = (i + 1) & mask }
+        slots[i] = slot
+    }
+}

@@ -1,0 +1,66 @@
+import Testing
+
+@testable import TagFixCore
+
+/// The in-memory registry's index (`PlacementIndex`) against a plain dictionary kept beside it:
+/// every id found, every absent id missed, the placement equal to the entry's fields, through
+/// the table's growth and whatever the ids' hashes do.
+@Suite("In-memory registry: the placement index")
+struct InMemoryRegistryTests {
+    /// Entries with a mix of what the index treats specially: ids that are their region's
+    /// identifier and ids that are not, names and none, UIDs and none, short and long ids.
+    static func entries(_ count: Int, seed: UInt64) -> [RegistryEntry] {
+        var random = SeededGenerator(seed: seed)
+        return (0..<count).map { index in
+            let long = random.next() % 5 == 0
+            let id = long ? "site-\(seed)/building-7/floor-3/tag-\(index)" : "T\(index)"
+            let identifier = random.next() % 4 == 0 ? "region of \(id)" : id
+            let center = Coordinate(validLatitude: -80 + random.unit() * 160, longitude: -180 + random.unit() * 360)
+            let region = try! CircularRegion(center: center, radius: 1 + random.unit() * 499, identifier: identifier)
+            let uid =
+                random.next() % 2 == 0 ? try! TagUID(bytes: [0x04] + (0..<6).map { UInt8(truncatingIfNeeded: index >> ($0 * 8)) }) : nil
+            return RegistryEntry(id: id, uid: uid, region: region, name: random.next() % 3 == 0 ? "Name \(index)" : nil)
+        }
+    }
+
+    @Test("found, missed and equal to the entries", arguments: [(1, 1), (13, 2), (12, 3), (1000, 4), (50_000, 5)])
+    func agreesWithDictionary(count: Int, seed: UInt64) throws {
+        let entries = Self.entries(count, seed: seed)
+        let registry = try InMemoryRegistry(entries)
+        let byID = Dictionary(uniqueKeysWithValues: entries.map { ($0.id, $0) })
+        #expect(registry.count == count)
+        let otherUID = try TagUID(hex: "0411223344556677")
+        for entry in entries {
+            #expect(registry.entry(forID: entry.id) == entry)
+            #expect(registry.placement(forTagID: entry.id, uid: otherUID) == Placement(entry))
+            if let uid = entry.uid {
+                #expect(registry.entry(forUID: uid) == entry)
+                // An unknown id falls back to the UID, as `entry(forTagID:uid:)` does.
+                #expect(registry.placement(forTagID: "absent-\(entry.id)", uid: uid) == Placement(entry))
+                #expect(registry.placement(forTagID: nil, uid: uid) == Placement(entry))
+            }
+        }
+        // Absent ids, including near misses of present ones and region identifiers that are
+        // not ids.
+        var absent = ["", "T", "t0", "T-1", "T\(count)", "T\(count * 2)"]
+        absent += entries.prefix(200).flatMap { [$0.id + " ", String($0.id.dropLast()), $0.region.identifier] }
+        for id in absent where byID[id] == nil {
+            #expect(registry.entry(forID: id) == nil)
+            #expect(registry.placement(forTagID: id, uid: otherUID) == nil)
+        }
+    }
+
+    @Test("a repeated id or UID is refused, and the registry is unchanged")
+    func conflicts() throws {
+        var registry = try InMemoryRegistry(Self.entries(100, seed: 9))
+        let first = try #require(registry.entries.first)
+        #expect(throws: RegistryConflict.duplicateID(first.id)) { try registry.add(first) }
+        let withUID = try #require(registry.entries.first { $0.uid != nil })
+        let uid = try #require(withUID.uid)
+        var clash = withUID
+        clash.id = "new-id"
+        #expect(throws: RegistryConflict.duplicateUID(uid, withUID.id)) { try registry.add(clash) }
+        #expect(registry.count == 100)
+        #expect(registry.entry(forID: "new-id") == nil)
+    }
+}
