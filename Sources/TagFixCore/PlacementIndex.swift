@@ -51,15 +51,22 @@ struct PlacementIndex: Sendable {
     }
 
     /// The slot for `id`, or `nil`.
-    func find(_ id: String) -> Slot? {
-        slots.withUnsafeBufferPointer { slots -> Slot? in
-            let mask = slots.count - 1
-            var i = id.hashValue & mask
-            while true {
-                guard let region = slots[i].region else { return nil }
-                if slots[i].keyIsIdentifier ? region.identifier == id : otherKeys[slots[i].entry] == id { return slots[i] }
-                i = (i + 1) & mask
-            }
+    func find(_ id: String) -> Slot? { position(of: id).map { slots[$0] } }
+
+    /// The region, entry position and flags of the slot for `id`, read in place (no copy of the
+    /// slot, so no reference counting of its identifier).
+    func lookUp(_ id: String) -> (region: CircularRegion, entry: Int, keyIsIdentifier: Bool, hasName: Bool)? {
+        guard let i = position(of: id), let region = slots[i].region else { return nil }
+        return (region, Int(slots[i].entry), slots[i].keyIsIdentifier, slots[i].hasName)
+    }
+
+    private func position(of id: String) -> Int? {
+        let mask = slots.count - 1
+        var i = id.hashValue & mask
+        while true {
+            guard let identifier = slots[i].region?.identifier else { return nil }
+            if slots[i].keyIsIdentifier ? identifier == id : otherKeys[slots[i].entry] == id { return i }
+            i = (i + 1) & mask
         }
     }
 

@@ -100,11 +100,9 @@ public struct InMemoryRegistry: TagRegistry, Sendable {
 
     /// From the index slot alone when the id is found and the entry has no name.
     public func placement(forID id: String) -> Placement? {
-        guard let slot = byID.find(id), let region = slot.region else { return nil }
-        let position = Int(slot.entry)
+        guard let (region, position, keyIsIdentifier, hasName) = byID.lookUp(id) else { return nil }
         return Placement(
-            id: slot.keyIsIdentifier ? region.identifier : entries[position].id, region: region,
-            name: slot.hasName ? entries[position].name : nil)
+            id: keyIsIdentifier ? region.identifier : entries[position].id, region: region, name: hasName ? entries[position].name : nil)
     }
 
     public func placement(forTagID id: String?, uid: TagUID) -> Placement? {

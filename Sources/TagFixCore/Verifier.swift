@@ -63,15 +63,16 @@ public struct Verifier: Sendable {
         scan: TagScan, region: CircularRegion, source: RegionSource, tagID: String?, name: String?,
         before: Fix?, after: Fix?
     ) -> Verdict {
-        var verdict = Verdict.Fields(
+        var verdict = Verdict(
             kind: .inconclusive(.noFix), scan: scan, tagID: tagID, region: region, regionSource: source,
             regionName: name, interpolated: false)
         let t = scan.time
+        let maximumFixAge = policy.maximumFixAge
         func age(_ fix: Fix) -> Duration {
             let d = fix.time.duration(to: t)
             return d < .zero ? .zero - d : d
         }
-        func fresh(_ fix: Fix) -> Bool { age(fix) <= policy.maximumFixAge }
+        func fresh(_ fix: Fix) -> Bool { age(fix) <= maximumFixAge }
 
         let chosen: Fix
         let chosenAge: Duration
@@ -85,7 +86,7 @@ public struct Verifier: Sendable {
             chosen = nearest
             chosenAge = age(nearest)
         } else {
-            return Verdict(verdict)
+            return verdict
         }
         verdict.fix = chosen
         verdict.fixAge = chosenAge
@@ -93,9 +94,9 @@ public struct Verifier: Sendable {
 
         guard chosenAge <= policy.maximumFixAge else {
             verdict.kind = .inconclusive(.staleFix(age: chosenAge, limit: policy.maximumFixAge))
-            return Verdict(verdict)
+            return verdict
         }
-        guard chosen.hasPosition, let position = chosen.coordinate else { return Verdict(verdict) }
+        guard chosen.hasPosition, let position = chosen.coordinate else { return verdict }
         // Regions are at most 500 m: most lines are short, and the tangent-plane solution is
         // exact to 0.1 mm there; longer or polar lines take the full geodesic.
         let line = Geodesic.shortInverse(from: region.center, to: position) ?? Geodesic.inverse(from: region.center, to: position)
@@ -103,15 +104,15 @@ public struct Verifier: Sendable {
         verdict.bearing = line.distance > 0 ? line.initialAzimuth : nil
         guard policy.allowSimulatedFixes || chosen.status != .simulated else {
             verdict.kind = .inconclusive(.simulatedFix)
-            return Verdict(verdict)
+            return verdict
         }
         guard let accuracy = chosen.horizontalAccuracy else {
             verdict.kind = .inconclusive(.unknownAccuracy)
-            return Verdict(verdict)
+            return verdict
         }
         guard accuracy <= policy.maximumAccuracy else {
             verdict.kind = .inconclusive(.poorAccuracy(accuracy: accuracy, limit: policy.maximumAccuracy))
-            return Verdict(verdict)
+            return verdict
         }
         if line.distance + accuracy <= region.radius {
             verdict.kind = .confirmed
@@ -120,7 +121,7 @@ public struct Verifier: Sendable {
         } else {
             verdict.kind = .inconclusive(.straddlesBoundary)
         }
-        return Verdict(verdict)
+        return verdict
     }
 
     /// Linear interpolation in time between two positioned fixes (longitude across the
