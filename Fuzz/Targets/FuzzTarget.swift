@@ -228,11 +228,14 @@ extension FuzzTarget {
         }
     }
 
-    /// Host commands (each one a length byte and its bytes) to a chip with an NTAG213, a Type 4
-    /// tag and a FeliCa tag in the field.
+    /// The tag's message, encoded once. (The tag itself is a class whose memory the commands
+    /// write, so each input gets a new one.)
+    private static let message = NDEFMessage(records: [.uri("https://example.org/t/A17?lat=52.52&lon=13.405&r=25")]).encoded()
+
+    /// Host commands (each one a length byte and its bytes) to a chip with an NTAG213 in the
+    /// field.
     static func pn532Chip(_ data: [UInt8]) {
         var chip = PN532Chip()
-        let message = NDEFMessage(records: [.uri("https://example.org/t/A17?lat=52.52&lon=13.405&r=25")]).encoded()
         if let tag = try? EmulatedType2Tag.ntag(213, message: message) {
             chip.slots = [.init(tag: tag, present: true)]
         }
