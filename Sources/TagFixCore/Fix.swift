@@ -78,87 +78,75 @@ public struct Fix: Sendable, Hashable {
     }
 
     /// Copy-on-write, like `TagScan` and `Verdict`: a fix is some 240 bytes of fields, made once
-    /// an epoch and copied into every verdict, stream and log it reaches; each copy is now one
-    /// reference count. Shared storage is never mutated: `update` copies it first unless this
-    /// value holds the only reference.
-    private final class Storage: @unchecked Sendable {
-        var fields: Fields
-        init(_ fields: Fields) { self.fields = fields }
-    }
-
-    private var storage: Storage
-
-    private mutating func update(_ change: (inout Fields) -> Void) {
-        if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields) }
-        change(&storage.fields)
-    }
+    /// an epoch and copied into every verdict, stream and log it reaches.
+    private var storage: CopyOnWrite<Fields>
 
     /// Receiver time of the fix (UTC), not the time it arrived.
     public var time: Timestamp {
         get { storage.fields.time }
-        set { update { $0.time = newValue } }
+        set { storage.update { $0.time = newValue } }
     }
     public var mode: Mode {
         get { storage.fields.mode }
-        set { update { $0.mode = newValue } }
+        set { storage.update { $0.mode = newValue } }
     }
     /// Present when `mode` is 2D or 3D.
     public var coordinate: Coordinate? {
         get { storage.fields.coordinate }
-        set { update { $0.coordinate = newValue } }
+        set { storage.update { $0.coordinate = newValue } }
     }
     /// Horizontal error radius in metres, 95 % confidence; `nil` when the receiver gave none.
     public var horizontalAccuracy: Double? {
         get { storage.fields.horizontalAccuracy }
-        set { update { $0.horizontalAccuracy = newValue } }
+        set { storage.update { $0.horizontalAccuracy = newValue } }
     }
     public var status: Status {
         get { storage.fields.status }
-        set { update { $0.status = newValue } }
+        set { storage.update { $0.status = newValue } }
     }
     public var satellitesUsed: Int? {
         get { storage.fields.satellitesUsed }
-        set { update { $0.satellitesUsed = newValue } }
+        set { storage.update { $0.satellitesUsed = newValue } }
     }
     /// Height above the ellipsoid, metres. Informational: the verifier ignores altitude.
     public var altitudeHAE: Double? {
         get { storage.fields.altitudeHAE }
-        set { update { $0.altitudeHAE = newValue } }
+        set { storage.update { $0.altitudeHAE = newValue } }
     }
     /// Speed over ground, m/s.
     public var speed: Double? {
         get { storage.fields.speed }
-        set { update { $0.speed = newValue } }
+        set { storage.update { $0.speed = newValue } }
     }
     /// The device gpsd read it from, e.g. `/dev/ttyACM0`.
     public var device: String? {
         get { storage.fields.device }
-        set { update { $0.device = newValue } }
+        set { storage.update { $0.device = newValue } }
     }
     /// gpsd's error estimates as reported (metres, 95 %), kept for output.
     public var errorEstimates: ErrorEstimates? {
         get { storage.fields.errorEstimates }
-        set { update { $0.errorEstimates = newValue } }
+        set { storage.update { $0.errorEstimates = newValue } }
     }
     /// Height above mean sea level, metres (informational).
     public var altitudeMSL: Double? {
         get { storage.fields.altitudeMSL }
-        set { update { $0.altitudeMSL = newValue } }
+        set { storage.update { $0.altitudeMSL = newValue } }
     }
     /// Course over ground, degrees from true north.
     public var track: Double? {
         get { storage.fields.track }
-        set { update { $0.track = newValue } }
+        set { storage.update { $0.track = newValue } }
     }
     /// Vertical speed, m/s.
     public var climb: Double? {
         get { storage.fields.climb }
-        set { update { $0.climb = newValue } }
+        set { storage.update { $0.climb = newValue } }
     }
     /// Satellites in view (from gpsd's SKY).
     public var satellitesVisible: Int? {
         get { storage.fields.satellitesVisible }
-        set { update { $0.satellitesVisible = newValue } }
+        set { storage.update { $0.satellitesVisible = newValue } }
     }
 
     /// gpsd's TPV error fields.
@@ -182,16 +170,13 @@ public struct Fix: Sendable, Hashable {
         status: Status = .gps, satellitesUsed: Int? = nil, altitudeHAE: Double? = nil,
         speed: Double? = nil, device: String? = nil
     ) {
-        storage = Storage(
+        storage = CopyOnWrite(
             Fields(
                 time: time, mode: mode, coordinate: mode == .noFix ? nil : coordinate,
                 horizontalAccuracy: horizontalAccuracy.flatMap { $0.isFinite && $0 >= 0 ? $0 : nil }, status: status,
                 satellitesUsed: satellitesUsed, altitudeHAE: altitudeHAE.flatMap { $0.isFinite ? $0 : nil },
                 speed: speed.flatMap { $0.isFinite ? $0 : nil }, device: device))
     }
-
-    public static func == (a: Fix, b: Fix) -> Bool { a.storage === b.storage || a.storage.fields == b.storage.fields }
-    public func hash(into hasher: inout Hasher) { storage.fields.hash(into: &hasher) }
 
     /// A fix that gives a position (2D or 3D with a coordinate).
     public var hasPosition: Bool { mode >= .twoD && coordinate != nil }

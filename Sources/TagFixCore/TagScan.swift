@@ -100,80 +100,66 @@ public struct TagScan: Sendable, Hashable {
         var ndefProblem: String?
     }
 
-    /// Shared between copies and never mutated while shared: `update` copies it first unless this
-    /// value holds the only reference, so no two values see each other's changes.
-    private final class Storage: @unchecked Sendable {
-        var fields: Fields
-        init(_ fields: Fields) { self.fields = fields }
-    }
-
-    private var storage: Storage
-
-    private mutating func update(_ change: (inout Fields) -> Void) {
-        if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields) }
-        change(&storage.fields)
-    }
+    private var storage: CopyOnWrite<Fields>
 
     public var readerID: String {
         get { storage.fields.readerID }
-        set { update { $0.readerID = newValue } }
+        set { storage.update { $0.readerID = newValue } }
     }
     public var uid: TagUID {
         get { storage.fields.uid }
-        set { update { $0.uid = newValue } }
+        set { storage.update { $0.uid = newValue } }
     }
     public var tagType: TagType {
         get { storage.fields.tagType }
-        set { update { $0.tagType = newValue } }
+        set { storage.update { $0.tagType = newValue } }
     }
     /// The tag's first URI record, as text; `nil` when the tag holds none.
     public var url: String? {
         get { storage.fields.url }
-        set { update { $0.url = newValue } }
+        set { storage.update { $0.url = newValue } }
     }
     /// When the tag was read, on the injected clock.
     public var time: Timestamp {
         get { storage.fields.time }
-        set { update { $0.time = newValue } }
+        set { storage.update { $0.time = newValue } }
     }
     public var source: ScanSource {
         get { storage.fields.source }
-        set { update { $0.source = newValue } }
+        set { storage.update { $0.source = newValue } }
     }
     /// The NDEF message's bytes as read, when the reader has them (real readers do; a scenario's
     /// taps carry only a URL).
     public var ndefMessage: [UInt8]? {
         get { storage.fields.ndefMessage }
-        set { update { $0.ndefMessage = newValue } }
+        set { storage.update { $0.ndefMessage = newValue } }
     }
     /// How long the read took, from tag found to message in hand.
     public var readDuration: Duration? {
         get { storage.fields.readDuration }
-        set { update { $0.readDuration = newValue } }
+        set { storage.update { $0.readDuration = newValue } }
     }
     /// Application bytes the read moved (commands and answers).
     public var bytesMoved: Int? {
         get { storage.fields.bytesMoved }
-        set { update { $0.bytesMoved = newValue } }
+        set { storage.update { $0.bytesMoved = newValue } }
     }
     /// Why a tag read by a reader has no NDEF message (not formatted, a broken CC…).
     public var ndefProblem: String? {
         get { storage.fields.ndefProblem }
-        set { update { $0.ndefProblem = newValue } }
+        set { storage.update { $0.ndefProblem = newValue } }
     }
 
     public init(
         readerID: String, uid: TagUID, tagType: TagType, url: String?, time: Timestamp,
         source: ScanSource = .nfc, ndefMessage: [UInt8]? = nil, readDuration: Duration? = nil, bytesMoved: Int? = nil
     ) {
-        storage = Storage(
+        storage = CopyOnWrite(
             Fields(
                 readerID: readerID, uid: uid, tagType: tagType, url: url, time: time, source: source, ndefMessage: ndefMessage,
                 readDuration: readDuration, bytesMoved: bytesMoved, ndefProblem: nil))
     }
 
-    public static func == (a: TagScan, b: TagScan) -> Bool { a.storage === b.storage || a.storage.fields == b.storage.fields }
-    public func hash(into hasher: inout Hasher) { storage.fields.hash(into: &hasher) }
 }
 
 /// Hex text for bytes, as dumps and tools write it.

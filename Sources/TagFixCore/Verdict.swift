@@ -155,79 +155,66 @@ public struct Verdict: Sendable, Hashable {
         var bearing: Double? = nil
     }
 
-    /// Copy-on-write, like `TagScan`: a verdict is some 440 bytes of fields (the scan, the region,
-    /// the whole fix), and it is handed from the verifier to streams, the log and the printer.
-    /// Stored inline, each hand-over was a copy of all of it; now it is one reference count.
-    /// Shared storage is never mutated: `update` copies it first unless this value holds the
-    /// only reference.
-    private final class Storage: @unchecked Sendable {
-        var fields: Fields
-        init(_ fields: Fields) { self.fields = fields }
-    }
-
-    private var storage: Storage
-
-    private mutating func update(_ change: (inout Fields) -> Void) {
-        if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.fields) }
-        change(&storage.fields)
-    }
+    /// Copy-on-write, like `TagScan` and `Fix`: a verdict is some 440 bytes of fields (the scan,
+    /// the region, the fix), handed from the verifier to streams, the log and the printer.
+    private var storage: CopyOnWrite<Fields>
 
     public var kind: Kind {
         get { storage.fields.kind }
-        set { update { $0.kind = newValue } }
+        set { storage.update { $0.kind = newValue } }
     }
     public var scan: TagScan {
         get { storage.fields.scan }
-        set { update { $0.scan = newValue } }
+        set { storage.update { $0.scan = newValue } }
     }
     /// The tag identifier from the URL, or the registry entry's.
     public var tagID: String? {
         get { storage.fields.tagID }
-        set { update { $0.tagID = newValue } }
+        set { storage.update { $0.tagID = newValue } }
     }
     public var region: CircularRegion? {
         get { storage.fields.region }
-        set { update { $0.region = newValue } }
+        set { storage.update { $0.region = newValue } }
     }
     public var regionSource: RegionSource? {
         get { storage.fields.regionSource }
-        set { update { $0.regionSource = newValue } }
+        set { storage.update { $0.regionSource = newValue } }
     }
     /// The registry entry's name, if any.
     public var regionName: String? {
         get { storage.fields.regionName }
-        set { update { $0.regionName = newValue } }
+        set { storage.update { $0.regionName = newValue } }
     }
     /// The fix that decided (interpolated to the scan time when two were used).
     public var fix: Fix? {
         get { storage.fields.fix }
-        set { update { $0.fix = newValue } }
+        set { storage.update { $0.fix = newValue } }
     }
     /// Time between the scan and the nearest fix used.
     public var fixAge: Duration? {
         get { storage.fields.fixAge }
-        set { update { $0.fixAge = newValue } }
+        set { storage.update { $0.fixAge = newValue } }
     }
     /// Whether `fix` was interpolated between the fixes before and after the scan.
     public var interpolated: Bool {
         get { storage.fields.interpolated }
-        set { update { $0.interpolated = newValue } }
+        set { storage.update { $0.interpolated = newValue } }
     }
     /// Geodesic distance from the region's centre to the fix, metres.
     public var distance: Double? {
         get { storage.fields.distance }
-        set { update { $0.distance = newValue } }
+        set { storage.update { $0.distance = newValue } }
     }
     /// The fix's horizontal accuracy, metres (95 %).
     public var accuracy: Double? {
         get { storage.fields.accuracy }
-        set { update { $0.accuracy = newValue } }
+        set { storage.update { $0.accuracy = newValue } }
     }
     /// Azimuth from the region's centre to the fix, degrees: where the tag is, seen from where it
     /// should be.
     public var bearing: Double? {
         get { storage.fields.bearing }
-        set { update { $0.bearing = newValue } }
+        set { storage.update { $0.bearing = newValue } }
     }
 
     init(
@@ -235,17 +222,12 @@ public struct Verdict: Sendable, Hashable {
         regionName: String? = nil, fix: Fix? = nil, fixAge: Duration? = nil, interpolated: Bool, distance: Double? = nil,
         accuracy: Double? = nil, bearing: Double? = nil
     ) {
-        storage = Storage(
+        storage = CopyOnWrite(
             Fields(
                 kind: kind, scan: scan, tagID: tagID, region: region, regionSource: regionSource, regionName: regionName, fix: fix,
                 fixAge: fixAge, interpolated: interpolated, distance: distance, accuracy: accuracy, bearing: bearing))
     }
 
-    /// A verdict from fields built up in place (the verifier decides into one `Fields`).
-    init(_ fields: Fields) { storage = Storage(fields) }
-
-    public static func == (a: Verdict, b: Verdict) -> Bool { a.storage === b.storage || a.storage.fields == b.storage.fields }
-    public func hash(into hasher: inout Hasher) { storage.fields.hash(into: &hasher) }
 }
 
 private func format(_ value: Double) -> String { Coordinate.format(value, 1) }
