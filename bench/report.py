@@ -86,8 +86,12 @@ for r in verifier:
           f"| {r['microseconds_p50']:.2f} µs | {r['microseconds_p99']:.2f} µs | — |", end="")
     print(f" {ratio:.0f}× |" if ratio else " — |")
 memory_rows = [r for r in verifier if not r["sqlite"]]
+# The goal is stated for a registry of 1 M tags; smaller registries are shown beside it.
+at_million = next((r for r in memory_rows if int(r["tags"]) == 1_000_000), max(memory_rows, key=lambda r: r["tags"]))
 best = max(r["verdicts_per_second_median"] for r in memory_rows)
-goals.append((best >= 2e6, f"≥ 2 M verdicts/s/core in memory: {best:,.0f}/s"))
+goals.append((at_million["verdicts_per_second_median"] >= 2e6,
+              f"≥ 2 M verdicts/s/core in memory with {int(at_million['tags']):,} tags: {at_million['verdicts_per_second_median']:,.0f}/s "
+              f"({best:,.0f}/s at best, with {int(max(memory_rows, key=lambda r: r['verdicts_per_second_median'])['tags']):,} tags)"))
 ratios = [r["verdicts_per_second_median"] / peers[int(r["tags"])]["verdicts_per_second_median"] for r in memory_rows if int(r["tags"]) in peers]
 if ratios:
     goals.append((min(ratios) >= 100, f"≥ 100× the Python peer: {min(ratios):.0f}×–{max(ratios):.0f}×"))
@@ -97,17 +101,31 @@ print("| --- | ---: | ---: | ---: | ---: |")
 for r in verifier:
     kind = "SQLite" if r["sqlite"] else "in memory"
     print(f"| {int(r['tags']):,} tags, {kind} | {r['microseconds_lookup']:.2f} µs | {r['microseconds_url']:.2f} µs | {r['microseconds_registry']:.2f} µs | {r['microseconds_geodesic']:.2f} µs |")
-print("""
-The verdict path was 5.0 µs before this round of work, spread over `URLComponents`, String allocation, a UID hex string
-built for every scan, and Vincenty's iteration. Now plain http(s) URLs are read byte by byte (anything else still goes
-through `URLComponents`, and a differential test holds the two to the same answers), the hex string is built only when
-tags are disallowed, and lines under 600 m use the tangent-plane solution at the mid-latitude (within 0.1 mm and 1e-5°
-of the geodesic, tested against GeodTest and Vincenty), and a scan's fields live in copy-on-write
-storage (a copy is one reference count). A profile of what is left (`perf record` on TagFixBench) shows
-`memmove` (15 %) and retain/release (15 %): the verdict is a large value that carries the scan, the region and a
-fix, and it is copied several times on the way out. Reaching 2 M/s needs a leaner verdict (the scan by reference, the fix by
-index), which is the next step, not done here. SQLite lookups cost about 4–5 µs (a prepared statement, a bound key, a
-row turned into an entry): fine for a field session, where a scan comes every few seconds.
+print(f"""
+The verdict path was 5.0 µs (about 200 000 verdicts/s) before this work, and 0.98 µs at 1 K tags after the first round
+(a byte-level reader for plain http(s) URLs, held to `URLComponents` by a differential test; the tangent-plane solution
+for lines under 600 m, within 0.1 mm and 1e-5° of the geodesic; copy-on-write scans; no per-scan UID hex string). The
+profile then showed `memmove` and retain/release of large values, and the registry lookup growing with the registry
+(0.25 µs at 1 K tags, 0.83 µs at 1 M: a dictionary's bitmap, keys and values, then a 152-byte entry, each a cache or TLB
+miss). The second round:
+
+- `Verdict` (440 bytes) and `Fix` (240 bytes) keep their fields in copy-on-write storage, so handing them on is one
+  reference count, and `decide` fills its verdict in place;
+- `InMemoryRegistry` finds an id through an open-addressing index that holds the region in the slot (one cache line
+  per hit), and the verifier asks a registry for a `Placement` (id, region, name), not the whole entry;
+- a plain http(s) URL is decoded from its bytes before any String work, in one masked pass.
+
+Why 2 M/s is met only where the registry fits the caches: at 1 K tags the whole path takes
+{1e6 / memory_rows[0]['verdicts_per_second_median']:.2f} µs; at 1 M it takes {1e6 / at_million['verdicts_per_second_median']:.2f} µs, and the difference is
+the lookup's one random read into a 96 MiB index (2²¹ slots of 48 bytes; a TLB miss and a cache miss, about
+{at_million['microseconds_lookup'] - memory_rows[0]['microseconds_lookup']:.2f} µs here), which no change to the per-verdict code removes. Going further would take huge pages for
+the index (`madvise`, which the pure core does not call) or verifying scans in batches with prefetching, which a live
+session, one scan at a time, has no use for. The rest of a verdict: the URL ({at_million['microseconds_url']:.2f} µs: String
+creation and reference counting of the URL text), the distance ({at_million['microseconds_geodesic']:.2f} µs: sin, cos, a square
+root and atan2 for the bearing), and the verdict's one allocation. The benchmark's 200 000 scans and fixes are read
+from memory as they come, where a live scan and its fix have just been made.
+SQLite lookups cost a few µs more (a prepared statement, a bound key, a row turned into an entry): fine for a
+field session, where a scan comes every few seconds.
 """)
 
 print("## 4. Start-up and memory\n")
