@@ -112,11 +112,15 @@ extension CSV {
 }
 
 extension String {
+    /// Without leading and trailing spaces and tabs, cut as Unicode scalars, not Characters: a
+    /// Prepend character (U+0600–U+0605, U+110BD…) joins the space after it into one Character,
+    /// which a Character-wise trim then kept (the url-location fuzzer found "http://s:/\u{604}"
+    /// decoding differently once padded with spaces).
     func trimmingSpaces() -> String {
-        var scalars = Substring(self)
-        while let first = scalars.first, first == " " || first == "\t" { scalars.removeFirst() }
-        while let last = scalars.last, last == " " || last == "\t" { scalars.removeLast() }
-        return String(scalars)
+        let scalars = unicodeScalars
+        func blank(_ scalar: Unicode.Scalar) -> Bool { scalar == " " || scalar == "\t" }
+        guard let first = scalars.firstIndex(where: { !blank($0) }), let last = scalars.lastIndex(where: { !blank($0) }) else { return "" }
+        return String(Substring(scalars[first...last]))
     }
 }
 

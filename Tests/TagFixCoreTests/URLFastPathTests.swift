@@ -60,3 +60,31 @@ struct URLFastPathTests {
         #expect(disagreements.isEmpty, "\(disagreements.prefix(10))")
     }
 }
+
+/// Found by the url-location fuzzer (`Fuzz/regressions/url-location/`): a Prepend character
+/// (U+0600–U+0605, U+110BD) joins the space after it into one Character, so a trim by
+/// Characters kept the padding and the padded URL decoded differently.
+@Suite("URL locations: surrounding blanks never change the answer")
+struct URLPaddingTests {
+    @Test(
+        "padded with spaces and tabs, each URL decodes as it does bare",
+        arguments: [
+            "http://s:/\u{604}", "https://h/t/A\u{600}", "https://h/t/A?lat=1&lon=2&r=3\u{605}", "\u{604}https://h/t/A",
+            "https://h/t/A\u{110BD}", "https://h/t/A\u{301}", "geo:52.5,13.4\u{604}", "https://h/t/A",
+        ])
+    func padding(_ url: String) {
+        // A refusal quotes the text as given, padding included, so answers are compared as
+        // decoded-or-refused.
+        let bare = try? URLLocation(url: url, defaultRadius: 20)
+        for padded in [" \(url) ", "\t\(url)", "\(url)\t ", "  \(url)"] {
+            #expect((try? URLLocation(url: padded, defaultRadius: 20)) == bare, "\(padded.debugDescription)")
+        }
+    }
+
+    @Test("trimming cuts Unicode scalars: a space after a Prepend character goes")
+    func scalars() {
+        #expect(" a\u{604} \t".trimmingSpaces() == "a\u{604}")
+        #expect(" \t ".trimmingSpaces() == "")
+        #expect("a b".trimmingSpaces() == "a b")
+    }
+}
