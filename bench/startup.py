@@ -36,7 +36,11 @@ for _ in range(7):
     p.kill()
     p.wait()
     time.sleep(0.3)
-pn532.kill(); nmea.kill()
+# SIGTERM, not SIGKILL: `tagfix emulate nmea --gpsd` stops its private gpsd on the way out (killed,
+# it left that gpsd running).
+for emulator in (pn532, nmea):
+    emulator.terminate()
+    emulator.wait()
 
 # A 1 M-tag registry, as SQLite (through tagfix registry import) and as CSV.
 rng = random.Random(42)
