@@ -75,14 +75,17 @@ public struct ScriptLine: Sendable, Hashable {
     /// The script's steps, blank lines and comments left out.
     public static func parse(_ text: String) throws(DataFileError) -> [ScriptLine] {
         var lines: [ScriptLine] = []
-        // Lines end in LF or CR LF; they are cut on the bytes (a line feed is always a character
-        // boundary in UTF-8), which is several times cheaper than breaking the text into
-        // Characters to find the newlines. A CR is blank space like a tab.
-        for (index, raw) in text.utf8.split(separator: 0x0A, omittingEmptySubsequences: false).enumerated() {
+        // Lines end in LF or CR LF. Lines, comments and words are cut on the bytes (LF, "#",
+        // space, tab and CR are single bytes that never occur inside a multi-byte character),
+        // which is several times cheaper than breaking the text into Characters; a CR is blank
+        // space like a tab.
+        let bytes = Array(text.utf8)
+        for (index, line) in bytes.split(separator: 0x0A, omittingEmptySubsequences: false).enumerated() {
             let number = index + 1
-            let line = Substring(raw)
-            let content = line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-            let words = content.split(whereSeparator: { $0 == " " || $0 == "\t" || $0 == "\r" }).map(String.init)
+            let content = line.prefix { $0 != UInt8(ascii: "#") }
+            let words = content.split(whereSeparator: { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }).map {
+                String(decoding: $0, as: UTF8.self)
+            }
             guard !words.isEmpty else { continue }
             guard let seconds = Double(words[0]), seconds >= 0, let at = Duration.seconds(exactly: seconds) else {
                 throw DataFileError(line: number, message: "\"\(words[0])\" is not a time in seconds")
