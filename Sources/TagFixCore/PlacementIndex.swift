@@ -50,8 +50,8 @@ struct PlacementIndex: Sendable {
         return slot.keyIsIdentifier ? region.identifier : otherKeys[slot.entry]
     }
 
-    /// The slot for `id`, or `nil`.
-    func find(_ id: String) -> Slot? { position(of: id).map { slots[$0] } }
+    /// The position in the registry's entry array of the entry for `id`, or `nil`.
+    func entry(for id: String) -> Int? { position(of: id).map { Int(slots[$0].entry) } }
 
     /// The region, entry position and flags of the slot for `id`, read in place (no copy of the
     /// slot, so no reference counting of its identifier).

@@ -84,7 +84,7 @@ public struct InMemoryRegistry: TagRegistry, Sendable {
     }
 
     public mutating func add(_ entry: RegistryEntry) throws(RegistryConflict) {
-        guard byID.find(entry.id) == nil else { throw .duplicateID(entry.id) }
+        guard byID.entry(for: entry.id) == nil else { throw .duplicateID(entry.id) }
         if let uid = entry.uid {
             if let other = byUID[uid] { throw .duplicateUID(uid, entries[other].id) }
             byUID[uid] = entries.count
@@ -95,7 +95,7 @@ public struct InMemoryRegistry: TagRegistry, Sendable {
 
     public var count: Int { entries.count }
 
-    public func entry(forID id: String) -> RegistryEntry? { byID.find(id).map { entries[Int($0.entry)] } }
+    public func entry(forID id: String) -> RegistryEntry? { byID.entry(for: id).map { entries[$0] } }
     public func entry(forUID uid: TagUID) -> RegistryEntry? { byUID[uid].map { entries[$0] } }
 
     /// From the index slot alone when the id is found and the entry has no name.

@@ -40,17 +40,17 @@ public struct Verifier: Sendable {
             return verdict(.disallowed(.tagDisallowed(scan.uid.hex)))
         }
 
-        let entry: Placement?
+        let placement: Placement?
         do {
-            entry = try registry.placement(forTagID: tagID, uid: scan.uid)
+            placement = try registry.placement(forTagID: tagID, uid: scan.uid)
         } catch {
             return verdict(.inconclusive(.registryUnavailable(error)))
         }
-        if let entry {
-            if !policy.disallowedTags.isEmpty, policy.disallowedTags.contains(entry.id) {
-                return verdict(.disallowed(.tagDisallowed(entry.id)), id: entry.id)
+        if let placement {
+            if !policy.disallowedTags.isEmpty, policy.disallowedTags.contains(placement.id) {
+                return verdict(.disallowed(.tagDisallowed(placement.id)), id: placement.id)
             }
-            return .region(entry.region, .registry, tagID: entry.id, name: entry.name)
+            return .region(placement.region, .registry, tagID: placement.id, name: placement.name)
         }
         if let locationError { return verdict(.inconclusive(.invalidTagLocation(locationError))) }
         if let region = location?.region { return .region(region, .url, tagID: tagID, name: nil) }
