@@ -3,6 +3,7 @@
 //   TagFixBench verifier [SIZES…]     verifier throughput (in memory and SQLite), latency, scaling
 //   TagFixBench tag-read [ROUNDS]     tag placed → verdict on the PN532 emulator at 115200 baud
 //   TagFixBench fix-latency [SECONDS] NMEA epoch written → fix delivered, TagFix against gpspipe -w
+//   TagFixBench verifier-loop TAGS SECONDS   only the verifier's hot loop, for `perf record`
 import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -12,6 +13,10 @@ case "fix-latency":
 case "tag-read":
     await tagReadBenchmark(
         rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15, python: ProcessInfo.processInfo.environment["TAGFIX_BENCH_PYTHON"])
+case "verifier-loop":
+    let tags = arguments.dropFirst().first.flatMap { Int($0) } ?? 1_000_000
+    let seconds = arguments.dropFirst(2).first.flatMap { Double($0) } ?? 10
+    print(verifierLoop(tags: tags, seconds: seconds))
 default:
     // verifier [SIZES…] [--sqlite SIZES…]: in-memory registries of each size, then SQLite ones.
     let rest = Array(arguments.drop { $0 == "verifier" })
