@@ -40,6 +40,8 @@ struct PlacementIndex: Sendable {
     }
 
     private var slots = [Slot](repeating: .empty, count: 16)
+    /// Random per index, so that no registry file can be written to collide in every index.
+    private let seed = UInt64.random(in: .min ... .max)
     /// The ids of entries whose region's identifier is not their id (rare: files always name the
     /// region after the tag), by entry position.
     private var otherKeys: [Int32: String] = [:]
@@ -62,12 +64,43 @@ struct PlacementIndex: Sendable {
 
     private func position(of id: String) -> Int? {
         let mask = slots.count - 1
-        var i = id.hashValue & mask
+        var i = home(of: id) & mask
         while true {
             guard let identifier = slots[i].region?.identifier else { return nil }
             if slots[i].keyIsIdentifier ? identifier == id : otherKeys[slots[i].entry] == id { return i }
             i = (i + 1) & mask
         }
+    }
+
+    /// Where probing for `key` starts: a multiply-and-fold hash of its UTF-8 bytes, eight at a
+    /// time. `String.hashValue` (SipHash, through `Hasher`) was a quarter of a lookup's
+    /// instructions; a table that compares whole keys needs spread, not a keyed hash's
+    /// resistance to forgery, and the random seed keeps crafted ids from colliding in every run.
+    private func home(of key: String) -> Int {
+        // Native and small strings alike give their bytes in place; `nil` only for a bridged
+        // string, which Linux does not have, and then the standard hash serves.
+        key.utf8.withContiguousStorageIfAvailable { bytes in
+            let m: UInt64 = 0x9E37_79B9_7F4A_7C15
+            var h = seed ^ UInt64(bytes.count) &* m
+            var i = 0
+            while i + 8 <= bytes.count {
+                h = (h ^ UInt64(littleEndian: UnsafeRawBufferPointer(bytes).loadUnaligned(fromByteOffset: i, as: UInt64.self))) &* m
+                h ^= h >> 29
+                i += 8
+            }
+            var tail: UInt64 = 0
+            var shift: UInt64 = 0
+            while i < bytes.count {
+                tail |= UInt64(bytes[i]) << shift
+                shift += 8
+                i += 1
+            }
+            h = (h ^ tail) &* m
+            h ^= h >> 32
+            h = h &* 0xBF58_476D_1CE4_E5B9
+            h ^= h >> 29
+            return Int(truncatingIfNeeded: h)
+        } ?? key.hashValue
     }
 
     /// Adds `entry`, found at `position` of the registry's entry array. The caller has checked
@@ -88,7 +121,7 @@ struct PlacementIndex: Sendable {
 
     private mutating func place(_ slot: Slot, key: String) {
         let mask = slots.count - 1
-        var i = key.hashValue & mask
+        var i = home(of: key) & mask
         while slots[i].region != nil { i = (i + 1) & mask }
         slots[i] = slot
     }
