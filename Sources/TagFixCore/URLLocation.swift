@@ -157,38 +157,47 @@ public struct URLLocation: Sendable, Hashable {
         if lower(bytes[i]) == UInt8(ascii: "s") { i += 1 }
         guard i + 3 <= bytes.count, bytes[i] == 0x3A, bytes[i + 1] == 0x2F, bytes[i + 2] == 0x2F else { return nil }
         i += 3
-        // Host [":" port]: letters, digits, "-", "." and ":" only; at least one byte.
+        // Host [":" port]: letters, digits, "-" and "." and then, once, ":" and only digits; at
+        // least one byte before the colon.
         let hostStart = i
-        while i < bytes.count, bytes[i] != 0x2F, bytes[i] != 0x3F, bytes[i] != 0x23 {
+        var colon: Int?
+        while i < bytes.count {
             let b = bytes[i]
-            let ok = (b >= 0x30 && b <= 0x39) || (lower(b) >= 0x61 && lower(b) <= 0x7A) || b == 0x2D || b == 0x2E || b == 0x3A
-            guard ok else { return nil }
+            if b == 0x2F || b == 0x3F || b == 0x23 { break }
+            if b == 0x3A {
+                guard colon == nil, i > hostStart else { return nil }
+                colon = i
+            } else if colon != nil {
+                guard b &- 0x30 < 10 else { return nil }
+            } else {
+                // A digit, a letter of either case (b | 0x20 folds exactly those), "-" or ".".
+                guard b &- 0x30 < 10 || (b | 0x20) &- 0x61 < 26 || b == 0x2D || b == 0x2E else { return nil }
+            }
             i += 1
         }
         guard i > hostStart else { return nil }
-        // An optional port: ":" and digits, once, at the end of the host.
-        if let colon = bytes[hostStart..<i].firstIndex(of: 0x3A) {
-            guard colon > hostStart, bytes[(colon + 1)..<i].allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
-        }
-        // Everything else: printable ASCII without "%", spaces, quotes, backslashes or braces,
-        // which URLComponents escapes or rejects, and without "#": a fragment is left to
-        // URLComponents (rare on tags, and it has rules of its own). One pass, one bit per byte
-        // value of the two masks.
+        // Everything else, in one pass: printable ASCII without "%", spaces, quotes, backslashes
+        // or braces, which URLComponents escapes or rejects, and without "#": a fragment is left
+        // to URLComponents (rare on tags, and it has rules of its own); one bit per byte value of
+        // the two masks. On the way: the path's last non-empty segment, up to the "?".
         let allowedBelow64: UInt64 = 0xafff_ffd2_0000_0000, allowedFrom64: UInt64 = 0x47ff_fffe_87ff_ffff
+        var segmentStart = i, lastStart = i, lastEnd = i
+        var queryStart: Int?
         for j in i..<bytes.count {
             let b = bytes[j]
             let mask = b < 64 ? allowedBelow64 : b < 128 ? allowedFrom64 : 0
             guard mask & (1 << UInt64(b & 63)) != 0 else { return nil }
+            guard queryStart == nil else { continue }
+            if b == 0x2F || b == 0x3F {
+                if j > segmentStart { (lastStart, lastEnd) = (segmentStart, j) }
+                segmentStart = j + 1
+                if b == 0x3F { queryStart = j }
+            }
         }
+        if queryStart == nil, bytes.count > segmentStart { (lastStart, lastEnd) = (segmentStart, bytes.count) }
         func string(_ range: Range<Int>) -> String { String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self) }
-        // Path up to "?" or "#": its last non-empty segment.
-        let pathStart = i
-        while i < bytes.count, bytes[i] != 0x3F, bytes[i] != 0x23 { i += 1 }
-        var end = i
-        while end > pathStart, bytes[end - 1] == 0x2F { end -= 1 }
-        var segmentStart = end
-        while segmentStart > pathStart, bytes[segmentStart - 1] != 0x2F { segmentStart -= 1 }
-        let last: String? = segmentStart < end ? string(segmentStart..<end) : nil
+        let last: String? = lastStart < lastEnd ? string(lastStart..<lastEnd) : nil
+        i = queryStart ?? bytes.count
         // Query: items split at "&", name and value at the first "=".
         var items: [(String, String)] = []
         if i < bytes.count, bytes[i] == 0x3F {
