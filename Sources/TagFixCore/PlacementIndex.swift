@@ -24,8 +24,8 @@ public struct Placement: Sendable, Hashable {
 /// 1.1 µs verdict).
 ///
 /// Linear probing over a power-of-two table kept at most three-quarters full. The key is compared
-/// in full (with the region's identifier when it is the id, the common case, else with the
-/// entry's id), so a hash collision can cost a probe but never give a wrong entry.
+/// in full, byte for byte (with the region's identifier when it is the id, the common case, else
+/// with the entry's id), so a hash collision can cost a probe but never give a wrong entry.
 struct PlacementIndex: Sendable {
     struct Slot: Sendable {
         /// `nil`: the slot is empty.
@@ -67,9 +67,18 @@ struct PlacementIndex: Sendable {
         var i = home(of: id) & mask
         while true {
             guard let identifier = slots[i].region?.identifier else { return nil }
-            if slots[i].keyIsIdentifier ? identifier == id : otherKeys[slots[i].entry] == id { return i }
+            if let key = slots[i].keyIsIdentifier ? identifier : otherKeys[slots[i].entry], Self.same(key, id) { return i }
             i = (i + 1) & mask
         }
+    }
+
+    /// Ids are the same when their UTF-8 bytes are, as in the SQLite registry's `id` column
+    /// (SQLite's binary collation), so both stores answer alike: "Caf\u{E9}" and "Cafe\u{301}" are
+    /// two ids, though Swift's `==` calls them equal. Comparing bytes is also what lets `home` hash
+    /// bytes: a hash over bytes would send two canonically equivalent spellings to different
+    /// homes while `==` took them for one key.
+    private static func same(_ a: String, _ b: String) -> Bool {
+        a.utf8.count == b.utf8.count && a.utf8.elementsEqual(b.utf8)
     }
 
     /// Where probing for `key` starts: a multiply-and-fold hash of its UTF-8 bytes, eight at a

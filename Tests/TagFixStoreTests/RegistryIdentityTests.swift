@@ -1,0 +1,38 @@
+import TagFixCore
+import Testing
+
+@testable import TagFixStore
+
+/// Which ids are the same id: both stores match them byte for byte (SQLite's binary collation,
+/// and the in-memory index since it hashes bytes), so a registry answers alike whether it was
+/// loaded from CSV or opened as SQLite. Swift's `==` would call each pair below equal.
+@Suite("Registries: an id is its bytes, in memory and in SQLite alike")
+struct RegistryIdentityTests {
+    /// Canonically equivalent spellings: precomposed and decomposed, and singletons whose
+    /// canonical form is plain ASCII (KELVIN SIGN, GREEK QUESTION MARK) or another letter
+    /// (ANGSTROM SIGN).
+    @Test(
+        "canonically equivalent spellings are two ids, each found by its own bytes only",
+        arguments: [
+            ("Caf\u{E9}-1", "Cafe\u{301}-1", "Caf\u{E9}\u{300}-1"), ("\u{212A}7", "K7", "k7"), ("T\u{37E}1", "T;1", "T:1"),
+            ("\u{212B}-3", "\u{C5}-3", "A\u{30A}-3"),
+        ])
+    func spellings(first: String, second: String, absent: String) throws {
+        #expect(first == second, "the pair must be one that Swift's == takes for equal")
+        let entries = [try entry(first, lat: 53.5, name: "first"), try entry(second, lat: 53.6, name: "second")]
+        let memory = try InMemoryRegistry(entries)
+        let path = try scratchPath("ids.sqlite")
+        let sqlite = try SQLiteRegistry(path: path, mode: .create)
+        try sqlite.add(entries)
+        let uid = try TagUID(hex: "04000000000001")
+        for registry in [memory as any TagRegistry, sqlite] {
+            for expected in entries {
+                let found = try #require(try registry.entry(forID: expected.id))
+                #expect(Array(found.id.utf8) == Array(expected.id.utf8))
+                #expect(found.name == expected.name)
+                #expect(try registry.placement(forTagID: expected.id, uid: uid) == Placement(expected))
+            }
+            #expect(try registry.entry(forID: absent) == nil)
+        }
+    }
+}
