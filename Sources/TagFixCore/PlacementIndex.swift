@@ -35,8 +35,10 @@ struct PlacementIndex: Sendable {
         /// The region's identifier is the entry's id, so the slot alone can check the key.
         var keyIsIdentifier: Bool
         var hasName: Bool
+        /// The key is plain ASCII (nearly every tag id), so `==` compares its bytes.
+        var keyIsASCII: Bool
 
-        static let empty = Slot(region: nil, entry: -1, keyIsIdentifier: false, hasName: false)
+        static let empty = Slot(region: nil, entry: -1, keyIsIdentifier: false, hasName: false, keyIsASCII: false)
     }
 
     private var slots = [Slot](repeating: .empty, count: 16)
@@ -64,10 +66,15 @@ struct PlacementIndex: Sendable {
 
     private func position(of id: String) -> Int? {
         let mask = slots.count - 1
-        var i = home(of: id) & mask
+        let (hash, idIsASCII) = home(of: id)
+        var i = hash & mask
         while true {
             guard let identifier = slots[i].region?.identifier else { return nil }
-            if let key = slots[i].keyIsIdentifier ? identifier : otherKeys[slots[i].entry], Self.same(key, id) { return i }
+            if let key = slots[i].keyIsIdentifier ? identifier : otherKeys[slots[i].entry],
+                Self.same(key, isASCII: slots[i].keyIsASCII, id, isASCII: idIsASCII)
+            {
+                return i
+            }
             i = (i + 1) & mask
         }
     }
@@ -77,39 +84,57 @@ struct PlacementIndex: Sendable {
     /// two ids, though Swift's `==` calls them equal. Comparing bytes is also what lets `home` hash
     /// bytes: a hash over bytes would send two canonically equivalent spellings to different
     /// homes while `==` took them for one key.
-    private static func same(_ a: String, _ b: String) -> Bool {
+    ///
+    /// Two ASCII strings are equal under `==` exactly when their bytes are (ASCII text is its own
+    /// normal form), and `==` is the fast comparison; an ASCII string never has the bytes of one
+    /// that is not; only two non-ASCII keys need their bytes compared (`utf8.elementsEqual` walks
+    /// the views' iterators and cost more than the rest of a lookup, measured).
+    static func same(_ a: String, isASCII aIsASCII: Bool, _ b: String, isASCII bIsASCII: Bool) -> Bool {
+        if aIsASCII && bIsASCII { return a == b }
+        if aIsASCII != bIsASCII { return false }
+        return sameBytes(a, b)
+    }
+
+    private static func sameBytes(_ a: String, _ b: String) -> Bool {
         a.utf8.count == b.utf8.count && a.utf8.elementsEqual(b.utf8)
     }
 
-    /// Where probing for `key` starts: a multiply-and-fold hash of its UTF-8 bytes, eight at a
-    /// time. `String.hashValue` (SipHash, through `Hasher`) was a quarter of a lookup's
-    /// instructions; a table that compares whole keys needs spread, not a keyed hash's
-    /// resistance to forgery, and the random seed keeps crafted ids from colliding in every run.
-    private func home(of key: String) -> Int {
+    /// Where probing for `key` starts, and whether the key is ASCII (found on the way): a
+    /// multiply-and-fold hash of its UTF-8 bytes, eight at a time. `String.hashValue` (SipHash,
+    /// through `Hasher`) was a quarter of a lookup's instructions; a table that compares whole keys
+    /// needs spread, not a keyed hash's resistance to forgery, and the random seed keeps crafted
+    /// ids from colliding in every run.
+    func home(of key: String) -> (hash: Int, isASCII: Bool) {
         // Native and small strings alike give their bytes in place; `nil` only for a bridged
-        // string, which Linux does not have, and then the standard hash serves.
-        key.utf8.withContiguousStorageIfAvailable { bytes in
-            let m: UInt64 = 0x9E37_79B9_7F4A_7C15
-            var h = seed ^ UInt64(bytes.count) &* m
-            var i = 0
-            while i + 8 <= bytes.count {
-                h = (h ^ UInt64(littleEndian: UnsafeRawBufferPointer(bytes).loadUnaligned(fromByteOffset: i, as: UInt64.self))) &* m
-                h ^= h >> 29
-                i += 8
-            }
-            var tail: UInt64 = 0
-            var shift: UInt64 = 0
-            while i < bytes.count {
-                tail |= UInt64(bytes[i]) << shift
-                shift += 8
-                i += 1
-            }
-            h = (h ^ tail) &* m
-            h ^= h >> 32
-            h = h &* 0xBF58_476D_1CE4_E5B9
+        // string, which Linux does not have, and then the bytes are copied out.
+        key.utf8.withContiguousStorageIfAvailable { home(of: $0) } ?? Array(key.utf8).withUnsafeBufferPointer { home(of: $0) }
+    }
+
+    private func home(of bytes: UnsafeBufferPointer<UInt8>) -> (hash: Int, isASCII: Bool) {
+        let m: UInt64 = 0x9E37_79B9_7F4A_7C15
+        var h = seed ^ UInt64(bytes.count) &* m
+        var high: UInt64 = 0
+        var i = 0
+        while i + 8 <= bytes.count {
+            let word = UInt64(littleEndian: UnsafeRawBufferPointer(bytes).loadUnaligned(fromByteOffset: i, as: UInt64.self))
+            high |= word
+            h = (h ^ word) &* m
             h ^= h >> 29
-            return Int(truncatingIfNeeded: h)
-        } ?? key.hashValue
+            i += 8
+        }
+        var tail: UInt64 = 0
+        var shift: UInt64 = 0
+        while i < bytes.count {
+            tail |= UInt64(bytes[i]) << shift
+            shift += 8
+            i += 1
+        }
+        high |= tail
+        h = (h ^ tail) &* m
+        h ^= h >> 32
+        h = h &* 0xBF58_476D_1CE4_E5B9
+        h ^= h >> 29
+        return (Int(truncatingIfNeeded: h), high & 0x8080_8080_8080_8080 == 0)
     }
 
     /// Adds `entry`, found at `position` of the registry's entry array. The caller has checked
@@ -121,8 +146,8 @@ struct PlacementIndex: Sendable {
             for slot in old { if let key = key(of: slot) { place(slot, key: key) } }
         }
         let slot = Slot(
-            region: entry.region, entry: Int32(position), keyIsIdentifier: entry.region.identifier == entry.id,
-            hasName: entry.name != nil)
+            region: entry.region, entry: Int32(position), keyIsIdentifier: Self.sameBytes(entry.region.identifier, entry.id),
+            hasName: entry.name != nil, keyIsASCII: home(of: entry.id).isASCII)
         if !slot.keyIsIdentifier { otherKeys[slot.entry] = entry.id }
         place(slot, key: entry.id)
         count += 1
@@ -130,7 +155,7 @@ struct PlacementIndex: Sendable {
 
     private mutating func place(_ slot: Slot, key: String) {
         let mask = slots.count - 1
-        var i = home(of: key) & mask
+        var i = home(of: key).hash & mask
         while slots[i].region != nil { i = (i + 1) & mask }
         slots[i] = slot
     }

@@ -64,3 +64,43 @@ struct InMemoryRegistryTests {
         #expect(registry.entry(forID: "new-id") == nil)
     }
 }
+
+/// The index's key comparison and the ASCII flag its hash finds on the way, which together
+/// decide whether two ids are one.
+@Suite("In-memory registry: which ids are the same")
+struct PlacementIndexKeyTests {
+    @Test(
+        "same bytes, same id; canonically equal spellings are not",
+        arguments: [
+            ("T17", "T17", true), ("T17", "T18", false), ("T17", "T17 ", false), ("K7", "\u{212A}7", false),
+            ("\u{212A}7", "\u{212A}7", true),
+            ("Caf\u{E9}", "Cafe\u{301}", false), ("Caf\u{E9}", "Caf\u{E9}", true), ("\u{212B}", "A\u{30A}", false),
+            ("\u{212B}", "\u{C5}", false),
+            ("site/b\u{FC}ro-4", "site/b\u{FC}ro-4", true), ("", "", true),
+        ])
+    func same(a: String, b: String, expected: Bool) {
+        let aIsASCII = a.utf8.allSatisfy { $0 < 0x80 }, bIsASCII = b.utf8.allSatisfy { $0 < 0x80 }
+        #expect(PlacementIndex.same(a, isASCII: aIsASCII, b, isASCII: bIsASCII) == expected)
+        #expect(PlacementIndex.same(b, isASCII: bIsASCII, a, isASCII: aIsASCII) == expected)
+        #expect(expected == Array(a.utf8).elementsEqual(Array(b.utf8)))
+    }
+
+    @Test("the hash sees a non-ASCII byte wherever it is, in the 8-byte words and in the tail")
+    func asciiFlag() {
+        let index = PlacementIndex()
+        for length in 0...24 {
+            let ascii = String(repeating: "x", count: length)
+            #expect(index.home(of: ascii).isASCII, "\(length) ASCII bytes")
+            for position in 0...length {
+                var scalars = Array(ascii.unicodeScalars)
+                scalars.insert("\u{E9}", at: position)
+                var text = ""
+                text.unicodeScalars.append(contentsOf: scalars)
+                #expect(!index.home(of: text).isASCII, "é at \(position) of \(length + 1)")
+            }
+        }
+        // Equal keys hash alike, whichever string object holds them.
+        let id = "site-4/building-7/floor-3/tag-12"
+        #expect(index.home(of: id).hash == index.home(of: String(decoding: Array(id.utf8), as: UTF8.self)).hash)
+    }
+}
