@@ -124,10 +124,12 @@ miss). The second round:
 
 The third round was guided by instruction counts (`TagFixBench verifier-loop` under
 `valgrind --tool=callgrind --toggle-collect='*verifyRound*'`, which this machine's noise does not blur): 4 040
-instructions per verdict before it, 3 700 after.
+instructions per verdict before it, 3 790 after.
 
 - the index probes from a seeded multiply-and-fold hash of the id's bytes: `String.hashValue` (SipHash through
-  `Hasher`) was a quarter of a lookup's instructions, and keys are still compared in full;
+  `Hasher`) was a quarter of a lookup's instructions. Keys are still compared in full, now byte for byte as in the
+  SQLite registry (two ASCII ids with `==`, its fast path; a byte walk for every comparison had cost 330
+  instructions a verdict);
 - the URL reader checks the bytes after the host and finds the last path segment in one pass, not three;
 - `decide` works the verdict out first and builds it once, instead of writing each field through the box.
 
