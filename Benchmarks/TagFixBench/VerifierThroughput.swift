@@ -48,15 +48,21 @@ func verifierLoop(tags: Int, seconds: Double) -> String {
     return "\(verdicts) verdicts, \(Int(Double(verdicts) / (ContinuousClock.now - start).seconds)) per second"
 }
 
-/// One pass of the live path over `inputs`: region lookup (URL → id → registry), then the decision
-/// with the geodesic distance. Returns the number of verdicts. Not inlined, so that profilers can
-/// single it out (`valgrind --tool=callgrind --toggle-collect='*verifyRound*'`).
+/// The path a live scan takes once its fix is there: region lookup (URL → id → registry), then the
+/// decision with the geodesic distance. `nil` when the scan finds no region.
+@inline(__always)
+func liveVerdict(_ verifier: Verifier, _ scan: TagScan, _ fix: Fix) -> Verdict? {
+    guard case .region(let region, let source, let id, let name) = verifier.expectation(for: scan) else { return nil }
+    return verifier.decide(scan: scan, region: region, source: source, tagID: id, name: name, before: fix, after: nil)
+}
+
+/// One pass of the live path over `inputs`. Returns the number of verdicts. Not inlined, so that
+/// profilers can single it out (`valgrind --tool=callgrind --toggle-collect='*verifyRound*'`).
 @inline(never)
 func verifyRound(_ verifier: Verifier, _ inputs: [(TagScan, CircularRegion, Fix)]) -> Int {
     var verdicts = 0
     for (scan, _, fix) in inputs {
-        guard case .region(let region, let source, let id, let name) = verifier.expectation(for: scan) else { continue }
-        let verdict = verifier.decide(scan: scan, region: region, source: source, tagID: id, name: name, before: fix, after: nil)
+        guard let verdict = liveVerdict(verifier, scan, fix) else { continue }
         // Every scan has a fresh fix, so none may be left without one.
         if case .inconclusive(.noFix) = verdict.kind { continue }
         verdicts &+= 1
@@ -93,10 +99,7 @@ func measure(tags: Int, verdicts: Int, rounds: Int, sqlite: Bool = false) -> [St
     latencies.reserveCapacity(inputs.count)
     for (scan, _, fix) in inputs {
         let start = ContinuousClock.now
-        if case .region(let region, let source, let id, let name) = verifier.expectation(for: scan) {
-            let verdict = verifier.decide(scan: scan, region: region, source: source, tagID: id, name: name, before: fix, after: nil)
-            if case .confirmed = verdict.kind { checksum &+= 1 }
-        }
+        if case .confirmed? = liveVerdict(verifier, scan, fix)?.kind { checksum &+= 1 }
         latencies.append((ContinuousClock.now - start).seconds)
     }
     latencies.sort()
@@ -112,10 +115,7 @@ func measure(tags: Int, verdicts: Int, rounds: Int, sqlite: Bool = false) -> [St
         let scan = TagScan(readerID: "bench", uid: uid, tagType: .ntag213, url: "https://tags.example.org/t/" + ids[i], time: scanTime)
         let fix = Fix(time: fixTime, mode: .threeD, coordinate: coordinates[i], horizontalAccuracy: 4)
         let start = ContinuousClock.now
-        if case .region(let region, let source, let id, let name) = verifier.expectation(for: scan) {
-            let verdict = verifier.decide(scan: scan, region: region, source: source, tagID: id, name: name, before: fix, after: nil)
-            if case .confirmed = verdict.kind { checksum &+= 1 }
-        }
+        if case .confirmed? = liveVerdict(verifier, scan, fix)?.kind { checksum &+= 1 }
         fresh.append((ContinuousClock.now - start).seconds)
     }
     fresh.sort()
