@@ -143,19 +143,21 @@ struct PlacementIndex: Sendable {
         if (count + 1) * 4 > slots.count * 3 {
             let old = slots
             slots = [Slot](repeating: .empty, count: old.count * 2)
-            for slot in old { if let key = key(of: slot) { place(slot, key: key) } }
+            for slot in old { if let key = key(of: slot) { place(slot, home: home(of: key).hash) } }
         }
+        let home = home(of: entry.id)
         let slot = Slot(
             region: entry.region, entry: Int32(position), keyIsIdentifier: Self.sameBytes(entry.region.identifier, entry.id),
-            hasName: entry.name != nil, keyIsASCII: home(of: entry.id).isASCII)
+            hasName: entry.name != nil, keyIsASCII: home.isASCII)
         if !slot.keyIsIdentifier { otherKeys[slot.entry] = entry.id }
-        place(slot, key: entry.id)
+        place(slot, home: home.hash)
         count += 1
     }
 
-    private mutating func place(_ slot: Slot, key: String) {
+    /// Puts `slot` in the first free slot from `home`, its key's hash.
+    private mutating func place(_ slot: Slot, home: Int) {
         let mask = slots.count - 1
-        var i = home(of: key).hash & mask
+        var i = home & mask
         while slots[i].region != nil { i = (i + 1) & mask }
         slots[i] = slot
     }
