@@ -98,9 +98,9 @@ public struct Verifier: Sendable {
             return verdict(.inconclusive(.noFix))
         }
 
-        guard chosenAge <= policy.maximumFixAge else {
+        guard chosenAge <= maximumFixAge else {
             return verdict(
-                .inconclusive(.staleFix(age: chosenAge, limit: policy.maximumFixAge)), fix: chosen, fixAge: chosenAge,
+                .inconclusive(.staleFix(age: chosenAge, limit: maximumFixAge)), fix: chosen, fixAge: chosenAge,
                 interpolated: interpolated)
         }
         guard chosen.hasPosition, let position = chosen.coordinate else {
