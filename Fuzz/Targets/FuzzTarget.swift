@@ -180,6 +180,34 @@ extension FuzzTarget {
         if location != nil, let strict = try? URLLocation(url: url) {
             try check(strict.tagID == location?.tagID, .urlLocation, "the default radius changed the tag id")
         }
+        // The verifier reads a registry tag's id straight from the URL's bytes: against a
+        // registry that holds every id, the id it looks up must be the decoder's.
+        var policy = VerificationPolicy()
+        policy.defaultURLRadius = 25
+        let scan = TagScan(readerID: "fuzz", uid: echoUID, tagType: .ntag213, url: url, time: Timestamp(nanosecondsSinceEpoch: 0))
+        let expectation = Verifier(policy: policy, registry: EchoRegistry()).expectation(for: scan)
+        switch (expectation, Result { () throws(URLLocationError) in try URLLocation(url: url, defaultRadius: 25) }) {
+        case (.region(_, .registry, let id, _), .success(let decoded)):
+            try check(
+                id != nil && id == decoded.tagID, .urlLocation, "looked up \(id ?? "no id"), the URL names \(decoded.tagID ?? "none")")
+        case (_, .success(let decoded)):
+            try check(decoded.tagID == nil, .urlLocation, "the URL names \(decoded.tagID ?? "") but the registry was not asked for it")
+        case (.decided(let verdict), .failure(let error)):
+            try check(verdict.kind == .inconclusive(.invalidTagLocation(error)), .urlLocation, "a broken URL gave \(verdict.kind)")
+        case (_, .failure(let error)):
+            try check(false, .urlLocation, "a broken URL (\(error)) found a region")
+        }
+    }
+
+    private static let echoUID = try! TagUID(hex: "04A1B2C3D4E5F6")
+
+    /// Holds every id (a 10 m region named after it) and no UID.
+    private struct EchoRegistry: TagRegistry {
+        func entry(forID id: String) -> RegistryEntry? {
+            let region = try! CircularRegion(center: Coordinate(validLatitude: 0, longitude: 0), radius: 10, identifier: id)
+            return RegistryEntry(id: id, uid: nil, region: region, name: nil)
+        }
+        func entry(forUID uid: TagUID) -> RegistryEntry? { nil }
     }
 
     static func registryFile(_ data: [UInt8]) throws(FuzzViolation) {

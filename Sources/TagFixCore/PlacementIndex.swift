@@ -60,19 +60,36 @@ struct PlacementIndex: Sendable {
     /// The region, entry position and flags of the slot for `id`, read in place (no copy of the
     /// slot, so no reference counting of its identifier).
     func lookUp(_ id: String) -> (region: CircularRegion, entry: Int, keyIsIdentifier: Bool, hasName: Bool)? {
-        guard let i = position(of: id), let region = slots[i].region else { return nil }
+        slot(at: position(of: id))
+    }
+
+    /// `lookUp` for an id given as its UTF-8 bytes: the verifier's tag id, read straight from the
+    /// URL without a `String` made of it.
+    func lookUp(utf8 id: Span<UInt8>) -> (region: CircularRegion, entry: Int, keyIsIdentifier: Bool, hasName: Bool)? {
+        let (hash, idIsASCII) = id.withUnsafeBufferPointer { home(of: $0) }
+        return slot(at: probe(from: hash) { key, keyIsASCII in Self.same(key, isASCII: keyIsASCII, id, isASCII: idIsASCII) })
+    }
+
+    @inline(__always)
+    private func slot(at position: Int?) -> (region: CircularRegion, entry: Int, keyIsIdentifier: Bool, hasName: Bool)? {
+        guard let i = position, let region = slots[i].region else { return nil }
         return (region, Int(slots[i].entry), slots[i].keyIsIdentifier, slots[i].hasName)
     }
 
     private func position(of id: String) -> Int? {
-        let mask = slots.count - 1
         let (hash, idIsASCII) = home(of: id)
+        return probe(from: hash) { key, keyIsASCII in Self.same(key, isASCII: keyIsASCII, id, isASCII: idIsASCII) }
+    }
+
+    /// Linear probing from `hash` to the slot whose key `matches` (given the key and whether it is
+    /// ASCII), or to the first empty slot: `nil`.
+    @inline(__always)
+    private func probe(from hash: Int, matches: (String, Bool) -> Bool) -> Int? {
+        let mask = slots.count - 1
         var i = hash & mask
         while true {
             guard let identifier = slots[i].region?.identifier else { return nil }
-            if let key = slots[i].keyIsIdentifier ? identifier : otherKeys[slots[i].entry],
-                Self.same(key, isASCII: slots[i].keyIsASCII, id, isASCII: idIsASCII)
-            {
+            if let key = slots[i].keyIsIdentifier ? identifier : otherKeys[slots[i].entry], matches(key, slots[i].keyIsASCII) {
                 return i
             }
             i = (i + 1) & mask
@@ -97,6 +114,29 @@ struct PlacementIndex: Sendable {
 
     private static func sameBytes(_ a: String, _ b: String) -> Bool {
         a.utf8.count == b.utf8.count && a.utf8.elementsEqual(b.utf8)
+    }
+
+    /// `same` for a key and an id given as bytes: equal counts, then the bytes, a word at a time.
+    static func same(_ key: String, isASCII keyIsASCII: Bool, _ id: Span<UInt8>, isASCII idIsASCII: Bool) -> Bool {
+        guard keyIsASCII == idIsASCII else { return false }
+        let k = key.utf8.span
+        guard k.count == id.count else { return false }
+        return k.withUnsafeBufferPointer { a in id.withUnsafeBufferPointer { b in sameBytes(a, b) } }
+    }
+
+    /// Whether two buffers of the same count hold the same bytes.
+    private static func sameBytes(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Bool {
+        let (x, y) = (UnsafeRawBufferPointer(a), UnsafeRawBufferPointer(b))
+        var i = 0
+        while i + 8 <= a.count {
+            if x.loadUnaligned(fromByteOffset: i, as: UInt64.self) != y.loadUnaligned(fromByteOffset: i, as: UInt64.self) { return false }
+            i += 8
+        }
+        while i < a.count {
+            if a[i] != b[i] { return false }
+            i += 1
+        }
+        return true
     }
 
     /// Where probing for `key` starts, and whether the key is ASCII (found on the way): a

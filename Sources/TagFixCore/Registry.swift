@@ -48,6 +48,10 @@ public protocol TagRegistry: Sendable {
     /// What the verifier needs of the entry for a scan (by the URL's tag identifier first, then by
     /// UID). A store may answer it without building the whole entry; the default does build it.
     func placement(forTagID id: String?, uid: TagUID) throws(RegistryError) -> Placement?
+    /// `placement(forTagID:uid:)` for an id given as its UTF-8 bytes, as the verifier reads it from
+    /// a tag's URL. The same answer, without a `String` made of the id, where the store can look
+    /// bytes up; the default makes the `String`.
+    func placement(forTagIDUTF8 id: Span<UInt8>, uid: TagUID) throws(RegistryError) -> Placement?
 }
 
 extension TagRegistry {
@@ -59,6 +63,10 @@ extension TagRegistry {
 
     public func placement(forTagID id: String?, uid: TagUID) throws(RegistryError) -> Placement? {
         try entry(forTagID: id, uid: uid).map(Placement.init)
+    }
+
+    public func placement(forTagIDUTF8 id: Span<UInt8>, uid: TagUID) throws(RegistryError) -> Placement? {
+        try placement(forTagID: id.withUnsafeBufferPointer { String(decoding: $0, as: UTF8.self) }, uid: uid)
     }
 }
 
@@ -100,14 +108,23 @@ public struct InMemoryRegistry: TagRegistry, Sendable {
 
     /// From the index slot alone when the id is found and the entry has no name.
     public func placement(forID id: String) -> Placement? {
-        guard let (region, position, keyIsIdentifier, hasName) = byID.lookUp(id) else { return nil }
-        return Placement(
-            id: keyIsIdentifier ? region.identifier : entries[position].id, region: region, name: hasName ? entries[position].name : nil)
+        byID.lookUp(id).map(placement)
     }
 
     public func placement(forTagID id: String?, uid: TagUID) -> Placement? {
         if let id, let placement = placement(forID: id) { return placement }
         return byUID[uid].map { Placement(entries[$0]) }
+    }
+
+    public func placement(forTagIDUTF8 id: Span<UInt8>, uid: TagUID) -> Placement? {
+        if let found = byID.lookUp(utf8: id) { return placement(found) }
+        return byUID[uid].map { Placement(entries[$0]) }
+    }
+
+    private func placement(_ slot: (region: CircularRegion, entry: Int, keyIsIdentifier: Bool, hasName: Bool)) -> Placement {
+        Placement(
+            id: slot.keyIsIdentifier ? slot.region.identifier : entries[slot.entry].id, region: slot.region,
+            name: slot.hasName ? entries[slot.entry].name : nil)
     }
 }
 

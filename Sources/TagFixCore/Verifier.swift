@@ -9,7 +9,7 @@ public struct Verifier: Sendable {
     }
 
     /// What a scan is checked against, found without any fix.
-    public enum Expectation: Sendable {
+    public enum Expectation: Sendable, Hashable {
         /// Decided without a fix: not registered, disallowed, or a broken URL location.
         case decided(Verdict)
         case region(CircularRegion, RegionSource, tagID: String?, name: String?)
@@ -17,7 +17,23 @@ public struct Verifier: Sendable {
 
     /// Finds the expected region: policy first, then (1) the registry by tag id or UID, then (2) the
     /// location in the URL.
-    public func expectation(for scan: TagScan) -> Expectation {
+    public func expectation(for scan: TagScan) -> Expectation { expectation(for: scan, readingURLBytes: true) }
+
+    /// `readingURLBytes: false` skips the shortcut for registry tags' URLs (tests hold the two
+    /// paths to the same answers).
+    @inline(__always)
+    func expectation(for scan: TagScan, readingURLBytes: Bool) -> Expectation {
+        // A registry tag's URL (plain http(s), no query, so no location and nothing to decode)
+        // and no tag turned off: the id is looked up from the URL's bytes. Anything else, and any
+        // id the registry does not hold, takes the full path below, which gives the same answer.
+        if readingURLBytes, policy.disallowedTags.isEmpty, policy.locationConfirmation, scan.source == .nfc, let url = scan.url {
+            let bytes = url.utf8.span
+            if let id = bytes.withUnsafeBufferPointer(URLLocation.plainTagID),
+                let placement = try? registry.placement(forTagIDUTF8: bytes.extracting(id), uid: scan.uid)
+            {
+                return .region(placement.region, .registry, tagID: placement.id, name: placement.name)
+            }
+        }
         var location: URLLocation?
         var locationError: URLLocationError?
         if let url = scan.url {

@@ -33,11 +33,13 @@ struct InMemoryRegistryTests {
         for entry in entries {
             #expect(registry.entry(forID: entry.id) == entry)
             #expect(registry.placement(forTagID: entry.id, uid: otherUID) == Placement(entry))
+            #expect(entry.id.utf8.withSpan { registry.placement(forTagIDUTF8: $0, uid: otherUID) } == Placement(entry))
             if let uid = entry.uid {
                 #expect(registry.entry(forUID: uid) == entry)
                 // An unknown id falls back to the UID, as `entry(forTagID:uid:)` does.
                 #expect(registry.placement(forTagID: "absent-\(entry.id)", uid: uid) == Placement(entry))
                 #expect(registry.placement(forTagID: nil, uid: uid) == Placement(entry))
+                #expect("absent-\(entry.id)".utf8.withSpan { registry.placement(forTagIDUTF8: $0, uid: uid) } == Placement(entry))
             }
         }
         // Absent ids, including near misses of present ones and region identifiers that are
@@ -47,6 +49,7 @@ struct InMemoryRegistryTests {
         for id in absent where byID[id] == nil {
             #expect(registry.entry(forID: id) == nil)
             #expect(registry.placement(forTagID: id, uid: otherUID) == nil)
+            #expect(id.utf8.withSpan { registry.placement(forTagIDUTF8: $0, uid: otherUID) } == nil)
         }
     }
 
@@ -83,6 +86,26 @@ struct PlacementIndexKeyTests {
         #expect(PlacementIndex.same(a, isASCII: aIsASCII, b, isASCII: bIsASCII) == expected)
         #expect(PlacementIndex.same(b, isASCII: bIsASCII, a, isASCII: aIsASCII) == expected)
         #expect(expected == Array(a.utf8).elementsEqual(Array(b.utf8)))
+        // The same with the id as bytes, as the verifier passes it from a URL.
+        #expect(b.utf8.withSpan { PlacementIndex.same(a, isASCII: aIsASCII, $0, isASCII: bIsASCII) } == expected)
+        #expect(a.utf8.withSpan { PlacementIndex.same(b, isASCII: bIsASCII, $0, isASCII: aIsASCII) } == expected)
+    }
+
+    @Test("keys and ids as bytes: one byte changed anywhere, in the 8-byte words or the tail, is another id")
+    func sameAsBytes() {
+        for length in 0...24 {
+            // Heap strings from 16 bytes, small strings below: both kinds of key.
+            let key = String((0..<length).map { Character(Unicode.Scalar(UInt8(0x41 + $0 % 26))) })
+            #expect(key.utf8.withSpan { PlacementIndex.same(key, isASCII: true, $0, isASCII: true) }, "\(length) bytes")
+            #expect(!(key + "A").utf8.withSpan { PlacementIndex.same(key, isASCII: true, $0, isASCII: true) }, "one byte longer")
+            for position in 0..<length {
+                var bytes = Array(key.utf8)
+                bytes[position] ^= 0x20
+                let changed = bytes.withUnsafeBufferPointer { String(decoding: $0, as: UTF8.self) }
+                #expect(
+                    !changed.utf8.withSpan { PlacementIndex.same(key, isASCII: true, $0, isASCII: true) }, "byte \(position) of \(length)")
+            }
+        }
     }
 
     @Test("the hash sees a non-ASCII byte wherever it is, in the 8-byte words and in the tail")
@@ -103,4 +126,9 @@ struct PlacementIndexKeyTests {
         let id = "site-4/building-7/floor-3/tag-12"
         #expect(index.home(of: id).hash == index.home(of: String(decoding: Array(id.utf8), as: UTF8.self)).hash)
     }
+}
+
+extension String.UTF8View {
+    /// The bytes as a `Span` for the length of `body` (a `Span` cannot be captured by `#expect`).
+    func withSpan<R, E: Error>(_ body: (Span<UInt8>) throws(E) -> R) throws(E) -> R { try body(span) }
 }

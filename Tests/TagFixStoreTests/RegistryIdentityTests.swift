@@ -31,8 +31,18 @@ struct RegistryIdentityTests {
                 #expect(Array(found.id.utf8) == Array(expected.id.utf8))
                 #expect(found.name == expected.name)
                 #expect(try registry.placement(forTagID: expected.id, uid: uid) == Placement(expected))
+                // As the verifier looks it up, from the bytes of a URL.
+                #expect(
+                    try expected.id.utf8.withSpan { id throws(RegistryError) in try registry.placement(forTagIDUTF8: id, uid: uid) }
+                        == Placement(expected))
             }
             #expect(try registry.entry(forID: absent) == nil)
+            #expect(try absent.utf8.withSpan { id throws(RegistryError) in try registry.placement(forTagIDUTF8: id, uid: uid) } == nil)
         }
     }
+}
+
+extension String.UTF8View {
+    /// The bytes as a `Span` for the length of `body` (a `Span` cannot be captured by `#expect`).
+    fileprivate func withSpan<R, E: Error>(_ body: (Span<UInt8>) throws(E) -> R) throws(E) -> R { try body(span) }
 }
