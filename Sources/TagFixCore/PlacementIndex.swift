@@ -37,8 +37,12 @@ struct PlacementIndex: Sendable {
         var hasName: Bool
         /// The key is plain ASCII (nearly every tag id), so `==` compares its bytes.
         var keyIsASCII: Bool
+        /// The top byte of the key's hash: a probe compares keys only where it matches, so
+        /// passing another key's slot costs a byte compare, not a string compare (the byte fits
+        /// in the slot's padding: still 48 bytes).
+        var tag: UInt8
 
-        static let empty = Slot(region: nil, entry: -1, keyIsIdentifier: false, hasName: false, keyIsASCII: false)
+        static let empty = Slot(region: nil, entry: -1, keyIsIdentifier: false, hasName: false, keyIsASCII: false, tag: 0)
     }
 
     private var slots = [Slot](repeating: .empty, count: 16)
@@ -82,19 +86,25 @@ struct PlacementIndex: Sendable {
     }
 
     /// Linear probing from `hash` to the slot whose key `matches` (given the key and whether it is
-    /// ASCII), or to the first empty slot: `nil`.
+    /// ASCII), or to the first empty slot: `nil`. Only slots with the hash's tag are compared, and
+    /// an empty slot is known by its entry (-1) without its region being read.
     @inline(__always)
     private func probe(from hash: Int, matches: (String, Bool) -> Bool) -> Int? {
         let mask = slots.count - 1
+        let tag = Self.tag(of: hash)
         var i = hash & mask
-        while true {
-            guard let identifier = slots[i].region?.identifier else { return nil }
-            if let key = slots[i].keyIsIdentifier ? identifier : otherKeys[slots[i].entry], matches(key, slots[i].keyIsASCII) {
+        while slots[i].entry >= 0 {
+            if slots[i].tag == tag, let region = slots[i].region,
+                let key = slots[i].keyIsIdentifier ? region.identifier : otherKeys[slots[i].entry], matches(key, slots[i].keyIsASCII)
+            {
                 return i
             }
             i = (i + 1) & mask
         }
+        return nil
     }
+
+    private static func tag(of hash: Int) -> UInt8 { UInt8(truncatingIfNeeded: hash >> 56) }
 
     /// Ids are the same when their UTF-8 bytes are, as in the SQLite registry's `id` column
     /// (SQLite's binary collation), so both stores answer alike: "Caf\u{E9}" and "Cafe\u{301}" are
@@ -188,7 +198,7 @@ struct PlacementIndex: Sendable {
         let home = home(of: entry.id)
         let slot = Slot(
             region: entry.region, entry: Int32(position), keyIsIdentifier: Self.sameBytes(entry.region.identifier, entry.id),
-            hasName: entry.name != nil, keyIsASCII: home.isASCII)
+            hasName: entry.name != nil, keyIsASCII: home.isASCII, tag: Self.tag(of: home.hash))
         if !slot.keyIsIdentifier { otherKeys[slot.entry] = entry.id }
         place(slot, home: home.hash)
         count += 1
