@@ -61,23 +61,28 @@ struct PlacementIndex: Sendable {
     /// The position in the registry's entry array of the entry for `id`, or `nil`.
     func entry(for id: String) -> Int? { position(of: id).map { Int(slots[$0].entry) } }
 
-    /// The region, entry position and flags of the slot for `id`, read in place (no copy of the
-    /// slot, so no reference counting of its identifier).
-    func lookUp(_ id: String) -> (region: CircularRegion, entry: Int, keyIsIdentifier: Bool, hasName: Bool)? {
-        slot(at: position(of: id))
+    /// The placement for `id`, built once from its slot in place (no copy of the slot, so no
+    /// reference counting of a region's identifier that is not kept), with the entry's id and
+    /// name from `entries` where the slot does not hold them.
+    func placement(for id: String, entries: [RegistryEntry]) -> Placement? {
+        placement(inSlot: position(of: id), entries: entries)
     }
 
-    /// `lookUp` for an id given as its UTF-8 bytes: the verifier's tag id, read straight from the
-    /// URL without a `String` made of it.
-    func lookUp(utf8 id: Span<UInt8>) -> (region: CircularRegion, entry: Int, keyIsIdentifier: Bool, hasName: Bool)? {
+    /// `placement(for:entries:)` for an id given as its UTF-8 bytes: the verifier's tag id, read
+    /// straight from the URL without a `String` made of it.
+    func placement(forUTF8 id: Span<UInt8>, entries: [RegistryEntry]) -> Placement? {
         let (hash, idIsASCII) = id.withUnsafeBufferPointer { home(of: $0) }
-        return slot(at: probe(from: hash) { key, keyIsASCII in Self.same(key, isASCII: keyIsASCII, id, isASCII: idIsASCII) })
+        let position = probe(from: hash) { key, keyIsASCII in Self.same(key, isASCII: keyIsASCII, id, isASCII: idIsASCII) }
+        return placement(inSlot: position, entries: entries)
     }
 
     @inline(__always)
-    private func slot(at position: Int?) -> (region: CircularRegion, entry: Int, keyIsIdentifier: Bool, hasName: Bool)? {
+    private func placement(inSlot position: Int?, entries: [RegistryEntry]) -> Placement? {
         guard let i = position, let region = slots[i].region else { return nil }
-        return (region, Int(slots[i].entry), slots[i].keyIsIdentifier, slots[i].hasName)
+        let entry = Int(slots[i].entry)
+        return Placement(
+            id: slots[i].keyIsIdentifier ? region.identifier : entries[entry].id, region: region,
+            name: slots[i].hasName ? entries[entry].name : nil)
     }
 
     private func position(of id: String) -> Int? {

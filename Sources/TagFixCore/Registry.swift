@@ -107,9 +107,7 @@ public struct InMemoryRegistry: TagRegistry, Sendable {
     public func entry(forUID uid: TagUID) -> RegistryEntry? { byUID[uid].map { entries[$0] } }
 
     /// From the index slot alone when the id is found and the entry has no name.
-    public func placement(forID id: String) -> Placement? {
-        byID.lookUp(id).map(placement)
-    }
+    public func placement(forID id: String) -> Placement? { byID.placement(for: id, entries: entries) }
 
     public func placement(forTagID id: String?, uid: TagUID) -> Placement? {
         if let id, let placement = placement(forID: id) { return placement }
@@ -117,14 +115,8 @@ public struct InMemoryRegistry: TagRegistry, Sendable {
     }
 
     public func placement(forTagIDUTF8 id: Span<UInt8>, uid: TagUID) -> Placement? {
-        if let found = byID.lookUp(utf8: id) { return placement(found) }
+        if let placement = byID.placement(forUTF8: id, entries: entries) { return placement }
         return byUID[uid].map { Placement(entries[$0]) }
-    }
-
-    private func placement(_ slot: (region: CircularRegion, entry: Int, keyIsIdentifier: Bool, hasName: Bool)) -> Placement {
-        Placement(
-            id: slot.keyIsIdentifier ? slot.region.identifier : entries[slot.entry].id, region: slot.region,
-            name: slot.hasName ? entries[slot.entry].name : nil)
     }
 }
 
