@@ -66,7 +66,9 @@ extension TagRegistry {
     }
 
     public func placement(forTagIDUTF8 id: Span<UInt8>, uid: TagUID) throws(RegistryError) -> Placement? {
-        try placement(forTagID: id.withUnsafeBufferPointer { String(decoding: $0, as: UTF8.self) }, uid: uid)
+        // Bytes that are not UTF-8 are no id a registry holds (decoding would repair them into
+        // one with U+FFFD): only the UID can match, as in the in-memory index.
+        try placement(forTagID: id.withUnsafeBufferPointer { String(validating: $0, as: UTF8.self) }, uid: uid)
     }
 }
 

@@ -42,6 +42,25 @@ struct RegistryIdentityTests {
     }
 }
 
+extension RegistryIdentityTests {
+    @Test("bytes that are not UTF-8 name no id, in either store, though decoding would repair them into one")
+    func invalidUTF8() throws {
+        let repaired = "T\u{FFFD}1"
+        let entry = try entry(repaired, lat: 53.5, name: "repaired")
+        let memory = try InMemoryRegistry([entry])
+        let sqlite = try SQLiteRegistry(path: try scratchPath("utf8.sqlite"), mode: .create)
+        try sqlite.add([entry])
+        let uid = try TagUID(hex: "04000000000002")
+        let invalid: [UInt8] = [0x54, 0xFF, 0x31]
+        #expect(String(decoding: invalid, as: UTF8.self) == repaired, "the bytes must decode to the stored id")
+        for registry in [memory as any TagRegistry, sqlite] {
+            let found = try registry.placement(forTagIDUTF8: invalid.span, uid: uid)
+            #expect(found == nil, "\(type(of: registry))")
+            #expect(try registry.placement(forTagID: repaired, uid: uid) == Placement(entry))
+        }
+    }
+}
+
 extension String.UTF8View {
     /// The bytes as a `Span` for the length of `body` (a `Span` cannot be captured by `#expect`).
     fileprivate func withSpan<R, E: Error>(_ body: (Span<UInt8>) throws(E) -> R) throws(E) -> R { try body(span) }
