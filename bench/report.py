@@ -151,17 +151,39 @@ Tried and dropped, because the count did not fall: a concrete box class per copy
 deinit destroys the fields through metadata; the cost was the same), building the tag id with an unvalidated copy of
 its ASCII bytes, reading the benchmark's inputs by index, and returning the placement without binding it.
 
+The fourth round, counted the same way: 3 730 → 2 938 instructions per verdict from changes to the product, and
+2 820 with the benchmark's own check made cheaper.
+
+- a registry tag's URL (plain http(s), no query: no location to decode) is looked up by its last path segment's
+  bytes, a `Span<UInt8>` of the URL, through `TagRegistry.placement(forTagIDUTF8:uid:)`: no `String` made of the id
+  and no `URLLocation` (3 508 → 3 086). Any other URL, and an id the registry lacks, takes the full path; a test
+  holds the two to the same answer for every URL, policy, registry and UID, and the url-location fuzz target checks
+  that the id looked up is the decoder's. A first version passed the bytes through `withContiguousStorageIfAvailable`,
+  whose generic result went through unspecialized value witnesses: it saved 88 instructions where the `Span` saved 422;
+- the URL reader tests each byte with one lookup in a 256-entry class table, for the host and the path (−250 in all);
+- the short-line solution works out cos φm once, not twice (−83);
+- each index slot keeps a tag byte of its key's hash in its padding (still 48 bytes), so a probe compares strings only
+  where the tag matches, and an empty slot is known by its entry number without reading its region (−31);
+- the benchmark's loop checks each verdict's distance, a `Double?`, instead of copying its kind out (−118).
+
+Still in the count: about 680 instructions a verdict of reference counting (27 retains and as many releases of the
+scan and fix boxes, the URL text, and small strings whose retain is a no-op that still costs two calls), 240 for the
+verdict's one allocation and its release, 270 for `sin`, `cos` and `atan2` in libm, 340 for reading the URL.
+
 Why 2 M/s is out of reach at 1 M tags: at {int(memory_rows[0]['tags']):,} tags, where the index sits in the caches, the
-whole path takes {1e6 / memory_rows[0]['verdicts_per_second_median']:.2f} µs ({memory_rows[0]['verdicts_per_second_median'] / 1e6:.2f} M/s); at 1 M it takes {1e6 / at_million['verdicts_per_second_median']:.2f} µs. The index alone (the
-"registry alone" column: ids in a small dense array) goes from {memory_rows[0]['microseconds_registry']:.2f} to {at_million['microseconds_registry']:.2f} µs, the cost of one random
-read into a 96 MiB index (2²¹ slots of 48 bytes: a TLB miss and a cache miss). The rest of the gap is that miss
-competing with the benchmark's own walk through its 200 000 prepared scans and fixes (heap objects read from memory
-in turn), which a live session does not make: a scan made just before it is verified takes {fresh(at_million)} (p50) at 1 M tags, against
-{fresh(memory_rows[0])} at {int(memory_rows[0]['tags']):,}. No change to the per-verdict code removes the miss. Huge pages help a little: with glibc's
-`GLIBC_TUNABLES=glibc.malloc.hugetlb=1` (transparent huge pages for large allocations, no code change) the 1 M
-lookup went from about 0.50 to 0.41 µs in a side test, less than this machine's run-to-run spread, so it is not
-adopted. Going further would take verifying scans in batches with prefetching, which a live session, one scan at a
-time, has no use for. The rest of a verdict: the URL ({at_million['microseconds_url']:.2f} µs), the distance
+whole path takes {1e6 / memory_rows[0]['verdicts_per_second_median']:.2f} µs ({memory_rows[0]['verdicts_per_second_median'] / 1e6:.2f} M/s); at 1 M it takes {1e6 / at_million['verdicts_per_second_median']:.2f} µs. The difference is one random
+read into a 96 MiB index (2²¹ slots of 48 bytes): a cache miss, and a TLB miss, which on this virtual machine walks
+the guest's and the host's page tables. The "registry alone" column shows it: {memory_rows[0]['microseconds_registry']:.2f} µs at {int(memory_rows[0]['tags']):,} tags,
+{at_million['microseconds_registry']:.2f} µs at 1 M. A verdict timed alone for a scan and fix made just before it (the fresh-scan column) pays the
+miss in full: {fresh(at_million)} at 1 M tags against {fresh(memory_rows[0])} at {int(memory_rows[0]['tags']):,}. In the throughput loop the processor overlaps
+part of each miss with the next verdict's reading of its URL, so the loop pays less. No change to the per-verdict
+code removes the miss, and 2 M/s at 1 M tags would leave about 0.2 µs for everything else, half of what the whole
+path takes with the index in the caches. Huge pages help a little: with glibc's
+`GLIBC_TUNABLES=glibc.malloc.hugetlb=1` (transparent huge pages for large allocations, no code change), five
+alternating 3-second runs of `TagFixBench verifier-loop 1000000 3` gave 1.08–1.26 M/s against 0.98–1.21 M/s
+without (means 1.14 and 1.05 M/s, +8 %), inside this machine's spread, so it is not adopted. Going further would take
+verifying scans in batches with prefetching, which a live session, one scan at a time, has no use for.
+The rest of a verdict: the URL ({at_million['microseconds_url']:.2f} µs), the distance
 ({at_million['microseconds_geodesic']:.2f} µs: sin, cos, a square root and atan2 for the bearing), the verdict's one allocation, and reference
 counting of the scan, its URL text, the region and the fix as they are handed on.
 SQLite lookups cost a few µs more (a prepared statement, a bound key, a row turned into an entry): fine for a
