@@ -24,8 +24,9 @@ public struct Verifier: Sendable {
     @inline(__always)
     func expectation(for scan: TagScan, readingURLBytes: Bool) -> Expectation {
         // A registry tag's URL (plain http(s), no query, so no location and nothing to decode)
-        // and no tag turned off: the id is looked up from the URL's bytes. Anything else, and any
-        // id the registry does not hold, takes the full path below, which gives the same answer.
+        // and no tag turned off: the id is looked up from the URL's bytes. Anything else, an id
+        // the registry does not hold, and a registry error take the full path below, which gives
+        // the same answer (and asks the registry again, to report its error).
         if readingURLBytes, policy.disallowedTags.isEmpty, policy.locationConfirmation, scan.source == .nfc, let url = scan.url {
             let bytes = url.utf8.span
             if let id = bytes.withUnsafeBufferPointer(URLLocation.plainTagID),
