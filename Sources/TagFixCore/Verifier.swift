@@ -13,6 +13,11 @@ public struct Verifier: Sendable {
         /// Decided without a fix: not registered, disallowed, or a broken URL location.
         case decided(Verdict)
         case region(CircularRegion, RegionSource, tagID: String?, name: String?)
+
+        /// The registry's region for a placement, its fields moved, not copied.
+        init(_ placement: consuming Placement) {
+            self = .region(placement.region, .registry, tagID: placement.id, name: placement.name)
+        }
     }
 
     /// Finds the expected region: policy first, then (1) the registry by tag id or UID, then (2) the
@@ -32,7 +37,7 @@ public struct Verifier: Sendable {
             if let id = bytes.withUnsafeBufferPointer(URLLocation.plainTagID),
                 let placement = try? registry.placement(forTagIDUTF8: bytes.extracting(id), uid: scan.uid)
             {
-                return .region(placement.region, .registry, tagID: placement.id, name: placement.name)
+                return Expectation(consume placement)
             }
         }
         var location: URLLocation?
@@ -67,7 +72,7 @@ public struct Verifier: Sendable {
             if !policy.disallowedTags.isEmpty, policy.disallowedTags.contains(placement.id) {
                 return verdict(.disallowed(.tagDisallowed(placement.id)), id: placement.id)
             }
-            return .region(placement.region, .registry, tagID: placement.id, name: placement.name)
+            return Expectation(consume placement)
         }
         if let locationError { return verdict(.inconclusive(.invalidTagLocation(locationError))) }
         if let region = location?.region { return .region(region, .url, tagID: tagID, name: nil) }
