@@ -151,8 +151,8 @@ Tried and dropped, because the count did not fall: a concrete box class per copy
 deinit destroys the fields through metadata; the cost was the same), building the tag id with an unvalidated copy of
 its ASCII bytes, reading the benchmark's inputs by index, and returning the placement without binding it.
 
-The fourth round, counted the same way: 3 730 → 2 938 instructions per verdict from changes to the product, and
-2 820 with the benchmark's own check made cheaper.
+The fourth round, counted the same way: 3 730 → 2 461 instructions per verdict from changes to the product, and
+2 343 with the benchmark's own check made cheaper (118 of the loop's instructions were the benchmark's).
 
 - a registry tag's URL (plain http(s), no query: no location to decode) is looked up by its last path segment's
   bytes, a `Span<UInt8>` of the URL, through `TagRegistry.placement(forTagIDUTF8:uid:)`: no `String` made of the id
@@ -164,11 +164,17 @@ The fourth round, counted the same way: 3 730 → 2 938 instructions per verdict
 - the short-line solution works out cos φm once, not twice (−83);
 - each index slot keeps a tag byte of its key's hash in its padding (still 48 bytes), so a probe compares strings only
   where the tag matches, and an empty slot is known by its entry number without reading its region (−31);
-- the benchmark's loop checks each verdict's distance, a `Double?`, instead of copying its kind out (−118).
+- the benchmark's loop checks each verdict's distance, a `Double?`, instead of copying its kind out (−118);
+- `Placement`'s fields are `let`, and the verifier's expectation takes a placement by consuming it: its three strings
+  now move from the registry's answer into the expectation, where each was copied and the original released (−193
+  for the `let` fields, −185 for the consuming initialiser, which saved nothing while the fields were `var`);
+- the copy-on-write box of scans, fixes and verdicts is immutable (a write builds a new box; writes are rare): the
+  optimiser then reads a field in place instead of copying it defensively, and the box is `Sendable` without
+  `@unchecked` (−99).
 
-Still in the count: about 680 instructions a verdict of reference counting (27 retains and as many releases of the
-scan and fix boxes, the URL text, and small strings whose retain is a no-op that still costs two calls), 240 for the
-verdict's one allocation and its release, 270 for `sin`, `cos` and `atan2` in libm, 340 for reading the URL.
+Still in the count: about 350 instructions a verdict of reference counting (18 retains and as many releases: the
+scan and fix boxes, the URL text, and small strings whose retain is a no-op that still costs two calls), 320 for the
+verdict's one allocation and its release, 300 for `sin`, `cos` and `atan2` in libm, 340 for reading the URL.
 
 Why 2 M/s is out of reach at 1 M tags: at {int(memory_rows[0]['tags']):,} tags, where the index sits in the caches, the
 whole path takes {1e6 / memory_rows[0]['verdicts_per_second_median']:.2f} µs ({memory_rows[0]['verdicts_per_second_median'] / 1e6:.2f} M/s); at 1 M it takes {1e6 / at_million['verdicts_per_second_median']:.2f} µs. The difference is one random
