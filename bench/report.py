@@ -183,11 +183,12 @@ the guest's and the host's page tables. The "registry alone" column shows it: {m
 {at_million['microseconds_registry']:.2f} µs at 1 M. A verdict timed alone for a scan and fix made just before it (the fresh-scan column) pays the
 miss in full: {fresh(at_million)} at 1 M tags against {fresh(memory_rows[0])} at {int(memory_rows[0]['tags']):,}. In the throughput loop the processor overlaps
 part of each miss with the next verdict's reading of its URL, so the loop pays less. No change to the per-verdict
-code removes the miss, and 2 M/s at 1 M tags would leave about 0.2 µs for everything else, half of what the whole
-path takes with the index in the caches. Huge pages help a little: with glibc's
+code removes the miss, and 2 M/s at 1 M tags would leave {0.5 - (1e6 / at_million['verdicts_per_second_median'] - 1e6 / memory_rows[0]['verdicts_per_second_median']):.2f} µs for everything else, against the
+{1e6 / memory_rows[0]['verdicts_per_second_median']:.2f} µs the whole path takes with the index in the caches. Huge pages help a little: with glibc's
 `GLIBC_TUNABLES=glibc.malloc.hugetlb=1` (transparent huge pages for large allocations, no code change), five
-alternating 3-second runs of `TagFixBench verifier-loop 1000000 3` gave 1.08–1.26 M/s against 0.98–1.21 M/s
-without (means 1.14 and 1.05 M/s, +8 %), inside this machine's spread, so it is not adopted. Going further would take
+alternating 3-second runs of `TagFixBench verifier-loop 1000000 3` (on the code of 2 820 instructions a verdict)
+gave 1.08–1.26 M/s against 0.98–1.21 M/s without (means 1.14 and 1.05 M/s, +8 %), inside this machine's spread,
+so it is not adopted. Going further would take
 verifying scans in batches with prefetching, which a live session, one scan at a time, has no use for.
 The rest of a verdict: the URL ({at_million['microseconds_url']:.2f} µs), the distance
 ({at_million['microseconds_geodesic']:.2f} µs: sin, cos, a square root and atan2 for the bearing), the verdict's one allocation, and reference
