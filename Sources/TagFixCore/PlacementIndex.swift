@@ -123,39 +123,40 @@ struct PlacementIndex: Sendable {
     ///
     /// Two ASCII strings are equal under `==` exactly when their bytes are (ASCII text is its own
     /// normal form), and `==` is the fast comparison; an ASCII string never has the bytes of one
-    /// that is not; only two non-ASCII keys need their bytes compared (`utf8.elementsEqual` walks
-    /// the views' iterators and cost more than the rest of a lookup, measured).
+    /// that is not; only two non-ASCII keys need their bytes compared.
     static func same(_ a: String, isASCII aIsASCII: Bool, _ b: String, isASCII bIsASCII: Bool) -> Bool {
         if aIsASCII && bIsASCII { return a == b }
         if aIsASCII != bIsASCII { return false }
-        return sameBytes(a, b)
+        return sameBytes(a.utf8.span, b.utf8.span)
     }
 
-    private static func sameBytes(_ a: String, _ b: String) -> Bool {
-        a.utf8.count == b.utf8.count && a.utf8.elementsEqual(b.utf8)
-    }
-
-    /// `same` for a key and an id given as bytes: equal counts, then the bytes, a word at a time.
+    /// `same` for a key and an id given as bytes.
     static func same(_ key: String, isASCII keyIsASCII: Bool, _ id: Span<UInt8>, isASCII idIsASCII: Bool) -> Bool {
-        guard keyIsASCII == idIsASCII else { return false }
-        let k = key.utf8.span
-        guard k.count == id.count else { return false }
-        return k.withUnsafeBufferPointer { a in id.withUnsafeBufferPointer { b in sameBytes(a, b) } }
+        keyIsASCII == idIsASCII && sameBytes(key.utf8.span, id)
     }
 
-    /// Whether two buffers of the same count hold the same bytes.
-    private static func sameBytes(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Bool {
-        let (x, y) = (UnsafeRawBufferPointer(a), UnsafeRawBufferPointer(b))
-        var i = 0
-        while i + 8 <= a.count {
-            if x.loadUnaligned(fromByteOffset: i, as: UInt64.self) != y.loadUnaligned(fromByteOffset: i, as: UInt64.self) { return false }
-            i += 8
+    /// Whether two byte spans are equal: their counts, then their bytes, a word at a time (where
+    /// `utf8.elementsEqual` walked the views' iterators and cost more than the rest of a lookup,
+    /// measured).
+    private static func sameBytes(_ a: Span<UInt8>, _ b: Span<UInt8>) -> Bool {
+        guard a.count == b.count else { return false }
+        return a.withUnsafeBufferPointer { a in
+            b.withUnsafeBufferPointer { b in
+                let (x, y) = (UnsafeRawBufferPointer(a), UnsafeRawBufferPointer(b))
+                var i = 0
+                while i + 8 <= a.count {
+                    if x.loadUnaligned(fromByteOffset: i, as: UInt64.self) != y.loadUnaligned(fromByteOffset: i, as: UInt64.self) {
+                        return false
+                    }
+                    i += 8
+                }
+                while i < a.count {
+                    if a[i] != b[i] { return false }
+                    i += 1
+                }
+                return true
+            }
         }
-        while i < a.count {
-            if a[i] != b[i] { return false }
-            i += 1
-        }
-        return true
     }
 
     /// Where probing for `key` starts, and whether the key is ASCII (found on the way): a
@@ -206,7 +207,8 @@ struct PlacementIndex: Sendable {
         }
         let home = home(of: entry.id)
         let slot = Slot(
-            region: entry.region, entry: Int32(position), keyIsIdentifier: Self.sameBytes(entry.region.identifier, entry.id),
+            region: entry.region, entry: Int32(position),
+            keyIsIdentifier: Self.sameBytes(entry.region.identifier.utf8.span, entry.id.utf8.span),
             hasName: entry.name != nil, keyIsASCII: home.isASCII, tag: Self.tag(of: home.hash))
         if !slot.keyIsIdentifier { otherKeys[slot.entry] = entry.id }
         place(slot, home: home.hash)
