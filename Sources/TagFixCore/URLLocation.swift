@@ -148,15 +148,18 @@ public struct URLLocation: Sendable, Hashable {
         return .some(last)
     }
 
+    /// An ASCII capital letter in lower case; every other byte as it is.
+    private static func asciiLowercased(_ b: UInt8) -> UInt8 { b >= 0x41 && b <= 0x5A ? b | 0x20 : b }
+
     /// Checks that `bytes` are a plain http(s) URL (above) and finds its last non-empty path
     /// segment, up to any "?", and where its query starts, if it has one.
     private static func scanPlainHTTP(_ bytes: UnsafeBufferPointer<UInt8>) -> (last: Range<Int>?, queryStart: Int?)? {
-        func lower(_ b: UInt8) -> UInt8 { b >= 0x41 && b <= 0x5A ? b | 0x20 : b }
         // Scheme: http:// or https://, any case.
-        guard bytes.count > 8, lower(bytes[0]) == 0x68, lower(bytes[1]) == 0x74, lower(bytes[2]) == 0x74, lower(bytes[3]) == 0x70
+        guard bytes.count > 8, asciiLowercased(bytes[0]) == 0x68, asciiLowercased(bytes[1]) == 0x74, asciiLowercased(bytes[2]) == 0x74,
+            asciiLowercased(bytes[3]) == 0x70
         else { return nil }
         var i = 4
-        if lower(bytes[i]) == UInt8(ascii: "s") { i += 1 }
+        if asciiLowercased(bytes[i]) == UInt8(ascii: "s") { i += 1 }
         guard i + 3 <= bytes.count, bytes[i] == 0x3A, bytes[i + 1] == 0x2F, bytes[i + 2] == 0x2F else { return nil }
         i += 3
         return plainURLByteClasses.withUnsafeBufferPointer { classes -> (last: Range<Int>?, queryStart: Int?)? in
@@ -210,7 +213,6 @@ public struct URLLocation: Sendable, Hashable {
 
     private static func plainHTTP(_ bytes: UnsafeBufferPointer<UInt8>) -> (last: String?, items: [(String, String)])? {
         guard let (lastRange, queryStart) = scanPlainHTTP(bytes) else { return nil }
-        func lower(_ b: UInt8) -> UInt8 { b >= 0x41 && b <= 0x5A ? b | 0x20 : b }
         func string(_ range: Range<Int>) -> String { String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self) }
         let last = lastRange.map(string)
         var i = queryStart ?? bytes.count
@@ -226,7 +228,7 @@ public struct URLLocation: Sendable, Hashable {
                 let nameEnd = equals ?? itemEnd
                 if nameEnd - i <= 6 {
                     var name = ""
-                    for k in i..<nameEnd { name.unicodeScalars.append(Unicode.Scalar(lower(bytes[k]))) }
+                    for k in i..<nameEnd { name.unicodeScalars.append(Unicode.Scalar(asciiLowercased(bytes[k]))) }
                     if Parameters.names.contains(name) { items.append((name, equals.map { string(($0 + 1)..<itemEnd) } ?? "")) }
                 }
                 i = itemEnd + 1
