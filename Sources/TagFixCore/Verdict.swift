@@ -152,7 +152,6 @@ public struct Verdict: Sendable, Hashable {
         var interpolated: Bool
         var distance: Double? = nil
         var accuracy: Double? = nil
-        var bearing: Double? = nil
     }
 
     /// Copy-on-write, like `TagScan` and `Fix`: a verdict is some 440 bytes of fields (the scan,
@@ -211,21 +210,25 @@ public struct Verdict: Sendable, Hashable {
         set { storage.update { $0.accuracy = newValue } }
     }
     /// Azimuth from the region's centre to the fix, degrees: where the tag is, seen from where it
-    /// should be.
+    /// should be. `nil` without a measured distance, or at distance zero. Worked out from the
+    /// region and the fix when read, by the geodesic the distance came from: only a printed or
+    /// logged verdict needs it, and its `atan2` was a tenth of the verdict path (measured).
     public var bearing: Double? {
-        get { storage.fields.bearing }
-        set { storage.update { $0.bearing = newValue } }
+        let fields = storage.fields
+        guard let distance = fields.distance, distance > 0, let center = fields.region?.center, let position = fields.fix?.coordinate
+        else { return nil }
+        return (Geodesic.shortInverse(from: center, to: position) ?? Geodesic.inverse(from: center, to: position)).initialAzimuth
     }
 
     init(
         kind: Kind, scan: TagScan, tagID: String? = nil, region: CircularRegion? = nil, regionSource: RegionSource? = nil,
         regionName: String? = nil, fix: Fix? = nil, fixAge: Duration? = nil, interpolated: Bool, distance: Double? = nil,
-        accuracy: Double? = nil, bearing: Double? = nil
+        accuracy: Double? = nil
     ) {
         storage = CopyOnWrite(
             Fields(
                 kind: kind, scan: scan, tagID: tagID, region: region, regionSource: regionSource, regionName: regionName, fix: fix,
-                fixAge: fixAge, interpolated: interpolated, distance: distance, accuracy: accuracy, bearing: bearing))
+                fixAge: fixAge, interpolated: interpolated, distance: distance, accuracy: accuracy))
     }
 
 }

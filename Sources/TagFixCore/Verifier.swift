@@ -89,12 +89,11 @@ public struct Verifier: Sendable {
         // built verdict is a uniqueness check and a write through its box (measured: a sixth of
         // a verdict's instructions went to those writes).
         func verdict(
-            _ kind: Verdict.Kind, fix: Fix? = nil, fixAge: Duration? = nil, interpolated: Bool = false, distance: Double? = nil,
-            bearing: Double? = nil
+            _ kind: Verdict.Kind, fix: Fix? = nil, fixAge: Duration? = nil, interpolated: Bool = false, distance: Double? = nil
         ) -> Verdict {
             Verdict(
                 kind: kind, scan: scan, tagID: tagID, region: region, regionSource: source, regionName: name, fix: fix, fixAge: fixAge,
-                interpolated: interpolated, distance: distance, accuracy: fix?.horizontalAccuracy, bearing: bearing)
+                interpolated: interpolated, distance: distance, accuracy: fix?.horizontalAccuracy)
         }
         let t = scan.time
         let maximumFixAge = policy.maximumFixAge
@@ -129,17 +128,19 @@ public struct Verifier: Sendable {
             return verdict(.inconclusive(.noFix), fix: chosen, fixAge: chosenAge, interpolated: interpolated)
         }
         // Regions are at most 500 m: most lines are short, and the tangent-plane solution is
-        // exact to 0.1 mm there; longer or polar lines take the full geodesic.
-        let line = Geodesic.shortInverse(from: region.center, to: position) ?? Geodesic.inverse(from: region.center, to: position)
+        // exact to 0.1 mm there; longer or polar lines take the full geodesic. The verdict's
+        // bearing is worked out from its region and fix when it is read.
+        let distance =
+            Geodesic.shortDistance(from: region.center, to: position) ?? Geodesic.inverse(from: region.center, to: position).distance
         let kind: Verdict.Kind
         if !policy.allowSimulatedFixes && chosen.status == .simulated {
             kind = .inconclusive(.simulatedFix)
         } else if let accuracy = chosen.horizontalAccuracy {
             if accuracy > policy.maximumAccuracy {
                 kind = .inconclusive(.poorAccuracy(accuracy: accuracy, limit: policy.maximumAccuracy))
-            } else if line.distance + accuracy <= region.radius {
+            } else if distance + accuracy <= region.radius {
                 kind = .confirmed
-            } else if line.distance - accuracy > region.radius {
+            } else if distance - accuracy > region.radius {
                 kind = .outside
             } else {
                 kind = .inconclusive(.straddlesBoundary)
@@ -147,9 +148,7 @@ public struct Verifier: Sendable {
         } else {
             kind = .inconclusive(.unknownAccuracy)
         }
-        return verdict(
-            kind, fix: chosen, fixAge: chosenAge, interpolated: interpolated, distance: line.distance,
-            bearing: line.distance > 0 ? line.initialAzimuth : nil)
+        return verdict(kind, fix: chosen, fixAge: chosenAge, interpolated: interpolated, distance: distance)
     }
 
     /// Linear interpolation in time between two positioned fixes (longitude across the

@@ -327,4 +327,40 @@ struct VerificationSessionTests {
             #expect(run(positions, tickChance: 0.5) == expected)
         }
     }
+
+    /// The bearing is worked out when read, from the verdict's region and fix: it must be the
+    /// geodesic's azimuth for short lines (tangent plane) and long ones (full solution) alike.
+    @Test(
+        "a verdict's bearing is the geodesic azimuth from the region's centre to the fix",
+        arguments: [0.0, 45, 90, 135, 180, 225, 270, 315], [30.0, 400, 2_000])
+    func bearingOnRead(degrees: Double, metres: Double) throws {
+        let verifier = Verifier(registry: Site.registry())
+        let east = metres * sin(degrees * .pi / 180), north = metres * cos(degrees * .pi / 180)
+        let fix = Site.fix(-0.2, east: east, north: north)
+        let verdict = verifier.decide(
+            scan: Site.scan(0), region: try CircularRegion(center: Site.origin, radius: 20, identifier: "A1"), source: .registry,
+            tagID: "A1", name: nil, before: fix, after: nil)
+        let line = Geodesic.inverse(from: Site.origin, to: try #require(fix.coordinate))
+        var error = abs(try #require(verdict.bearing) - line.initialAzimuth)
+        if error > 180 { error = 360 - error }
+        #expect(error < 1e-5)
+        #expect(abs(try #require(verdict.distance) - line.distance) < 1e-4)
+        #expect(verdict.kind == .outside)
+    }
+
+    @Test("no bearing without a measured distance, or at the region's centre")
+    func noBearing() throws {
+        let verifier = Verifier(registry: Site.registry())
+        let region = try CircularRegion(center: Site.origin, radius: 20, identifier: "A1")
+        let atCentre = verifier.decide(
+            scan: Site.scan(0), region: region, source: .registry, tagID: "A1", name: nil, before: Site.fix(-0.2), after: nil)
+        #expect(atCentre.distance == 0)
+        #expect(atCentre.bearing == nil)
+        let stale = verifier.decide(
+            scan: Site.scan(0), region: region, source: .registry, tagID: "A1", name: nil, before: Site.fix(-30, north: 50), after: nil)
+        #expect(stale.distance == nil)
+        #expect(stale.bearing == nil)
+        let noFix = verifier.decide(scan: Site.scan(0), region: region, source: .registry, tagID: "A1", name: nil, before: nil, after: nil)
+        #expect(noFix.bearing == nil)
+    }
 }
