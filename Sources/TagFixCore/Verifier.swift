@@ -81,21 +81,34 @@ public struct Verifier: Sendable {
 
     /// Decides a scan against its region, given the fix at or before the scan time and the one
     /// after it (each optional). Uses the fix closest in time; interpolates when both are fresh.
+    ///
+    /// The region, the id and the name are taken, not borrowed, so they move into the verdict: a
+    /// caller that passes what `expectation(for:)` gave pays no reference count for them.
     public func decide(
-        scan: TagScan, region: CircularRegion, source: RegionSource, tagID: String?, name: String?,
+        scan: TagScan, region: consuming CircularRegion, source: RegionSource, tagID: consuming String?, name: consuming String?,
         before: Fix?, after: Fix?
     ) -> Verdict {
         // Everything is worked out first and the verdict built once at the end: each change to a
         // built verdict is a uniqueness check and a write through its box (measured: a sixth of
         // a verdict's instructions went to those writes).
-        func verdict(
-            _ kind: Verdict.Kind, fix: Fix? = nil, fixAge: Duration? = nil, interpolated: Bool = false, distance: Double? = nil
-        ) -> Verdict {
-            Verdict(
-                kind: kind, scan: scan, tagID: tagID, region: region, regionSource: source, regionName: name, fix: fix, fixAge: fixAge,
-                interpolated: interpolated, distance: distance, accuracy: fix?.horizontalAccuracy)
-        }
-        let t = scan.time
+        let outcome = self.outcome(at: scan.time, center: region.center, radius: region.radius, before: before, after: after)
+        return Verdict(
+            kind: outcome.kind, scan: scan, tagID: tagID, region: region, regionSource: source, regionName: name, fix: outcome.fix,
+            fixAge: outcome.fixAge, interpolated: outcome.interpolated, distance: outcome.distance,
+            accuracy: outcome.fix?.horizontalAccuracy)
+    }
+
+    /// What `decide` puts in the verdict besides the scan and the region.
+    private struct Outcome {
+        var kind: Verdict.Kind
+        var fix: Fix? = nil
+        var fixAge: Duration? = nil
+        var interpolated = false
+        var distance: Double? = nil
+    }
+
+    @inline(__always)
+    private func outcome(at t: Timestamp, center: Coordinate, radius: Double, before: Fix?, after: Fix?) -> Outcome {
         let maximumFixAge = policy.maximumFixAge
         func age(_ fix: Fix) -> Duration {
             let d = fix.time.duration(to: t)
@@ -116,31 +129,30 @@ public struct Verifier: Sendable {
             chosen = nearest
             chosenAge = age(nearest)
         } else {
-            return verdict(.inconclusive(.noFix))
+            return Outcome(kind: .inconclusive(.noFix))
         }
 
         guard chosenAge <= maximumFixAge else {
-            return verdict(
-                .inconclusive(.staleFix(age: chosenAge, limit: maximumFixAge)), fix: chosen, fixAge: chosenAge,
+            return Outcome(
+                kind: .inconclusive(.staleFix(age: chosenAge, limit: maximumFixAge)), fix: chosen, fixAge: chosenAge,
                 interpolated: interpolated)
         }
         guard chosen.hasPosition, let position = chosen.coordinate else {
-            return verdict(.inconclusive(.noFix), fix: chosen, fixAge: chosenAge, interpolated: interpolated)
+            return Outcome(kind: .inconclusive(.noFix), fix: chosen, fixAge: chosenAge, interpolated: interpolated)
         }
         // Regions are at most 500 m: most lines are short, and the tangent-plane solution is
         // exact to 0.1 mm there; longer or polar lines take the full geodesic. The verdict's
         // bearing is worked out from its region and fix when it is read.
-        let distance =
-            Geodesic.shortDistance(from: region.center, to: position) ?? Geodesic.inverse(from: region.center, to: position).distance
+        let distance = Geodesic.shortDistance(from: center, to: position) ?? Geodesic.inverse(from: center, to: position).distance
         let kind: Verdict.Kind
         if !policy.allowSimulatedFixes && chosen.status == .simulated {
             kind = .inconclusive(.simulatedFix)
         } else if let accuracy = chosen.horizontalAccuracy {
             if accuracy > policy.maximumAccuracy {
                 kind = .inconclusive(.poorAccuracy(accuracy: accuracy, limit: policy.maximumAccuracy))
-            } else if distance + accuracy <= region.radius {
+            } else if distance + accuracy <= radius {
                 kind = .confirmed
-            } else if distance - accuracy > region.radius {
+            } else if distance - accuracy > radius {
                 kind = .outside
             } else {
                 kind = .inconclusive(.straddlesBoundary)
@@ -148,7 +160,7 @@ public struct Verifier: Sendable {
         } else {
             kind = .inconclusive(.unknownAccuracy)
         }
-        return verdict(kind, fix: chosen, fixAge: chosenAge, interpolated: interpolated, distance: distance)
+        return Outcome(kind: kind, fix: chosen, fixAge: chosenAge, interpolated: interpolated, distance: distance)
     }
 
     /// Linear interpolation in time between two positioned fixes (longitude across the
