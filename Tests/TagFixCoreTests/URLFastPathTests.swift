@@ -33,6 +33,30 @@ struct URLFastPathTests {
         #expect(Self.agree(url), "\(url)")
     }
 
+    /// The reader takes host and path bytes four at a time: a byte that stops it (a separator, a
+    /// colon, a byte URLComponents would escape) must be seen at every offset within a block.
+    @Test(
+        "each stopping byte at every position of host and path",
+        arguments: ["/", "?", "#", "%", ":", "@", "\"", " ", "^", "|", "\u{7F}", "\u{0}", "&", "=", "_", "Ä"])
+    func stopAtEveryOffset(_ stop: String) {
+        for base in ["https://abcdefghijk.example.org/t/ABCDEFGH1234", "HtTp://h1/a/bb/ccc/dddd/eeeee?lat=1&lon=2&r=3"] {
+            let characters = Array(base)
+            let start = characters.firstIndex(of: ":")! + 3
+            for k in start...characters.count {
+                let url = String(characters[..<k]) + stop + String(characters[k...])
+                #expect(Self.agree(url), "\(url.debugDescription)")
+            }
+        }
+    }
+
+    @Test(
+        "the scheme: http and https in any case, nothing else",
+        arguments: ["http", "HTTP", "hTtP", "https", "HTTPS", "httpS", "hxtp", "htt", "httpss", "h\u{54}tp", "(ttp", "Http\u{0}"])
+    func scheme(_ scheme: String) {
+        #expect(Self.agree(scheme + "://tags.example.org/t/A17"))
+        #expect(Self.agree(scheme + "://h/t/A?lat=1&lon=2&r=3"))
+    }
+
     @Test("20 000 generated URLs from a grammar of the characters that matter")
     func generated() {
         var generator = SeededGenerator(seed: 1234)
