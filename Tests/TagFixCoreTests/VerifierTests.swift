@@ -363,4 +363,26 @@ struct VerificationSessionTests {
         let noFix = verifier.decide(scan: Site.scan(0), region: region, source: .registry, tagID: "A1", name: nil, before: nil, after: nil)
         #expect(noFix.bearing == nil)
     }
+
+    /// Fix ages are compared as attoseconds: the limit itself is fresh, a nanosecond more is
+    /// stale, on either side of the scan, and the age reported is exact.
+    @Test(
+        "the fix-age limit, to the nanosecond, before and after the scan",
+        arguments: [
+            (Int64(0), true), (2_000_000_000, true), (1_999_999_999, true), (2_000_000_001, false), (-2_000_000_000, true),
+            (-2_000_000_001, false), (Int64.max / 2, false), (Int64.min / 2, false),
+        ])
+    func fixAgeLimit(offset: Int64, fresh: Bool) throws {
+        let verifier = Verifier(registry: Site.registry())
+        let region = try CircularRegion(center: Site.origin, radius: 20, identifier: "A1")
+        let scan = Site.scan(0)
+        let fix = Fix(
+            time: Timestamp(nanosecondsSinceEpoch: scan.time.nanosecondsSinceEpoch &+ offset), mode: .threeD, coordinate: Site.origin,
+            horizontalAccuracy: 4, status: .gps, satellitesUsed: 8)
+        let verdict = verifier.decide(
+            scan: scan, region: region, source: .registry, tagID: "A1", name: nil, before: offset <= 0 ? fix : nil,
+            after: offset > 0 ? fix : nil)
+        #expect(verdict.kind == (fresh ? .confirmed : .inconclusive(.staleFix(age: .nanoseconds(offset.magnitude), limit: .seconds(2)))))
+        #expect(verdict.fixAge == .nanoseconds(offset.magnitude))
+    }
 }
