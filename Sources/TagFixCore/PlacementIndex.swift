@@ -150,13 +150,29 @@ struct PlacementIndex: Sendable {
                     }
                     i += 8
                 }
-                while i < a.count {
-                    if a[i] != b[i] { return false }
-                    i += 1
-                }
-                return true
+                return tailWord(x, from: i) == tailWord(y, from: i)
             }
         }
+    }
+
+    /// The bytes from `start` to the end (fewer than eight) as one little-endian word, read four,
+    /// two and one at a time (measured: a byte loop was a tenth of a lookup, for the hash and again
+    /// for the compare of a short id).
+    @inline(__always)
+    private static func tailWord(_ bytes: UnsafeRawBufferPointer, from start: Int) -> UInt64 {
+        let remaining = bytes.count - start
+        var word: UInt64 = 0
+        var offset = 0
+        if remaining & 4 != 0 {
+            word = UInt64(UInt32(littleEndian: bytes.loadUnaligned(fromByteOffset: start, as: UInt32.self)))
+            offset = 4
+        }
+        if remaining & 2 != 0 {
+            word |= UInt64(UInt16(littleEndian: bytes.loadUnaligned(fromByteOffset: start + offset, as: UInt16.self))) << (8 * offset)
+            offset += 2
+        }
+        if remaining & 1 != 0 { word |= UInt64(bytes[start + offset]) << (8 * offset) }
+        return word
     }
 
     /// Where probing for `key` starts, and whether the key is ASCII (found on the way): a
@@ -182,13 +198,7 @@ struct PlacementIndex: Sendable {
             h ^= h >> 29
             i += 8
         }
-        var tail: UInt64 = 0
-        var shift: UInt64 = 0
-        while i < bytes.count {
-            tail |= UInt64(bytes[i]) << shift
-            shift += 8
-            i += 1
-        }
+        let tail = Self.tailWord(UnsafeRawBufferPointer(bytes), from: i)
         high |= tail
         h = (h ^ tail) &* m
         h ^= h >> 32

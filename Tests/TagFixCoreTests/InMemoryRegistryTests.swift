@@ -108,6 +108,26 @@ struct PlacementIndexKeyTests {
         }
     }
 
+    /// Every byte feeds the hash, wherever it sits (the 8-byte words, or the tail's four-, two- and
+    /// one-byte reads): a byte the hash skipped would send keys that differ only there to one
+    /// home, a probe chain for each, which no answer would show.
+    @Test("the hash sees every byte: one byte changed anywhere moves the key's hash")
+    func hashSeesEveryByte() {
+        let index = PlacementIndex()
+        for length in 1...24 {
+            let key = String((0..<length).map { Character(Unicode.Scalar(UInt8(0x30 + $0 % 40))) })
+            let home = index.home(of: key).hash
+            for position in 0..<length {
+                for flip: UInt8 in [0x01, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40] {
+                    var bytes = Array(key.utf8)
+                    bytes[position] ^= flip
+                    let changed = String(decoding: bytes, as: UTF8.self)
+                    #expect(index.home(of: changed).hash != home, "bit \(flip) of byte \(position) of \(length)")
+                }
+            }
+        }
+    }
+
     @Test("the hash sees a non-ASCII byte wherever it is, in the 8-byte words and in the tail")
     func asciiFlag() {
         let index = PlacementIndex()
