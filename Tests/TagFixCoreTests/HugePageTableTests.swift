@@ -1,0 +1,54 @@
+import Foundation
+import Testing
+
+@testable import TagFixCore
+
+/// A large index table is advised for transparent huge pages before its first write
+/// (`PlacementIndex.table(count:)`). Checked where the kernel says so: the mapping that holds the
+/// table, in /proc/self/smaps, must be THP-eligible. Skipped where THP is off or unknown.
+@Suite("In-memory registry: huge pages for a large index table")
+struct HugePageTableTests {
+    static let mode: String? = {
+        guard let text = try? String(contentsOfFile: "/sys/kernel/mm/transparent_hugepage/enabled", encoding: .utf8) else { return nil }
+        // "always [madvise] never": the bracketed word is the mode.
+        guard let open = text.firstIndex(of: "["), let close = text.firstIndex(of: "]"), open < close else { return nil }
+        return String(text[text.index(after: open)..<close])
+    }()
+
+    /// The `THPeligible` line of the mapping in /proc/self/smaps that holds `address`.
+    static func eligibility(of address: UInt) throws -> Int? {
+        // Read to the end: /proc files report no size, and `String(contentsOfFile:)` stops after
+        // its first read (some 4 KiB of a file of many).
+        let handle = try #require(FileHandle(forReadingAtPath: "/proc/self/smaps"))
+        defer { try? handle.close() }
+        let smaps = String(decoding: try handle.readToEnd() ?? Data(), as: UTF8.self)
+        var inside = false
+        for line in smaps.split(separator: "\n") {
+            if let dash = line.firstIndex(of: "-"), let space = line.firstIndex(of: " "), dash < space,
+                let low = UInt(line[..<dash], radix: 16), let high = UInt(line[line.index(after: dash)..<space], radix: 16)
+            {
+                inside = low <= address && address < high
+            } else if inside, line.hasPrefix("THPeligible:") {
+                return Int(line.dropFirst("THPeligible:".count).trimmingCharacters(in: .whitespaces))
+            }
+        }
+        return nil
+    }
+
+    @Test(
+        "a table of 4 MiB or more lies in a THP-eligible mapping",
+        .enabled(if: mode == "madvise" || mode == "always", "transparent huge pages are off or unknown on this kernel"))
+    func largeTableIsEligible() throws {
+        // 50 000 entries: a 131 072-slot table of 6 MiB.
+        var index = PlacementIndex()
+        for k in 0..<50_000 {
+            let region = try CircularRegion(center: Coordinate(validLatitude: 1, longitude: 2), radius: 10, identifier: "T\(k)")
+            index.insert(RegistryEntry(id: "T\(k)", uid: nil, region: region, name: nil), at: k)
+        }
+        let (base, bytes) = index.withTableMemory { (UInt(bitPattern: $0.baseAddress), $0.count) }
+        #expect(bytes >= PlacementIndex.hugePageThreshold)
+        // The middle of the table: whole pages, inside the advised range.
+        #expect(try Self.eligibility(of: base + UInt(bytes / 2)) == 1)
+        #expect(index.count == 50_000)
+    }
+}
