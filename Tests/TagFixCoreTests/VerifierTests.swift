@@ -32,6 +32,13 @@ enum Site {
         TagScan(readerID: "test", uid: uid, tagType: .ntag213, url: url, time: time(seconds), source: source)
     }
 
+    /// The default verifier's verdict for a scan at `scan` against the site's 20 m region.
+    static func decide(before: Fix?, after: Fix? = nil, scan: TagScan = Site.scan(0)) -> Verdict {
+        Verifier(registry: registry()).decide(
+            scan: scan, region: try! CircularRegion(center: origin, radius: 20, identifier: "A1"), source: .registry, tagID: "A1",
+            name: nil, before: before, after: after)
+    }
+
     static func registry(radius: Double = 20) -> InMemoryRegistry {
         let region = try! CircularRegion(center: origin, radius: radius, identifier: "A1")
         return try! InMemoryRegistry([RegistryEntry(id: "A1", uid: uid, region: region, name: "Gate")])
@@ -334,12 +341,9 @@ struct VerificationSessionTests {
         "a verdict's bearing is the geodesic azimuth from the region's centre to the fix",
         arguments: [0.0, 45, 90, 135, 180, 225, 270, 315], [30.0, 400, 2_000])
     func bearingOnRead(degrees: Double, metres: Double) throws {
-        let verifier = Verifier(registry: Site.registry())
         let east = metres * sin(degrees * .pi / 180), north = metres * cos(degrees * .pi / 180)
         let fix = Site.fix(-0.2, east: east, north: north)
-        let verdict = verifier.decide(
-            scan: Site.scan(0), region: try CircularRegion(center: Site.origin, radius: 20, identifier: "A1"), source: .registry,
-            tagID: "A1", name: nil, before: fix, after: nil)
+        let verdict = Site.decide(before: fix)
         let line = Geodesic.inverse(from: Site.origin, to: try #require(fix.coordinate))
         var error = abs(try #require(verdict.bearing) - line.initialAzimuth)
         if error > 180 { error = 360 - error }
@@ -350,18 +354,13 @@ struct VerificationSessionTests {
 
     @Test("no bearing without a measured distance, or at the region's centre")
     func noBearing() throws {
-        let verifier = Verifier(registry: Site.registry())
-        let region = try CircularRegion(center: Site.origin, radius: 20, identifier: "A1")
-        let atCentre = verifier.decide(
-            scan: Site.scan(0), region: region, source: .registry, tagID: "A1", name: nil, before: Site.fix(-0.2), after: nil)
+        let atCentre = Site.decide(before: Site.fix(-0.2))
         #expect(atCentre.distance == 0)
         #expect(atCentre.bearing == nil)
-        let stale = verifier.decide(
-            scan: Site.scan(0), region: region, source: .registry, tagID: "A1", name: nil, before: Site.fix(-30, north: 50), after: nil)
+        let stale = Site.decide(before: Site.fix(-30, north: 50))
         #expect(stale.distance == nil)
         #expect(stale.bearing == nil)
-        let noFix = verifier.decide(scan: Site.scan(0), region: region, source: .registry, tagID: "A1", name: nil, before: nil, after: nil)
-        #expect(noFix.bearing == nil)
+        #expect(Site.decide(before: nil).bearing == nil)
     }
 
     /// Fix ages are compared as attoseconds: the limit itself is fresh, a nanosecond more is
@@ -373,15 +372,11 @@ struct VerificationSessionTests {
             (-2_000_000_001, false), (Int64.max / 2, false), (Int64.min / 2, false),
         ])
     func fixAgeLimit(offset: Int64, fresh: Bool) throws {
-        let verifier = Verifier(registry: Site.registry())
-        let region = try CircularRegion(center: Site.origin, radius: 20, identifier: "A1")
         let scan = Site.scan(0)
         let fix = Fix(
             time: Timestamp(nanosecondsSinceEpoch: scan.time.nanosecondsSinceEpoch &+ offset), mode: .threeD, coordinate: Site.origin,
             horizontalAccuracy: 4, status: .gps, satellitesUsed: 8)
-        let verdict = verifier.decide(
-            scan: scan, region: region, source: .registry, tagID: "A1", name: nil, before: offset <= 0 ? fix : nil,
-            after: offset > 0 ? fix : nil)
+        let verdict = Site.decide(before: offset <= 0 ? fix : nil, after: offset > 0 ? fix : nil, scan: scan)
         #expect(verdict.kind == (fresh ? .confirmed : .inconclusive(.staleFix(age: .nanoseconds(offset.magnitude), limit: .seconds(2)))))
         #expect(verdict.fixAge == .nanoseconds(offset.magnitude))
     }
