@@ -227,7 +227,7 @@ struct PlacementIndex: Sendable {
         count += 1
     }
 
-    /// An empty table of `count` slots. One of 4 MiB or more (a registry of some 45 000 tags) is
+    /// An empty table of `count` slots. One of 4 MiB or more (from some 49 000 tags, where the table doubles to 131 072 slots) is
     /// asked for transparent huge pages before its first write, so the kernel backs it with 2 MiB
     /// pages: a lookup into a table far bigger than the caches then misses the cache but not
     /// the TLB, where 4 KiB pages cost a page walk as well (measured at 1 M tags: verdicts 14 %
