@@ -82,6 +82,9 @@ def fastest(rows, key):
     return list(best.values())
 peers = {int(p["tags"]): p for p in fastest(peer, lambda p: int(p["tags"]))}
 runs = len(verifier) // max(1, len({(int(r["tags"]), r["sqlite"]) for r in verifier}))
+# Every run's median at 1 M tags, in memory, to show beside the faster one the goal is judged by.
+million_runs = [r["verdicts_per_second_median"] for r in verifier if int(r["tags"]) == 1_000_000 and not r["sqlite"]]
+thousand_runs = [r["verdicts_per_second_median"] for r in verifier if int(r["tags"]) == 1_000 and not r["sqlite"]]
 verifier = fastest(verifier, lambda r: (int(r["tags"]), r["sqlite"]))
 print("## 3. Verifier throughput and latency (one core)\n")
 print("Each verdict takes the whole path a live scan takes once its fix is there: the tag id from the URL, the registry "
@@ -111,7 +114,8 @@ at_million = next((r for r in memory_rows if int(r["tags"]) == 1_000_000), max(m
 best = max(r["verdicts_per_second_median"] for r in memory_rows)
 goals.append((at_million["verdicts_per_second_median"] >= 2e6,
               f"≥ 2 M verdicts/s/core in memory with {int(at_million['tags']):,} tags: {at_million['verdicts_per_second_median']:,.0f}/s "
-              f"({best:,.0f}/s at best, with {int(max(memory_rows, key=lambda r: r['verdicts_per_second_median'])['tags']):,} tags)"))
+              f"({best:,.0f}/s at best, with {int(max(memory_rows, key=lambda r: r['verdicts_per_second_median'])['tags']):,} tags; "
+              f"each run at 1 M: {', '.join(f'{v / 1e6:.2f} M/s' for v in million_runs)})"))
 ratios = [r["verdicts_per_second_median"] / peers[int(r["tags"])]["verdicts_per_second_median"] for r in memory_rows if int(r["tags"]) in peers]
 if ratios:
     goals.append((min(ratios) >= 100, f"≥ 100× the Python peer: {min(ratios):.0f}×–{max(ratios):.0f}×"))
@@ -128,8 +132,14 @@ def million_paragraph():
             f"a verdict timed alone for a scan and fix made just before it (the fresh-scan column) pays it in full: "
             f"{fresh(at_million)} at 1 M tags against {fresh(small)} at {int(small['tags']):,}. ")
     if at_million["verdicts_per_second_median"] >= 2e6:
+        slower = [v for v in million_runs if v < 2e6]
+        caveat = (f" Not in every run: the runs gave {', '.join(f'{v / 1e6:.2f}' for v in million_runs)} M/s at 1 M tags, and "
+                  f"{', '.join(f'{v / 1e6:.2f}' for v in thousand_runs)} M/s at 1 K: the host's speed drifts, and the slower "
+                  "run was slower at every size. The goal is judged on the faster run, as every row here is."
+                  if slower else "")
         return head + (f"With huge pages the miss no longer walks the page tables, and with the path at {in_cache:.2f} µs "
-                       f"in the caches the two together fit in the 0.50 µs that 2 M/s allows: the goal is met in this run.")
+                       f"in the caches the two together fit in the 0.50 µs that 2 M/s allows: the goal is met in this run."
+                       + caveat)
     return head + (f"2 M/s allows 0.50 µs; the miss leaves {0.5 - (at_1m - in_cache):.2f} µs for everything else, against "
                    f"the {in_cache:.2f} µs the path takes in the caches, so the goal is missed in this run. Huge pages "
                    "already spare the page walk; what is left is the memory's latency, which only overlapping misses "
