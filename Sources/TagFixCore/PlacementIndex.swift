@@ -227,12 +227,13 @@ struct PlacementIndex: Sendable {
         count += 1
     }
 
-    /// An empty table of `count` slots. One of 4 MiB or more (from some 49 000 tags, where the table doubles to 131 072 slots) is
-    /// asked for transparent huge pages before its first write, so the kernel backs it with 2 MiB
-    /// pages: a lookup into a table far bigger than the caches then misses the cache but not
-    /// the TLB, where 4 KiB pages cost a page walk as well (measured at 1 M tags: verdicts 14 %
-    /// faster; see docs/benchmarks.md). `madvise` is a hint, like the math functions the core
-    /// already calls: no I/O, and its failure (a kernel with THP off) changes nothing but speed.
+    /// An empty table of `count` slots. One of 4 MiB or more (from some 49 000 tags, where the
+    /// table doubles to 131 072 slots) is asked for transparent huge pages before its first write,
+    /// so the kernel backs it with 2 MiB pages: a lookup into a table far bigger than the caches
+    /// then misses the cache but not the TLB, where 4 KiB pages cost a page walk as well (measured
+    /// at 1 M tags, in alternating runs: 1.32 → 1.69 M verdicts/s; see docs/benchmarks.md).
+    /// `madvise` is a hint, like the math functions the core already calls: no I/O, and its
+    /// failure (a kernel with THP off) changes nothing but speed.
     static func table(count: Int) -> [Slot] {
         [Slot](unsafeUninitializedCapacity: count) { buffer, initialized in
             if count * MemoryLayout<Slot>.stride >= hugePageThreshold { adviseHugePages(UnsafeMutableRawBufferPointer(buffer)) }
