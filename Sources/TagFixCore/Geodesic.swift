@@ -92,6 +92,18 @@ public enum Geodesic {
         return (north, east, distance, dLambda, sinPhi)
     }
 
+    /// The verifier's solution: `shortInverse` where it applies (under `shortLineLimit`, below 80°
+    /// of latitude), else the full one. A verdict's distance (`fastDistance`) and its bearing come
+    /// from here, so both always take the same branch.
+    public static func fastInverse(from a: Coordinate, to b: Coordinate) -> Line {
+        shortInverse(from: a, to: b) ?? inverse(from: a, to: b)
+    }
+
+    /// `fastInverse(from:to:).distance`, without the short solution's `atan2`.
+    public static func fastDistance(from a: Coordinate, to b: Coordinate) -> Double {
+        shortDistance(from: a, to: b) ?? inverse(from: a, to: b).distance
+    }
+
     /// Lines shorter than this take `shortInverse`.
     public static let shortLineLimit = 600.0
 

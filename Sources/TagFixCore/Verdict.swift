@@ -217,7 +217,7 @@ public struct Verdict: Sendable, Hashable {
         let fields = storage.fields
         guard let distance = fields.distance, distance > 0, let center = fields.region?.center, let position = fields.fix?.coordinate
         else { return nil }
-        return (Geodesic.shortInverse(from: center, to: position) ?? Geodesic.inverse(from: center, to: position)).initialAzimuth
+        return Geodesic.fastInverse(from: center, to: position).initialAzimuth
     }
 
     init(

@@ -148,7 +148,7 @@ public struct Verifier: Sendable {
         // Regions are at most 500 m: most lines are short, and the tangent-plane solution is
         // exact to 0.1 mm there; longer or polar lines take the full geodesic. The verdict's
         // bearing is worked out from its region and fix when it is read.
-        let distance = Geodesic.shortDistance(from: center, to: position) ?? Geodesic.inverse(from: center, to: position).distance
+        let distance = Geodesic.fastDistance(from: center, to: position)
         let kind: Verdict.Kind
         if !policy.allowSimulatedFixes && chosen.status == .simulated {
             kind = .inconclusive(.simulatedFix)
