@@ -51,7 +51,7 @@ struct PlacementIndex: Sendable {
         static let empty = Slot(region: nil, entry: -1, keyIsIdentifier: false, hasName: false, keyIsASCII: false, tag: 0)
     }
 
-    private var slots = [Slot](repeating: .empty, count: 16)
+    private var slots = Self.table(count: 16)
     /// Random per index, so that no registry file can be written to collide in every index.
     private let seed = UInt64.random(in: .min ... .max)
     /// The ids of entries whose region's identifier is not their id (rare: files always name the

@@ -154,8 +154,9 @@ public struct Verdict: Sendable, Hashable {
         var accuracy: Double? = nil
     }
 
-    /// Copy-on-write, like `TagScan` and `Fix`: a verdict is some 440 bytes of fields (the scan,
-    /// the region, the fix), handed from the verifier to streams, the log and the printer.
+    /// Copy-on-write, like `TagScan` and `Fix`: a verdict is some 185 bytes of fields (the kind,
+    /// the region, the ids; the scan and the fix are boxes of their own), handed from the verifier
+    /// to streams, the log and the printer.
     private var storage: CopyOnWrite<Fields>
 
     public var kind: Kind {
