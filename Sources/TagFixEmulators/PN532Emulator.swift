@@ -51,6 +51,9 @@ public final class PN532Emulator: Sendable {
         var hung = false
         var corruptNext = false
         var lastResponse: [UInt8] = []
+        /// The two directions of the simulated line, when `Options.baud` is set.
+        var fromHost: SerialLine<ContinuousClock.Instant>?
+        var toHost: SerialLine<ContinuousClock.Instant>?
     }
 
     public let path: String
@@ -67,7 +70,8 @@ public final class PN532Emulator: Sendable {
         var chip = PN532Chip()
         chip.slots = tags.map { PN532Chip.Slot(tag: $0, present: true) }
         chip.felicaTags = felica
-        state = Mutex(State(chip: chip))
+        let lines = options.baud.flatMap { $0 > 0 ? SerialLine<ContinuousClock.Instant>(baud: $0) : nil }
+        state = Mutex(State(chip: chip, fromHost: lines, toHost: lines))
         line.start(name: "PN532 emulator \(path)") { [self] in serve() }
     }
 
@@ -106,9 +110,14 @@ public final class PN532Emulator: Sendable {
         while !line.isStopped {
             guard let bytes = pty.read(timeout: 20) else { break }
             guard !bytes.isEmpty else { continue }
-            // The host's bytes take their wire time too, before the chip sees them.
-            if let baud = options.baud, baud > 0 { Thread.sleep(forTimeInterval: Double(bytes.count * 10) / Double(baud)) }
-            state.withLock { $0.traffic.bytesFromHost += bytes.count }
+            // The host's bytes take their wire time too, before the chip sees them: from when
+            // they were written (read here at once), or from the end of the host's previous bytes.
+            let arrived = ContinuousClock.now
+            let seen = state.withLock { state in
+                state.traffic.bytesFromHost += bytes.count
+                return state.fromHost?.send(bytes.count, handedOver: arrived)
+            }
+            seen?.waitUntilReached()
             for event in decoder.feed(bytes) {
                 handle(event)
             }
@@ -135,7 +144,9 @@ public final class PN532Emulator: Sendable {
                 return (state.chip.handle(data), false, corrupt)
             }
             guard !hung else { return }
-            send(PN532Frame.ack)
+            // The answer is ready with the ACK: the response follows it on the line at once.
+            let ready = ContinuousClock.now
+            send(PN532Frame.ack, handedOver: ready)
             var frame: [UInt8]
             switch answer {
             case .response(let response): frame = PN532Frame.encode(tfi: 0xD5, response)
@@ -144,7 +155,7 @@ public final class PN532Emulator: Sendable {
             }
             if corrupt, frame.count > 2 { frame[frame.count - 2] ^= 0xFF }
             state.withLock { $0.lastResponse = frame }
-            send(frame)
+            send(frame, handedOver: ready)
             if options.logCommands, let code = data.first {
                 let found: Bool
                 if case .response(let response) = answer {
@@ -160,11 +171,14 @@ public final class PN532Emulator: Sendable {
         }
     }
 
-    private func send(_ bytes: [UInt8]) {
-        if let baud = options.baud, baud > 0 {
-            Thread.sleep(forTimeInterval: Double(bytes.count * 10) / Double(baud))
+    /// Writes `bytes`, handed to the line at `handedOver`, to the host once their last byte would
+    /// have crossed it.
+    private func send(_ bytes: [UInt8], handedOver: ContinuousClock.Instant = .now) {
+        let crossed = state.withLock { state in
+            state.traffic.bytesToHost += bytes.count
+            return state.toHost?.send(bytes.count, handedOver: handedOver)
         }
-        state.withLock { $0.traffic.bytesToHost += bytes.count }
+        crossed?.waitUntilReached()
         pty.write(bytes)
     }
 }
