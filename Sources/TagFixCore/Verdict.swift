@@ -2,8 +2,9 @@
 public struct VerificationPolicy: Sendable, Hashable {
     /// Location confirmation on for this run. Off: every scan is `disallowed`.
     public var locationConfirmation = true
-    /// Tag identifiers (or UIDs in hex) for which confirmation is turned off.
-    public var disallowedTags: Set<String> = []
+    /// Tag identifiers (or UIDs in hex) for which confirmation is turned off, matched byte for
+    /// byte as the registries match ids (`ExactID`).
+    public var disallowedTags: TagIDSet = []
     /// The oldest fix, relative to the scan, that may decide a verdict.
     public var maximumFixAge: Duration = .seconds(2)
     /// The worst horizontal accuracy (95 % radius, metres) that may decide a verdict.

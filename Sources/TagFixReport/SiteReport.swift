@@ -12,7 +12,7 @@ public struct SiteReport: Sendable {
 
     public init(records: [SessionRecord], placements: [RegistryEntry] = [], title: String = "TagFix site report") {
         self.records = records.sorted { $0.time < $1.time }
-        self.placements = placements.sorted { $0.id < $1.id }
+        self.placements = placements.sorted { ExactID($0.id) < ExactID($1.id) }
         self.title = title
     }
 
@@ -29,17 +29,20 @@ public struct SiteReport: Sendable {
 
     /// Every tag: the registry's placements, then tags seen only in the log.
     public var tags: [Tag] {
-        var byKey: [String: Tag] = [:]
-        var order: [String] = []
+        // Keyed by the id's bytes, as the registry keys its entries: two ids that only Unicode
+        // calls equal are two tags, each with its own scans.
+        var byKey: [ExactID: Tag] = [:]
+        var order: [ExactID] = []
         for entry in placements {
-            byKey[entry.id] = Tag(key: entry.id, name: entry.name, center: entry.region.center, radius: entry.region.radius, scans: [])
-            order.append(entry.id)
+            let key = ExactID(entry.id)
+            byKey[key] = Tag(key: entry.id, name: entry.name, center: entry.region.center, radius: entry.region.radius, scans: [])
+            order.append(key)
         }
         for record in records {
-            let key = record.tagKey
+            let key = ExactID(record.tagKey)
             if byKey[key] == nil {
                 byKey[key] = Tag(
-                    key: key, name: record.region?.name, center: record.region?.center, radius: record.region?.radius, scans: [])
+                    key: record.tagKey, name: record.region?.name, center: record.region?.center, radius: record.region?.radius, scans: [])
                 order.append(key)
             }
             byKey[key]?.scans.append(record)

@@ -151,4 +151,27 @@ struct SiteReportTests {
     func badRecord(_ line: String) throws {
         #expect(performing: { try SessionRecord(try JSONValue.parse(line), line: 7) }, throws: { ($0 as? DataFileError)?.line == 7 })
     }
+
+    @Test("two ids that only Unicode calls equal are two tags, each with its own scans, as in the registry")
+    func byteExactTags() throws {
+        let (composed, decomposed) = ("Caf\u{E9}", "Cafe\u{301}")
+        let entries = try [(composed, 53.545), (decomposed, 53.555)].map { id, lat in
+            RegistryEntry(
+                id: id, uid: nil,
+                region: try CircularRegion(center: Coordinate(latitude: lat, longitude: 9.966), radius: 20, identifier: id),
+                name: "n")
+        }
+        let report = SiteReport(
+            records: try records([
+                record("2026-05-14T08:00:00.000Z", "confirmed", tag: composed, lat: 53.545, lon: 9.966, fix: (53.545, 9.966)),
+                record("2026-05-14T08:01:00.000Z", "outside", tag: decomposed, lat: 53.555, lon: 9.966, fix: (53.545, 9.966)),
+            ]), placements: entries)
+        let tags = report.tags
+        #expect(tags.count == 2)
+        for (id, verdict) in [(composed, "confirmed"), (decomposed, "outside")] {
+            let found = tags.filter { ExactID($0.key) == ExactID(id) }
+            #expect(found.count == 1 && found.first?.scans.map(\.verdict) == [verdict], "\(id.unicodeScalars.map(\.value))")
+        }
+        #expect(report.moved.count == 1 && report.neverScanned.isEmpty)
+    }
 }

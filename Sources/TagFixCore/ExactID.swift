@@ -1,0 +1,42 @@
+/// A tag id compared by its UTF-8 bytes, as both registries compare ids (the in-memory index byte
+/// for byte, SQLite by its binary collation): "Caf\u{E9}" and "Cafe\u{301}" are two tags there,
+/// so they are two here. Swift's `String` equality takes canonically equivalent spellings for one,
+/// so a `Set<String>` or a `[String: …]` keyed by id merged two tags the registry keeps apart.
+public struct ExactID: Sendable, Hashable, Comparable, CustomStringConvertible {
+    public let id: String
+
+    public init(_ id: String) { self.id = id }
+
+    public static func == (a: ExactID, b: ExactID) -> Bool { a.id.utf8.elementsEqual(b.id.utf8) }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(id.utf8.count)
+        for byte in id.utf8 { hasher.combine(byte) }
+    }
+
+    /// Byte order, like SQLite's `ORDER BY id`.
+    public static func < (a: ExactID, b: ExactID) -> Bool { a.id.utf8.lexicographicallyPrecedes(b.id.utf8) }
+
+    public var description: String { id }
+}
+
+/// Tag ids (or UIDs in hex) as a set compared byte for byte (`ExactID`): what
+/// `VerificationPolicy.disallowedTags` holds. Written and read as strings.
+public struct TagIDSet: Sendable, Hashable, ExpressibleByArrayLiteral, Sequence, CustomStringConvertible {
+    private var members: Set<ExactID> = []
+
+    public init() {}
+    public init(arrayLiteral ids: String...) { formUnion(ids) }
+    public init(_ ids: some Sequence<String>) { formUnion(ids) }
+
+    public var isEmpty: Bool { members.isEmpty }
+    public var count: Int { members.count }
+    public func contains(_ id: String) -> Bool { members.contains(ExactID(id)) }
+    public mutating func insert(_ id: String) { members.insert(ExactID(id)) }
+    public mutating func formUnion(_ ids: some Sequence<String>) { for id in ids { insert(id) } }
+
+    /// The ids in byte order.
+    public func makeIterator() -> IndexingIterator<[String]> { members.sorted().map(\.id).makeIterator() }
+
+    public var description: String { "[" + map { "\"\($0)\"" }.joined(separator: ", ") + "]" }
+}
