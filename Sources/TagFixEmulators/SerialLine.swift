@@ -1,4 +1,5 @@
 import Foundation
+import TagFixCore
 
 /// One direction of a simulated UART: when each burst of bytes has crossed it, at 10 bits a byte
 /// (start, 8 data, stop).
@@ -45,9 +46,9 @@ extension ContinuousClock.Instant {
     /// thread's timer slack at the default 50 µs and at 1 ns alike: it is the VM's wake-up, not
     /// the slack), which is a tenth of a 100-byte frame's wire time at 115200 baud.
     func waitUntilReached(spinningFor spin: Duration = .microseconds(200)) {
-        let early = advanced(by: .zero - spin)
+        let early = self - spin
         let now = ContinuousClock.now
-        if early > now { Thread.sleep(forTimeInterval: Double((early - now).attoseconds) / 1e18) }
+        if early > now { Thread.sleep(forTimeInterval: (early - now).seconds) }
         while ContinuousClock.now < self {}
     }
 }
