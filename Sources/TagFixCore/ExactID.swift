@@ -7,12 +7,10 @@ public struct ExactID: Sendable, Hashable, Comparable, CustomStringConvertible {
 
     public init(_ id: String) { self.id = id }
 
-    public static func == (a: ExactID, b: ExactID) -> Bool { a.id.utf8.elementsEqual(b.id.utf8) }
+    /// The index's own byte comparison, so ids are the same here exactly when they are there.
+    public static func == (a: ExactID, b: ExactID) -> Bool { PlacementIndex.sameBytes(a.id.utf8.span, b.id.utf8.span) }
 
-    public func hash(into hasher: inout Hasher) {
-        hasher.combine(id.utf8.count)
-        for byte in id.utf8 { hasher.combine(byte) }
-    }
+    public func hash(into hasher: inout Hasher) { id.utf8.span.withUnsafeBytes { hasher.combine(bytes: $0) } }
 
     /// Byte order, like SQLite's `ORDER BY id`.
     public static func < (a: ExactID, b: ExactID) -> Bool { a.id.utf8.lexicographicallyPrecedes(b.id.utf8) }
