@@ -140,6 +140,7 @@ struct PlacementIndex: Sendable {
     /// Whether two byte spans are equal: their counts, then their bytes, a word at a time (where
     /// `utf8.elementsEqual` walked the views' iterators and cost more than the rest of a lookup,
     /// measured). `ExactID` compares ids with it too.
+    @inline(__always)
     static func sameBytes(_ a: Span<UInt8>, _ b: Span<UInt8>) -> Bool {
         guard a.count == b.count else { return false }
         return a.withUnsafeBufferPointer { a in
