@@ -48,7 +48,9 @@ struct VerifyCommand: Subcommand {
             .init(name: "default-url-radius", valueName: "M", help: "Radius for a URL location that gives none; default: none (an error)."),
             .init(name: "allow-simulated", valueName: nil, help: "Let simulated fixes (gpsd status 8) decide verdicts."),
             .init(name: "no-confirmation", valueName: nil, help: "Turn location confirmation off: every scan is disallowed."),
-            .init(name: "disallow", valueName: "TAG", help: "Turn confirmation off for a tag id or UID.", repeatable: true),
+            .init(
+                name: "disallow", valueName: "TAG",
+                help: "Turn confirmation off for a tag id, or a UID in hex (any case, separators allowed).", repeatable: true),
         ],
         examples: [
             "tagfix verify --demo",

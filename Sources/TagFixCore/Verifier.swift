@@ -58,7 +58,7 @@ public struct Verifier: Sendable {
         if let tagID, !policy.disallowedTags.isEmpty, policy.disallowedTags.contains(tagID) {
             return verdict(.disallowed(.tagDisallowed(tagID)))
         }
-        if !policy.disallowedTags.isEmpty, policy.disallowedTags.contains(scan.uid.hex) {
+        if !policy.disallowedTags.isEmpty, policy.disallowedTags.contains(uid: scan.uid) {
             return verdict(.disallowed(.tagDisallowed(scan.uid.hex)))
         }
 

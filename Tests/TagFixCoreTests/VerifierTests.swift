@@ -190,6 +190,23 @@ struct ExpectationTests {
         #expect(kind(Site.scan(0, source: .link)) == "disallowed:not_physical_tag")
     }
 
+    @Test(
+        "a UID is disallowed however it is written; a UID one byte off is not",
+        arguments: [
+            ("04A1B2C3D4E5F6", true), ("04a1b2c3d4e5f6", true), ("04:a1:b2:c3:d4:e5:f6", true), ("04 A1 B2 C3 D4 E5 F6", true),
+            ("04-A1-B2-C3-D4-E5-F6", true), ("04:a1:b2:c3:d4:e5:f7", false), ("04a1b2c3d4e5", false), ("04a1b2c3d4e5f6 ", false),
+        ])
+    func disallowedUIDSpellings(written: String, disallows: Bool) {
+        var policy = VerificationPolicy()
+        policy.disallowedTags = [written]
+        // A scan with no URL and an unregistered UID: only the policy can decide it, else it is
+        // not registered.
+        let scan = Site.scan(0, url: nil)
+        let expected = disallows ? "disallowed:tag_disallowed" : kind(scan, registry: InMemoryRegistry())
+        #expect(kind(scan, policy: policy, registry: InMemoryRegistry()) == expected)
+        #expect(policy.disallowedTags.contains(uid: Site.uid) == disallows)
+    }
+
     struct FailingRegistry: TagRegistry {
         func entry(forID id: String) throws(RegistryError) -> RegistryEntry? { throw RegistryError("disk on fire") }
         func entry(forUID uid: TagUID) throws(RegistryError) -> RegistryEntry? { throw RegistryError("disk on fire") }
