@@ -97,7 +97,7 @@ public struct JSONValue: Sendable, Hashable {
 
     /// The member named `key` of an object.
     public subscript(key: String) -> JSONValue? {
-        members?.first(where: { $0.key == key })?.value
+        members?.first(where: { ExactID($0.key) == ExactID(key) })?.value
     }
 
     /// A short name of the kind for error messages: "a string", "an object"…
@@ -190,7 +190,9 @@ private struct Reader {
     mutating func object(depth: Int) throws(JSONSyntaxError) -> JSONValue.Kind {
         index += 1
         var members: [(key: String, value: JSONValue)] = []
-        var seen = Set<String>()
+        // Names are the same when their bytes are (RFC 8259 compares code units), not when
+        // Unicode calls them equivalent: "caf\u{E9}" and "cafe\u{301}" are two names.
+        var seen = Set<ExactID>()
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
@@ -203,7 +205,7 @@ private struct Reader {
             }
             let keyError = error("duplicate member name")
             let key = try string()
-            guard seen.insert(key).inserted else {
+            guard seen.insert(ExactID(key)).inserted else {
                 throw JSONSyntaxError(line: keyError.line, column: keyError.column, message: "duplicate member \"\(key)\"")
             }
             skipWhitespace()

@@ -265,12 +265,12 @@ public struct URLLocation: Sendable, Hashable {
         var longitude = try decimal(numbers[1], field: "geo longitude")
         if numbers.count == 3 { _ = try decimal(numbers[2], field: "geo altitude") }
         var radius: Double?
-        var seen = Set<String>()
+        var seen = Set<ExactID>()  // by bytes: two names Unicode calls equivalent are two names
         for parameter in parts.dropFirst() {
             let pair = parameter.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let name = pair[0].lowercased()
             guard !name.isEmpty else { throw .badGeoURI("empty parameter") }
-            guard seen.insert(name).inserted else { throw .duplicateParameter(name) }
+            guard seen.insert(ExactID(name)).inserted else { throw .duplicateParameter(name) }
             let value = pair.count == 2 ? String(pair[1]) : ""
             switch name {
             case "crs":

@@ -69,3 +69,27 @@ struct ExactIDTests {
         #expect(name == (ExactID(other) == ExactID(Self.composed) ? "composed" : "decomposed"))
     }
 }
+
+@Suite("Names compared by their bytes in JSON objects and geo: URIs")
+struct ExactNameTests {
+    static let composed = "caf\u{E9}"
+    static let decomposed = "cafe\u{301}"
+
+    @Test("two JSON member names that Unicode calls equivalent are two members, each found by its own bytes")
+    func jsonMembers() throws {
+        let object = try JSONValue.parse("{\"\(Self.composed)\": 1, \"\(Self.decomposed)\": 2}")
+        #expect(object.members?.count == 2)
+        #expect(object[Self.composed]?.double == 1)
+        #expect(object[Self.decomposed]?.double == 2)
+        #expect(throws: JSONSyntaxError.self) { try JSONValue.parse("{\"\(Self.composed)\": 1, \"\(Self.composed)\": 2}") }
+    }
+
+    @Test("two geo: parameters that Unicode calls equivalent are two parameters; the same one twice is an error")
+    func geoParameters() throws {
+        let location = try URLLocation(url: "geo:52.52,13.4;u=5;\(Self.composed)=1;\(Self.decomposed)=2")
+        #expect(location.region?.radius == 5)
+        #expect(throws: URLLocationError.duplicateParameter(Self.composed)) {
+            try URLLocation(url: "geo:52.52,13.4;u=5;\(Self.composed)=1;\(Self.composed)=2")
+        }
+    }
+}
