@@ -1,14 +1,25 @@
+import CPTY
 import Foundation
 import Glibc
 
 /// A private gpsd for tests and demos: `gpsd -N -n -b -S PORT DEVICE` on a free loopback port,
 /// never the system service, with its own shared-memory key so several can run at once. Stopped
 /// with SIGTERM, then SIGKILL.
+///
+/// gpsd does not outlive its owner, however the owner ends. A watchdog shell waits on a pipe whose
+/// only write end the owner holds: `stop()` writes `done` and the watchdog exits quietly; if the
+/// owner dies first (Ctrl-C on `tagfix verify --demo`, a killed test run, a crash), the kernel
+/// closes the write end, the watchdog reads end of file and stops gpsd. Before, gpsd (run with
+/// `-n`, so it never idles out) kept running with its port and shared memory until someone
+/// killed it by hand. The parent-death signal cannot do this: gpsd started as root changes its
+/// user, which clears it, and it follows the spawning thread, not the process.
 public final class PrivateGPSD: @unchecked Sendable {
-    // The process is started in init and only signalled afterwards.
+    // The processes are started in init and only signalled afterwards; `stop()` runs under `lock`.
     public let port: Int
     public let device: String
     private let process: Process
+    private let watchdog: Watchdog?
+    private let lock = NSLock()
 
     /// gpsd's path, if installed (Debian's `gpsd` package).
     public static var installedPath: String? {
@@ -47,6 +58,7 @@ public final class PrivateGPSD: @unchecked Sendable {
         self.process = process
         self.port = chosen
         self.device = target
+        watchdog = Watchdog(guarding: process.processIdentifier, named: URL(fileURLWithPath: gpsd).lastPathComponent)
         // Ready when the port answers (at most 5 s).
         for _ in 0..<100 {
             if Self.accepts(port: chosen) { return }
@@ -61,6 +73,9 @@ public final class PrivateGPSD: @unchecked Sendable {
 
     /// Stops gpsd: SIGTERM, then SIGKILL after a second.
     public func stop() {
+        lock.lock()
+        defer { lock.unlock() }
+        watchdog?.dismiss()
         guard process.isRunning else { return }
         kill(process.processIdentifier, SIGTERM)
         for _ in 0..<20 where process.isRunning { Thread.sleep(forTimeInterval: 0.05) }
@@ -74,6 +89,57 @@ public final class PrivateGPSD: @unchecked Sendable {
     }
 
     deinit { stop() }
+
+    /// `sh` waiting on a pipe for `done`: anything else, end of file included, means the owner
+    /// is gone, and it sends gpsd SIGTERM, then SIGKILL. It checks the pid's name first, so a pid
+    /// the kernel has given to another program since gpsd exited is left alone.
+    private final class Watchdog: @unchecked Sendable {
+        // `writer` is closed once, by `dismiss()`, which the owner's lock serialises.
+        private var writer: Int32
+        private let process = Process()
+
+        /// `nil` when the pipe or the shell cannot be had: gpsd then runs as it did before, stopped
+        /// only by `stop()`.
+        init?(guarding pid: Int32, named name: String) {
+            var fds: [Int32] = [-1, -1]
+            // Close-on-exec on both ends: no program spawned later, by this process or by another
+            // thread, inherits the write end and keeps the pipe open after the owner dies. The
+            // read end reaches the shell as its standard input, which the spawn duplicates.
+            guard cpty_pipe_cloexec(&fds) == 0 else { return nil }
+            writer = fds[1]
+            let script = """
+                read -r word
+                [ "$word" = done ] && exit 0
+                alive() { [ "$(cat /proc/$1/comm 2>/dev/null)" = "$2" ]; }
+                alive "$1" "$2" || exit 0
+                kill -TERM "$1"
+                for _ in 1 2 3 4 5 6 7 8 9 10; do sleep 0.1; alive "$1" "$2" || exit 0; done
+                kill -KILL "$1"
+                """
+            process.executableURL = URL(fileURLWithPath: "/bin/sh")
+            process.arguments = ["-c", script, "tagfix-gpsd-watchdog", String(pid), String(name.prefix(15))]
+            // The handle closes the read end when it goes: the shell has its own copy by then.
+            process.standardInput = FileHandle(fileDescriptor: fds[0], closeOnDealloc: true)
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            do {
+                try process.run()
+            } catch {
+                close(fds[1])
+                return nil
+            }
+            process.standardInput = nil
+        }
+
+        /// Tells the watchdog the owner stopped gpsd itself, and lets it exit.
+        func dismiss() {
+            guard writer >= 0 else { return }
+            _ = "done\n".utf8CString.withUnsafeBufferPointer { write(writer, $0.baseAddress, 5) }
+            close(writer)
+            writer = -1
+            process.waitUntilExit()
+        }
+    }
 
     /// A port the kernel says is free on 127.0.0.1.
     static func freePort() -> Int {

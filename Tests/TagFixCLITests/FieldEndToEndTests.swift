@@ -128,6 +128,52 @@ struct EmulatorCommandTests {
     }
 
     @Test(
+        "the gpsd that tagfix emulate nmea --gpsd starts does not outlive tagfix when tagfix is killed",
+        .enabled(
+            if: PrivateGPSD.installedPath != nil && FileManager.default.isExecutableFile(atPath: binary), "needs gpsd and the built tagfix")
+    )
+    func gpsdStopsWithItsOwner() async throws {
+        let (process, line) = try Self.start(["emulate", "nmea", "--at", "53.545,9.966", "--rate", "5", "--gpsd"], until: "gpsd://")
+        let port = try #require(line.split(separator: ":").last.flatMap { Int($0) }, "\(line)")
+        let gpsd = try #require(Self.gpsd(servingPort: port), "no gpsd process serves port \(port)")
+        #expect(Self.isRunning(gpsd))
+        // SIGKILL: no deinit, no defer, no signal handler runs in tagfix.
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        // The watchdog stops gpsd as soon as it sees the pipe close; wait for it, up to 10 s.
+        var running = true
+        for _ in 0..<100 {
+            running = Self.isRunning(gpsd)
+            if !running { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        if running { kill(gpsd, SIGKILL) }  // leave nothing behind, even when the check fails
+        #expect(!running, "gpsd (pid \(gpsd)) on port \(port) outlived the tagfix that started it")
+    }
+
+    /// The pid of the gpsd whose command line has `-S PORT`, from /proc.
+    static func gpsd(servingPort port: Int) -> pid_t? {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        for entry in entries {
+            guard let pid = pid_t(entry), let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { continue }
+            let arguments = data.split(separator: 0).map { String(decoding: $0, as: UTF8.self) }
+            guard arguments.first?.hasSuffix("gpsd") == true, let s = arguments.firstIndex(of: "-S"), s + 1 < arguments.count,
+                arguments[s + 1] == String(port)
+            else { continue }
+            return pid
+        }
+        return nil
+    }
+
+    /// Whether `pid` is a live process (a zombie is not: it has exited, and only waits to be reaped).
+    static func isRunning(_ pid: pid_t) -> Bool {
+        guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/stat") else { return false }
+        let stat = String(decoding: data, as: UTF8.self)
+        guard let close = stat.lastIndex(of: ")") else { return false }
+        return stat[stat.index(after: close)...].split(separator: " ").first != "Z"
+    }
+
+    @Test(
         "tagfix emulate pn532 --link, then tagfix scan through the link",
         .enabled(if: FileManager.default.isExecutableFile(atPath: binary), "needs the built tagfix"))
     func pn532WithLink() async throws {
