@@ -134,7 +134,7 @@ public final class PrivateGPSD: @unchecked Sendable {
         /// Tells the watchdog the owner stopped gpsd itself, and lets it exit.
         func dismiss() {
             guard writer >= 0 else { return }
-            _ = "done\n".utf8CString.withUnsafeBufferPointer { write(writer, $0.baseAddress, 5) }
+            _ = Array("done\n".utf8).withUnsafeBytes { write(writer, $0.baseAddress, $0.count) }
             close(writer)
             writer = -1
             process.waitUntilExit()
