@@ -33,7 +33,9 @@ let package = Package(
     targets: [
         .target(name: "TagFixCore"),
         .target(name: "TagFixNDEF", dependencies: ["TagFixCore"]),
-        .target(name: "TagFixDevices", dependencies: ["TagFixCore"]),
+        // ntp_adjtime (is the system clock synchronised?), which Swift's Glibc does not import.
+        .target(name: "CSystemClock"),
+        .target(name: "TagFixDevices", dependencies: ["TagFixCore", "CSystemClock"]),
         .target(name: "CPTY"),
         .systemLibrary(name: "CNFC", pkgConfig: "libnfc", providers: [.apt(["libnfc-dev"])]),
         .target(name: "TagFixNFC", dependencies: ["CNFC", "TagFixCore", "TagFixNDEF", "TagFixDevices"]),

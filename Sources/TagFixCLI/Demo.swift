@@ -229,7 +229,7 @@ struct DemoRun {
         let limit = self.limit
         let failure: CLIError? = await withTaskGroup(of: CLIError?.self) { group in
             group.addTask {
-                await LiveVerifier(verifier: verifier, clock: clock).run(reader: reader, gps: gps) { event in
+                await LiveVerifier(verifier: verifier, clock: clock, systemClock: KernelClock()).run(reader: reader, gps: gps) { event in
                     printer.print(event, now: clock.now)
                     feed.yield(event)
                 }

@@ -9,10 +9,13 @@ struct FixCommand: Subcommand {
         name: "fix",
         abstract: "Print live GPS fixes from gpsd.",
         discussion: """
-            Connects to gpsd (default gpsd://localhost:2947), WATCHes and prints each fix once, with \
-            its time, mode, position and error estimates. Implausible reports (NaN positions, times \
-            that go backwards or are far from the clock) are dropped and said so on standard \
-            error. If gpsd goes away, fix says so and reconnects.
+            Connects to gpsd (default gpsd://localhost:2947), WATCHes and prints each fix once, as \
+            gpspipe does, with the receiver's time, mode, position and error estimates, whatever \
+            its date: a recording from another year, or a system clock that is wrong, changes \
+            nothing. Reports that cannot be a fix (no time, an impossible position) are dropped \
+            and said so on standard error; so is, once, a system clock off GPS time, and each jump \
+            of the receiver's time (a new stream). If gpsd goes away, fix says so and reconnects. \
+            --timeout runs on the monotonic clock.
             Exit codes: 0 done, 75 --timeout passed before --count fixes.
             """,
         options: [
@@ -43,16 +46,20 @@ struct FixCommand: Subcommand {
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
         let (count, timeout, json) = (self.count, self.timeout, self.json)
-        let source = GPSDFixSource(endpoint: endpoint, clock: WallClock())
+        let clock = MonotonicClock()
+        let source = GPSDFixSource(endpoint: endpoint, clock: clock)
         let printed = Counter()
         let timedOut: Bool = await withTaskGroup(of: Bool.self) { group in
             group.addTask {
+                var watch = ClockWatch(systemClock: KernelClock())
                 for await event in source.events() {
                     switch event {
                     case .fix(let fix):
+                        if let reference = watch.observe(fix, axisNow: clock.now) { io.err("! \(ClockFormat.offset(reference))") }
                         io.out(json ? Self.json(fix) : Self.line(fix))
                         if let count, printed.increment() >= count { return false }
                     case .rejected(let why): io.err("! dropped \(why)")
+                    case .restarted(let from, let to): io.err("· \(ClockFormat.restarted(from: from, to: to))")
                     case .unavailable(let why): io.err("! GPS unavailable: \(why)")
                     case .silent(let duration): io.err("! no fix data for \(Coordinate.format(duration.seconds, 0)) s")
                     case .resumed: io.err("· GPS data resumed")
@@ -63,7 +70,7 @@ struct FixCommand: Subcommand {
             }
             if let timeout {
                 group.addTask {
-                    try? await Task.sleep(for: timeout)
+                    try? await clock.sleep(for: timeout)
                     return !Task.isCancelled
                 }
             }
@@ -77,7 +84,7 @@ struct FixCommand: Subcommand {
     }
 
     static func line(_ fix: Fix) -> String {
-        var line = "\(fix.time.iso8601)  \(fix.mode)"
+        var line = "\(fix.reportedTime.iso8601)  \(fix.mode)"
         if let position = fix.coordinate { line += "  \(position)" }
         if let accuracy = fix.horizontalAccuracy { line += "  ±\(Coordinate.format(accuracy, 1)) m" }
         if let satellites = fix.satellitesUsed { line += "  \(satellites) sats" }
@@ -87,7 +94,7 @@ struct FixCommand: Subcommand {
 
     static func json(_ fix: Fix) -> String {
         var object = JSONObjectWriter()
-        object.add("time", fix.time.iso8601)
+        object.add("time", fix.reportedTime.iso8601)
         object.add("mode", fix.mode.rawValue)
         object.add("lat", fix.coordinate?.latitude, digits: 9)
         object.add("lon", fix.coordinate?.longitude, digits: 9)

@@ -91,7 +91,7 @@ struct ScanCommand: Subcommand {
             }
             if let timeout {
                 group.addTask {
-                    try? await Task.sleep(for: timeout)
+                    try? await MonotonicClock().sleep(for: timeout)
                     return Task.isCancelled ? nil : .timedOut(read.value)
                 }
             }

@@ -33,12 +33,16 @@ enum VerdictFormat {
         object.add("fix_age_s", verdict.fixAge?.seconds)
         object.add("interpolated", verdict.interpolated)
         object.add("fix", raw: verdict.fix.map(fixJSON))
+        if let stamp = verdict.timeStamp {
+            object.add("time_source", stamp.source.rawValue)
+            object.add("clock_offset_s", stamp.systemMinusGPS?.seconds, digits: 3)
+        }
         return object.text
     }
 
     static func fixJSON(_ fix: Fix) -> String {
         var f = JSONObjectWriter()
-        f.add("time", fix.time.iso8601)
+        f.add("time", fix.reportedTime.iso8601)
         f.add("mode", fix.mode == .noFix ? "no_fix" : fix.mode == .twoD ? "2d" : "3d")
         f.add("lat", fix.coordinate?.latitude, digits: 7)
         f.add("lon", fix.coordinate?.longitude, digits: 7)
@@ -142,8 +146,30 @@ enum DeviceEventFormat {
             case .silent(let duration): return "          ! GPS: no fix data for \(Coordinate.format(duration.seconds, 0)) s"
             case .resumed: return "          · GPS: fixes resumed"
             case .rejected(let why): return "          ! GPS: dropped \(why)"
+            case .restarted(let from, let to): return "          · GPS: \(ClockFormat.restarted(from: from, to: to))"
             default: return nil
             }
+        case .clockOffset(let reference): return "          ! \(ClockFormat.offset(reference))"
         }
+    }
+}
+
+/// What a person reads about the clocks.
+enum ClockFormat {
+    /// Said once when the system clock is off GPS time.
+    static func offset(_ reference: TimeReference) -> String {
+        let difference = reference.systemMinusGPS.map(TimeReference.describe(systemMinusGPS:)) ?? "the system clock is off GPS time"
+        switch reference.source {
+        case .gps:
+            return
+                "\(difference): TagFix stamps verdicts and log lines with GPS time. To set the clock from the receiver, see hardware.md#time"
+        case .system:
+            return "\(difference), though the kernel says it is synchronised: check chrony/NTP (see hardware.md#time)"
+        }
+    }
+
+    /// Said once for each jump of the receiver's time.
+    static func restarted(from: Timestamp, to: Timestamp) -> String {
+        "the receiver's time jumped from \(from.iso8601) to \(to.iso8601) (a replayed log, a week rollover or a reset): a new stream of fixes starts"
     }
 }

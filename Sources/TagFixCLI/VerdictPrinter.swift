@@ -74,6 +74,8 @@ final class VerdictPrinter: Sendable {
         case .gps(let fixEvent):
             state.withLock { $0.board.receive(fixEvent) }
             line(for: event, now: now)
+        case .clockOffset:
+            line(for: event, now: now)
         }
     }
 
@@ -148,7 +150,7 @@ struct StatusBoard: Sendable {
         case .unavailable(let why): gpsProblem = "unavailable (\(why))"
         case .silent(let duration): gpsProblem = "silent for \(Coordinate.format(duration.seconds, 0)) s"
         case .resumed, .connected: gpsProblem = nil
-        case .rejected: break
+        case .rejected, .restarted: break
         }
     }
 

@@ -231,7 +231,7 @@ extension VerifyCommand {
         let verdicts = Counter()
         let outcome: String? = await withTaskGroup(of: String?.self) { group in
             group.addTask {
-                await LiveVerifier(verifier: verifier, clock: clock).run(reader: device, gps: gps) { event in
+                await LiveVerifier(verifier: verifier, clock: clock, systemClock: KernelClock()).run(reader: device, gps: gps) { event in
                     if case .reader(.disconnected(let error)) = event, verdicts.value == 0, !printer.readerReady {
                         signal.yield("cannot open the reader: \(error)")
                         return
@@ -261,7 +261,7 @@ extension VerifyCommand {
             }
             if let timeout {
                 group.addTask {
-                    try? await Task.sleep(for: timeout)
+                    try? await clock.sleep(for: timeout)
                     return Task.isCancelled ? "" : "timeout"
                 }
             }

@@ -62,6 +62,7 @@ public struct Fix: Sendable, Hashable {
 
     struct Fields: Sendable, Hashable {
         var time: Timestamp
+        var receiverTime: Timestamp? = nil
         var mode: Mode
         var coordinate: Coordinate? = nil
         var horizontalAccuracy: Double? = nil
@@ -81,11 +82,21 @@ public struct Fix: Sendable, Hashable {
     /// an epoch and copied into every verdict, stream and log it reaches.
     private var storage: CopyOnWrite<Fields>
 
-    /// Receiver time of the fix (UTC), not the time it arrived.
+    /// The fix's time on the session's axis, the one scans are stamped on: what the verifier
+    /// compares. For a scenario's or a mock's fix it is the receiver time itself; a live source
+    /// maps the receiver's time onto the monotonic axis (`ReceiverTimeline`) and keeps what the
+    /// receiver said in `receiverTime`.
     public var time: Timestamp {
         get { storage.fields.time }
         set { storage.update { $0.time = newValue } }
     }
+    /// UTC as the receiver reported it (gpsd's TPV `time`), when it differs from `time`.
+    public var receiverTime: Timestamp? {
+        get { storage.fields.receiverTime }
+        set { storage.update { $0.receiverTime = newValue } }
+    }
+    /// What the receiver said the time was: `receiverTime`, else `time`. For output.
+    public var reportedTime: Timestamp { storage.fields.receiverTime ?? storage.fields.time }
     public var mode: Mode {
         get { storage.fields.mode }
         set { storage.update { $0.mode = newValue } }

@@ -136,16 +136,12 @@ public enum FixRejection: Error, Sendable, Hashable, CustomStringConvertible {
     case noTime
     case noPosition
     case badPosition(CoordinateError)
-    case timeWentBackwards(Timestamp, latest: Timestamp)
-    case timeImplausible(Timestamp)
 
     public var description: String {
         switch self {
         case .noTime: "a fix without a time"
         case .noPosition: "a 2D/3D fix without latitude/longitude"
         case .badPosition(let error): "a fix with an impossible position: \(error)"
-        case .timeWentBackwards(let time, let latest): "fix time \(time) is before the previous fix \(latest)"
-        case .timeImplausible(let time): "fix time \(time) is implausible"
         }
     }
 }

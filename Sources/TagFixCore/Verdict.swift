@@ -153,6 +153,7 @@ public struct Verdict: Sendable, Hashable {
         var interpolated: Bool
         var distance: Double? = nil
         var accuracy: Double? = nil
+        var timeStamp: TimeStamp? = nil
     }
 
     /// Copy-on-write, like `TagScan` and `Fix`: a verdict is some 185 bytes of fields (the kind,
@@ -210,6 +211,12 @@ public struct Verdict: Sendable, Hashable {
     public var accuracy: Double? {
         get { storage.fields.accuracy }
         set { storage.update { $0.accuracy = newValue } }
+    }
+    /// Which clock gave the scan's UTC time, set by a live run (`LiveVerifier`); `nil` for a
+    /// scenario, whose times are its own.
+    public var timeStamp: TimeStamp? {
+        get { storage.fields.timeStamp }
+        set { storage.update { $0.timeStamp = newValue } }
     }
     /// Azimuth from the region's centre to the fix, degrees: where the tag is, seen from where it
     /// should be. `nil` without a measured distance, or at distance zero. Worked out from the

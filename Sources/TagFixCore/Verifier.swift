@@ -187,10 +187,15 @@ public struct Verifier: Sendable {
         else { return nil }
         let accuracy: Double? =
             if let x = a.horizontalAccuracy, let y = b.horizontalAccuracy { max(x, y) } else { nil }
-        return Fix(
+        var fix = Fix(
             time: time, mode: min(a.mode, b.mode), coordinate: coordinate, horizontalAccuracy: accuracy,
             status: a.status == .simulated || b.status == .simulated ? .simulated : a.status,
             satellitesUsed: [a.satellitesUsed, b.satellitesUsed].compactMap { $0 }.min(),
             altitudeHAE: nil, speed: nil, device: a.device)
+        if let receiverTime = a.receiverTime, b.receiverTime != nil {
+            // The receiver's time at the scan: the first fix's, carried as far as the axis moved.
+            fix.receiverTime = receiverTime.advanced(by: a.time.duration(to: time))
+        }
+        return fix
     }
 }

@@ -71,8 +71,11 @@ public enum FixEvent: Sendable, Hashable {
     /// The source is connected and streaming (gpsd answered WATCH).
     case connected(String)
     case fix(Fix)
-    /// A report that was dropped instead of being used (implausible time or position).
+    /// A report that was dropped instead of being used (no time, an impossible position).
     case rejected(FixRejection)
+    /// The receiver's time jumped from `from` to `to` (a log replayed again, a GPS week rollover,
+    /// a receiver reset): a new stream of fixes starts, mapped afresh onto the session's axis.
+    case restarted(from: Timestamp, to: Timestamp)
     /// The source cannot be reached; it retries by itself.
     case unavailable(String)
     /// The source is connected but has sent nothing for this long.

@@ -5,20 +5,31 @@ public enum VerifierEvent: Sendable {
     case verdict(Verdict)
     case reader(ReaderEvent)
     case gps(FixEvent)
+    /// The system clock is off GPS time by more than `TimeReference.agreement`: said once, with
+    /// the fix that showed it. Verdicts from then on say which clock stamped them.
+    case clockOffset(TimeReference)
 }
 
 /// Runs `VerificationSession` in real time against a reader and a fix source, both consumed
 /// concurrently, waking on the injected clock for fix timeouts.
 ///
-/// `C` is any clock whose instants are UTC `Timestamp`s: `WallClock` in the field,
-/// `ManualClock` (TagFixTesting) in tests, which advance it instead of sleeping.
+/// `C` is the session's axis: `MonotonicClock` in the field, `ManualClock` (TagFixTesting) in
+/// tests, which advance it instead of sleeping. Scans are stamped with it, fixes arrive mapped
+/// onto it (`Fix.time`), and every wait is a sleep on it, so no decision depends on the wall
+/// clock. Only a verdict's UTC label does: each verdict leaves with its scan time in UTC by the
+/// clock `TimeReference` chooses (the system clock, or GPS time when the system clock is not
+/// synchronised or disagrees with GPS), and says which in `Verdict.timeStamp`.
 public struct LiveVerifier<C: Clock>: Sendable where C.Instant == Timestamp, C.Duration == Duration {
     public var verifier: Verifier
     public let clock: C
+    /// The system clock to weigh against GPS time; `nil`: the axis's labels are UTC (a test
+    /// clock, a scenario).
+    public let systemClock: (any SystemClock)?
 
-    public init(verifier: Verifier, clock: C) {
+    public init(verifier: Verifier, clock: C, systemClock: (any SystemClock)? = nil) {
         self.verifier = verifier
         self.clock = clock
+        self.systemClock = systemClock
     }
 
     private enum Input: Sendable {
@@ -52,9 +63,10 @@ public struct LiveVerifier<C: Clock>: Sendable where C.Instant == Timestamp, C.D
             var timer: Task<Void, Never>?
             var timerDeadline: Timestamp?
             var readerEnded = false
+            var watch = ClockWatch(systemClock: systemClock)
 
             func emit(_ verdicts: [Verdict]) async {
-                for verdict in verdicts { await onEvent(.verdict(verdict)) }
+                for verdict in verdicts { await onEvent(.verdict(watch.stamp(verdict, axisNow: clock.now))) }
             }
 
             for await next in inputs {
@@ -70,7 +82,10 @@ public struct LiveVerifier<C: Clock>: Sendable where C.Instant == Timestamp, C.D
                     readerEnded = true
                 case .gps(let event):
                     await onEvent(.gps(event))
-                    if case .fix(let fix) = event { await emit(session.receive(fix)) }
+                    if case .fix(let fix) = event {
+                        if let reference = watch.observe(fix, axisNow: clock.now) { await onEvent(.clockOffset(reference)) }
+                        await emit(session.receive(fix))
+                    }
                 case .gpsEnded:
                     break
                 case .deadline:

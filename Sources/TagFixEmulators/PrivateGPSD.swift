@@ -141,8 +141,8 @@ public final class PrivateGPSD: @unchecked Sendable {
         }
     }
 
-    /// A port the kernel says is free on 127.0.0.1.
-    static func freePort() -> Int {
+    /// A port the kernel says is free on 127.0.0.1 (for a private gpsd, or a test's gpsfake).
+    public static func freePort() -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return 0 }
         defer { close(fd) }

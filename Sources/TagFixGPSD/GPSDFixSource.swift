@@ -59,19 +59,22 @@ public enum GPSDEndpointError: Error, Sendable, Hashable, CustomStringConvertibl
 /// Live fixes from gpsd through libgps.
 ///
 /// It connects and WATCHes, turns each TPV into a `Fix` (with the latest SKY's satellites used),
-/// drops what is implausible (a time that goes backwards or is far from the clock) with a
-/// `.rejected` event, delivers each epoch once, reports "GPS unavailable" and reconnects with
-/// backoff when gpsd goes away, and reports a silent gpsd after `silenceThreshold`. Fixes carry
-/// the receiver's time, so a burst after a stall keeps each fix's own time.
+/// drops what cannot be a fix (no time, a NaN or out-of-range position) with a `.rejected`
+/// event, delivers each epoch once, reports "GPS unavailable" and reconnects with backoff when
+/// gpsd goes away, and reports a silent gpsd after `silenceThreshold`.
+///
+/// Nothing is dropped for its date: each fix is stamped on arrival with `clock` (monotonic) and
+/// its receiver time is mapped onto that axis by a `ReceiverTimeline`, so a receiver whose date
+/// disagrees with the system clock (a Pi without RTC, a recording from another year) gives fixes
+/// like any other. A fix's `time` is its axis time and `receiverTime` what gpsd reported. A
+/// receiver time that goes backwards or leaps ahead starts a new stream, said once with
+/// `.restarted`.
 public final class GPSDFixSource<C: Clock>: FixSource, Sendable where C.Instant == Timestamp, C.Duration == Duration {
     public struct Options: Sendable {
         public var reconnectDelay: Duration = .milliseconds(200)
         public var maximumBackoff: Duration = .seconds(2)
         /// Report `.silent` when gpsd has sent nothing for this long.
         public var silenceThreshold: Duration = .seconds(3)
-        /// Drop fixes whose time is further than this from the clock; `nil` accepts any time
-        /// (replaying old recordings).
-        public var plausibleSkew: Duration? = .seconds(86_400)
         public init() {}
     }
 
@@ -150,7 +153,7 @@ public final class GPSDFixSource<C: Clock>: FixSource, Sendable where C.Instant 
                     announced = true
                     events.yield(.connected("gpsd at \(endpoint.host):\(endpoint.port)"))
                 }
-                let produced = state.handle(report, now: clock.now, plausibleSkew: options.plausibleSkew)
+                let produced = state.handle(report, now: clock.now)
                 DebugLog.debug("gpsd \(endpoint): class \(report.report_class) mode \(report.mode) → \(produced)")
                 for event in produced { events.yield(event) }
             }
@@ -161,13 +164,13 @@ public final class GPSDFixSource<C: Clock>: FixSource, Sendable where C.Instant 
     static func describe(_ error: Int32) -> String { describeGPSError(error) }
 }
 
-/// What the stream remembers between messages: the latest SKY, the last fix time delivered.
+/// What the stream remembers between messages: the latest SKY, the receiver's timeline.
 struct StreamState {
     var satellitesUsed: Int?
     var satellitesVisible: Int?
-    var lastTime: Timestamp?
+    var timeline = ReceiverTimeline()
 
-    mutating func handle(_ report: cgps_report, now: Timestamp, plausibleSkew: Duration?) -> [FixEvent] {
+    mutating func handle(_ report: cgps_report, now: Timestamp) -> [FixEvent] {
         if report.has_sky, report.satellites_used >= 0 { satellitesUsed = Int(report.satellites_used) }
         if report.has_sky, report.satellites_visible >= 0 { satellitesVisible = Int(report.satellites_visible) }
         switch report.report_class {
@@ -180,32 +183,30 @@ struct StreamState {
                 mode: Int(report.mode), status: Int(report.status), latitude: report.latitude, longitude: report.longitude,
                 altHAE: report.alt_hae, altMSL: report.alt_msl, eph: report.eph, epx: report.epx, epy: report.epy, epv: report.epv,
                 speed: report.speed, track: report.track, climb: report.climb)
-            return accept(tpv, now: now, plausibleSkew: plausibleSkew)
+            return accept(tpv, arrival: now)
         default:
             return []
         }
     }
 
-    /// Validation and de-duplication of one TPV.
-    mutating func accept(_ tpv: GPSDReport.TPV, now: Timestamp, plausibleSkew: Duration?) -> [FixEvent] {
+    /// Validation, de-duplication and the time axis for one TPV that arrived at `arrival`.
+    mutating func accept(_ tpv: GPSDReport.TPV, arrival: Timestamp) -> [FixEvent] {
         switch tpv.fix(satellitesUsed: satellitesUsed) {
         case .failure(.noTime) where tpv.mode < 2:
             return []  // a "no fix yet" report without a time says nothing we can place
         case .failure(let rejection):
             return [.rejected(rejection)]
         case .success(let fix):
-            if let skew = plausibleSkew {
-                let distance = fix.time.duration(to: now)
-                guard distance <= skew, distance >= .zero - skew else { return [.rejected(.timeImplausible(fix.time))] }
+            var (mapped, observation) = timeline.place(fix, arrival: arrival)
+            var events: [FixEvent] = []
+            switch observation {
+            case .repeated: return []  // gpsd repeats the first epoch's TPV
+            case .restarted(let previous): events.append(.restarted(from: previous, to: fix.time))
+            case .started, .continued: break
             }
-            if let last = lastTime {
-                if fix.time == last { return [] }  // gpsd repeats the first epoch's TPV
-                guard fix.time > last else { return [.rejected(.timeWentBackwards(fix.time, latest: last))] }
-            }
-            lastTime = fix.time
-            var withSky = fix
-            withSky.satellitesVisible = satellitesVisible
-            return [.fix(withSky)]
+            mapped.satellitesVisible = satellitesVisible
+            events.append(.fix(mapped))
+            return events
         }
     }
 }

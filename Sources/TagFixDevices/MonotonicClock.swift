@@ -1,0 +1,234 @@
+import CSystemClock
+import Foundation
+import Synchronization
+public import TagFixCore
+
+/// The clock a session runs on: the monotonic clock (`CLOCK_MONOTONIC`), labelled with UTC as the
+/// system clock read once, when the process first asked for the time.
+///
+/// Its instants are `Timestamp`s so scans and fixes (mapped onto the same axis, see
+/// `ReceiverTimeline`) share one axis; its differences are real elapsed time whatever the wall
+/// clock does: wrong by years, stepped by NTP or by hand mid-session. Whether its UTC labels are
+/// right is a separate question, answered by `TimeReference` (the system clock when the kernel
+/// says it is synchronised, else GPS time).
+///
+/// `sleep` is served by one timer thread waiting in `poll(2)` on the monotonic clock, not by
+/// Dispatch timers: under `faketime` (the tests' wrong wall clock) Dispatch's timers and
+/// `Task.sleep` stop firing, while the kernel's monotonic clock keeps going, as on a real Pi.
+public struct MonotonicClock: Clock, Sendable {
+    public typealias Instant = Timestamp
+    public typealias Duration = Swift.Duration
+
+    public init() {}
+
+    /// UTC by the system clock, and the monotonic reading, at the process's first read.
+    private static let anchor: (utc: Timestamp, monotonic: Int64) = (systemNow(), monotonicNanoseconds())
+
+    public var now: Timestamp {
+        Self.anchor.utc.advanced(by: .nanoseconds(Self.monotonicNanoseconds() &- Self.anchor.monotonic))
+    }
+
+    public var minimumResolution: Swift.Duration { .microseconds(1) }
+
+    public func sleep(until deadline: Timestamp, tolerance: Swift.Duration?) async throws {
+        let target = Self.anchor.monotonic &+ Self.anchor.utc.duration(to: deadline).nanoseconds
+        try await MonotonicTimer.shared.sleep(untilMonotonic: target)
+    }
+
+    /// `CLOCK_MONOTONIC` in nanoseconds.
+    static func monotonicNanoseconds() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &time)
+        return Int64(time.tv_sec) &* 1_000_000_000 &+ Int64(time.tv_nsec)
+    }
+
+    /// The system clock (`CLOCK_REALTIME`) now, right or wrong.
+    static func systemNow() -> Timestamp {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return Timestamp(nanosecondsSinceEpoch: Int64(time.tv_sec) &* 1_000_000_000 &+ Int64(time.tv_nsec))
+    }
+}
+
+/// The former name of `MonotonicClock`, kept for callers written before the time axis.
+public typealias WallClock = MonotonicClock
+
+// MARK: - The system clock
+
+/// What the system clock says and whether the kernel vouches for it.
+public struct SystemClockReading: Sendable, Hashable {
+    /// `CLOCK_REALTIME`.
+    public var now: Timestamp
+    /// The kernel's synchronisation status: `true` when NTP/chrony keeps the clock in step,
+    /// `false` when it does not (`STA_UNSYNC`), `nil` when the kernel could not be asked.
+    public var synchronised: Bool?
+
+    public init(now: Timestamp, synchronised: Bool?) {
+        self.now = now
+        self.synchronised = synchronised
+    }
+}
+
+/// A source of system-clock readings: the kernel in the field, a fake in tests.
+public protocol SystemClock: Sendable {
+    func read() -> SystemClockReading
+}
+
+/// The kernel's clock: `clock_gettime(CLOCK_REALTIME)` and `ntp_adjtime` (read only).
+public struct KernelClock: SystemClock {
+    public init() {}
+
+    public func read() -> SystemClockReading {
+        var maximumError: Int64 = 0
+        let status = csystemclock_synchronised(&maximumError)
+        return SystemClockReading(now: MonotonicClock.systemNow(), synchronised: status < 0 ? nil : status == 1)
+    }
+}
+
+// MARK: - The timer thread
+
+/// Wakes sleepers at monotonic deadlines from one thread that waits in `poll(2)` (a relative
+/// timeout, measured by the kernel on the monotonic clock) on a pipe that a new, earlier
+/// deadline writes to.
+final class MonotonicTimer: Sendable {
+    static let shared = MonotonicTimer()
+
+    private struct Sleeper {
+        var deadline: Int64
+        var continuation: CheckedContinuation<Void, any Error>
+    }
+
+    private struct State {
+        var sleepers: [UInt64: Sleeper] = [:]
+        /// Sleepers cancelled before they were registered.
+        var cancelled: Set<UInt64> = []
+        var nextID: UInt64 = 0
+        var started = false
+    }
+
+    private let state = Mutex(State())
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+
+    private init() {
+        var fds: [Int32] = [-1, -1]
+        if pipe(&fds) == 0 {
+            _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
+            _ = fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK)
+            _ = fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK)
+        }
+        wakeRead = fds[0]
+        wakeWrite = fds[1]
+    }
+
+    func sleep(untilMonotonic deadline: Int64) async throws {
+        let id = state.withLock { state -> UInt64 in
+            state.nextID += 1
+            return state.nextID
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let outcome = state.withLock { state -> (resume: Result<Void, any Error>?, startThread: Bool) in
+                    if state.cancelled.remove(id) != nil { return (.failure(CancellationError()), false) }
+                    if deadline <= MonotonicClock.monotonicNanoseconds() { return (.success(()), false) }
+                    state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
+                    let start = !state.started
+                    state.started = true
+                    return (nil, start)
+                }
+                if let resume = outcome.resume {
+                    continuation.resume(with: resume)
+                    return
+                }
+                if outcome.startThread {
+                    let thread = Thread { [self] in run() }
+                    thread.name = "monotonic timer"
+                    thread.start()
+                } else {
+                    wake()
+                }
+            }
+        } onCancel: {
+            let sleeper = state.withLock { state -> Sleeper? in
+                if let sleeper = state.sleepers.removeValue(forKey: id) { return sleeper }
+                state.cancelled.insert(id)
+                return nil
+            }
+            sleeper?.continuation.resume(throwing: CancellationError())
+        }
+    }
+
+    private func wake() {
+        var byte: UInt8 = 1
+        _ = write(wakeWrite, &byte, 1)
+    }
+
+    private func run() {
+        while true {
+            let now = MonotonicClock.monotonicNanoseconds()
+            let (due, next) = state.withLock { state -> ([CheckedContinuation<Void, any Error>], Int64?) in
+                var due: [CheckedContinuation<Void, any Error>] = []
+                var next: Int64?
+                for (id, sleeper) in state.sleepers {
+                    if sleeper.deadline <= now {
+                        due.append(sleeper.continuation)
+                        state.sleepers[id] = nil
+                    } else {
+                        next = min(next ?? .max, sleeper.deadline)
+                    }
+                }
+                return (due, next)
+            }
+            for continuation in due { continuation.resume() }
+            // Round up to whole milliseconds so a wait never ends early; -1: until woken.
+            let timeout = next.map { Int32(clamping: ($0 - now + 999_999) / 1_000_000) } ?? -1
+            var descriptor = pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)
+            if poll(&descriptor, 1, timeout) > 0 {
+                var buffer = [UInt8](repeating: 0, count: 64)
+                while read(wakeRead, &buffer, buffer.count) > 0 {}
+            }
+        }
+    }
+}
+
+// MARK: - Watching the two clocks
+
+/// Keeps a `TimeReference` current from the fixes a session sees and the system clock, and says
+/// once when the system clock is off GPS time.
+public struct ClockWatch: Sendable {
+    /// `nil`: the axis's labels are UTC (a test clock, a scenario).
+    public let systemClock: (any SystemClock)?
+    public private(set) var reference = TimeReference()
+    private var reported = false
+
+    public init(systemClock: (any SystemClock)?) {
+        self.systemClock = systemClock
+    }
+
+    /// Reads the system clock at axis instant `axisNow`.
+    public mutating func readSystemClock(axisNow: Timestamp) {
+        let reading = systemClock?.read() ?? SystemClockReading(now: axisNow, synchronised: true)
+        reference.system(now: reading.now, synchronised: reading.synchronised, axisNow: axisNow)
+    }
+
+    /// A fix arrived. Returns the reference the first time it shows the system clock off GPS
+    /// time (say so, once), else `nil`.
+    public mutating func observe(_ fix: Fix, axisNow: Timestamp) -> TimeReference? {
+        guard let receiverTime = fix.receiverTime, fix.hasPosition else { return nil }
+        reference.gps(receiverTime: receiverTime, axisTime: fix.time)
+        readSystemClock(axisNow: axisNow)
+        guard !reported, reference.systemClockIsOff else { return nil }
+        reported = true
+        return reference
+    }
+
+    /// Stamps a verdict decided on the axis: its scan time in UTC by the chosen clock, and which.
+    public mutating func stamp(_ verdict: Verdict, axisNow: Timestamp) -> Verdict {
+        readSystemClock(axisNow: axisNow)
+        var stamped = verdict
+        stamped.scan.time = reference.utc(verdict.scan.time)
+        stamped.timeStamp = reference.stamp
+        return stamped
+    }
+}
