@@ -159,11 +159,7 @@ struct RegistryCommand: Subcommand {
         case .export:
             let text = RegistryFile.write(try SQLiteRegistry(path: path, mode: .readOnly).entries(), format: format)
             if let output {
-                do {
-                    try Data(text.utf8).write(to: URL(fileURLWithPath: output), options: .atomic)
-                } catch {
-                    throw CLIError.ioError("cannot write \(output): \(error.localizedDescription)")
-                }
+                try writeOutput(text, to: output)
             } else {
                 for line in text.split(separator: "\n", omittingEmptySubsequences: false).dropLast() { io.out(String(line)) }
             }

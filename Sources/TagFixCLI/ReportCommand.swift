@@ -83,11 +83,7 @@ struct ReportCommand: Subcommand {
         case .html: text = report.html()
         }
         if let output {
-            do {
-                try Data(text.utf8).write(to: URL(fileURLWithPath: output), options: .atomic)
-            } catch {
-                throw .ioError("cannot write \(output): \(error.localizedDescription)")
-            }
+            try writeOutput(text, to: output)
             io.err("wrote \(output): \(records.count) scans of \(report.tags.count) tags (\(format.rawValue))")
         } else {
             var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
