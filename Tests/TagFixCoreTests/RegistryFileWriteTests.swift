@@ -50,3 +50,52 @@ struct RegistryFileWriteTests {
             })
     }
 }
+
+@Suite("CSV exports are formula-safe (OWASP CSV injection)")
+struct FormulaSafeCSVTests {
+    /// Values a spreadsheet would run as a formula, with the apostrophes that must survive too.
+    static let dangerous = [
+        "=HYPERLINK(\"http://x\",\"y\")", "+1", "-2+3", "@SUM(A1)", "\tindented", "\rreturn", "\r\nline", "'=already", "''+two", "=",
+    ]
+    static let harmless = ["Gate", "'quoted'", "a=b", "", "it's", "'", "  -spaced", "#hash", "-"]
+
+    @Test("a cell starting with = + - @ tab or CR gets one apostrophe more; reading takes it off again", arguments: dangerous)
+    func escaped(_ value: String) {
+        let safe = CSV.formulaSafe(value)
+        #expect(safe == "'" + value)
+        #expect(CSV.formulaUnescaped(safe) == value)
+    }
+
+    @Test("other cells are written as they are", arguments: harmless.filter { $0 != "-" })
+    func untouched(_ value: String) {
+        #expect(CSV.formulaSafe(value) == value)
+        #expect(CSV.formulaUnescaped(value) == value)
+    }
+
+    @Test("registry export → import gives back every text value; the numbers stay numbers (-0.12 is a longitude)")
+    func registryRoundTrip() throws {
+        let values = Self.dangerous + Self.harmless.filter { !$0.isEmpty }
+        let entries = try values.enumerated().map { index, value in
+            RegistryEntry(
+                id: "\(value)#\(index)", uid: nil,
+                region: try CircularRegion(
+                    center: Coordinate(latitude: -33.5 - Double(index) / 100, longitude: -0.12), radius: 5, identifier: "\(value)#\(index)"),
+                name: value, enrolment: Enrolment(at: Timestamp(nanosecondsSinceEpoch: 0), by: value, accuracy: 1.5, fixes: 3),
+                notes: value)
+        }
+        let text = RegistryFile.write(entries, format: .csv)
+        let rows = try CSV.parse(text)
+        let header = rows[0].fields
+        for (row, entry) in zip(rows.dropFirst(), entries) {
+            let cells = Dictionary(uniqueKeysWithValues: zip(header, row.fields))
+            for column in ["id", "name", "enrolled_by", "notes"] {
+                let cell = try #require(cells[column])
+                #expect(
+                    !(cell.unicodeScalars.first.map { CSV.formulaStarts.contains($0) } ?? false), "\(column) cell \(cell) starts a formula")
+            }
+            #expect(cells["lon"] == "-0.12")
+            #expect(cells["lat"] == "\(entry.region.center.latitude)")
+        }
+        #expect(try RegistryFile.parse(text).entries == entries, "\(text)")
+    }
+}
