@@ -395,12 +395,31 @@ extension RegistryFile {
     }
 }
 
-/// A finite number as a plain decimal (no exponent) that reads back to the same `Double`.
+/// A finite number as a plain decimal (no exponent) that reads back to the same `Double`: the
+/// shortest round-trip digits of `description` (17.1, not 17.099999999999998), with an exponent
+/// form (`1.2345678901234567e-05`) written out by moving its decimal point, so no digit is lost
+/// or invented (a `%.20f` rounding kept only 16 significant digits of small numbers).
 func exactDecimal(_ value: Double) -> String {
     var text = "\(value)"
-    if text.contains("e") {
-        text = String(format: "%.20f", value)
-        while text.hasSuffix("0") { text.removeLast() }
+    if let e = text.firstIndex(where: { $0 == "e" || $0 == "E" }), let exponent = Int(text[text.index(after: e)...]) {
+        let mantissa = text[..<e]
+        let negative = mantissa.hasPrefix("-")
+        let unsigned = negative ? mantissa.dropFirst() : mantissa
+        let point = unsigned.firstIndex(of: ".") ?? unsigned.endIndex
+        let digits = Array(unsigned.filter { $0 != "." })
+        let position = unsigned.distance(from: unsigned.startIndex, to: point) + exponent  // digits before the point
+        var plain: String
+        if position <= 0 {
+            plain = "0." + String(repeating: "0", count: -position) + String(digits)
+        } else if position >= digits.count {
+            plain = String(digits) + String(repeating: "0", count: position - digits.count)
+        } else {
+            plain = String(digits[..<position]) + "." + String(digits[position...])
+        }
+        if plain.contains(".") {
+            while plain.hasSuffix("0") { plain.removeLast() }
+        }
+        text = (negative ? "-" : "") + plain
     }
     if text.hasSuffix(".0") { text.removeLast(2) }
     if text.hasSuffix(".") { text.removeLast() }

@@ -29,6 +29,25 @@ struct RegistryFileWriteTests {
         #expect(back.entries == original, "\(text)")
     }
 
+    /// Numbers and the digits they must be written with: the shortest that read back bit for bit,
+    /// without an exponent.
+    static let awkwardNumbers: [(Double, String)] = [
+        (17.1, "17.1"), (0.1 + 0.2, "0.30000000000000004"), (1.2345678901234568e-05, "0.000012345678901234568"),
+        (3.0000000000000004e-07, "0.00000030000000000000004"), (2.5e-10, "0.00000000025"), (1e16, "10000000000000000"),
+    ]
+
+    @Test("numbers are written in their shortest round-trip digits, without an exponent", arguments: awkwardNumbers)
+    func shortestDigits(_ accuracy: Double, _ digits: String) throws {
+        let entry = RegistryEntry(
+            id: "A", uid: nil, region: try CircularRegion(center: Coordinate(latitude: 1, longitude: -0.12), radius: 5, identifier: "A"),
+            name: nil, enrolment: Enrolment(at: Timestamp(nanosecondsSinceEpoch: 0), accuracy: accuracy))
+        let csv = RegistryFile.write([entry], format: .csv)
+        #expect(csv.hasSuffix(",\(digits),,\n"), "\(csv)")
+        let json = RegistryFile.write([entry], format: .json)
+        #expect(json.contains(#""accuracy_m": \#(digits)}"#), "\(json)")
+        for text in [csv, json] { #expect(try RegistryFile.parse(text).entries.first?.enrolment?.accuracy == accuracy, "\(text)") }
+    }
+
     @Test("an empty registry writes a file that reads back empty", arguments: [RegistryFile.Format.csv, .json])
     func empty(_ format: RegistryFile.Format) throws {
         #expect(try RegistryFile.parse(RegistryFile.write([], format: format)).count == 0)
