@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TagFixDevices
 
 /// Where a command writes: standard output and standard error, a line at a time.
 public protocol TerminalOutput: Sendable {
@@ -17,23 +18,37 @@ extension TerminalOutput {
 }
 
 /// The process's stdout and stderr, flushed per line so a verdict is visible the moment it is
-/// decided, also through a pipe.
+/// decided, also through a pipe. Written with write(2), never a call that traps on an error: when
+/// standard output cannot be written, a closed pipe (`| head -1`, EPIPE: SIGPIPE is ignored) ends
+/// the process quietly with 0, anything else (a full disk, a read-only file system, an I/O
+/// error) with one line on stderr and 74. A session log is already on the disk by then: it is
+/// written before each verdict is shown. A failing stderr is ignored: there is nowhere to say it.
 public struct StandardOutput: TerminalOutput {
     public let isTerminal: Bool
 
     public init() { isTerminal = isatty(STDOUT_FILENO) == 1 }
 
-    public func out(_ line: String) { write(line + "\n", to: FileHandle.standardOutput) }
-    public func err(_ line: String) { write(line + "\n", to: FileHandle.standardError) }
+    public func out(_ line: String) { write(line + "\n", to: STDOUT_FILENO) }
+    public func err(_ line: String) { write(line + "\n", to: STDERR_FILENO) }
 
     public func status(_ text: String) {
         guard isTerminal else { return }
         // Carriage return and "erase line" (ECMA-48 EL 2): the status line is redrawn in place.
-        write("\r\u{1B}[2K" + text, to: FileHandle.standardOutput)
+        write("\r\u{1B}[2K" + text, to: STDOUT_FILENO)
     }
 
-    private func write(_ text: String, to handle: FileHandle) {
-        handle.write(Data(text.utf8))
+    private func write(_ text: String, to fd: Int32) {
+        guard let code = OutputFile.writeAll(fd, Array(text.utf8)), fd == STDOUT_FILENO else { return }
+        Self.stdoutFailed(code)
+    }
+
+    /// Ends the process after standard output failed with `code` (see the type).
+    static func stdoutFailed(_ code: Int32) -> Never {
+        if code != EPIPE {
+            let message = "error: \(OutputFileError(path: "standard output", operation: "write", errno: code))\n"
+            _ = OutputFile.writeAll(STDERR_FILENO, Array(message.utf8))
+        }
+        exit(code == EPIPE ? ExitCode.success : ExitCode.ioError)
     }
 }
 
@@ -48,4 +63,15 @@ public final class CapturedOutput: TerminalOutput {
 
     public var stdout: [String] { lines.withLock { $0.out } }
     public var stderr: [String] { lines.withLock { $0.err } }
+}
+
+/// `--output FILE`: `text` written by `OutputFile`'s rules (a regular file replaced atomically, a
+/// FIFO, a device or `-` written in place, a symlink followed); a failure is exit 74.
+func writeOutput(_ text: String, to path: String) throws(CLIError) {
+    do {
+        try OutputFile.write(Array(text.utf8), to: path)
+    } catch {
+        if error.errno == EPIPE { StandardOutput.stdoutFailed(EPIPE) }
+        throw .ioError(error.description)
+    }
 }

@@ -65,14 +65,21 @@ struct RegistryCommand: Subcommand {
             The registry (a SQLite file, WAL mode) is where each tag should be: id, UID, name, centre, \
             radius, when, by whom and how accurately it was enrolled, and notes. CSV and JSON files \
             (id,uid,lat,lon,radius_m,name,enrolled_at,enrolled_by,accuracy_m,fixes,notes) are its \
-            import and export format. import adds every row in one transaction: all or nothing. \
+            import and export format. import adds every row in one transaction: all or nothing; an \
+            id already in the registry is refused unless --replace. A CSV text cell that starts with \
+            = + - @, a tab or CR is exported with an apostrophe in front (formula-safe in a \
+            spreadsheet) and imported without it; numbers stay numbers. export --output FILE \
+            replaces an existing file atomically (its permissions kept; a failure leaves it as it \
+            was); a FIFO, a device, - or /dev/stdout is written in place, a symlink is followed. \
             tagfix verify reads the registry while other commands write it.
             """,
         options: [
             .init(name: "registry", valueName: "FILE", help: "The SQLite registry; default: $TAGFIX_REGISTRY."),
             .init(name: "replace", valueName: nil, help: "import: replace entries whose id exists (else that is an error)."),
             .init(name: "format", valueName: "csv|json", help: "export: the format; default csv."),
-            .init(name: "output", valueName: "FILE", help: "export: write to FILE instead of stdout."),
+            .init(
+                name: "output", valueName: "FILE",
+                help: "export: write to FILE instead of stdout (replaced atomically; a FIFO or device is written in place)."),
             .init(name: "json", valueName: nil, help: "list, show: JSON instead of text."),
         ],
         positionals: [
@@ -159,11 +166,7 @@ struct RegistryCommand: Subcommand {
         case .export:
             let text = RegistryFile.write(try SQLiteRegistry(path: path, mode: .readOnly).entries(), format: format)
             if let output {
-                do {
-                    try Data(text.utf8).write(to: URL(fileURLWithPath: output), options: .atomic)
-                } catch {
-                    throw CLIError.ioError("cannot write \(output): \(error.localizedDescription)")
-                }
+                try writeOutput(text, to: output)
             } else {
                 for line in text.split(separator: "\n", omittingEmptySubsequences: false).dropLast() { io.out(String(line)) }
             }

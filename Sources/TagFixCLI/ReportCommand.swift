@@ -15,12 +15,19 @@ struct ReportCommand: Subcommand {
             fix, lines from where each tag should be to where it was scanned (opens in QGIS or \
             geojson.io). gpx: waypoints. csv: one row per scan. svg: the site to scale, each \
             region coloured by its tag's last verdict. html: the map, the counts, tags never \
-            scanned, tags moved and every scan, in one file that needs no network.
+            scanned, tags moved and every scan, in one file that needs no network. In csv, a text \
+            cell that starts with = + - @, a tab or CR gets an apostrophe in front, so a spreadsheet \
+            does not run it as a formula; numbers are written as numbers. --output FILE replaces an \
+            existing file atomically (a temporary file beside it, synced, renamed over it, its \
+            permissions kept: a failure leaves the old file as it was); a FIFO, a device, - or \
+            /dev/stdout is written in place, a symlink is followed and stays a link.
             """,
         options: [
             .init(name: "format", valueName: "FORMAT", help: "geojson, gpx, csv, svg or html; default html."),
             .init(name: "registry", valueName: "FILE", help: "The registry the session was verified against (adds tags never scanned)."),
-            .init(name: "output", valueName: "FILE", help: "Write to FILE instead of standard output."),
+            .init(
+                name: "output", valueName: "FILE",
+                help: "Write to FILE instead of standard output (replaced atomically; a FIFO or device is written in place)."),
             .init(name: "title", valueName: "TEXT", help: "The report's title; default from the log's name."),
         ],
         positionals: [.init(name: "SESSION", help: "A session log (verify --log FILE).")],
@@ -83,11 +90,7 @@ struct ReportCommand: Subcommand {
         case .html: text = report.html()
         }
         if let output {
-            do {
-                try Data(text.utf8).write(to: URL(fileURLWithPath: output), options: .atomic)
-            } catch {
-                throw .ioError("cannot write \(output): \(error.localizedDescription)")
-            }
+            try writeOutput(text, to: output)
             io.err("wrote \(output): \(records.count) scans of \(report.tags.count) tags (\(format.rawValue))")
         } else {
             var lines = text.split(separator: "\n", omittingEmptySubsequences: false)

@@ -41,6 +41,9 @@ public enum TagFixCommandLine {
 
     /// Runs the process's command line and exits with the command's code.
     public static func main() async -> Never {
+        // A closed pipe is an EPIPE error that StandardOutput and OutputFile handle, not a
+        // signal that kills the process with nothing said.
+        signal(SIGPIPE, SIG_IGN)
         let code = await run(Array(CommandLine.arguments.dropFirst()), output: StandardOutput())
         exit(code)
     }

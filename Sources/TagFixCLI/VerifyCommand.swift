@@ -38,7 +38,9 @@ struct VerifyCommand: Subcommand {
             .init(name: "json", valueName: nil, help: "Print one JSON object per verdict (JSON Lines)."),
             .init(
                 name: "log", valueName: "FILE",
-                help: "Append each verdict to FILE (JSON Lines), on the disk before it is shown; read it with tagfix report."),
+                help:
+                    "Append each verdict to FILE (JSON Lines), on the disk before it is shown; read it with tagfix report. "
+                    + "FILE must be new, empty or a session log: any other file (a registry…) is refused and left as it was (exit 64)."),
             .init(name: "quiet", valueName: nil, help: "No terminal bell on a verdict."),
             .init(name: "realtime", valueName: nil, help: "Play the scenario on the wall clock through the live pipeline."),
             .init(name: "max-accuracy", valueName: "M", help: "Worst usable GPS accuracy in metres (95 %); default 50."),
@@ -211,7 +213,8 @@ struct VerifyCommand: Subcommand {
             if let note = log.repaired { io.err("note: \(note)") }
             return log
         } catch {
-            throw .ioError(error.description)
+            // A file that is not a log (a registry given by mistake…) is a wrong argument (64).
+            throw error.refusal != nil ? .usage(error.description, command: Self.spec.name) : .ioError(error.description)
         }
     }
 }

@@ -111,6 +111,35 @@ extension CSV {
     }
 }
 
+extension CSV {
+    /// The first characters a spreadsheet reads as the start of a formula (OWASP "CSV injection").
+    public static let formulaStarts: Set<Unicode.Scalar> = ["=", "+", "-", "@", "\t", "\r"]
+
+    /// A text cell made safe to open in a spreadsheet: a value that starts with `=`, `+`, `-`,
+    /// `@`, a tab or a carriage return, after any number of apostrophes, gets one more apostrophe
+    /// in front (`=1+1` → `'=1+1`, `'=1+1` → `''=1+1`); any other value is as it was.
+    /// `formulaUnescaped` gives the value back. Numeric columns are written as numbers and not
+    /// passed through this: `-0.12` stays a longitude.
+    public static func formulaSafe(_ text: String) -> String {
+        isFormulaEscaped(text, escaped: false) ? "'" + text : text
+    }
+
+    /// The value `formulaSafe` was given: one leading apostrophe less when the apostrophes are
+    /// followed by a formula character; any other value is as it was.
+    public static func formulaUnescaped(_ text: String) -> String {
+        isFormulaEscaped(text, escaped: true) ? String(text.dropFirst()) : text
+    }
+
+    /// Whether `text` is apostrophes (at least one when `escaped`) then a formula character.
+    private static func isFormulaEscaped(_ text: String, escaped: Bool) -> Bool {
+        // By scalars: "\r\n" is one Character, and it starts with CR.
+        let scalars = text.unicodeScalars
+        let rest = scalars.drop { $0 == "'" }
+        guard let first = rest.first, formulaStarts.contains(first) else { return false }
+        return !escaped || rest.startIndex != scalars.startIndex
+    }
+}
+
 extension String {
     /// Without leading and trailing spaces and tabs, cut as Unicode scalars, not Characters: a
     /// Prepend character (U+0600–U+0605, U+110BD…) joins the space after it into one Character,

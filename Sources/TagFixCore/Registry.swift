@@ -123,12 +123,18 @@ public struct InMemoryRegistry: TagRegistry, Sendable {
 }
 
 public enum RegistryConflict: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The id is on two rows of the same file.
     case duplicateID(String)
     case duplicateUID(TagUID, String)
+    /// The id is already in the registry being added to (without replacing).
+    case alreadyRegistered(String)
 
     public var description: String {
         switch self {
         case .duplicateID(let id): "tag id \"\(id)\" appears twice"
+        case .alreadyRegistered(let id):
+            "tag id \"\(id)\" is already in the registry: give --replace to replace it with this one, "
+                + "or leave it out to keep the registered one"
         case .duplicateUID(let uid, let other): "UID \(uid) is already registered to tag \"\(other)\""
         }
     }
@@ -192,7 +198,9 @@ public enum RegistryFile {
             }
             var fields = Fields(line: row.line)
             for (key, index) in columns where !row.fields[index].isEmpty {
-                fields.values[key] = .text(row.fields[index])
+                // Text cells come back from their formula-safe form (see `CSV.formulaSafe`).
+                let text = row.fields[index]
+                fields.values[key] = .text(numericColumns.contains(key) ? text : CSV.formulaUnescaped(text))
             }
             try add(try makeEntry(fields, maximumRadius: maximumRadius), to: &registry, line: row.line)
         }
@@ -356,7 +364,12 @@ extension RegistryFile {
         case .csv:
             var text = columns.joined(separator: ",") + "\n"
             for entry in entries {
-                text += row(entry).map { $0.map(CSV.quoted) ?? "" }.joined(separator: ",") + "\n"
+                // Text cells formula-safe (a name "=HYPERLINK(…)" is not run by a spreadsheet);
+                // numbers as they are.
+                let cells = zip(columns, row(entry)).map { key, value in
+                    value.map { CSV.quoted(numericColumns.contains(key) ? $0 : CSV.formulaSafe($0)) } ?? ""
+                }
+                text += cells.joined(separator: ",") + "\n"
             }
             return text
         case .json:
@@ -382,12 +395,31 @@ extension RegistryFile {
     }
 }
 
-/// A finite number as a plain decimal (no exponent) that reads back to the same `Double`.
+/// A finite number as a plain decimal (no exponent) that reads back to the same `Double`: the
+/// shortest round-trip digits of `description` (17.1, not 17.099999999999998), with an exponent
+/// form (`1.2345678901234567e-05`) written out by moving its decimal point, so no digit is lost
+/// or invented (a `%.20f` rounding kept only 16 significant digits of small numbers).
 func exactDecimal(_ value: Double) -> String {
     var text = "\(value)"
-    if text.contains("e") {
-        text = String(format: "%.20f", value)
-        while text.hasSuffix("0") { text.removeLast() }
+    if let e = text.firstIndex(where: { $0 == "e" || $0 == "E" }), let exponent = Int(text[text.index(after: e)...]) {
+        let mantissa = text[..<e]
+        let negative = mantissa.hasPrefix("-")
+        let unsigned = negative ? mantissa.dropFirst() : mantissa
+        let point = unsigned.firstIndex(of: ".") ?? unsigned.endIndex
+        let digits = Array(unsigned.filter { $0 != "." })
+        let position = unsigned.distance(from: unsigned.startIndex, to: point) + exponent  // digits before the point
+        var plain: String
+        if position <= 0 {
+            plain = "0." + String(repeating: "0", count: -position) + String(digits)
+        } else if position >= digits.count {
+            plain = String(digits) + String(repeating: "0", count: position - digits.count)
+        } else {
+            plain = String(digits[..<position]) + "." + String(digits[position...])
+        }
+        if plain.contains(".") {
+            while plain.hasSuffix("0") { plain.removeLast() }
+        }
+        text = (negative ? "-" : "") + plain
     }
     if text.hasSuffix(".0") { text.removeLast(2) }
     if text.hasSuffix(".") { text.removeLast() }

@@ -7,6 +7,7 @@ public enum DebugLog {
 
     public static func debug(_ message: @autoclosure () -> String) {
         guard enabled else { return }
-        FileHandle.standardError.write(Data("debug: \(message())\n".utf8))
+        // write(2), not FileHandle.write, which traps when stderr is full or closed.
+        _ = OutputFile.writeAll(STDERR_FILENO, Array("debug: \(message())\n".utf8))
     }
 }

@@ -16,27 +16,88 @@ public final class SessionLog: Sendable {
     /// What `open` found and repaired: a torn last line it cut off, as a message for the user.
     public let repaired: String?
 
-    /// Opens (creating it if needed) the log at `path` for appending.
-    /// - Throws: `SessionLogError` saying why the file cannot be written.
+    /// The longest line a record can be: a longer "line" is not a torn record.
+    static let maximumRecordBytes = 65_536
+
+    /// Opens (creating it if needed) the log at `path` for appending. An existing file is appended
+    /// to only when it is a session log (its first line is a verdict record: a JSON object with a
+    /// `time` and a `verdict`), or a FIFO or character device (written in place); anything else (a
+    /// registry given by mistake, any other file, a symlink to one) is refused and left as it was.
+    /// A symlink is followed. A torn last line is cut off only in a session log, and only that line.
+    /// - Throws: `SessionLogError` saying why the file cannot be written, or why it is not a log
+    ///   (`refusal` set).
     public init(path: String) throws(SessionLogError) {
         self.path = path
-        let fd = Glibc.open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+        // Read and write: the first line is read to recognise a log before anything is written.
+        let fd = Glibc.open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw SessionLogError(path: path, operation: "open", errno: errno) }
-        var repairedNote: String?
-        // A torn last line (no newline: the writer died mid-write) was never shown; cut it off so
-        // the next record starts on a line of its own.
-        let size = lseek(fd, 0, SEEK_END)
-        if size > 0, let end = Self.lastNewline(path: path, size: Int(size)), end != Int(size) {
-            if ftruncate(fd, off_t(end)) != 0 {
-                let code = errno
-                Glibc.close(fd)
-                throw SessionLogError(path: path, operation: "truncate a torn last line", errno: code)
-            }
-            repairedNote = "\(path): cut off a torn last line of \(Int(size) - end) bytes (a verdict that was never shown)"
+        var status = stat()
+        guard fstat(fd, &status) == 0 else {
+            let code = errno
+            Glibc.close(fd)
+            throw SessionLogError(path: path, operation: "examine", errno: code)
         }
-        if size == 0 { Self.syncDirectory(of: path) }
+        let kind = status.st_mode & S_IFMT
+        var repairedNote: String?
+        var size: Int = 0
+        if kind == S_IFREG {
+            size = Int(status.st_size)
+            if size > 0 {
+                let head = Self.readBytes(fd, at: 0, count: min(size, Self.maximumRecordBytes))
+                if let refusal = Self.refusal(head: head, size: size) {
+                    Glibc.close(fd)
+                    throw SessionLogError(path: path, refusal: refusal)
+                }
+            }
+            // A torn last line (no newline: the writer died mid-write) was never shown; cut it off
+            // so the next record starts on a line of its own.
+            if size > 0, let end = Self.lastNewline(fd, size: size), end != size {
+                guard size - end <= Self.maximumRecordBytes else {
+                    Glibc.close(fd)
+                    throw SessionLogError(
+                        path: path, refusal: "its last \(size - end) bytes have no line end: longer than any verdict record")
+                }
+                if ftruncate(fd, off_t(end)) != 0 {
+                    let code = errno
+                    Glibc.close(fd)
+                    throw SessionLogError(path: path, operation: "truncate a torn last line", errno: code)
+                }
+                repairedNote = "\(path): cut off a torn last line of \(size - end) bytes (a verdict that was never shown)"
+            }
+        } else if kind != S_IFIFO && kind != S_IFCHR {
+            Glibc.close(fd)
+            throw SessionLogError(path: path, refusal: "it is not a regular file, a FIFO or a character device")
+        }
+        if kind == S_IFREG && size == 0 { Self.syncDirectory(of: path) }
         descriptor = Mutex(fd)
         repaired = repairedNote
+    }
+
+    /// Why a regular file that starts with `head` (its first bytes, `size` in all) is not a session
+    /// log, or nil when it is one: its first line is a verdict record, or it holds a single torn
+    /// line that starts as every record does.
+    static func refusal(head: [UInt8], size: Int) -> String? {
+        guard let newline = head.firstIndex(of: 0x0A) else {
+            // No line end at all: a lone first record torn while it was written, or not a log.
+            if size <= maximumRecordBytes, head.starts(with: Array(recordPrefix.utf8)) { return nil }
+            return "its first line is not a verdict record"
+        }
+        var line = head[..<newline]
+        if line.last == 0x0D { line = line.dropLast() }
+        guard let value = try? JSONValue.parse(line), isRecord(value) else {
+            return "its first line is not a verdict record"
+        }
+        return nil
+    }
+
+    /// How every record starts (`VerdictFormat.json` writes `time` first).
+    static let recordPrefix = #"{"time":""#
+
+    /// Whether `value` is a verdict record: a JSON object with an ISO 8601 `time` and a `verdict`
+    /// string (the members `SessionRecord` requires; schema in docs/verifier.md).
+    public static func isRecord(_ value: JSONValue) -> Bool {
+        guard let time = value["time"]?.string, Timestamp(iso8601: time) != nil else { return false }
+        return value["verdict"]?.string != nil
     }
 
     /// Appends one record (a line of JSON, without its newline) and waits until it is on the disk.
@@ -74,20 +135,32 @@ public final class SessionLog: Sendable {
     deinit { close() }
 
     /// The byte offset just past the last newline of the file's first `size` bytes (0 if none).
-    private static func lastNewline(path: String, size: Int) -> Int? {
-        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
-        defer { Glibc.close(fd) }
+    private static func lastNewline(_ fd: Int32, size: Int) -> Int? {
         var end = size
-        var buffer = [UInt8](repeating: 0, count: 4096)
         while end > 0 {
-            let start = max(0, end - buffer.count)
-            let count = buffer.withUnsafeMutableBytes { pread(fd, $0.baseAddress, end - start, off_t(start)) }
-            guard count == end - start else { return nil }
-            if let index = buffer[0..<count].lastIndex(of: 0x0A) { return start + index + 1 }
+            let start = max(0, end - 4096)
+            let chunk = readBytes(fd, at: start, count: end - start)
+            guard chunk.count == end - start else { return nil }
+            if let index = chunk.lastIndex(of: 0x0A) { return start + index + 1 }
             end = start
         }
         return 0
+    }
+
+    /// Up to `count` bytes of `fd` from `offset` (fewer at the end of the file or on an error).
+    private static func readBytes(_ fd: Int32, at offset: Int, count: Int) -> [UInt8] {
+        var buffer = [UInt8](repeating: 0, count: count)
+        var filled = 0
+        while filled < count {
+            let result = buffer.withUnsafeMutableBytes { bytes -> Int in
+                guard let base = bytes.baseAddress else { return 0 }
+                return pread(fd, base + filled, count - filled, off_t(offset + filled))
+            }
+            if result < 0, errno == EINTR { continue }
+            guard result > 0 else { break }
+            filled += result
+        }
+        return Array(buffer.prefix(filled))
     }
 
     /// fsync of the folder, so a new file's name is as durable as its contents.
@@ -105,8 +178,26 @@ public struct SessionLogError: Error, Sendable, Hashable, CustomStringConvertibl
     public var path: String
     public var operation: String
     public var errno: Int32
+    /// Why an existing file is not a session log and was left as it was (nil: an I/O error).
+    public var refusal: String?
+
+    public init(path: String, operation: String, errno: Int32) {
+        self.path = path
+        self.operation = operation
+        self.errno = errno
+    }
+
+    /// A file that is not a session log, refused before a byte of it was changed.
+    public init(path: String, refusal: String) {
+        self.init(path: path, operation: "append to", errno: 0)
+        self.refusal = refusal
+    }
 
     public var description: String {
+        if let refusal {
+            return "\(path) is not a TagFix session log (\(refusal)); it was left as it was: "
+                + "give --log a new file name or a log an earlier run wrote"
+        }
         let reason = String(cString: strerror(errno))
         let hint: String
         switch errno {

@@ -162,13 +162,16 @@ public struct SiteReport: Sendable {
     public func csv() -> String {
         var text = Self.csvColumns.joined(separator: ",") + "\n"
         for r in records {
-            let fields: [String?] = [
-                r.time.iso8601, r.verdict, r.reason, r.tagKey, r.uid, r.region?.name, r.distance.map(Self.n), r.accuracy.map(Self.n),
-                r.bearing.map(Self.n), r.fix.map { Self.n($0.coordinate.latitude) }, r.fix.map { Self.n($0.coordinate.longitude) },
-                r.region.map { Self.n($0.center.latitude) }, r.region.map { Self.n($0.center.longitude) },
-                r.region.map { Self.n($0.radius) },
-                r.region?.source, r.message,
+            // Text cells formula-safe (`CSV.formulaSafe`: a tag id "=cmd|…" read from a tag is
+            // not run by a spreadsheet); the numbers as numbers, so -0.12 stays a longitude.
+            let labels: [String?] = [r.time.iso8601, r.verdict, r.reason, r.tagKey, r.uid, r.region?.name]
+            let numbers: [String?] = [
+                r.distance.map(Self.n), r.accuracy.map(Self.n), r.bearing.map(Self.n), r.fix.map { Self.n($0.coordinate.latitude) },
+                r.fix.map { Self.n($0.coordinate.longitude) }, r.region.map { Self.n($0.center.latitude) },
+                r.region.map { Self.n($0.center.longitude) }, r.region.map { Self.n($0.radius) },
             ]
+            let notes: [String?] = [r.region?.source, r.message]
+            let fields = labels.map { $0.map(CSV.formulaSafe) } + numbers + notes.map { $0.map(CSV.formulaSafe) }
             text += fields.map { CSV.quoted($0 ?? "") }.joined(separator: ",") + "\n"
         }
         return text

@@ -233,7 +233,7 @@ public final class SQLiteRegistry: TagRegistry, Sendable {
             if !replace {
                 var exists = false
                 try db.query("SELECT 1 FROM tag WHERE id = ?1", [.text(entry.id)]) { _ in exists = true }
-                if exists { throw RegistryStoreError.conflict(.duplicateID(entry.id)) }
+                if exists { throw RegistryStoreError.conflict(.alreadyRegistered(entry.id)) }
             }
             let enrolment = entry.enrolment
             let values: [SQLiteValue] = [

@@ -71,6 +71,12 @@ struct EnrollEndToEndTests {
         #expect(entry.enrolment?.by == "ci")
         // gpsd reports eph 11.4 m for the emulator's fixes; 3 s of them count as one independent fix.
         #expect((entry.enrolment?.accuracy ?? 99) <= 11.5)
+        // Stored as shown, to the millimetre: an export prints 11.4, not 11.399999999999999.
+        let accuracy = try #require(entry.enrolment?.accuracy)
+        #expect((accuracy * 1000).rounded() / 1000 == accuracy, "\(accuracy)")
+        let exported = await run(["registry", "export", "--registry", registry])
+        let accuracyCell = exported.out.last?.split(separator: ",", omittingEmptySubsequences: false)[8] ?? ""
+        #expect(accuracyCell.count <= 8, "\(exported.out)")
 
         // And the tag verifies against it.
         let verified = await run([

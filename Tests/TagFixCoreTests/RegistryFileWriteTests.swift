@@ -29,6 +29,25 @@ struct RegistryFileWriteTests {
         #expect(back.entries == original, "\(text)")
     }
 
+    /// Numbers and the digits they must be written with: the shortest that read back bit for bit,
+    /// without an exponent.
+    static let awkwardNumbers: [(Double, String)] = [
+        (17.1, "17.1"), (0.1 + 0.2, "0.30000000000000004"), (1.2345678901234568e-05, "0.000012345678901234568"),
+        (3.0000000000000004e-07, "0.00000030000000000000004"), (2.5e-10, "0.00000000025"), (1e16, "10000000000000000"),
+    ]
+
+    @Test("numbers are written in their shortest round-trip digits, without an exponent", arguments: awkwardNumbers)
+    func shortestDigits(_ accuracy: Double, _ digits: String) throws {
+        let entry = RegistryEntry(
+            id: "A", uid: nil, region: try CircularRegion(center: Coordinate(latitude: 1, longitude: -0.12), radius: 5, identifier: "A"),
+            name: nil, enrolment: Enrolment(at: Timestamp(nanosecondsSinceEpoch: 0), accuracy: accuracy))
+        let csv = RegistryFile.write([entry], format: .csv)
+        #expect(csv.hasSuffix(",\(digits),,\n"), "\(csv)")
+        let json = RegistryFile.write([entry], format: .json)
+        #expect(json.contains(#""accuracy_m": \#(digits)}"#), "\(json)")
+        for text in [csv, json] { #expect(try RegistryFile.parse(text).entries.first?.enrolment?.accuracy == accuracy, "\(text)") }
+    }
+
     @Test("an empty registry writes a file that reads back empty", arguments: [RegistryFile.Format.csv, .json])
     func empty(_ format: RegistryFile.Format) throws {
         #expect(try RegistryFile.parse(RegistryFile.write([], format: format)).count == 0)
@@ -48,5 +67,54 @@ struct RegistryFileWriteTests {
             throws: { error in
                 (error as? DataFileError)?.message.contains(fragment) == true && (error as? DataFileError)?.line == 2
             })
+    }
+}
+
+@Suite("CSV exports are formula-safe (OWASP CSV injection)")
+struct FormulaSafeCSVTests {
+    /// Values a spreadsheet would run as a formula, with the apostrophes that must survive too.
+    static let dangerous = [
+        "=HYPERLINK(\"http://x\",\"y\")", "+1", "-2+3", "@SUM(A1)", "\tindented", "\rreturn", "\r\nline", "'=already", "''+two", "=",
+    ]
+    static let harmless = ["Gate", "'quoted'", "a=b", "", "it's", "'", "  -spaced", "#hash", "-"]
+
+    @Test("a cell starting with = + - @ tab or CR gets one apostrophe more; reading takes it off again", arguments: dangerous)
+    func escaped(_ value: String) {
+        let safe = CSV.formulaSafe(value)
+        #expect(safe == "'" + value)
+        #expect(CSV.formulaUnescaped(safe) == value)
+    }
+
+    @Test("other cells are written as they are", arguments: harmless.filter { $0 != "-" })
+    func untouched(_ value: String) {
+        #expect(CSV.formulaSafe(value) == value)
+        #expect(CSV.formulaUnescaped(value) == value)
+    }
+
+    @Test("registry export → import gives back every text value; the numbers stay numbers (-0.12 is a longitude)")
+    func registryRoundTrip() throws {
+        let values = Self.dangerous + Self.harmless.filter { !$0.isEmpty }
+        let entries = try values.enumerated().map { index, value in
+            RegistryEntry(
+                id: "\(value)#\(index)", uid: nil,
+                region: try CircularRegion(
+                    center: Coordinate(latitude: -33.5 - Double(index) / 100, longitude: -0.12), radius: 5, identifier: "\(value)#\(index)"),
+                name: value, enrolment: Enrolment(at: Timestamp(nanosecondsSinceEpoch: 0), by: value, accuracy: 1.5, fixes: 3),
+                notes: value)
+        }
+        let text = RegistryFile.write(entries, format: .csv)
+        let rows = try CSV.parse(text)
+        let header = rows[0].fields
+        for (row, entry) in zip(rows.dropFirst(), entries) {
+            let cells = Dictionary(uniqueKeysWithValues: zip(header, row.fields))
+            for column in ["id", "name", "enrolled_by", "notes"] {
+                let cell = try #require(cells[column])
+                #expect(
+                    !(cell.unicodeScalars.first.map { CSV.formulaStarts.contains($0) } ?? false), "\(column) cell \(cell) starts a formula")
+            }
+            #expect(cells["lon"] == "-0.12")
+            #expect(cells["lat"] == "\(entry.region.center.latitude)")
+        }
+        #expect(try RegistryFile.parse(text).entries == entries, "\(text)")
     }
 }

@@ -9,7 +9,25 @@ private func scratch(_ name: String) throws -> String {
     return folder.appendingPathComponent(name).path
 }
 
-private let records = (0..<5).map { #"{"n":\#($0),"verdict":"confirmed","message":"± \#($0) m — ✓"}"# }
+/// Records as verify writes them: `time` first, then `verdict`.
+private let records = (0..<5).map {
+    #"{"time":"2026-05-14T08:00:0\#($0).000Z","verdict":"confirmed","n":\#($0),"message":"± \#($0) m — ✓"}"#
+}
+
+private func bytes(_ path: String) -> [UInt8]? { FileManager.default.contents(atPath: path).map(Array.init) }
+
+/// Files a --log could be pointed at by mistake, none of them a session log.
+private let notLogs: [String: [UInt8]] = [
+    // A SQLite registry: a header, binary pages, a newline 4095 bytes before the end.
+    "sqlite": Array("SQLite format 3\u{0}".utf8) + [UInt8](repeating: 0, count: 84) + Array("CREATE TABLE tag(id TEXT)\n".utf8)
+        + (0..<4095).map { UInt8(truncatingIfNeeded: $0 * 7 + 1) | 0x01 }.map { $0 == 0x0A ? 0x0B : $0 },
+    "csv registry": Array("id,uid,lat,lon,radius_m,name\nT01,04A224B2C56480,53.545,9.966,25,\"Main gate\"\n".utf8),
+    "csv without a last newline": Array("id,lat,lon,radius_m\nT01,53.545,9.966,25".utf8),
+    "json registry": Array(#"[{"id":"T01","lat":53.545,"lon":9.966,"radius_m":25}]"#.utf8) + [0x0A],
+    "json object, not a verdict": Array(#"{"n":1,"verdict":"confirmed"}"#.utf8) + [0x0A] + Array(records[0].utf8) + [0x0A],
+    "text": Array("hello\nworld\n".utf8),
+    "one long line without an end": [UInt8](repeating: UInt8(ascii: "x"), count: 70_000),
+]
 
 @Suite("The session log (JSON Lines, fsync per verdict)")
 struct SessionLogTests {
@@ -57,6 +75,69 @@ struct SessionLogTests {
         let text = records[0] + "\n{\"n\": 1, broken\n" + records[2] + "\n"
         #expect(performing: { try SessionLog.parse(Array(text.utf8)) }, throws: { ($0 as? DataFileError)?.line == 2 })
         #expect(performing: { try SessionLog.parse(Array("[1,2]\n".utf8)) }, throws: { ($0 as? DataFileError)?.line == 1 })
+    }
+
+    @Test("a file that is not a session log is refused, and left byte for byte as it was", arguments: notLogs.keys.sorted())
+    func refused(_ kind: String) throws {
+        let path = try scratch("not-a-log")
+        let original = try #require(notLogs[kind])
+        try Data(original).write(to: URL(fileURLWithPath: path))
+        #expect(
+            performing: { try SessionLog(path: path) },
+            throws: { error in
+                let refusal = error as? SessionLogError
+                return refusal?.refusal != nil && refusal?.description.contains("not a TagFix session log") == true
+            })
+        #expect(bytes(path) == original)
+    }
+
+    @Test("a symlink to a file that is not a log is refused; a symlink to a log is appended to and stays a link")
+    func symlinks() throws {
+        let registry = try scratch("registry.csv")
+        let original = try #require(notLogs["csv registry"])
+        try Data(original).write(to: URL(fileURLWithPath: registry))
+        let wrong = registry + ".jsonl"
+        try FileManager.default.createSymbolicLink(atPath: wrong, withDestinationPath: "registry.csv")
+        #expect(throws: SessionLogError.self) { try SessionLog(path: wrong) }
+        #expect(bytes(registry) == original)
+
+        let log = (registry as NSString).deletingLastPathComponent + "/today.jsonl"
+        try Data((records[0] + "\n").utf8).write(to: URL(fileURLWithPath: log))
+        let link = log + ".link"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "today.jsonl")
+        let appended = try SessionLog(path: link)
+        try appended.append(records[1])
+        appended.close()
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link) == "today.jsonl")
+        #expect(try SessionLog.read(path: log).records.count == 2)
+    }
+
+    @Test("a new file, an empty one, and a lone first record torn while written are logs")
+    func logsToAppendTo() throws {
+        let new = try scratch("new.jsonl")
+        try SessionLog(path: new).append(records[0])
+        #expect(try SessionLog.read(path: new).records.count == 1)
+
+        let empty = try scratch("empty.jsonl")
+        try Data().write(to: URL(fileURLWithPath: empty))
+        try SessionLog(path: empty).append(records[0])
+        #expect(try SessionLog.read(path: empty).records.count == 1)
+
+        let torn = try scratch("torn.jsonl")
+        try Data(records[0].utf8.prefix(20)).write(to: URL(fileURLWithPath: torn))
+        let log = try SessionLog(path: torn)
+        #expect(log.repaired?.contains("20 bytes") == true)
+        try log.append(records[1])
+        #expect(try SessionLog.read(path: torn).records.map { $0.value["n"]?.double } == [1])
+    }
+
+    @Test("a log whose last line runs on longer than any record is not cut: it is refused as it is")
+    func overlongTail() throws {
+        let path = try scratch("long-tail.jsonl")
+        let original = Array((records[0] + "\n").utf8) + [UInt8](repeating: UInt8(ascii: "y"), count: 70_000)
+        try Data(original).write(to: URL(fileURLWithPath: path))
+        #expect(throws: SessionLogError.self) { try SessionLog(path: path) }
+        #expect(bytes(path) == original)
     }
 
     @Test("a log that cannot be written says why and what to do")

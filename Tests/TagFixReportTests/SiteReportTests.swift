@@ -142,6 +142,22 @@ struct SiteReportTests {
         #expect(rows.dropFirst().allSatisfy { $0.fields.count == SiteReport.csvColumns.count })
     }
 
+    @Test("CSV: text read from a tag or a registry is formula-safe; the numbers stay numbers")
+    func csvFormulaSafe() throws {
+        let hostile = record(
+            "2026-05-14T08:00:33.000Z", "outside", tag: "=HYPERLINK(\\\"http://x\\\")", lat: -33.5, lon: -0.12,
+            fix: (-33.500_1, -0.120_3), distance: 11.2, bearing: 181, message: "-1+2 m away")
+        let report = SiteReport(records: try records([hostile]))
+        let row = try #require(try CSV.parse(report.csv()).last)
+        let cells = Dictionary(uniqueKeysWithValues: zip(SiteReport.csvColumns, row.fields))
+        #expect(cells["tag_id"] == "'=HYPERLINK(\"http://x\")")
+        #expect(cells["message"] == "'-1+2 m away")
+        #expect(cells["fix_lon"]?.hasPrefix("-0.12") == true)
+        #expect(cells["region_lat"] == "-33.5")
+        #expect(cells["region_lon"] == "-0.12")
+        #expect(CSV.formulaUnescaped(cells["tag_id"] ?? "") == "=HYPERLINK(\"http://x\")")
+    }
+
     @Test(
         "a line that is not a verdict is an error naming it",
         arguments: [

@@ -60,7 +60,7 @@ struct SQLiteRegistryTests {
     func conflicts() throws {
         let registry = try SQLiteRegistry(path: try scratchPath("r.sqlite"), mode: .create)
         try registry.add(try entry("A", uid: "04010203040506"))
-        #expect(throws: RegistryStoreError.conflict(.duplicateID("A"))) { try registry.add(try entry("A")) }
+        #expect(throws: RegistryStoreError.conflict(.alreadyRegistered("A"))) { try registry.add(try entry("A")) }
         #expect(throws: RegistryStoreError.conflict(.duplicateUID(try TagUID(hex: "04010203040506"), "A"))) {
             try registry.add([try entry("B"), try entry("C", uid: "04010203040506")])
         }
