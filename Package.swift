@@ -33,7 +33,8 @@ let package = Package(
     targets: [
         .target(name: "TagFixCore"),
         .target(name: "TagFixNDEF", dependencies: ["TagFixCore"]),
-        .target(name: "TagFixDevices", dependencies: ["TagFixCore"]),
+        .target(name: "CProcess"),
+        .target(name: "TagFixDevices", dependencies: ["TagFixCore", "CProcess"]),
         .target(name: "CPTY"),
         .systemLibrary(name: "CNFC", pkgConfig: "libnfc", providers: [.apt(["libnfc-dev"])]),
         .target(name: "TagFixNFC", dependencies: ["CNFC", "TagFixCore", "TagFixNDEF", "TagFixDevices"]),
@@ -42,7 +43,7 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "TagFixStore", dependencies: ["CSQLite", "TagFixCore"]),
         .target(name: "TagFixReport", dependencies: ["TagFixCore"]),
-        .target(name: "TagFixEmulators", dependencies: ["TagFixCore", "TagFixNDEF", "CPTY"]),
+        .target(name: "TagFixEmulators", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "CPTY"]),
         .target(name: "TagFixTesting", dependencies: ["TagFixCore", "TagFixDevices"]),
         .target(name: "TagFixCLI", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore", "TagFixReport"]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),

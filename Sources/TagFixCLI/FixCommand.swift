@@ -45,6 +45,8 @@ struct FixCommand: Subcommand {
         let (count, timeout, json) = (self.count, self.timeout, self.json)
         let source = GPSDFixSource(endpoint: endpoint, clock: WallClock())
         let printed = Counter()
+        let stop = StopSignals()
+        defer { stop.cancel() }
         let timedOut: Bool = await withTaskGroup(of: Bool.self) { group in
             group.addTask {
                 for await event in source.events() {
@@ -66,6 +68,10 @@ struct FixCommand: Subcommand {
                     try? await Task.sleep(for: timeout)
                     return !Task.isCancelled
                 }
+            }
+            group.addTask {
+                _ = await stop.wait()
+                return false
             }
             let first = await group.next() ?? false
             group.cancelAll()

@@ -65,6 +65,8 @@ struct ScanCommand: Subcommand {
     static func scan(reader: String?, count: Int?, timeout: Duration?, io: any TerminalOutput, json: Bool) async -> Outcome {
         let device = LibNFCReader(connstring: reader, clock: WallClock())
         let read = Counter()
+        let stop = StopSignals()
+        defer { stop.cancel() }
         return await withTaskGroup(of: Outcome?.self) { group in
             group.addTask {
                 var ready = false
@@ -94,6 +96,10 @@ struct ScanCommand: Subcommand {
                     try? await Task.sleep(for: timeout)
                     return Task.isCancelled ? nil : .timedOut(read.value)
                 }
+            }
+            group.addTask {
+                _ = await stop.wait()
+                return .done
             }
             let first = await group.next() ?? nil
             group.cancelAll()
