@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdatomic.h>
+#include <sched.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -46,25 +47,54 @@ int cprocess_pipe(int fds[2], int nonblocking) {
     return pipe2(fds, O_CLOEXEC | (nonblocking ? O_NONBLOCK : 0)) == 0 ? 0 : errno;
 }
 
-#define CPROCESS_MAX_SIGNALS 8
+// Up to CPROCESS_SLOTS pipes at once (several commands may run in one process, as the tests run
+// them), each with the signals it wants. A signal is caught while any slot wants it; its earlier
+// disposition comes back when none does. Install and restore are serialised by `lock`; the
+// handler reads the slots with atomics only, and `restore` waits until no handler is running
+// before it returns, so the caller may close the pipe at once.
+#define CPROCESS_SLOTS 16
 
-static atomic_int stop_pipe = -1;
-static int caught[CPROCESS_MAX_SIGNALS];
-static struct sigaction earlier[CPROCESS_MAX_SIGNALS];
-static int caught_count = 0;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int slot_fd[CPROCESS_SLOTS] = {[0 ... CPROCESS_SLOTS - 1] = -1};
+static atomic_ullong slot_signals[CPROCESS_SLOTS];
+static atomic_int handlers_running = 0;
+static int wanted_by[64];
+static struct sigaction earlier[64];
 
 static void stop_signal_handler(int signal) {
     int saved = errno;
+    atomic_fetch_add(&handlers_running, 1);
     unsigned char byte = (unsigned char)signal;
-    int fd = atomic_load(&stop_pipe);
-    if (fd >= 0) (void)!write(fd, &byte, 1);
+    for (int slot = 0; slot < CPROCESS_SLOTS; slot++) {
+        int fd = atomic_load(&slot_fd[slot]);
+        if (fd >= 0 && (atomic_load(&slot_signals[slot]) & (1ULL << signal))) (void)!write(fd, &byte, 1);
+    }
+    atomic_fetch_sub(&handlers_running, 1);
     errno = saved;
 }
 
+static void release(int slot) {
+    unsigned long long signals = atomic_load(&slot_signals[slot]);
+    atomic_store(&slot_fd[slot], -1);
+    atomic_store(&slot_signals[slot], 0);
+    for (int signal = 1; signal < 64; signal++) {
+        if ((signals & (1ULL << signal)) && --wanted_by[signal] == 0) sigaction(signal, &earlier[signal], NULL);
+    }
+    while (atomic_load(&handlers_running) != 0) sched_yield();
+}
+
 int cprocess_stop_signals_install(const int *signals, int count, int fd) {
-    if (count < 0 || count > CPROCESS_MAX_SIGNALS) return EINVAL;
-    if (caught_count > 0) return EBUSY;
-    atomic_store(&stop_pipe, fd);
+    if (count < 0) return -EINVAL;
+    for (int index = 0; index < count; index++) {
+        if (signals[index] < 1 || signals[index] > 63) return -EINVAL;
+    }
+    pthread_mutex_lock(&lock);
+    int slot = 0;
+    while (slot < CPROCESS_SLOTS && atomic_load(&slot_fd[slot]) >= 0) slot++;
+    if (slot == CPROCESS_SLOTS) {
+        pthread_mutex_unlock(&lock);
+        return -EBUSY;
+    }
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_handler = stop_signal_handler;
@@ -72,21 +102,29 @@ int cprocess_stop_signals_install(const int *signals, int count, int fd) {
     sigemptyset(&action.sa_mask);
     sigset_t set;
     sigemptyset(&set);
+    atomic_store(&slot_signals[slot], 0);
+    atomic_store(&slot_fd[slot], fd);
     for (int index = 0; index < count; index++) {
-        if (sigaction(signals[index], &action, &earlier[caught_count]) != 0) {
+        int signal = signals[index];
+        if (atomic_load(&slot_signals[slot]) & (1ULL << signal)) continue;
+        if (wanted_by[signal] == 0 && sigaction(signal, &action, &earlier[signal]) != 0) {
             int error = errno;
-            cprocess_stop_signals_restore();
-            return error;
+            release(slot);
+            pthread_mutex_unlock(&lock);
+            return -error;
         }
-        caught[caught_count++] = signals[index];
-        sigaddset(&set, signals[index]);
+        wanted_by[signal]++;
+        atomic_fetch_or(&slot_signals[slot], 1ULL << signal);
+        sigaddset(&set, signal);
     }
     pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-    return 0;
+    pthread_mutex_unlock(&lock);
+    return slot;
 }
 
-void cprocess_stop_signals_restore(void) {
-    for (int index = caught_count - 1; index >= 0; index--) sigaction(caught[index], &earlier[index], NULL);
-    caught_count = 0;
-    atomic_store(&stop_pipe, -1);
+void cprocess_stop_signals_restore(int slot) {
+    if (slot < 0 || slot >= CPROCESS_SLOTS) return;
+    pthread_mutex_lock(&lock);
+    if (atomic_load(&slot_fd[slot]) >= 0) release(slot);
+    pthread_mutex_unlock(&lock);
 }

@@ -15,19 +15,19 @@ import Synchronization
 /// with an empty mask, so the signal went to it instead, where `SIG_IGN` dropped it (the
 /// emulators then ignored Ctrl-C and SIGTERM until `kill -9`). A handler sees the signal
 /// whichever thread takes it, and, unlike `SIG_IGN`, is not inherited by programs the process
-/// starts. One `StopSignals` at a time; `cancel()` (or deinit) gives the signals back their
-/// earlier dispositions.
+/// starts. Several may be installed at once (each gets every signal it asks for); `cancel()` (or
+/// deinit) gives a signal back its earlier disposition once no `StopSignals` wants it.
 public final class StopSignals: Sendable {
     /// What a long-running command stops on.
     public static let standard: [Int32] = [SIGINT, SIGTERM]
 
     private let inbox = Inbox()
     private let source: Mutex<(any DispatchSourceRead)?>
-    /// The pipe, closed by `cancel()`.
-    private let pipe: Mutex<(read: Int32, write: Int32)?>
+    /// The pipe and the handler's slot, released by `cancel()`.
+    private let pipe: Mutex<(read: Int32, write: Int32, slot: Int32)?>
 
     /// Catches `signals` from now until `cancel()`. If the pipe cannot be had (no descriptors
-    /// left) or another `StopSignals` is installed, the signals keep their default action.
+    /// left, or 16 `StopSignals` already installed), the signals keep their earlier action.
     public init(_ signals: [Int32] = StopSignals.standard) {
         var fds: [Int32] = [-1, -1]
         guard cprocess_pipe(&fds, 1) == 0 else {
@@ -35,7 +35,8 @@ public final class StopSignals: Sendable {
             pipe = Mutex(nil)
             return
         }
-        guard cprocess_stop_signals_install(signals, Int32(signals.count), fds[1]) == 0 else {
+        let slot = cprocess_stop_signals_install(signals, Int32(signals.count), fds[1])
+        guard slot >= 0 else {
             close(fds[0])
             close(fds[1])
             source = Mutex(nil)
@@ -54,7 +55,7 @@ public final class StopSignals: Sendable {
         }
         readSource.resume()
         source = Mutex(readSource)
-        pipe = Mutex((fds[0], fds[1]))
+        pipe = Mutex((fds[0], fds[1], slot))
     }
 
     /// The first signal received, if any.
@@ -88,7 +89,7 @@ public final class StopSignals: Sendable {
             return value
         }
         guard let fds = taken else { return }
-        cprocess_stop_signals_restore()
+        cprocess_stop_signals_restore(fds.slot)
         source.withLock { value in
             value?.cancel()
             value = nil

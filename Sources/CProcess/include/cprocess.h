@@ -20,15 +20,16 @@ int cprocess_pipe(int fds[_Nonnull 2], int nonblocking);
 
 /// Catches `signals` with a handler that writes each signal's number, as one byte, to `fd` (a
 /// non-blocking pipe's write end): the self-pipe. The handler does nothing else (write is
-/// async-signal-safe). The signals are unblocked in the calling thread, and the dispositions they
-/// had are kept for `cprocess_stop_signals_restore`. One set of signals at a time; returns 0, or
-/// an errno value (EBUSY when a set is already caught).
+/// async-signal-safe). Several pipes may be installed at once (up to 16); a signal is written to
+/// every pipe that wants it. The signals are unblocked in the calling thread. Returns the slot
+/// (0 or more) to give to `cprocess_stop_signals_restore`, or -errno (-EBUSY when 16 are installed).
 ///
 /// Why C: a signal handler may only make async-signal-safe calls, which Swift code cannot promise.
 int cprocess_stop_signals_install(const int *_Nonnull signals, int count, int fd);
 
-/// Gives the signals caught by `cprocess_stop_signals_install` back their earlier dispositions;
-/// the handler writes to the pipe no more. The caller closes the pipe afterwards.
-void cprocess_stop_signals_restore(void);
+/// Stops writing to the slot's pipe; a signal no other slot wants gets back the disposition it
+/// had before the first install. Returns only when no handler is writing, so the caller may then
+/// close the pipe.
+void cprocess_stop_signals_restore(int slot);
 
 #endif
