@@ -13,13 +13,15 @@ struct EmulateCommand: Subcommand {
             emulate pn532 opens a pseudo-terminal and answers on it as a PN532 does over its UART, \
             presenting the tags of the dumps given with --tag (Flipper .nfc, Proxmark3 JSON, \
             nfc-mfultralight binary, TagFix tag JSON). Point libnfc at it with \
-            LIBNFC_DEVICE=pn532_uart:PATH, or tagfix scan --reader pn532_uart:PATH. It runs until \
-            interrupted.
+            LIBNFC_DEVICE=pn532_uart:PATH, or tagfix scan --reader pn532_uart:PATH.
             emulate nmea writes NMEA 0183 (GGA, GSA, GST, RMC, GSV, with checksums) at --rate, from \
             --at LAT,LON or along a --route (GeoJSON LineString or GPX track, at --speed), with \
             --noise metres and --seed, or from a recorded --log. Point gpsd at it: \
             gpsd -N -n -b -S 2948 PATH, or add --gpsd to start a private gpsd and print its \
             gpsd:// URL. See hardware.md#emulators.
+            Both run, script or no script, until SIGINT (Ctrl-C), SIGTERM or SIGQUIT (Ctrl-\\), \
+            or a script's hangup; then they remove the --link, stop the private gpsd, close the \
+            pty and exit 0.
             """,
         options: [
             .init(name: "tag", valueName: "FILE", help: "A tag dump to present (repeat for more tags in the field).", repeatable: true),

@@ -12,8 +12,9 @@ struct FixCommand: Subcommand {
             Connects to gpsd (default gpsd://localhost:2947), WATCHes and prints each fix once, with \
             its time, mode, position and error estimates. Implausible reports (NaN positions, times \
             that go backwards or are far from the clock) are dropped and said so on standard \
-            error. If gpsd goes away, fix says so and reconnects.
-            Exit codes: 0 done, 75 --timeout passed before --count fixes.
+            error. If gpsd goes away, fix says so and reconnects. SIGINT (Ctrl-C) or SIGTERM ends \
+            it normally (exit 0).
+            Exit codes: 0 done (or SIGINT / SIGTERM), 75 --timeout passed before --count fixes.
             """,
         options: [
             .init(name: "gps", valueName: "URL", help: "gpsd://HOST:PORT[/DEVICE]; default gpsd://localhost:2947."),

@@ -16,8 +16,9 @@ struct ScanCommand: Subcommand {
             pn532_i2c:/dev/i2c-1, …); without --reader, libnfc's default (LIBNFC_DEVICE, \
             /etc/nfc/libnfc.conf, or the first reader found). Reads Type 2 tags (NTAG21x, \
             Ultralight) with the fewest bytes the tag allows, and Type 4 tags. If the reader goes \
-            away after it was working, scan reconnects by itself.
-            Exit codes: 0 the tags were read, 69 the reader cannot be opened, 75 --timeout passed \
+            away after it was working, scan reconnects by itself. SIGINT (Ctrl-C) or SIGTERM ends \
+            it normally: the reader is closed and the exit code is 0.
+            Exit codes: 0 the tags were read (or SIGINT / SIGTERM), 69 the reader cannot be opened, 75 --timeout passed \
             before --count tags.
             """,
         options: [

@@ -22,6 +22,9 @@ struct VerifyCommand: Subcommand {
             before it is shown (tagfix report reads it). --demo walks the built-in example site \
             through the emulators. With --scenario the whole pipeline runs on mock devices; the \
             scenario format is in docs/scenarios.md.
+            SIGINT (Ctrl-C) or SIGTERM (systemd's stop) ends a session normally: a scan still \
+            waiting for a fix gets its verdict, the log is complete, the summary is printed, the \
+            emulators and the private gpsd of --demo stop, and the exit code is 0.
             """,
         options: [
             .init(
