@@ -142,9 +142,9 @@ struct VerifyCommand: Subcommand {
     }
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
-        // SIGINT or SIGTERM ends the session normally: pending scans get their verdicts, the log
-        // is complete, the summary is printed, exit 0.
-        let stop = StopSignals()
+        // SIGINT or SIGTERM ends a live session normally: pending scans get their verdicts, the
+        // log is complete, the summary is printed, exit 0. A replay (no clock) is not stopped.
+        let stop = StopSignals(demo || reader != nil || realtime ? StopSignals.standard : [])
         defer { stop.cancel() }
         if demo { return try await runDemo(io, stop: stop) }
         let scenario: Scenario

@@ -28,6 +28,7 @@ public final class StopSignals: Sendable {
 
     /// Catches `signals` from now until `cancel()`. If the pipe cannot be had (no descriptors
     /// left, or 16 `StopSignals` already installed), the signals keep their earlier action.
+    /// An empty list catches nothing: `wait()` then returns only on `cancel()`.
     public init(_ signals: [Int32] = StopSignals.standard) {
         var fds: [Int32] = [-1, -1]
         guard cprocess_pipe(&fds, 1) == 0 else {
