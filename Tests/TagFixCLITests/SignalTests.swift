@@ -149,6 +149,26 @@ struct SignalTests {
     }
 
     @Test(
+        "tagfix emulate nmea --gpsd killed in the middle of its stop (SIGTERM, then SIGKILL once its watchdog is dismissed) leaves no gpsd",
+        .enabled(if: RunningTagFix.isBuilt && PrivateGPSD.installedPath != nil, "needs the built tagfix and gpsd"))
+    func killedMidStop() async throws {
+        let tagfix = try RunningTagFix(["emulate", "nmea", "--at", "53.545,9.966", "--gpsd"])
+        #expect(await tagfix.waitFor("gpsd://"))
+        let port = tagfix.stdoutLines.first { $0.hasPrefix("gpsd: ") }?.split(separator: ":").last.flatMap { Int($0) }
+        let gpsd = try #require(port.flatMap { EmulatorCommandTests.gpsd(servingPort: $0) }, "\(tagfix.stdout)")
+        let watchdog = try #require(Self.pids { $0.contains("tagfix-gpsd-watchdog") && $0.contains(" \(gpsd) ") }.first)
+        // A harness that signals, then kills as soon as the stop is under way: here, the moment
+        // the watchdog has been told to go (before, that came first, while gpsd still had
+        // SIGTERM blocked and pending).
+        kill(tagfix.pid, SIGTERM)
+        #expect(await RunningTagFix.poll(upTo: .seconds(30)) { !EmulatorCommandTests.isRunning(watchdog) }, "the stop never began")
+        _ = await tagfix.stop(with: SIGKILL)
+        let gone = await RunningTagFix.poll(upTo: .seconds(10)) { !EmulatorCommandTests.isRunning(gpsd) }
+        if !gone { kill(gpsd, SIGKILL) }
+        #expect(gone, "gpsd (pid \(gpsd)) outlived the tagfix killed in the middle of stopping it")
+    }
+
+    @Test(
         "tagfix verify --demo stopped by SIGINT: exit 0, the summary, a complete log, its gpsd gone",
         .enabled(if: RunningTagFix.isBuilt, "needs the built tagfix"))
     func demoInterrupted() async throws {
