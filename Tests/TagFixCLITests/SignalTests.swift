@@ -169,6 +169,20 @@ struct SignalTests {
     }
 
     @Test(
+        "tagfix emulate nmea --rate 0.1 stops on SIGTERM without first sleeping out its 10-second epoch",
+        .enabled(if: RunningTagFix.isBuilt, "needs the built tagfix"))
+    func slowRateStops() async throws {
+        let tagfix = try RunningTagFix(["emulate", "nmea", "--at", "53.545,9.966", "--rate", "0.1"])
+        #expect(await tagfix.waitFor("NMEA emulator on"))
+        // The emulator writes its first epoch at once and then waits 10 s for the next. The bound
+        // is five times the promised second; the old emulator slept out the 10 s.
+        kill(tagfix.pid, SIGTERM)
+        let exited = await RunningTagFix.poll(upTo: .seconds(5)) { !tagfix.process.isRunning }
+        #expect(exited, "tagfix emulate nmea --rate 0.1 was still running 5 s after SIGTERM")
+        _ = await tagfix.stop(with: SIGKILL)
+    }
+
+    @Test(
         "tagfix verify --demo stopped by SIGINT: exit 0, the summary, a complete log, its gpsd gone",
         .enabled(if: RunningTagFix.isBuilt, "needs the built tagfix"))
     func demoInterrupted() async throws {
