@@ -114,7 +114,7 @@ struct EmulateCommand: Subcommand {
         }
     }
 
-    /// The emulators stop on SIGQUIT too (Ctrl-\\): they hold nothing a core dump would explain.
+    /// The emulators stop on SIGQUIT too (Ctrl-\): they hold nothing a core dump would explain.
     static let stopSignals = StopSignals.standard + [SIGQUIT]
 }
 
