@@ -33,9 +33,11 @@ let package = Package(
     targets: [
         .target(name: "TagFixCore"),
         .target(name: "TagFixNDEF", dependencies: ["TagFixCore"]),
-        // ntp_adjtime (is the system clock synchronised?), which Swift's Glibc does not import.
+        // libc pieces Swift's Glibc does not import: ntp_adjtime (is the system clock
+        // synchronised?) and posix_spawn with a clean signal mask.
         .target(name: "CSystemClock"),
-        .target(name: "TagFixDevices", dependencies: ["TagFixCore", "CSystemClock"]),
+        .target(name: "CProcess"),
+        .target(name: "TagFixDevices", dependencies: ["TagFixCore", "CSystemClock", "CProcess"]),
         .target(name: "CPTY"),
         .systemLibrary(name: "CNFC", pkgConfig: "libnfc", providers: [.apt(["libnfc-dev"])]),
         .target(name: "TagFixNFC", dependencies: ["CNFC", "TagFixCore", "TagFixNDEF", "TagFixDevices"]),
@@ -44,7 +46,7 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "TagFixStore", dependencies: ["CSQLite", "TagFixCore"]),
         .target(name: "TagFixReport", dependencies: ["TagFixCore"]),
-        .target(name: "TagFixEmulators", dependencies: ["TagFixCore", "TagFixNDEF", "CPTY"]),
+        .target(name: "TagFixEmulators", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "CPTY"]),
         .target(name: "TagFixTesting", dependencies: ["TagFixCore", "TagFixDevices"]),
         .target(name: "TagFixCLI", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore", "TagFixReport"]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),

@@ -102,6 +102,9 @@ struct DemoRun {
     var printer: VerdictPrinter
     var io: any TerminalOutput
     var json: Bool
+    /// SIGINT or SIGTERM ends the walk like its last stop: the pipeline finishes, the emulators
+    /// and the private gpsd stop.
+    var stop: StopSignals?
     var limit: Duration = .seconds(180)
 
     /// The receiver the demo steers: the NMEA emulator, or a mock.
@@ -225,8 +228,7 @@ struct DemoRun {
         let verifier = Verifier(policy: ExampleSite.policy, registry: registry)
         let reader = LibNFCReader(connstring: "pn532_uart:\(pn532.path)", clock: clock)
         let (events, feed) = AsyncStream<VerifierEvent>.makeStream()
-        let printer = self.printer
-        let limit = self.limit
+        let (printer, limit, stop) = (self.printer, self.limit, self.stop)
         let failure: CLIError? = await withTaskGroup(of: CLIError?.self) { group in
             group.addTask {
                 await LiveVerifier(verifier: verifier, clock: clock, systemClock: KernelClock()).run(reader: reader, gps: gps) { event in
@@ -243,7 +245,13 @@ struct DemoRun {
                 try? await clock.sleep(for: limit)
                 return Task.isCancelled ? nil : .timedOut("the demo did not finish within \(Coordinate.format(limit.seconds, 0)) s")
             }
-            // The walk (or the time limit) ends the demo; the pipeline is then cancelled.
+            if let stop {
+                group.addTask {
+                    _ = await stop.wait()
+                    return nil
+                }
+            }
+            // The walk (or the time limit, or a signal) ends the demo; the pipeline is then cancelled.
             var outcome: CLIError?
             for await result in group {
                 outcome = result

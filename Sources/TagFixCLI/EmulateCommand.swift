@@ -1,6 +1,4 @@
-import Dispatch
 import Foundation
-import Synchronization
 import TagFixCore
 import TagFixDevices
 import TagFixEmulators
@@ -15,13 +13,15 @@ struct EmulateCommand: Subcommand {
             emulate pn532 opens a pseudo-terminal and answers on it as a PN532 does over its UART, \
             presenting the tags of the dumps given with --tag (Flipper .nfc, Proxmark3 JSON, \
             nfc-mfultralight binary, TagFix tag JSON). Point libnfc at it with \
-            LIBNFC_DEVICE=pn532_uart:PATH, or tagfix scan --reader pn532_uart:PATH. It runs until \
-            interrupted.
+            LIBNFC_DEVICE=pn532_uart:PATH, or tagfix scan --reader pn532_uart:PATH.
             emulate nmea writes NMEA 0183 (GGA, GSA, GST, RMC, GSV, with checksums) at --rate, from \
             --at LAT,LON or along a --route (GeoJSON LineString or GPX track, at --speed), with \
             --noise metres and --seed, or from a recorded --log. Point gpsd at it: \
             gpsd -N -n -b -S 2948 PATH, or add --gpsd to start a private gpsd and print its \
             gpsd:// URL. See hardware.md#emulators.
+            Both run, script or no script, until SIGINT (Ctrl-C), SIGTERM or SIGQUIT (Ctrl-\\), \
+            or a script's hangup; then they remove the --link, stop the private gpsd, close the \
+            pty and exit 0.
             """,
         options: [
             .init(name: "tag", valueName: "FILE", help: "A tag dump to present (repeat for more tags in the field).", repeatable: true),
@@ -72,7 +72,10 @@ struct EmulateCommand: Subcommand {
     }
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
-        if let nmea { return try await nmea.run(io, link: link) }
+        // From the start: a signal while the emulator comes up also removes the link.
+        let stop = StopSignals(Self.stopSignals)
+        defer { stop.cancel() }
+        if let nmea { return try await nmea.run(io, link: link, stop: stop) }
         var images: [TagImage] = []
         for path in tags {
             guard let data = FileManager.default.contents(atPath: path) else {
@@ -98,42 +101,32 @@ struct EmulateCommand: Subcommand {
         } catch {
             throw .unavailable(error.description)
         }
-        if let link {
-            try? FileManager.default.removeItem(atPath: link)
-            do {
-                try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: emulator.path)
-            } catch {
-                emulator.stop()
-                throw .unavailable("cannot create the link \(link): \(error.localizedDescription)")
-            }
-        }
+        defer { emulator.stop() }
+        try makeLink(link, to: emulator.path)
+        defer { if let link { try? FileManager.default.removeItem(atPath: link) } }
         io.out("PN532 emulator on \(emulator.path)" + (link.map { " (link \($0))" } ?? ""))
         for image in images {
             io.out("  tag \(image.uid?.hex ?? "?") \(image.chip.name)")
         }
         io.out("connstring: pn532_uart:\(link ?? emulator.path)")
-        await runUntilInterrupted(script: faults?.steps.map { ($0.at, $0.line, "\($0.action)", $0.action) } ?? [], io: io) {
+        await runUntilInterrupted(stop, script: faults?.steps.map { ($0.at, $0.line, "\($0.action)", $0.action) } ?? [], io: io) {
             emulator.apply($0)
         }
-        emulator.stop()
-        if let link { try? FileManager.default.removeItem(atPath: link) }
     }
+
+    /// The emulators stop on SIGQUIT too (Ctrl-\): they hold nothing a core dump would explain.
+    static let stopSignals = StopSignals.standard + [SIGQUIT]
 }
 
-/// A flag that is claimed once, from any thread.
-final class OnceFlag: Sendable {
-    private let claimed = Mutex(false)
-    func claim() -> Bool {
-        claimed.withLock { value in
-            defer { value = true }
-            return !value
-        }
+/// Makes `link` (if given) a symbolic link to `path`, replacing an old link.
+func makeLink(_ link: String?, to path: String) throws(CLIError) {
+    guard let link else { return }
+    try? FileManager.default.removeItem(atPath: link)
+    do {
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: path)
+    } catch {
+        throw .unavailable("cannot create the link \(link): \(error.localizedDescription)")
     }
-}
-
-enum SignalSources {
-    nonisolated(unsafe) private static var held: [any DispatchSourceSignal] = []
-    static func keep(_ sources: [any DispatchSourceSignal]) { held += sources }
 }
 
 /// `tagfix emulate nmea`.
@@ -170,7 +163,7 @@ struct NMEAOptions: Sendable {
         startGPSD = arguments.flag("gpsd")
     }
 
-    func run(_ io: some TerminalOutput, link: String?) async throws(CLIError) {
+    func run(_ io: some TerminalOutput, link: String?, stop: StopSignals) async throws(CLIError) {
         let source: NMEAEmulator.Source
         if let log {
             do {
@@ -202,14 +195,8 @@ struct NMEAOptions: Sendable {
             throw .unavailable(error.description)
         }
         defer { emulator.stop() }
-        if let link {
-            try? FileManager.default.removeItem(atPath: link)
-            do {
-                try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: emulator.path)
-            } catch {
-                throw .unavailable("cannot create the link \(link): \(error.localizedDescription)")
-            }
-        }
+        try makeLink(link, to: emulator.path)
+        defer { if let link { try? FileManager.default.removeItem(atPath: link) } }
         io.out("NMEA emulator on \(emulator.path)" + (link.map { " (link \($0))" } ?? ""))
         var gpsd: PrivateGPSD?
         if startGPSD {
@@ -220,56 +207,34 @@ struct NMEAOptions: Sendable {
             }
             io.out("gpsd: gpsd://127.0.0.1:\(gpsd?.port ?? 0)")
         }
+        defer { gpsd?.stop() }
         emulator.start()
-        await runUntilInterrupted(script: faults?.steps.map { ($0.at, $0.line, "\($0.action)", $0.action) } ?? [], io: io) {
+        await runUntilInterrupted(stop, script: faults?.steps.map { ($0.at, $0.line, "\($0.action)", $0.action) } ?? [], io: io) {
             emulator.apply($0)
             return true
         }
-        gpsd?.stop()
-        if let link { try? FileManager.default.removeItem(atPath: link) }
     }
 }
 
-/// Runs until SIGINT or SIGTERM, carrying out the script's steps at their times meanwhile; an
-/// action that returns false (a hang-up) ends the run early.
+/// Runs until one of `stop`'s signals, carrying out the script's steps at their times meanwhile;
+/// an action that returns false (a hang-up) ends the run early.
 func runUntilInterrupted<Action: Sendable>(
-    script steps: [(at: Duration, line: Int, text: String, action: Action)], io: some TerminalOutput,
+    _ stop: StopSignals, script steps: [(at: Duration, line: Int, text: String, action: Action)], io: some TerminalOutput,
     apply: @escaping @Sendable (Action) -> Bool
 ) async {
-    await withTaskGroup(of: Void.self) { group in
-        group.addTask { await waitForInterrupt() }
-        if !steps.isEmpty {
-            group.addTask {
-                let start = ContinuousClock.now
-                for step in steps {
-                    try? await Task.sleep(until: start + step.at)
-                    if Task.isCancelled { return }
-                    io.err("script line \(step.line): \(step.text)")
-                    if !apply(step.action) { return }
-                }
-                await waitForInterrupt()
-            }
-        }
-        await group.next()
-        group.cancelAll()
+    guard !steps.isEmpty else {
+        _ = await stop.wait()
+        return
     }
-}
-
-/// Suspends until SIGINT or SIGTERM.
-func waitForInterrupt() async {
-    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-        let queue = DispatchQueue(label: "tagfix.signals")
-        let once = OnceFlag()
-        var sources: [any DispatchSourceSignal] = []
-        for number in [SIGINT, SIGTERM] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-            source.setEventHandler {
-                if once.claim() { continuation.resume() }
-            }
-            source.resume()
-            sources.append(source)
+    _ = await stop.run {
+        let start = ContinuousClock.now
+        for step in steps {
+            try? await Task.sleep(until: start + step.at)
+            if Task.isCancelled { return }
+            io.err("script line \(step.line): \(step.text)")
+            if !apply(step.action) { return }
         }
-        SignalSources.keep(sources)
+        // The script is done: the emulator runs on until a signal.
+        _ = await stop.wait()
     }
 }

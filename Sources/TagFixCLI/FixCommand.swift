@@ -15,8 +15,8 @@ struct FixCommand: Subcommand {
             nothing. Reports that cannot be a fix (no time, an impossible position) are dropped \
             and said so on standard error; so is, once, a system clock off GPS time, and each jump \
             of the receiver's time (a new stream). If gpsd goes away, fix says so and reconnects. \
-            --timeout runs on the monotonic clock.
-            Exit codes: 0 done, 75 --timeout passed before --count fixes.
+            --timeout runs on the monotonic clock. SIGINT (Ctrl-C) or SIGTERM ends it normally (exit 0).
+            Exit codes: 0 done (or SIGINT / SIGTERM), 75 --timeout passed before --count fixes.
             """,
         options: [
             .init(name: "gps", valueName: "URL", help: "gpsd://HOST:PORT[/DEVICE]; default gpsd://localhost:2947."),
@@ -49,6 +49,8 @@ struct FixCommand: Subcommand {
         let clock = MonotonicClock()
         let source = GPSDFixSource(endpoint: endpoint, clock: clock)
         let printed = Counter()
+        let stop = StopSignals()
+        defer { stop.cancel() }
         let timedOut: Bool = await withTaskGroup(of: Bool.self) { group in
             group.addTask {
                 var watch = ClockWatch(systemClock: KernelClock())
@@ -73,6 +75,10 @@ struct FixCommand: Subcommand {
                     try? await clock.sleep(for: timeout)
                     return !Task.isCancelled
                 }
+            }
+            group.addTask {
+                _ = await stop.wait()
+                return false
             }
             let first = await group.next() ?? false
             group.cancelAll()

@@ -16,8 +16,9 @@ struct ScanCommand: Subcommand {
             pn532_i2c:/dev/i2c-1, …); without --reader, libnfc's default (LIBNFC_DEVICE, \
             /etc/nfc/libnfc.conf, or the first reader found). Reads Type 2 tags (NTAG21x, \
             Ultralight) with the fewest bytes the tag allows, and Type 4 tags. If the reader goes \
-            away after it was working, scan reconnects by itself.
-            Exit codes: 0 the tags were read, 69 the reader cannot be opened, 75 --timeout passed \
+            away after it was working, scan reconnects by itself. SIGINT (Ctrl-C) or SIGTERM ends \
+            it normally: the reader is closed and the exit code is 0.
+            Exit codes: 0 the tags were read (or SIGINT / SIGTERM), 69 the reader cannot be opened, 75 --timeout passed \
             before --count tags.
             """,
         options: [
@@ -65,6 +66,8 @@ struct ScanCommand: Subcommand {
     static func scan(reader: String?, count: Int?, timeout: Duration?, io: any TerminalOutput, json: Bool) async -> Outcome {
         let device = LibNFCReader(connstring: reader, clock: WallClock())
         let read = Counter()
+        let stop = StopSignals()
+        defer { stop.cancel() }
         return await withTaskGroup(of: Outcome?.self) { group in
             group.addTask {
                 var ready = false
@@ -94,6 +97,10 @@ struct ScanCommand: Subcommand {
                     try? await MonotonicClock().sleep(for: timeout)
                     return Task.isCancelled ? nil : .timedOut(read.value)
                 }
+            }
+            group.addTask {
+                _ = await stop.wait()
+                return .done
             }
             let first = await group.next() ?? nil
             group.cancelAll()

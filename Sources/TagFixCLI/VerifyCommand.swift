@@ -22,6 +22,9 @@ struct VerifyCommand: Subcommand {
             before it is shown (tagfix report reads it). --demo walks the built-in example site \
             through the emulators. With --scenario the whole pipeline runs on mock devices; the \
             scenario format is in docs/scenarios.md.
+            SIGINT (Ctrl-C) or SIGTERM (systemd's stop) ends a session normally: a scan still \
+            waiting for a fix gets its verdict, the log is complete, the summary is printed, the \
+            emulators and the private gpsd of --demo stop, and the exit code is 0.
             """,
         options: [
             .init(
@@ -141,7 +144,11 @@ struct VerifyCommand: Subcommand {
     }
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
-        if demo { return try await runDemo(io) }
+        // SIGINT or SIGTERM ends a live session normally: pending scans get their verdicts, the
+        // log is complete, the summary is printed, exit 0. A replay (no clock) is not stopped.
+        let stop = StopSignals(demo || reader != nil || realtime ? StopSignals.standard : [])
+        defer { stop.cancel() }
+        if demo { return try await runDemo(io, stop: stop) }
         let scenario: Scenario
         if gpsd != nil {
             scenario = Scenario(name: "live", start: WallClock().now, gps: [], reader: [])
@@ -170,12 +177,14 @@ struct VerifyCommand: Subcommand {
 
         try await withPrinter(io) { printer throws(CLIError) in
             if let reader {
-                try await live(reader: reader, scenario: scenario, verifier: verifier, printer: printer, io: io)
+                try await live(reader: reader, scenario: scenario, verifier: verifier, printer: printer, io: io, stop: stop)
             } else if realtime {
                 let clock = WallClock()
                 let devices = scenario.devices(clock: clock, origin: clock.now)
-                await LiveVerifier(verifier: verifier, clock: clock).run(reader: devices.reader, gps: devices.gps) { event in
-                    printer.print(event)
+                await stop.run {
+                    await LiveVerifier(verifier: verifier, clock: clock).run(reader: devices.reader, gps: devices.gps) { event in
+                        printer.print(event)
+                    }
                 }
             } else {
                 ScenarioReplay.run(scenario, verifier: verifier) { printer.print($0) }
@@ -183,10 +192,10 @@ struct VerifyCommand: Subcommand {
         }
     }
 
-    func runDemo(_ io: some TerminalOutput) async throws(CLIError) {
+    func runDemo(_ io: some TerminalOutput, stop: StopSignals) async throws(CLIError) {
         if !json { io.out("Harbour Works example site (built in) — \(ExampleSite.registry().count) tags, \(ExampleSite.stops.count) taps") }
         try await withPrinter(io) { printer throws(CLIError) in
-            try await DemoRun(printer: printer, io: io, json: json).run()
+            try await DemoRun(printer: printer, io: io, json: json, stop: stop).run()
         }
     }
 
@@ -221,10 +230,10 @@ struct VerifyCommand: Subcommand {
 
 extension VerifyCommand {
     /// A real reader with the scenario's GPS replayed from now, through the live pipeline, until
-    /// --count verdicts, --timeout, or an interrupt.
-    func live(reader: String, scenario: Scenario, verifier: Verifier, printer: VerdictPrinter, io: some TerminalOutput)
-        async throws(CLIError)
-    {
+    /// --count verdicts, --timeout, or SIGINT / SIGTERM.
+    func live(
+        reader: String, scenario: Scenario, verifier: Verifier, printer: VerdictPrinter, io: some TerminalOutput, stop: StopSignals
+    ) async throws(CLIError) {
         let (count, timeout) = (self.count, self.timeout)
         let clock = WallClock()
         let gps: any FixSource =
@@ -260,6 +269,10 @@ extension VerifyCommand {
             }
             group.addTask {
                 for await reason in done { return reason ?? "" }
+                return ""
+            }
+            group.addTask {
+                _ = await stop.wait()
                 return ""
             }
             if let timeout {

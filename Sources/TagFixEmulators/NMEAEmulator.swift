@@ -160,8 +160,13 @@ public final class NMEAEmulator: Sendable {
                 }
             }
             next = next.addingTimeInterval(interval)
-            let wait = next.timeIntervalSinceNow
-            if wait > 0 { Thread.sleep(forTimeInterval: wait) } else { next = Date() }
+            if next.timeIntervalSinceNow <= 0 { next = Date() }
+            // In slices, so that stop() returns within 50 ms even at --rate 0.1 (10 s an epoch).
+            while !line.isStopped {
+                let wait = next.timeIntervalSinceNow
+                if wait <= 0 { break }
+                Thread.sleep(forTimeInterval: min(wait, 0.05))
+            }
         }
     }
 

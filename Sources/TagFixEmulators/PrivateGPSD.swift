@@ -1,10 +1,12 @@
 import CPTY
 import Foundation
 import Glibc
+import TagFixDevices
 
 /// A private gpsd for tests and demos: `gpsd -N -n -b -S PORT DEVICE` on a free loopback port,
 /// never the system service, with its own shared-memory key so several can run at once. Stopped
-/// with SIGTERM, then SIGKILL.
+/// with SIGTERM, then SIGKILL. Started as every child of TagFix is (`ChildProcess`): with an empty
+/// signal mask and default dispositions, so SIGTERM stops it whichever thread started it.
 ///
 /// gpsd does not outlive its owner, however the owner ends. A watchdog shell waits on a pipe whose
 /// only write end the owner holds: `stop()` writes `done` and the watchdog exits quietly; if the
@@ -17,7 +19,7 @@ public final class PrivateGPSD: @unchecked Sendable {
     // The processes are started in init and only signalled afterwards; `stop()` runs under `lock`.
     public let port: Int
     public let device: String
-    private let process: Process
+    private let process: ChildProcess
     private let watchdog: Watchdog?
     private let lock = NSLock()
 
@@ -34,31 +36,29 @@ public final class PrivateGPSD: @unchecked Sendable {
         // gpsd started as root drops to its own user: let it open the pty.
         let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: device)) ?? device
         _ = chmod(target, 0o666)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: gpsd)
-        process.arguments = ["-N", "-n", "-b", "-S", String(chosen), target]
+        var arguments = ["-N", "-n", "-b", "-S", String(chosen), target]
         // TAGFIX_GPSD_LOG=DIR keeps gpsd's own debug log (level 3) in DIR/gpsd-PORT.log.
         let logDirectory = ProcessInfo.processInfo.environment["TAGFIX_GPSD_LOG"]
-        if logDirectory != nil { process.arguments = ["-D", "3"] + (process.arguments ?? []) }
+        if logDirectory != nil { arguments = ["-D", "3"] + arguments }
         var environment = ProcessInfo.processInfo.environment
         environment["GPSD_SHM_KEY"] = String(0x4750_0000 + chosen)
-        process.environment = environment
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
+        var logFile: Int32 = -1
         if let logDirectory {
             let path = (logDirectory as NSString).appendingPathComponent("gpsd-\(chosen).log")
-            _ = FileManager.default.createFile(atPath: path, contents: nil)
-            if let handle = FileHandle(forWritingAtPath: path) { process.standardError = handle }
+            logFile = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         }
+        defer { if logFile >= 0 { close(logFile) } }
+        let process: ChildProcess
         do {
-            try process.run()
+            process = try ChildProcess(
+                executable: gpsd, arguments: arguments, environment: environment, standardError: logFile >= 0 ? logFile : nil)
         } catch {
-            throw .pty("cannot start gpsd: \(error.localizedDescription)")
+            throw .pty(error.description)
         }
         self.process = process
         self.port = chosen
         self.device = target
-        watchdog = Watchdog(guarding: process.processIdentifier, named: URL(fileURLWithPath: gpsd).lastPathComponent)
+        watchdog = Watchdog(guarding: process.pid, named: URL(fileURLWithPath: gpsd).lastPathComponent)
         // Ready when the port answers (at most 5 s).
         for _ in 0..<100 {
             if Self.accepts(port: chosen) { return }
@@ -71,21 +71,18 @@ public final class PrivateGPSD: @unchecked Sendable {
 
     public var isRunning: Bool { process.isRunning }
 
-    /// Stops gpsd: SIGTERM, then SIGKILL after a second.
+    /// Stops gpsd: SIGTERM, then SIGKILL after a second. The watchdog is dismissed only once gpsd
+    /// has gone, so an owner killed in the middle of this still leaves it to the watchdog.
     public func stop() {
         lock.lock()
         defer { lock.unlock() }
+        process.stop(grace: .seconds(1))
         watchdog?.dismiss()
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGTERM)
-        for _ in 0..<20 where process.isRunning { Thread.sleep(forTimeInterval: 0.05) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
     }
 
     /// Freezes gpsd (SIGSTOP) or lets it run again (SIGCONT): a stalled gpsd.
     public func setStopped(_ stopped: Bool) {
-        kill(process.processIdentifier, stopped ? SIGSTOP : SIGCONT)
+        process.signal(stopped ? SIGSTOP : SIGCONT)
     }
 
     deinit { stop() }
@@ -96,7 +93,7 @@ public final class PrivateGPSD: @unchecked Sendable {
     private final class Watchdog: @unchecked Sendable {
         // `writer` is closed once, by `dismiss()`, which the owner's lock serialises.
         private var writer: Int32
-        private let process = Process()
+        private let process: ChildProcess
 
         /// `nil` when the pipe or the shell cannot be had: gpsd then runs as it did before, stopped
         /// only by `stop()`.
@@ -116,19 +113,17 @@ public final class PrivateGPSD: @unchecked Sendable {
                 for _ in 1 2 3 4 5 6 7 8 9 10; do sleep 0.1; alive "$1" "$2" || exit 0; done
                 kill -KILL "$1"
                 """
-            process.executableURL = URL(fileURLWithPath: "/bin/sh")
-            process.arguments = ["-c", script, "tagfix-gpsd-watchdog", String(pid), String(name.prefix(15))]
-            // The handle closes the read end when it goes: the shell has its own copy by then.
-            process.standardInput = FileHandle(fileDescriptor: fds[0], closeOnDealloc: true)
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
+            // The shell gets the read end as its standard input; this process's copy is closed at
+            // once (the spawn duplicated it).
+            defer { close(fds[0]) }
             do {
-                try process.run()
+                process = try ChildProcess(
+                    executable: "/bin/sh", arguments: ["-c", script, "tagfix-gpsd-watchdog", String(pid), String(name.prefix(15))],
+                    standardInput: fds[0])
             } catch {
                 close(fds[1])
                 return nil
             }
-            process.standardInput = nil
         }
 
         /// Tells the watchdog the owner stopped gpsd itself, and lets it exit.

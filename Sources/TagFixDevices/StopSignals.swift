@@ -1,0 +1,155 @@
+internal import CProcess
+import Dispatch
+import Foundation
+import Synchronization
+
+/// SIGINT and SIGTERM (Ctrl-C, systemd's stop, `kill`) turned into a normal end: while a
+/// `StopSignals` is installed, those signals no longer end the process; the first one wakes
+/// `wait()`, and the command stops its devices, finishes its output and exits 0. Every
+/// long-running command uses this one piece.
+///
+/// How: a C handler writes the signal's number to a pipe (the self-pipe; the only thing a
+/// handler may safely do) and a dispatch read source on the other end resumes the waiters.
+/// Dispatch's signal sources are not used: on Linux they read a signalfd, which only sees a
+/// signal that every thread blocks, and the main thread of an async `main` waits in `sigsuspend`
+/// with an empty mask, so the signal went to it instead, where `SIG_IGN` dropped it (the
+/// emulators then ignored Ctrl-C and SIGTERM until `kill -9`). A handler sees the signal
+/// whichever thread takes it, and, unlike `SIG_IGN`, is not inherited by programs the process
+/// starts. Several may be installed at once (each gets every signal it asks for); `cancel()` (or
+/// deinit) gives a signal back its earlier disposition once no `StopSignals` wants it.
+public final class StopSignals: Sendable {
+    /// What a long-running command stops on.
+    public static let standard: [Int32] = [SIGINT, SIGTERM]
+
+    private let inbox = Inbox()
+    private let source: Mutex<(any DispatchSourceRead)?>
+    /// The pipe and the handler's slot, released by `cancel()`.
+    private let pipe: Mutex<(read: Int32, write: Int32, slot: Int32)?>
+
+    /// Catches `signals` from now until `cancel()`. If the pipe cannot be had (no descriptors
+    /// left, or 16 `StopSignals` already installed), the signals keep their earlier action.
+    /// An empty list catches nothing: `wait()` then returns only on `cancel()`.
+    public init(_ signals: [Int32] = StopSignals.standard) {
+        var fds: [Int32] = [-1, -1]
+        guard cprocess_pipe(&fds, 1) == 0 else {
+            source = Mutex(nil)
+            pipe = Mutex(nil)
+            return
+        }
+        let slot = cprocess_stop_signals_install(signals, Int32(signals.count), fds[1])
+        guard slot >= 0 else {
+            close(fds[0])
+            close(fds[1])
+            source = Mutex(nil)
+            pipe = Mutex(nil)
+            return
+        }
+        let reader = fds[0]
+        let readSource = DispatchSource.makeReadSource(fileDescriptor: reader, queue: DispatchQueue(label: "tagfix.stop-signals"))
+        readSource.setEventHandler { [inbox] in
+            var bytes = [UInt8](repeating: 0, count: 16)
+            while true {
+                let count = read(reader, &bytes, bytes.count)
+                guard count > 0 else { break }
+                for byte in bytes.prefix(count) { inbox.receive(Int32(byte)) }
+            }
+        }
+        readSource.resume()
+        source = Mutex(readSource)
+        pipe = Mutex((fds[0], fds[1], slot))
+    }
+
+    /// The first signal received, if any.
+    public var received: Int32? { inbox.received }
+
+    /// Suspends until one of the signals arrives (at once if one already has) and returns its
+    /// number; `nil` if the task is cancelled or `cancel()` is called first.
+    public func wait() async -> Int32? {
+        await inbox.wait()
+    }
+
+    /// Runs `body` until it returns or a signal arrives; a signal cancels `body`, which then
+    /// ends as it does when cancelled (a session gives every pending scan its verdict), and its
+    /// result is returned either way.
+    public func run<T: Sendable>(_ body: @escaping @Sendable () async -> T) async -> T {
+        let task = Task { await body() }
+        let watcher = Task { if await self.wait() != nil { task.cancel() } }
+        defer { watcher.cancel() }
+        return await withTaskCancellationHandler {
+            await task.value
+        } onCancel: {
+            task.cancel()
+        }
+    }
+
+    /// Restores the signals' earlier dispositions, stops watching the pipe and closes it, and
+    /// wakes any waiter with `nil`. Idempotent.
+    public func cancel() {
+        let taken = pipe.withLock { value in
+            defer { value = nil }
+            return value
+        }
+        guard let fds = taken else { return }
+        cprocess_stop_signals_restore(fds.slot)
+        source.withLock { value in
+            value?.cancel()
+            value = nil
+        }
+        close(fds.write)
+        close(fds.read)
+        inbox.close()
+    }
+
+    deinit { cancel() }
+
+    /// The signals received, and the tasks waiting for one.
+    private final class Inbox: Sendable {
+        private struct State {
+            var received: Int32?
+            var closed = false
+            var nextID = 0
+            var waiters: [Int: CheckedContinuation<Int32?, Never>] = [:]
+        }
+        private let state = Mutex(State())
+
+        var received: Int32? { state.withLock { $0.received } }
+
+        func receive(_ signal: Int32) {
+            let waiters = state.withLock { state in
+                if state.received == nil { state.received = signal }
+                defer { state.waiters = [:] }
+                return state.waiters.values
+            }
+            for waiter in waiters { waiter.resume(returning: signal) }
+        }
+
+        func close() {
+            let waiters = state.withLock { state in
+                state.closed = true
+                defer { state.waiters = [:] }
+                return state.waiters.values
+            }
+            for waiter in waiters { waiter.resume(returning: nil) }
+        }
+
+        func wait() async -> Int32? {
+            let id = state.withLock { state in
+                defer { state.nextID += 1 }
+                return state.nextID
+            }
+            return await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Int32?, Never>) in
+                    let now: Int32?? = state.withLock { state in
+                        if let received = state.received { return .some(received) }
+                        if state.closed || Task.isCancelled { return .some(nil) }
+                        state.waiters[id] = continuation
+                        return .none
+                    }
+                    if let now { continuation.resume(returning: now) }
+                }
+            } onCancel: {
+                state.withLock { $0.waiters.removeValue(forKey: id) }?.resume(returning: nil)
+            }
+        }
+    }
+}

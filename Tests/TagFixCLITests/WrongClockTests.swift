@@ -1,0 +1,194 @@
+import Foundation
+import Synchronization
+import TagFixCore
+import TagFixDevices
+import TagFixEmulators
+import TagFixNDEF
+import TagFixTesting
+import Testing
+
+private let tagfixPath = packageRoot + "/.build/debug/tagfix"
+private let faketimePath = "/usr/bin/faketime"
+private let gpsfakePath = "/usr/bin/gpsfake"
+private let canFake = FileManager.default.isExecutableFile(atPath: faketimePath) && PrivateGPSD.installedPath != nil
+    && FileManager.default.isExecutableFile(atPath: tagfixPath)
+
+/// Runs the built `tagfix` (under `faketime` when `clock` is given, with the monotonic clock left
+/// alone, as on a machine whose wall clock is wrong) and returns its status and output.
+func runTagfix(_ arguments: [String], clock: [String]? = nil) throws -> (status: Int32, out: [String], err: String) {
+    let process = Process()
+    if let clock {
+        process.executableURL = URL(fileURLWithPath: faketimePath)
+        process.arguments = clock + [tagfixPath] + arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(["DONT_FAKE_MONOTONIC": "1"]) { $1 }
+    } else {
+        process.executableURL = URL(fileURLWithPath: tagfixPath)
+        process.arguments = arguments
+    }
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    // Read stderr on its own thread so neither pipe can fill and stall the child.
+    let errText = Mutex("")
+    let reader = Thread { errText.withLock { $0 = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) } }
+    reader.start()
+    let outData = out.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    while errText.withLock({ $0.isEmpty }) && !reader.isFinished { usleep(10_000) }
+    let lines = String(decoding: outData, as: UTF8.self).split(separator: "\n").map(String.init)
+    return (process.terminationStatus, lines, errText.withLock { $0 })
+}
+
+/// The wrong clocks of issue 17: a Pi whose fake-hwclock is ten days behind, one three years
+/// ahead, and a clock that thinks it is 2000 (a board with a flat RTC battery).
+let wrongClocks: [[String]] = [["-f", "-10d"], ["-f", "+3y"], ["2000-01-01 00:00:00"]]
+
+@Suite("A wrong wall clock: tagfix under faketime against emulators on the real clock", .serialized, .timeLimit(.minutes(3)))
+struct WrongClockTests {
+    static let here = Coordinate(validLatitude: 53.545, longitude: 9.966)
+
+    /// The NMEA emulator (on the real clock) read by a private gpsd, ready once gpsd delivers fixes.
+    static func receiver() throws -> (NMEAEmulator, PrivateGPSD) {
+        let receiver = try NMEAEmulator(source: .at(here, noise: 0.5, seed: 11), rate: 5)
+        let gpsd = try PrivateGPSD(device: receiver.path)
+        receiver.start()
+        return (receiver, gpsd)
+    }
+
+    static func verdict(url: String, gps: String, clock: [String]?, log: String) throws -> (JSONValue, String) {
+        let tag = try EmulatedType2Tag.ntag(215, message: NDEFMessage(records: [NDEFRecord.uri(url)]).encoded())
+        let reader = try PN532Emulator(tags: [tag])
+        defer { reader.stop() }
+        let result = try runTagfix(
+            [
+                "verify", "--reader", "pn532_uart:\(reader.path)", "--gps", gps, "--json", "--count", "1", "--timeout", "60",
+                "--fix-timeout", "30", "--log", log,
+            ], clock: clock)
+        #expect(result.status == 0, "\(result.err)")
+        return (try JSONValue.parse(try #require(result.out.first)), result.err)
+    }
+
+    @Test("verify gives the same verdicts as with the right clock, says the offset once, stamps GPS time", arguments: wrongClocks)
+    func verify(_ clock: [String]) async throws {
+        try #require(canFake, "needs faketime, gpsd and the built tagfix")
+        let (receiver, gpsd) = try Self.receiver()
+        defer {
+            gpsd.stop()
+            receiver.stop()
+        }
+        let gps = "gpsd://127.0.0.1:\(gpsd.port)"
+        let inside = "https://tags.example.org/t/H1?lat=53.545&lon=9.966&r=30"
+        let moved = "https://tags.example.org/t/H2?lat=53.5476949&lon=9.966&r=30"  // 300 m north
+        let log = FileManager.default.temporaryDirectory.appendingPathComponent("wrong-clock-\(UUID().uuidString).jsonl").path
+        defer { try? FileManager.default.removeItem(atPath: log) }
+        let realNow = Date().timeIntervalSince1970
+        for (url, kind) in [(inside, "confirmed"), (moved, "outside")] {
+            let (right, _) = try Self.verdict(url: url, gps: gps, clock: nil, log: log)
+            let (wrong, err) = try Self.verdict(url: url, gps: gps, clock: clock, log: log)
+            #expect(right["verdict"]?.string == kind, "\(right)")
+            #expect(wrong["verdict"]?.string == kind, "\(wrong)")
+            #expect(abs((wrong["distance_m"]?.double ?? -1) - (right["distance_m"]?.double ?? 1)) < 5)
+            #expect(wrong["time_source"]?.string == "gps")
+            // Stamped with GPS time: the emulator's receiver runs on the real clock.
+            let stamped = try #require(wrong["time"]?.string.flatMap(Timestamp.init(iso8601:)))
+            #expect(abs(stamped.secondsSinceEpoch - realNow) < 600, "\(stamped) is GPS time, not the wrong clock's")
+            let offset = try #require(wrong["clock_offset_s"]?.double)
+            #expect(abs(offset) > 86_000, "the wrong clock's offset is in the verdict: \(offset)")
+            let notes = err.components(separatedBy: "the system clock is").count - 1
+            #expect(notes == 1, "the offset is said once: \(err)")
+            #expect(err.contains("hardware.md#time"))
+            #expect(!err.contains("dropped"), "no fix is dropped for its date: \(err)")
+        }
+        let logged = try TextFile.read(log).split(separator: "\n").map { try JSONValue.parse(String($0)) }
+        #expect(logged.count == 4)
+        #expect(logged.filter { $0["time_source"]?.string == "gps" }.count >= 2, "the log says which clock stamped each verdict")
+    }
+
+    @Test("fix prints every fix with the receiver's time, and --timeout keeps its promise", arguments: wrongClocks)
+    func fix(_ clock: [String]) async throws {
+        try #require(canFake, "needs faketime, gpsd and the built tagfix")
+        let (receiver, gpsd) = try Self.receiver()
+        defer {
+            gpsd.stop()
+            receiver.stop()
+        }
+        let realNow = Date().timeIntervalSince1970
+        // More fixes than 2 s can bring: the timeout, on the monotonic clock, ends it (exit 75).
+        let result = try runTagfix(
+            ["fix", "--gps", "gpsd://127.0.0.1:\(gpsd.port)", "--json", "--count", "100000", "--timeout", "2"], clock: clock)
+        #expect(result.status == 75, "\(result.err)")
+        #expect(result.out.count >= 2, "fixes are printed, not dropped: \(result.err)")
+        for line in result.out {
+            let time = try #require(try JSONValue.parse(line)["time"]?.string.flatMap(Timestamp.init(iso8601:)))
+            #expect(abs(time.secondsSinceEpoch - realNow) < 600, "the receiver's time, as gpsd reports it")
+        }
+        #expect(result.err.components(separatedBy: "the system clock is").count - 1 == 1, "\(result.err)")
+        #expect(!result.err.contains("dropped"), "\(result.err)")
+    }
+
+    @Test("verify --demo under a wrong clock: one verdict a tap, all five kinds", arguments: wrongClocks)
+    func demo(_ clock: [String]) async throws {
+        try #require(canFake, "needs faketime, gpsd and the built tagfix")
+        let result = try runTagfix(["verify", "--demo", "--json"], clock: clock)
+        #expect(result.status == 0, "\(result.err)")
+        let kinds = try result.out.map { try JSONValue.parse($0)["verdict"]?.string ?? "" }
+        #expect(kinds.count == 8)
+        #expect(Set(kinds) == ["confirmed", "outside", "inconclusive", "notRegistered", "disallowed"])
+    }
+}
+
+/// The logs in the shared data whose .chk has positioned fixes, for the gpsfake run.
+private let gpsfakeLogs = TestData.files(in: "nmea/gpsd", suffix: ".log").filter { $0.hasSuffix("foretrex-201.log") }
+
+@Suite("Replaying a recording through gpsd's own gpsfake", .timeLimit(.minutes(2)))
+struct GPSFakeTests {
+    @Test(
+        "tagfix fix --json against gpsfake -1 gives gpsd's .chk fixes, dated 2030, with no option",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: gpsfakePath) && !gpsfakeLogs.isEmpty, "needs gpsfake and TAGFIX_TESTDATA"),
+        arguments: gpsfakeLogs)
+    func gpsfake(_ path: String) async throws {
+        let expected = try GPSDRegressionChk.expected(path)
+        let port = PrivateGPSD.freePort()
+        let fake = Process()
+        fake.executableURL = URL(fileURLWithPath: gpsfakePath)
+        fake.arguments = ["-q", "-1", "-c", "0.1", "-P", String(port), path]
+        fake.standardOutput = FileHandle.nullDevice
+        fake.standardError = FileHandle.nullDevice
+        try fake.run()
+        defer {
+            // SIGINT lets gpsfake stop its gpsd; then make sure nothing of it is left.
+            if fake.isRunning { kill(fake.processIdentifier, SIGINT) }
+            fake.waitUntilExit()
+            if let gpsd = EmulatorCommandTests.gpsd(servingPort: port) { kill(gpsd, SIGKILL) }
+        }
+        let result = try runTagfix(
+            ["fix", "--gps", "gpsd://127.0.0.1:\(port)", "--json", "--count", String(expected.count), "--timeout", "60"])
+        #expect(result.status == 0, "\(result.err)")
+        #expect(result.out.count == expected.count)
+        for line in result.out {
+            let fix = try JSONValue.parse(line)
+            let time = try #require(fix["time"]?.string.flatMap(Timestamp.init(iso8601:)))
+            let tpv = try #require(expected[time], "no .chk TPV at \(time)")
+            #expect(Int(fix["mode"]?.double ?? 0) == Int(tpv["mode"]?.double ?? -1))
+            #expect(abs((fix["lat"]?.double ?? 0) - (tpv["lat"]?.double ?? 1)) <= 1e-6)
+            #expect(abs((fix["lon"]?.double ?? 0) - (tpv["lon"]?.double ?? 1)) <= 1e-6)
+        }
+        #expect(!result.err.contains("dropped fix time"), "\(result.err)")
+    }
+}
+
+/// gpsd's .chk files: the first TPV for each time.
+enum GPSDRegressionChk {
+    static func expected(_ path: String) throws -> [Timestamp: JSONValue] {
+        var byTime: [Timestamp: JSONValue] = [:]
+        for line in try TextFile.read(path + ".chk").split(whereSeparator: \.isNewline) where line.contains(#""class":"TPV""#) {
+            let tpv = try JSONValue.parse(String(line))
+            guard let text = tpv["time"]?.string, let time = Timestamp(iso8601: text), byTime[time] == nil else { continue }
+            byTime[time] = tpv
+        }
+        return byTime
+    }
+}

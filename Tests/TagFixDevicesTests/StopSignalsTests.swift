@@ -1,0 +1,48 @@
+import Foundation
+import TagFixDevices
+import Testing
+
+/// StopSignals in this process, with SIGUSR2 (which nothing else here uses) standing for SIGTERM.
+/// Serialized: a test that cancels its StopSignals gives SIGUSR2 back its default action (ending
+/// the process) while another may still send it.
+@Suite("StopSignals turns a signal into a normal end", .serialized, .timeLimit(.minutes(1)))
+struct StopSignalsTests {
+    @Test("a signal wakes every waiter with its number, and later waiters at once")
+    func wakesWaiters() async {
+        let stop = StopSignals([SIGUSR2])
+        defer { stop.cancel() }
+        async let first = stop.wait()
+        async let second = stop.wait()
+        // The handler is installed in init, so the signal is caught whenever it comes.
+        kill(getpid(), SIGUSR2)
+        #expect(await first == SIGUSR2)
+        #expect(await second == SIGUSR2)
+        #expect(await stop.wait() == SIGUSR2)
+        #expect(stop.received == SIGUSR2)
+    }
+
+    @Test("run cancels its body on a signal and returns what the body returns when cancelled")
+    func runCancelsBody() async {
+        let stop = StopSignals([SIGUSR2])
+        defer { stop.cancel() }
+        let result = await stop.run { () -> String in
+            kill(getpid(), SIGUSR2)
+            // A session that runs until cancelled, then finishes its pending work.
+            try? await Task.sleep(for: .seconds(3600))
+            return Task.isCancelled ? "finished after the signal" : "ran to its end"
+        }
+        #expect(result == "finished after the signal")
+    }
+
+    @Test("cancel wakes a waiter with nil; a cancelled task's wait returns nil")
+    func cancelWakes() async {
+        let stop = StopSignals([SIGUSR2])
+        let waiter = Task { await stop.wait() }
+        let cancelled = Task { await stop.wait() }
+        cancelled.cancel()
+        #expect(await cancelled.value == nil)
+        stop.cancel()
+        #expect(await waiter.value == nil)
+        #expect(stop.received == nil)
+    }
+}
