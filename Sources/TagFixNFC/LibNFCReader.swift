@@ -122,6 +122,7 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
                     ndefMessage: result.message, readDuration: duration, bytesMoved: result.bytesMoved)
                 var withProblem = scan
                 withProblem.ndefProblem = result.problem
+                withProblem.ndefReadFailed = result.failed
                 events.yield(.tagPresent(withProblem))
             case .failure(let error):
                 events.yield(.failed(Self.readError(error, uid: uid)))
@@ -152,6 +153,7 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
                 readerID: readerID, uid: uid, tagType: .felica, url: message?.firstURL, time: started, ndefMessage: result.message,
                 readDuration: started.duration(to: clock.now), bytesMoved: result.bytesMoved)
             scan.ndefProblem = result.problem
+            scan.ndefReadFailed = result.failed
             DebugLog.debug("read \(uid.hex) (FeliCa): \(result.commands) commands, \(result.bytesMoved) bytes moved")
             events.yield(.tagPresent(scan))
         } catch {

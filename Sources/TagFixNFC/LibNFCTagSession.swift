@@ -104,6 +104,7 @@ public final class LibNFCTagSession<C: Clock>: Sendable where C.Instant == Times
                     readerID: readerID, uid: uid, tagType: read.tagType, url: parsed?.firstURL, time: started, ndefMessage: read.message,
                     readDuration: started.duration(to: clock.now), bytesMoved: read.bytesMoved + (written?.bytesMoved ?? 0))
                 scan.ndefProblem = read.problem
+                scan.ndefReadFailed = read.failed
                 events.yield(.done(scan, written))
             } catch {
                 events.yield(.readFailed(LibNFCReader<C>.readError(error, uid: uid)))
