@@ -31,7 +31,9 @@ struct VerifyCommand: Subcommand {
             .init(name: "reader", valueName: "CONNSTRING", help: "Read tags with a real reader (libnfc connstring)."),
             .init(
                 name: "gps", valueName: "SOURCE",
-                help: "With --reader: gpsd://HOST:PORT[/DEVICE], or a scenario file whose GPS is replayed from now (mock GPS)."),
+                help:
+                    "With --reader: gpsd://HOST:PORT[/DEVICE] (default gpsd://localhost:2947), or a scenario file whose GPS is replayed from now (mock GPS)."
+            ),
             .init(name: "count", valueName: "N", help: "With --reader: stop after N verdicts."),
             .init(name: "timeout", valueName: "S", help: "With --reader: stop after S seconds (exit 75 if fewer than --count verdicts)."),
             .init(name: "registry", valueName: "FILE", help: "Registry of tag placements (SQLite, CSV or JSON); default: the scenario's."),
@@ -85,9 +87,7 @@ struct VerifyCommand: Subcommand {
             }
             scenarioPath = ""
         } else if let reader {
-            guard let gps = arguments.value("gps") else {
-                throw .usage("verify --reader needs --gps SOURCE (a scenario file until the gpsd backend arrives)", command: name)
-            }
+            let gps = arguments.value("gps") ?? "gpsd://localhost:2947"
             guard arguments.value("scenario") == nil else { throw .usage("give --scenario or --reader, not both", command: name) }
             guard reader.contains(":") || ["pn533_usb", "acr122_usb", "acr122_pcsc"].contains(reader) else {
                 throw .usage("\"\(reader)\" is not a libnfc connstring (DRIVER:PORT, e.g. pn532_uart:/dev/ttyUSB0)", command: name)
@@ -229,12 +229,22 @@ extension VerifyCommand {
         let device = LibNFCReader(connstring: reader, clock: clock)
         let (done, signal) = AsyncStream<String?>.makeStream()
         let verdicts = Counter()
+        let gpsdAnswered = Counter()
+        let checkGPSD = gpsd != nil
         let outcome: String? = await withTaskGroup(of: String?.self) { group in
             group.addTask {
                 await LiveVerifier(verifier: verifier, clock: clock).run(reader: device, gps: gps) { event in
                     if case .reader(.disconnected(let error)) = event, verdicts.value == 0, !printer.readerReady {
                         signal.yield("cannot open the reader: \(error)")
                         return
+                    }
+                    // gpsd that never answered ends the run as a reader that never opened does.
+                    if checkGPSD, case .gps(let gpsEvent) = event {
+                        if case .connected = gpsEvent { _ = gpsdAnswered.increment() }
+                        if case .unavailable(let why) = gpsEvent, gpsdAnswered.value == 0, verdicts.value == 0 {
+                            signal.yield("unavailable: \(why)")
+                            return
+                        }
                     }
                     if case .reader(.ready(let description)) = event, !printer.readerReady {
                         printer.note("reader: \(description)")
@@ -272,9 +282,11 @@ extension VerifyCommand {
         }
         switch outcome {
         case .some("timeout") where count != nil && verdicts.value < (count ?? 0):
-            throw .timedOut("\(verdicts.value) of \(count ?? 0) verdicts within the timeout")
+            throw .timedOut("\(verdicts.value) of \(counted(count ?? 0, "verdict")) within the timeout")
         case .some(let reason) where reason.hasPrefix("cannot open"):
             throw .unavailable(reason)
+        case .some(let reason) where reason.hasPrefix("unavailable: "):
+            throw .unavailable(String(reason.dropFirst("unavailable: ".count)))
         default:
             return
         }

@@ -15,6 +15,8 @@ public struct VerificationSession: Sendable {
     public let verifier: Verifier
     private var history = FixHistory()
     private var pending: [Pending] = []
+    /// Why the fix source cannot be reached, while it cannot.
+    private var gpsOutage: String?
 
     private struct Pending: Sendable {
         var scan: TagScan
@@ -57,8 +59,15 @@ public struct VerificationSession: Sendable {
         }
     }
 
+    /// The fix source (gpsd) cannot be reached (`why`), or is back (`nil`). While it is down, a
+    /// verdict without a usable fix says that gpsd is unreachable, not that the sky is poor.
+    public mutating func gpsUnavailable(_ why: String?) {
+        gpsOutage = why
+    }
+
     /// A fix arrives.
     public mutating func receive(_ fix: Fix) -> [Verdict] {
+        gpsOutage = nil
         history.insert(fix, keeping: retention)
         var decided: [Verdict] = []
         var still: [Pending] = []
@@ -116,9 +125,16 @@ public struct VerificationSession: Sendable {
         let t = waiting.scan.time
         let deadline = deadline(for: waiting)
         let after = history.first(after: t, orAt: false).flatMap { $0.time <= deadline ? $0 : nil }
-        return verifier.decide(
+        var verdict = verifier.decide(
             scan: waiting.scan, region: waiting.region, source: waiting.source, tagID: waiting.tagID,
             name: waiting.name, before: history.before(t), after: after)
+        if let gpsOutage, case .inconclusive(let reason) = verdict.kind {
+            switch reason {
+            case .noFix, .staleFix: verdict.kind = .inconclusive(.gpsUnavailable(gpsOutage))
+            default: break
+            }
+        }
+        return verdict
     }
 }
 

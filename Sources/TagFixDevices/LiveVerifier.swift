@@ -70,7 +70,12 @@ public struct LiveVerifier<C: Clock>: Sendable where C.Instant == Timestamp, C.D
                     readerEnded = true
                 case .gps(let event):
                     await onEvent(.gps(event))
-                    if case .fix(let fix) = event { await emit(session.receive(fix)) }
+                    switch event {
+                    case .fix(let fix): await emit(session.receive(fix))
+                    case .unavailable(let why): session.gpsUnavailable(why)
+                    case .connected, .resumed: session.gpsUnavailable(nil)
+                    default: break
+                    }
                 case .gpsEnded:
                     break
                 case .deadline:

@@ -40,6 +40,20 @@ public struct GPSDEndpoint: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String { "gpsd://\(host):\(port)\(device ?? "")" }
+
+    /// What to tell a person when nothing answers here: what is true, and what to do.
+    public func notAnswering(_ reason: String) -> String {
+        "gpsd at \(host):\(port) does not answer (\(reason)): start gpsd (sudo systemctl start gpsd) or check --gps; see hardware.md#gpsd"
+    }
+
+    /// The reason (e.g. `Connection refused`) inside a `notAnswering` message, for a caller that
+    /// words its own advice; other messages come back whole.
+    public static func reason(inNotAnswering message: String) -> String {
+        guard let open = message.range(of: " does not answer ("),
+            let close = message.range(of: "): ", range: open.upperBound..<message.endIndex)
+        else { return message }
+        return String(message[open.upperBound..<close.lowerBound])
+    }
 }
 
 public enum GPSDEndpointError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -104,10 +118,7 @@ public final class GPSDFixSource<C: Clock>: FixSource, Sendable where C.Instant 
             var error: Int32 = 0
             guard let data = cgps_open(endpoint.host, String(endpoint.port), &error) else {
                 if !down {
-                    events.yield(
-                        .unavailable(
-                            "cannot reach gpsd at \(endpoint.host):\(endpoint.port) (\(Self.describe(error))): is gpsd running? (systemctl status gpsd; see hardware.md#gps-receivers)"
-                        ))
+                    events.yield(.unavailable(endpoint.notAnswering(Self.describe(error))))
                     down = true
                 }
                 pause(backoff)
@@ -275,7 +286,14 @@ public enum GPSDQueryError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// gps_open's error code for a person: an errno, or a negative libgps code.
+/// gps_open's error code for a person: an errno, or a negative libgps code (netlib's NL_*).
 func describeGPSError(_ error: Int32) -> String {
-    error > 0 ? String(cString: strerror(error)) : "libgps error \(error)"
+    switch error {
+    case 1...: String(cString: strerror(error))
+    case -1: "unknown service"
+    case -2: "unknown host"
+    case -4: "cannot open a socket"
+    case -6: "cannot connect: nothing listens there"
+    default: "libgps error \(error)"
+    }
 }
