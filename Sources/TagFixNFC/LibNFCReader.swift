@@ -74,7 +74,7 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
             current.withLock { $0 = device }
             backoff = options.reconnectDelay
             reportedDown = false
-            events.yield(.ready(description: "\(device.name) at \(device.connstring)"))
+            events.yield(.ready(description: device.label))
             do {
                 try poll(device, events)
             } catch {
@@ -261,7 +261,7 @@ public enum LibNFC {
                 let device = try NFCDeviceHandle(context: try NFCContext.shared(), connstring: connstring)
                 defer { device.close() }
                 try device.initiatorInit()
-                events.yield(.success("\(device.name) at \(device.connstring)"))
+                events.yield(.success(device.label))
             } catch {
                 events.yield(.failure(error))
             }

@@ -51,7 +51,7 @@ public final class LibNFCTagSession<C: Clock>: Sendable where C.Instant == Times
             return
         }
         defer { device.close() }
-        events.yield(.ready(description: "\(device.name) at \(device.connstring)"))
+        events.yield(.ready(description: device.label))
         while !thread.isStopped {
             let target: ISO14443ATarget
             do {
