@@ -177,10 +177,25 @@ struct StreamState {
     var satellitesUsed: Int?
     var satellitesVisible: Int?
     var lastTime: Timestamp?
+    /// gpsd 3.22 sends each epoch's TPV before its SKY, so the first positioned TPV of a stream
+    /// knows no satellites yet. It is held until that SKY (a moment later) and then delivered with
+    /// the epoch's count, so no fix reaches a verdict or a log with `satellites_used` unknown
+    /// while the receiver reports it. A second TPV without a SKY between ends the waiting: that
+    /// gpsd sends no SKY.
+    var held: (tpv: GPSDReport.TPV, now: Timestamp)?
+    var waitingForSky = true
 
     mutating func handle(_ report: cgps_report, now: Timestamp, plausibleSkew: Duration?) -> [FixEvent] {
         if report.has_sky, report.satellites_used >= 0 { satellitesUsed = Int(report.satellites_used) }
         if report.has_sky, report.satellites_visible >= 0 { satellitesVisible = Int(report.satellites_visible) }
+        var out: [FixEvent] = []
+        if report.has_sky {
+            waitingForSky = false
+            if let (tpv, at) = held {
+                held = nil
+                out = accept(tpv, now: at, plausibleSkew: plausibleSkew)
+            }
+        }
         switch report.report_class {
         case Int32(CGPS_TPV.rawValue):
             let device = withUnsafeBytes(of: report.device) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
@@ -191,9 +206,24 @@ struct StreamState {
                 mode: Int(report.mode), status: Int(report.status), latitude: report.latitude, longitude: report.longitude,
                 altHAE: report.alt_hae, altMSL: report.alt_msl, eph: report.eph, epx: report.epx, epy: report.epy, epv: report.epv,
                 speed: report.speed, track: report.track, climb: report.climb)
-            return accept(tpv, now: now, plausibleSkew: plausibleSkew)
+            if let (first, at) = held {
+                // gpsd answers WATCH with the latest TPV, then sends that epoch's TPV again: the
+                // same epoch, still waiting for its SKY.
+                if first.time == tpv.time {
+                    held = (tpv, now)
+                    return out
+                }
+                held = nil
+                waitingForSky = false
+                out += accept(first, now: at, plausibleSkew: plausibleSkew)
+            }
+            if waitingForSky, satellitesUsed == nil, tpv.mode >= 2, tpv.time != nil {
+                held = (tpv, now)
+                return out
+            }
+            return out + accept(tpv, now: now, plausibleSkew: plausibleSkew)
         default:
-            return []
+            return out
         }
     }
 
