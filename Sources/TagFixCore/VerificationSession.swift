@@ -46,7 +46,14 @@ public struct VerificationSession: Sendable {
     /// A scan arrives at `now` (on the driver's clock).
     public mutating func receive(_ scan: TagScan, now: Timestamp) -> [Verdict] {
         switch verifier.expectation(for: scan) {
-        case .decided(let verdict):
+        case .decided(var verdict):
+            // An unknown tag (not registered, or unreadable) keeps where it was found: the fix at
+            // the scan, if a fresh one is known. It decides nothing.
+            if case .notRegistered = verdict.kind {
+                attachFix(to: &verdict)
+            } else if case .inconclusive(.readFailed) = verdict.kind {
+                attachFix(to: &verdict)
+            }
             return [verdict]
         case .region(let region, let source, let tagID, let name):
             let waiting = Pending(scan: scan, region: region, source: source, tagID: tagID, name: name)
@@ -106,6 +113,15 @@ public struct VerificationSession: Sendable {
     }
 
     // MARK: - Internals
+
+    private func attachFix(to verdict: inout Verdict) {
+        let t = verdict.scan.time
+        guard let fix = history.before(t), fix.hasPosition else { return }
+        let age = fix.time.duration(to: t)
+        guard age <= policy.maximumFixAge else { return }
+        verdict.fix = fix
+        verdict.fixAge = age
+    }
 
     private var retention: Duration {
         policy.maximumFixAge + policy.fixTimeout + policy.interpolationWait + .seconds(60)
