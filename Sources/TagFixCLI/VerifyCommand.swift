@@ -41,7 +41,7 @@ struct VerifyCommand: Subcommand {
             .init(
                 name: "log", valueName: "FILE",
                 help: "Append each verdict to FILE (JSON Lines), on the disk before it is shown; read it with tagfix report."),
-            .init(name: "quiet", valueName: nil, help: "No terminal bell on a verdict."),
+            .init(name: "quiet", valueName: nil, help: "No terminal bell on a verdict (live runs ring it; scenario replays never do)."),
             .init(name: "realtime", valueName: nil, help: "Play the scenario on the wall clock through the live pipeline."),
             .init(name: "max-accuracy", valueName: "M", help: "Worst usable GPS accuracy in metres (95 %); default 50."),
             .init(name: "max-fix-age", valueName: "S", help: "Oldest usable fix, seconds from the scan; default 2."),
@@ -189,13 +189,15 @@ struct VerifyCommand: Subcommand {
     }
 
     /// Opens the --log, runs `body` with the printer (JSON or lines, colours unless NO_COLOR, a
-    /// bell unless --quiet), then clears the status line, stops on a log failure (exit 74) and
+    /// bell on a live run unless --quiet), then clears the status line, stops on a log failure (exit 74) and
     /// prints the tally.
     func withPrinter(_ io: some TerminalOutput, _ body: (VerdictPrinter) async throws(CLIError) -> Void) async throws(CLIError) {
         let log = try openLog(io)
         defer { log?.close() }
+        // The bell is for a tech with a live reader (and the demo of one), not for a replay.
         let style = VerdictPrinter.Style(
-            json: json, bell: !quiet, colour: ProcessInfo.processInfo.environment["NO_COLOR"].map(\.isEmpty) ?? true)
+            json: json, bell: !quiet && (reader != nil || demo),
+            colour: ProcessInfo.processInfo.environment["NO_COLOR"].map(\.isEmpty) ?? true)
         let printer = VerdictPrinter(io: io, style: style, log: log)
         try await body(printer)
         printer.finish()
