@@ -208,11 +208,9 @@ struct StreamState {
                 speed: report.speed, track: report.track, climb: report.climb)
             if let (first, at) = held {
                 // gpsd answers WATCH with the latest TPV, then sends that epoch's TPV again: the
-                // same epoch, still waiting for its SKY.
-                if first.time == tpv.time {
-                    held = (tpv, now)
-                    return out
-                }
+                // same epoch, still waiting for its SKY (the first report of an epoch is the one
+                // delivered, as without the wait).
+                if first.time == tpv.time { return out }
                 held = nil
                 waitingForSky = false
                 out += accept(first, now: at, plausibleSkew: plausibleSkew)
