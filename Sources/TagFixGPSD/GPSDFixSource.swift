@@ -267,7 +267,7 @@ extension GPSDEndpoint {
         let stream: AsyncStream<Result<[GPSDDevice], GPSDQueryError>> = DeviceThread().start(name: "gpsd devices") { events in
             var error: Int32 = 0
             guard let data = cgps_open(endpoint.host, String(endpoint.port), &error) else {
-                events.yield(.failure(.unreachable("\(endpoint): \(describeGPSError(error))")))
+                events.yield(.failure(.unreachable(endpoint.notAnswering(describeGPSError(error)))))
                 return
             }
             defer { cgps_close(data) }
@@ -308,7 +308,7 @@ public enum GPSDQueryError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .unreachable(let what): "cannot reach gpsd at \(what): is gpsd running? (systemctl status gpsd)"
+        case .unreachable(let what): what
         case .noAnswer(let what): "gpsd at \(what): check that it is gpsd listening there"
         }
     }
