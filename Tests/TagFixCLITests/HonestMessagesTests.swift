@@ -87,6 +87,17 @@ struct HonestMessagesTests {
         #expect(finding.fix?.contains("hardware.md#gpsd") == true)
     }
 
+    @Test("tagfix devices: gpsd's device list says the same when nothing answers")
+    func devicesWithoutGPSD() async throws {
+        let result = await GPSDEndpoint(host: "127.0.0.1", port: 1).devices(wait: .seconds(1))
+        guard case .failure(let error) = result else {
+            Issue.record("nothing listens at 127.0.0.1:1")
+            return
+        }
+        #expect(error.description.hasPrefix("gpsd at 127.0.0.1:1 does not answer ("), "\(error)")
+        #expect(error.description.contains("hardware.md#gpsd"))
+    }
+
     @Test("hardware.md has the #gpsd section the messages point to")
     func gpsdAnchor() throws {
         let text = try String(contentsOfFile: packageRoot + "/hardware.md", encoding: .utf8)
@@ -198,16 +209,28 @@ struct HonestMessagesTests {
         #expect(!terminal.lines.joined().contains("\u{7}"))
     }
 
-    @Test("two --tag options and no script: each new reader session reads the next tag")
+    @Test(
+        "two --tag options and no script: each tagfix scan (a new reader session) reads the next tag",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: EmulatorCommandTests.binary), "needs the built tagfix"))
     func tagsTakeTurns() async throws {
         let a = try ntag(url: "https://a.example/1"), b = try ntag(url: "https://b.example/2", uid: [0x04, 1, 2, 3, 4, 5, 6])
         let reader = try PN532Emulator(tags: [a, b])
         defer { reader.stop() }
         var urls: [String] = []
         for _ in 0..<3 {
-            let result = await run(["scan", "--reader", "pn532_uart:\(reader.path)", "--json", "--count", "1", "--timeout", "20"])
-            let scan = try JSONValue.parse(try #require(result.out.first))
-            urls.append(scan["url"]?.string ?? "?")
+            // The real binary, one process a session, as a lab runs it: each ends before the next opens.
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: EmulatorCommandTests.binary)
+            process.arguments = ["scan", "--reader", "pn532_uart:\(reader.path)", "--json", "--count", "1", "--timeout", "20"]
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            let output = pipe.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 0)
+            let line = try #require(String(decoding: output, as: UTF8.self).split(separator: "\n").first)
+            urls.append(try JSONValue.parse(String(line))["url"]?.string ?? "?")
         }
         #expect(urls == ["https://a.example/1", "https://b.example/2", "https://a.example/1"])
     }
