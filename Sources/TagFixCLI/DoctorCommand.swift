@@ -94,7 +94,9 @@ struct DoctorCommand: Subcommand {
                     switch event {
                     case .connected: seen.state.withLock { $0.connected = true }
                     case .unavailable(let why):
-                        if !seen.state.withLock({ $0.connected }) { return .unreachable(endpoint: name, why: why) }
+                        if !seen.state.withLock({ $0.connected }) {
+                            return .unreachable(endpoint: name, why: GPSDEndpoint.reason(inNotAnswering: why))
+                        }
                     case .fix(let fix):
                         if fix.hasPosition { return .fix(endpoint: name, fix) }
                         seen.state.withLock { $0.noFix = fix }

@@ -24,7 +24,10 @@ struct EmulateCommand: Subcommand {
             pty and exit 0.
             """,
         options: [
-            .init(name: "tag", valueName: "FILE", help: "A tag dump to present (repeat for more tags in the field).", repeatable: true),
+            .init(
+                name: "tag", valueName: "FILE",
+                help: "A tag dump to present (repeat for more tags; they take turns, the next for each new reader session).",
+                repeatable: true),
             .init(name: "link", valueName: "PATH", help: "Also make PATH a symbolic link to the pty."),
             .init(name: "baud", valueName: "N", help: "Simulate the line's speed (10 bits per byte); default: no delay."),
             .init(
@@ -37,7 +40,9 @@ struct EmulateCommand: Subcommand {
             .init(name: "speed", valueName: "M/S", help: "nmea: walking speed along --route; default 1.4."),
             .init(name: "log", valueName: "FILE", help: "nmea: replay a recorded NMEA log."),
             .init(name: "rate", valueName: "HZ", help: "nmea: epochs per second; default 1."),
-            .init(name: "noise", valueName: "M", help: "nmea: position noise, σ metres per axis; default 1.5."),
+            .init(
+                name: "noise", valueName: "M",
+                help: "nmea: position noise, σ metres per axis; default 1.5 (an open-sky DGPS fix, which gpsd rates ±3 m)."),
             .init(name: "seed", valueName: "N", help: "nmea: seed of the noise; default 1."),
             .init(name: "gpsd", valueName: nil, help: "nmea: also start a private gpsd on the pty and print its gpsd:// URL."),
         ],

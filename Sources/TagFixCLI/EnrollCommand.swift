@@ -183,27 +183,41 @@ struct EnrollCommand: Subcommand {
     func run(_ io: some TerminalOutput) async throws(CLIError) {
         let clock = WallClock()
         let command = Self.spec.name
-        let store: SQLiteRegistry
-        do {
-            store = try SQLiteRegistry(path: registryPath, mode: .create)
-        } catch {
-            throw .registry(error)
-        }
-        let existing: RegistryEntry?
-        do {
-            existing = try store.entry(forID: id)
-        } catch {
-            throw .unavailable(error.description)
-        }
-        if !replace, existing != nil {
-            throw .usage("tag \"\(id)\" is already enrolled in \(registryPath): pass --replace to enrol it again", command: command)
+        // An existing registry is opened (and its id checked) now; a new one is created only when
+        // there is a placement to put in it, so a failed enrolment leaves no file behind.
+        var opened: SQLiteRegistry?
+        if FileManager.default.fileExists(atPath: registryPath) {
+            let store: SQLiteRegistry
+            do {
+                store = try SQLiteRegistry(path: registryPath, mode: .readWrite)
+            } catch {
+                throw .registry(error)
+            }
+            let existing: RegistryEntry?
+            do {
+                existing = try store.entry(forID: id)
+            } catch {
+                throw .unavailable(error.description)
+            }
+            if !replace, existing != nil {
+                throw .usage("tag \"\(id)\" is already enrolled in \(registryPath): pass --replace to enrol it again", command: command)
+            }
+            opened = store
+        } else {
+            let folder = (registryPath as NSString).deletingLastPathComponent
+            guard access(folder.isEmpty ? "." : folder, W_OK) == 0 else {
+                throw .ioError(
+                    "cannot create the registry \(registryPath): \(String(cString: strerror(errno))) (the folder must exist and be writable)"
+                )
+            }
         }
         let fixSource = try GPSOption.source(gps, clock: clock, command: command)
 
         // 1. The position.
         io.err(
             "averaging GPS fixes for \(Coordinate.format(average.seconds, 0)) s from \(fixSource.sourceID): stand still at the tag's spot…")
-        let fixes = await Self.collect(fixSource, for: average, clock: clock)
+        let (fixes, unreachable) = await Self.collect(fixSource, for: average, clock: clock)
+        if let unreachable { throw .unavailable("nothing was enrolled: \(unreachable)") }
         let position: PositionAverager.Result
         switch averager.average(fixes) {
         case .success(let result): position = result
@@ -242,6 +256,8 @@ struct EnrollCommand: Subcommand {
             id: id, uid: scan.uid, region: region, name: name,
             enrolment: Enrolment(at: clock.now, by: by, accuracy: Self.millimetres(position.accuracy), fixes: position.kept), notes: notes)
         do {
+            let store: SQLiteRegistry
+            if let opened { store = opened } else { store = try SQLiteRegistry(path: registryPath, mode: .create) }
             try store.add(entry, replace: replace)
         } catch {
             throw .registry(error)
@@ -272,20 +288,30 @@ struct EnrollCommand: Subcommand {
         }
     }
 
-    /// The fixes a source delivers during `window`, measured on `clock`.
-    static func collect<C: Clock>(_ source: any FixSource, for window: Duration, clock: C) async -> [Fix] where C.Duration == Duration {
+    /// The fixes a source delivers during `window`, measured on `clock`; or, as soon as it says so,
+    /// why a source that never connected cannot be reached (gpsd is not running there).
+    static func collect<C: Clock>(_ source: any FixSource, for window: Duration, clock: C) async -> (fixes: [Fix], unreachable: String?)
+    where C.Duration == Duration {
         let collected = CollectedFixes()
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
+                var connected = false
                 for await event in source.events() {
-                    if case .fix(let fix) = event { collected.fixes.withLock { $0.append(fix) } }
+                    switch event {
+                    case .fix(let fix): collected.fixes.withLock { $0.append(fix) }
+                    case .connected: connected = true
+                    case .unavailable(let why) where !connected && collected.fixes.withLock({ $0.isEmpty }):
+                        collected.unreachable.withLock { $0 = why }
+                        return
+                    default: break
+                    }
                 }
             }
             group.addTask { try? await clock.sleep(for: window) }
             await group.next()
             group.cancelAll()
         }
-        return collected.fixes.withLock { $0 }
+        return (collected.fixes.withLock { $0 }, collected.unreachable.withLock { $0 })
     }
 
     /// Waits for the tag, writes it when asked, reads it back.
@@ -323,4 +349,5 @@ struct EnrollCommand: Subcommand {
 /// Fixes gathered by one task while another waits.
 private final class CollectedFixes: Sendable {
     let fixes = Mutex<[Fix]>([])
+    let unreachable = Mutex<String?>(nil)
 }

@@ -85,7 +85,7 @@ struct FixCommand: Subcommand {
             return first
         }
         if timedOut, let count, printed.value < count {
-            throw .timedOut("\(printed.value) of \(count) fixes within the timeout")
+            throw .timedOut("\(printed.value) of \(counted(count, "fix", "fixes")) within the timeout")
         }
     }
 

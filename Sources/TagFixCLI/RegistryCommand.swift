@@ -192,7 +192,7 @@ struct RegistryCommand: Subcommand {
             io.out("removed \(id) from \(path)")
         case .migrate:
             let store = try SQLiteRegistry(path: path, mode: .readWrite)
-            io.out("\(path): schema version \(SQLiteRegistry.schemaVersion), \(try store.count()) tags")
+            io.out("\(path): schema version \(SQLiteRegistry.schemaVersion), \(counted(try store.count(), "tag"))")
         }
     }
 

@@ -91,7 +91,7 @@ struct ReportCommand: Subcommand {
         }
         if let output {
             try writeOutput(text, to: output)
-            io.err("wrote \(output): \(records.count) scans of \(report.tags.count) tags (\(format.rawValue))")
+            io.err("wrote \(output): \(counted(records.count, "scan")) of \(counted(report.tags.count, "tag")) (\(format.rawValue))")
         } else {
             var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
             if lines.last?.isEmpty == true { lines.removeLast() }

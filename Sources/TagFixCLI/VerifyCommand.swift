@@ -34,7 +34,9 @@ struct VerifyCommand: Subcommand {
             .init(name: "reader", valueName: "CONNSTRING", help: "Read tags with a real reader (libnfc connstring)."),
             .init(
                 name: "gps", valueName: "SOURCE",
-                help: "With --reader: gpsd://HOST:PORT[/DEVICE], or a scenario file whose GPS is replayed from now (mock GPS)."),
+                help:
+                    "With --reader: gpsd://HOST:PORT[/DEVICE] (default gpsd://localhost:2947), or a scenario file whose GPS is replayed from now (mock GPS)."
+            ),
             .init(name: "count", valueName: "N", help: "With --reader: stop after N verdicts."),
             .init(name: "timeout", valueName: "S", help: "With --reader: stop after S seconds (exit 75 if fewer than --count verdicts)."),
             .init(name: "registry", valueName: "FILE", help: "Registry of tag placements (SQLite, CSV or JSON); default: the scenario's."),
@@ -44,7 +46,7 @@ struct VerifyCommand: Subcommand {
                 help:
                     "Append each verdict to FILE (JSON Lines), on the disk before it is shown; read it with tagfix report. "
                     + "FILE must be new, empty or a session log: any other file (a registry…) is refused and left as it was (exit 64)."),
-            .init(name: "quiet", valueName: nil, help: "No terminal bell on a verdict."),
+            .init(name: "quiet", valueName: nil, help: "No terminal bell on a verdict (live runs ring it; scenario replays never do)."),
             .init(name: "realtime", valueName: nil, help: "Play the scenario on the wall clock through the live pipeline."),
             .init(name: "max-accuracy", valueName: "M", help: "Worst usable GPS accuracy in metres (95 %); default 50."),
             .init(name: "max-fix-age", valueName: "S", help: "Oldest usable fix, seconds from the scan; default 2."),
@@ -90,9 +92,7 @@ struct VerifyCommand: Subcommand {
             }
             scenarioPath = ""
         } else if let reader {
-            guard let gps = arguments.value("gps") else {
-                throw .usage("verify --reader needs --gps SOURCE (a scenario file until the gpsd backend arrives)", command: name)
-            }
+            let gps = arguments.value("gps") ?? "gpsd://localhost:2947"
             guard arguments.value("scenario") == nil else { throw .usage("give --scenario or --reader, not both", command: name) }
             guard reader.contains(":") || ["pn533_usb", "acr122_usb", "acr122_pcsc"].contains(reader) else {
                 throw .usage("\"\(reader)\" is not a libnfc connstring (DRIVER:PORT, e.g. pn532_uart:/dev/ttyUSB0)", command: name)
@@ -200,13 +200,15 @@ struct VerifyCommand: Subcommand {
     }
 
     /// Opens the --log, runs `body` with the printer (JSON or lines, colours unless NO_COLOR, a
-    /// bell unless --quiet), then clears the status line, stops on a log failure (exit 74) and
+    /// bell on a live run unless --quiet), then clears the status line, stops on a log failure (exit 74) and
     /// prints the tally.
     func withPrinter(_ io: some TerminalOutput, _ body: (VerdictPrinter) async throws(CLIError) -> Void) async throws(CLIError) {
         let log = try openLog(io)
         defer { log?.close() }
+        // The bell is for a tech with a live reader (and the demo of one), not for a replay.
         let style = VerdictPrinter.Style(
-            json: json, bell: !quiet, colour: ProcessInfo.processInfo.environment["NO_COLOR"].map(\.isEmpty) ?? true)
+            json: json, bell: !quiet && (reader != nil || demo),
+            colour: ProcessInfo.processInfo.environment["NO_COLOR"].map(\.isEmpty) ?? true)
         let printer = VerdictPrinter(io: io, style: style, log: log)
         try await body(printer)
         printer.finish()
@@ -241,12 +243,22 @@ extension VerifyCommand {
         let device = LibNFCReader(connstring: reader, clock: clock)
         let (done, signal) = AsyncStream<String?>.makeStream()
         let verdicts = Counter()
+        let gpsdAnswered = Counter()
+        let checkGPSD = gpsd != nil
         let outcome: String? = await withTaskGroup(of: String?.self) { group in
             group.addTask {
                 await LiveVerifier(verifier: verifier, clock: clock, systemClock: KernelClock()).run(reader: device, gps: gps) { event in
                     if case .reader(.disconnected(let error)) = event, verdicts.value == 0, !printer.readerReady {
                         signal.yield("cannot open the reader: \(error)")
                         return
+                    }
+                    // gpsd that never answered ends the run as a reader that never opened does.
+                    if checkGPSD, case .gps(let gpsEvent) = event {
+                        if case .connected = gpsEvent { _ = gpsdAnswered.increment() }
+                        if case .unavailable(let why) = gpsEvent, gpsdAnswered.value == 0, verdicts.value == 0 {
+                            signal.yield("unavailable: \(why)")
+                            return
+                        }
                     }
                     if case .reader(.ready(let description)) = event, !printer.readerReady {
                         printer.note("reader: \(description)")
@@ -288,9 +300,11 @@ extension VerifyCommand {
         }
         switch outcome {
         case .some("timeout") where count != nil && verdicts.value < (count ?? 0):
-            throw .timedOut("\(verdicts.value) of \(count ?? 0) verdicts within the timeout")
+            throw .timedOut("\(verdicts.value) of \(counted(count ?? 0, "verdict")) within the timeout")
         case .some(let reason) where reason.hasPrefix("cannot open"):
             throw .unavailable(reason)
+        case .some(let reason) where reason.hasPrefix("unavailable: "):
+            throw .unavailable(String(reason.dropFirst("unavailable: ".count)))
         default:
             return
         }

@@ -48,12 +48,14 @@ public struct PositionAverager: Sendable, Hashable {
 
         public var description: String {
             switch self {
+            case .tooFewFixes(0, _, 0):
+                "no fixes at all came from the GPS: check that gpsd has a receiver with a fix (tagfix doctor, tagfix fix), then enrol again"
             case .tooFewFixes(let usable, let needed, let unusable):
                 "only \(usable) usable fix\(usable == 1 ? "" : "es") (need \(needed); \(unusable) without a position or an accuracy): move to open sky, wait for a 3D fix, and enrol again"
             case .inconsistent(let kept, let total):
                 "the fixes disagree far more than their accuracy says (\(kept) of \(total) kept; multipath near buildings, or the receiver moved?): stand still away from walls and enrol again"
             case .tooInaccurate(let result, let limit):
-                "the averaged position is only good to ±\(Coordinate.format(result.accuracy, 1)) m, worse than ±\(Coordinate.format(limit, 1)) m: wait for more satellites, average longer (--average 60), or accept it with --max-accuracy"
+                "the averaged position is only good to ±\(Coordinate.format(result.accuracy, 1)) m, worse than the limit of ±\(Coordinate.format(limit, 1)) m (--max-accuracy): wait for a better sky (open sky, more satellites, away from walls) and enrol again, or accept it with --max-accuracy \(Int(result.accuracy.rounded(.up)))"
             }
         }
     }

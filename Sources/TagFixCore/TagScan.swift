@@ -98,6 +98,7 @@ public struct TagScan: Sendable, Hashable {
         var readDuration: Duration?
         var bytesMoved: Int?
         var ndefProblem: String?
+        var ndefReadFailed = false
     }
 
     private var storage: CopyOnWrite<Fields>
@@ -148,6 +149,13 @@ public struct TagScan: Sendable, Hashable {
     public var ndefProblem: String? {
         get { storage.fields.ndefProblem }
         set { storage.update { $0.ndefProblem = newValue } }
+    }
+    /// Whether the tag's NDEF data is there but could not be read (a broken or unsupported
+    /// capability container, a refused read; `ndefProblem` says which), as opposed to a tag that
+    /// holds no NDEF message: the verifier then cannot know the tag and says so.
+    public var ndefReadFailed: Bool {
+        get { storage.fields.ndefReadFailed }
+        set { storage.update { $0.ndefReadFailed = newValue } }
     }
 
     public init(

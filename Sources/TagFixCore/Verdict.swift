@@ -48,6 +48,11 @@ public enum InconclusiveReason: Sendable, Hashable, CustomStringConvertible {
     case invalidTagLocation(URLLocationError)
     /// The registry could not be read.
     case registryUnavailable(RegistryError)
+    /// No usable fix while the fix source (gpsd) cannot be reached: says so instead of blaming the sky.
+    case gpsUnavailable(String)
+    /// The tag was found but its NDEF message could not be read (a broken or unsupported
+    /// capability container, a refused read): nothing on it was used.
+    case readFailed(String)
 
     /// A stable machine-readable code for JSON output.
     public var code: String {
@@ -60,6 +65,8 @@ public enum InconclusiveReason: Sendable, Hashable, CustomStringConvertible {
         case .straddlesBoundary: "straddles_boundary"
         case .invalidTagLocation: "invalid_tag_location"
         case .registryUnavailable: "registry_unavailable"
+        case .gpsUnavailable: "gps_unavailable"
+        case .readFailed: "read_failed"
         }
     }
 
@@ -81,6 +88,10 @@ public enum InconclusiveReason: Sendable, Hashable, CustomStringConvertible {
             "\(error): rewrite the tag's URL"
         case .registryUnavailable(let error):
             "\(error): check the registry file"
+        case .gpsUnavailable(let why):
+            "GPS unavailable: \(why); tap again once gpsd answers"
+        case .readFailed(let problem):
+            "the tag could not be read (\(problem)): hold it still on the reader and tap again; if it fails again, rewrite the tag or check it with tagfix scan"
         }
     }
 }

@@ -15,6 +15,8 @@ public struct VerificationSession: Sendable {
     public let verifier: Verifier
     private var history = FixHistory()
     private var pending: [Pending] = []
+    /// Why the fix source cannot be reached, while it cannot.
+    private var gpsOutage: String?
 
     private struct Pending: Sendable {
         var scan: TagScan
@@ -44,7 +46,14 @@ public struct VerificationSession: Sendable {
     /// A scan arrives at `now` (on the driver's clock).
     public mutating func receive(_ scan: TagScan, now: Timestamp) -> [Verdict] {
         switch verifier.expectation(for: scan) {
-        case .decided(let verdict):
+        case .decided(var verdict):
+            // An unknown tag (not registered, or unreadable) keeps where it was found: the fix at
+            // the scan, if a fresh one is known. It decides nothing.
+            if case .notRegistered = verdict.kind {
+                attachFix(to: &verdict)
+            } else if case .inconclusive(.readFailed) = verdict.kind {
+                attachFix(to: &verdict)
+            }
             return [verdict]
         case .region(let region, let source, let tagID, let name):
             let waiting = Pending(scan: scan, region: region, source: source, tagID: tagID, name: name)
@@ -57,8 +66,15 @@ public struct VerificationSession: Sendable {
         }
     }
 
+    /// The fix source (gpsd) cannot be reached (`why`), or is back (`nil`). While it is down, a
+    /// verdict without a usable fix says that gpsd is unreachable, not that the sky is poor.
+    public mutating func gpsUnavailable(_ why: String?) {
+        gpsOutage = why
+    }
+
     /// A fix arrives.
     public mutating func receive(_ fix: Fix) -> [Verdict] {
+        gpsOutage = nil
         history.insert(fix, keeping: retention)
         var decided: [Verdict] = []
         var still: [Pending] = []
@@ -98,6 +114,15 @@ public struct VerificationSession: Sendable {
 
     // MARK: - Internals
 
+    private func attachFix(to verdict: inout Verdict) {
+        let t = verdict.scan.time
+        guard let fix = history.before(t), fix.hasPosition else { return }
+        let age = fix.time.duration(to: t)
+        guard age <= policy.maximumFixAge else { return }
+        verdict.fix = fix
+        verdict.fixAge = age
+    }
+
     private var retention: Duration {
         policy.maximumFixAge + policy.fixTimeout + policy.interpolationWait + .seconds(60)
     }
@@ -116,9 +141,16 @@ public struct VerificationSession: Sendable {
         let t = waiting.scan.time
         let deadline = deadline(for: waiting)
         let after = history.first(after: t, orAt: false).flatMap { $0.time <= deadline ? $0 : nil }
-        return verifier.decide(
+        var verdict = verifier.decide(
             scan: waiting.scan, region: waiting.region, source: waiting.source, tagID: waiting.tagID,
             name: waiting.name, before: history.before(t), after: after)
+        if let gpsOutage, case .inconclusive(let reason) = verdict.kind {
+            switch reason {
+            case .noFix, .staleFix: verdict.kind = .inconclusive(.gpsUnavailable(gpsOutage))
+            default: break
+            }
+        }
+        return verdict
     }
 }
 

@@ -75,6 +75,10 @@ public struct Verifier: Sendable {
             return Expectation(consume placement)
         }
         if let locationError { return verdict(.inconclusive(.invalidTagLocation(locationError))) }
+        // A tag whose NDEF could not be read is unknown, not unregistered.
+        if scan.ndefReadFailed, scan.url == nil {
+            return verdict(.inconclusive(.readFailed(scan.ndefProblem ?? "its NDEF message could not be read")))
+        }
         if let region = location?.region { return .region(region, .url, tagID: tagID, name: nil) }
         return verdict(.notRegistered)
     }

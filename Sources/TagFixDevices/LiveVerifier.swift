@@ -82,9 +82,13 @@ public struct LiveVerifier<C: Clock>: Sendable where C.Instant == Timestamp, C.D
                     readerEnded = true
                 case .gps(let event):
                     await onEvent(.gps(event))
-                    if case .fix(let fix) = event {
+                    switch event {
+                    case .fix(let fix):
                         if let reference = watch.observe(fix, axisNow: clock.now) { await onEvent(.clockOffset(reference)) }
                         await emit(session.receive(fix))
+                    case .unavailable(let why): session.gpsUnavailable(why)
+                    case .connected, .resumed: session.gpsUnavailable(nil)
+                    default: break
                     }
                 case .gpsEnded:
                     break

@@ -56,7 +56,7 @@ public enum NMEA {
         }
         out.append(
             sentence(
-                "GPRMC,\(clock),\(fixed ? "A" : "V"),\(lat),\(ns),\(lon),\(ew),\(decimal(e.speedKnots, 2)),\(decimal(e.course, 1)),\(date),,,\(fixed ? "A" : "N")"
+                "GPRMC,\(clock),\(fixed ? "A" : "V"),\(lat),\(ns),\(lon),\(ew),\(decimal(e.speedKnots, 2)),\(decimal(e.course, 1)),\(date),,,\(fixed ? (e.quality == 2 ? "D" : "A") : "N")"
             ))
         // Satellites in view: the ones GSA says are used (PRN 3, 5, 7, …), four to a GSV sentence.
         let inView = max(sats, 4)

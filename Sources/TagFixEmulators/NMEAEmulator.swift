@@ -138,7 +138,14 @@ public final class NMEAEmulator: Sendable {
                     time: now, position: snapshot.fixLost ? nil : try? Coordinate(latitude: latitude, longitude: longitude))
                 epoch.sigmaLatitude = sigma
                 epoch.sigmaLongitude = sigma
-                epoch.hdop = max(0.6, sigma / 1.7)
+                // An open-sky fix as a receiver with SBAS gives it: 10+ satellites, HDOP 0.6-0.7 and
+                // a DGPS fix (GGA quality 2). gpsd 3.22 ignores GST for its error estimates and
+                // takes eph = HDOP × 19 m for a plain fix, HDOP × 4.75 m for a DGPS one: this is ±3 m,
+                // not the ±17 m that made the README's enroll (limit 10 m) fail. A degraded sky
+                // (setAccuracy) loses the corrections.
+                epoch.hdop = max(0.6, sigma / 2.2)
+                epoch.satellites = snapshot.sigma == nil ? 12 : max(4, 12 - Int(sigma / 4))
+                epoch.quality = snapshot.sigma == nil ? 2 : 1
                 text += NMEA.sentences(epoch).joined()
             } else if logIndex < log.count {
                 text += log[logIndex].map { $0 + "\r\n" }.joined()

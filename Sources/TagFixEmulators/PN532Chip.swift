@@ -35,8 +35,24 @@ public struct PN532Chip: Sendable {
     private var registers: [UInt16: UInt8] = PN532Chip.defaultRegisters
     private var activeTargets: [Int] = []  // slot indexes listed by InListPassiveTarget, Tg = index + 1
     private var rfOn = false
+    /// Several tags take turns: the slot a list starts from, and the slot listed first since the
+    /// reader last let its targets go (InRelease, the field off, PowerDown: a client finishing or
+    /// reopening). The next list then starts after it, so each new reader session, or a tag
+    /// coming back after a removal, gets the next tag rather than always the first.
+    private var rotation = 0
+    private var listedFirst: Int?
 
     public init() {}
+
+    /// The reader let its targets go: the next list starts with the tag after the last one read.
+    private mutating func targetsReleased() {
+        guard let first = listedFirst, !slots.isEmpty else { return }
+        rotation = (first + 1) % slots.count
+        listedFirst = nil
+    }
+
+    /// Slot indexes in the order a list visits them.
+    private var listingOrder: [Int] { slots.indices.map { (rotation + $0) % slots.count } }
 
     /// CIU register defaults after reset (UM0701-02 / PN533 user manual), the ones libnfc reads.
     static let defaultRegisters: [UInt16: UInt8] = [
@@ -92,9 +108,13 @@ public struct PN532Chip: Sendable {
             return .response([reply])
         case 0x16:  // PowerDown: status
             rfOn = false
+            targetsReleased()
             return .response([reply, 0x00])
         case 0x32:  // RFConfiguration: item 1 switches the field
-            if parameters.first == 0x01, parameters.count >= 2 { rfOn = parameters[1] & 0x01 != 0 }
+            if parameters.first == 0x01, parameters.count >= 2 {
+                rfOn = parameters[1] & 0x01 != 0
+                if !rfOn { targetsReleased() }
+            }
             return .response([reply])
         case 0x4A:  // InListPassiveTarget MaxTg BrTy [InitiatorData]
             return listPassiveTargets(parameters)
@@ -124,6 +144,7 @@ public struct PN532Chip: Sendable {
         case 0x50:  // InSelect
             return .response([reply, activeTargets.isEmpty ? 0x27 : 0x00])
         case 0x52:  // InRelease
+            targetsReleased()
             activeTargets = []
             activeFelica = nil
             return .response([reply, 0x00])
@@ -170,7 +191,8 @@ public struct PN532Chip: Sendable {
         activeTargets = []
         activeFelica = nil
         var body: [UInt8] = []
-        for (index, slot) in slots.enumerated() where slot.present && activeTargets.count < maxTargets {
+        for index in listingOrder where slots[index].present && activeTargets.count < maxTargets {
+            let slot = slots[index]
             let uid = slot.tag.uid
             // The UID filter may carry the cascade tag 0x88 before a double-size UID.
             guard
@@ -182,13 +204,15 @@ public struct PN532Chip: Sendable {
             body += [UInt8(activeTargets.count)] + slot.tag.sensRes + [slot.tag.selRes, UInt8(uid.count)] + uid
             if let ats = slot.tag.ats { body += ats }
         }
+        if listedFirst == nil { listedFirst = activeTargets.first }
         return .response([0x4B, UInt8(activeTargets.count)] + body)
     }
 
     private mutating func autoPoll(_ p: [UInt8]) -> Answer {
         guard p.count >= 3 else { return .error }
         activeTargets = []
-        guard let index = slots.firstIndex(where: \.present) else { return .response([0x61, 0x00]) }
+        guard let index = listingOrder.first(where: { slots[$0].present }) else { return .response([0x61, 0x00]) }
+        if listedFirst == nil { listedFirst = index }
         let tag = slots[index].tag
         tag.reset()
         activeTargets = [index]

@@ -40,6 +40,20 @@ public struct GPSDEndpoint: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String { "gpsd://\(host):\(port)\(device ?? "")" }
+
+    /// What to tell a person when nothing answers here: what is true, and what to do.
+    public func notAnswering(_ reason: String) -> String {
+        "gpsd at \(host):\(port) does not answer (\(reason)): start gpsd (sudo systemctl start gpsd) or check --gps; see hardware.md#gpsd"
+    }
+
+    /// The reason (e.g. `Connection refused`) inside a `notAnswering` message, for a caller that
+    /// words its own advice; other messages come back whole.
+    public static func reason(inNotAnswering message: String) -> String {
+        guard let open = message.range(of: " does not answer ("),
+            let close = message.range(of: "): ", range: open.upperBound..<message.endIndex)
+        else { return message }
+        return String(message[open.upperBound..<close.lowerBound])
+    }
 }
 
 public enum GPSDEndpointError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -107,10 +121,7 @@ public final class GPSDFixSource<C: Clock>: FixSource, Sendable where C.Instant 
             var error: Int32 = 0
             guard let data = cgps_open(endpoint.host, String(endpoint.port), &error) else {
                 if !down {
-                    events.yield(
-                        .unavailable(
-                            "cannot reach gpsd at \(endpoint.host):\(endpoint.port) (\(Self.describe(error))): is gpsd running? (systemctl status gpsd; see hardware.md#gps-receivers)"
-                        ))
+                    events.yield(.unavailable(endpoint.notAnswering(Self.describe(error))))
                     down = true
                 }
                 pause(backoff)
@@ -169,10 +180,25 @@ struct StreamState {
     var satellitesUsed: Int?
     var satellitesVisible: Int?
     var timeline = ReceiverTimeline()
+    /// gpsd 3.22 sends each epoch's TPV before its SKY, so the first positioned TPV of a stream
+    /// knows no satellites yet. It is held until that SKY (a moment later) and then delivered with
+    /// the epoch's count, so no fix reaches a verdict or a log with `satellites_used` unknown
+    /// while the receiver reports it. A second TPV without a SKY between ends the waiting: that
+    /// gpsd sends no SKY.
+    var held: (tpv: GPSDReport.TPV, now: Timestamp)?
+    var waitingForSky = true
 
     mutating func handle(_ report: cgps_report, now: Timestamp) -> [FixEvent] {
         if report.has_sky, report.satellites_used >= 0 { satellitesUsed = Int(report.satellites_used) }
         if report.has_sky, report.satellites_visible >= 0 { satellitesVisible = Int(report.satellites_visible) }
+        var out: [FixEvent] = []
+        if report.has_sky {
+            waitingForSky = false
+            if let (tpv, at) = held {
+                held = nil
+                out = accept(tpv, arrival: at)
+            }
+        }
         switch report.report_class {
         case Int32(CGPS_TPV.rawValue):
             let device = withUnsafeBytes(of: report.device) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
@@ -183,9 +209,22 @@ struct StreamState {
                 mode: Int(report.mode), status: Int(report.status), latitude: report.latitude, longitude: report.longitude,
                 altHAE: report.alt_hae, altMSL: report.alt_msl, eph: report.eph, epx: report.epx, epy: report.epy, epv: report.epv,
                 speed: report.speed, track: report.track, climb: report.climb)
-            return accept(tpv, arrival: now)
+            if let (first, at) = held {
+                // gpsd answers WATCH with the latest TPV, then sends that epoch's TPV again: the
+                // same epoch, still waiting for its SKY (the first report of an epoch is the one
+                // delivered, as without the wait).
+                if first.time == tpv.time { return out }
+                held = nil
+                waitingForSky = false
+                out += accept(first, arrival: at)
+            }
+            if waitingForSky, satellitesUsed == nil, tpv.mode >= 2, tpv.time != nil {
+                held = (tpv, now)
+                return out
+            }
+            return out + accept(tpv, arrival: now)
         default:
-            return []
+            return out
         }
     }
 
@@ -229,7 +268,7 @@ extension GPSDEndpoint {
         let stream: AsyncStream<Result<[GPSDDevice], GPSDQueryError>> = DeviceThread().start(name: "gpsd devices") { events in
             var error: Int32 = 0
             guard let data = cgps_open(endpoint.host, String(endpoint.port), &error) else {
-                events.yield(.failure(.unreachable("\(endpoint): \(describeGPSError(error))")))
+                events.yield(.failure(.unreachable(endpoint.notAnswering(describeGPSError(error)))))
                 return
             }
             defer { cgps_close(data) }
@@ -270,13 +309,20 @@ public enum GPSDQueryError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .unreachable(let what): "cannot reach gpsd at \(what): is gpsd running? (systemctl status gpsd)"
+        case .unreachable(let what): what
         case .noAnswer(let what): "gpsd at \(what): check that it is gpsd listening there"
         }
     }
 }
 
-/// gps_open's error code for a person: an errno, or a negative libgps code.
+/// gps_open's error code for a person: an errno, or a negative libgps code (netlib's NL_*).
 func describeGPSError(_ error: Int32) -> String {
-    error > 0 ? String(cString: strerror(error)) : "libgps error \(error)"
+    switch error {
+    case 1...: String(cString: strerror(error))
+    case -1: "unknown service"
+    case -2: "unknown host"
+    case -4: "cannot open a socket"
+    case -6: "cannot connect: nothing listens there"
+    default: "libgps error \(error)"
+    }
 }

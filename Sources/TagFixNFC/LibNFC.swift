@@ -94,6 +94,12 @@ final class NFCDeviceHandle: @unchecked Sendable {
     }
 
     var name: String { String(cString: nfc_device_get_name(device)) }
+    /// The device for a person: its name, and its connstring when the name does not already say
+    /// it (libnfc names a serial PN532 by its connstring: "pn532_uart:/dev/ttyUSB0").
+    var label: String {
+        let name = self.name
+        return name.contains(connstring) ? name : "\(name) at \(connstring)"
+    }
 
     private func check(_ result: Int32, _ operation: @autoclosure () -> String) throws(NFCError) -> Int32 {
         guard result < 0 else { return result }

@@ -74,7 +74,7 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
             current.withLock { $0 = device }
             backoff = options.reconnectDelay
             reportedDown = false
-            events.yield(.ready(description: "\(device.name) at \(device.connstring)"))
+            events.yield(.ready(description: device.label))
             do {
                 try poll(device, events)
             } catch {
@@ -122,6 +122,7 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
                     ndefMessage: result.message, readDuration: duration, bytesMoved: result.bytesMoved)
                 var withProblem = scan
                 withProblem.ndefProblem = result.problem
+                withProblem.ndefReadFailed = result.failed
                 events.yield(.tagPresent(withProblem))
             case .failure(let error):
                 events.yield(.failed(Self.readError(error, uid: uid)))
@@ -152,6 +153,7 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
                 readerID: readerID, uid: uid, tagType: .felica, url: message?.firstURL, time: started, ndefMessage: result.message,
                 readDuration: started.duration(to: clock.now), bytesMoved: result.bytesMoved)
             scan.ndefProblem = result.problem
+            scan.ndefReadFailed = result.failed
             DebugLog.debug("read \(uid.hex) (FeliCa): \(result.commands) commands, \(result.bytesMoved) bytes moved")
             events.yield(.tagPresent(scan))
         } catch {
@@ -259,7 +261,7 @@ public enum LibNFC {
                 let device = try NFCDeviceHandle(context: try NFCContext.shared(), connstring: connstring)
                 defer { device.close() }
                 try device.initiatorInit()
-                events.yield(.success("\(device.name) at \(device.connstring)"))
+                events.yield(.success(device.label))
             } catch {
                 events.yield(.failure(error))
             }

@@ -51,7 +51,7 @@ public final class LibNFCTagSession<C: Clock>: Sendable where C.Instant == Times
             return
         }
         defer { device.close() }
-        events.yield(.ready(description: "\(device.name) at \(device.connstring)"))
+        events.yield(.ready(description: device.label))
         while !thread.isStopped {
             let target: ISO14443ATarget
             do {
@@ -104,6 +104,7 @@ public final class LibNFCTagSession<C: Clock>: Sendable where C.Instant == Times
                     readerID: readerID, uid: uid, tagType: read.tagType, url: parsed?.firstURL, time: started, ndefMessage: read.message,
                     readDuration: started.duration(to: clock.now), bytesMoved: read.bytesMoved + (written?.bytesMoved ?? 0))
                 scan.ndefProblem = read.problem
+                scan.ndefReadFailed = read.failed
                 events.yield(.done(scan, written))
             } catch {
                 events.yield(.readFailed(LibNFCReader<C>.readError(error, uid: uid)))

@@ -20,6 +20,10 @@ public struct NDEFRead: Sendable, Hashable {
     /// Application bytes sent and received (commands and answers, no framing).
     public var bytesMoved: Int
     public var commands: Int
+    /// Whether `problem` is a failure to read NDEF data the tag has (a broken or unsupported
+    /// capability container, a refused read) rather than a tag without NDEF (not formatted, no
+    /// message): a verifier must not take such a tag for an unregistered one.
+    public var failed = false
 }
 
 /// Why a read did not finish. A read that does not finish never yields a message.
@@ -109,9 +113,11 @@ public enum Type2NDEFReader {
                     tagType: chip.type, chipName: chip.name, message: contents.ndefMessage, problem: nil,
                     bytesMoved: link.bytes, commands: link.commands)
             case .noNDEF(let error):
+                var notFormatted = error == nil
+                if case .notFormatted = error { notFormatted = true }
                 return NDEFRead(
                     tagType: chip.type, chipName: chip.name, message: nil, problem: error?.description ?? "no NDEF message TLV",
-                    bytesMoved: link.bytes, commands: link.commands)
+                    bytesMoved: link.bytes, commands: link.commands, failed: !notFormatted)
             case .read(let pages):
                 known += try readPages(&link, pages, fast: fast)
             }
@@ -157,15 +163,29 @@ public enum Type4NDEFReader {
             guard answer.count >= 2 else { throw .malformed("an APDU answer shorter than its status word") }
             return (Array(answer.dropLast(2)), answer[answer.count - 2] == 0x90 && answer[answer.count - 1] == 0x00)
         }
-        func none(_ why: String) -> NDEFRead {
-            NDEFRead(tagType: .type4, chipName: "Type 4 tag", message: nil, problem: why, bytesMoved: link.bytes, commands: link.commands)
+        func none(_ why: String, failed: Bool = true) -> NDEFRead {
+            NDEFRead(
+                tagType: .type4, chipName: "Type 4 tag", message: nil, problem: why, bytesMoved: link.bytes, commands: link.commands,
+                failed: failed)
         }
         var selected = try apdu([0x00, 0xA4, 0x04, 0x00, 0x07] + Type4CapabilityContainer.ndefApplication + [0x00]).ok
         if !selected { selected = try apdu([0x00, 0xA4, 0x04, 0x00, 0x07] + Type4CapabilityContainer.legacyNDEFApplication + [0x00]).ok }
-        guard selected else { return none("no NDEF application") }
+        guard selected else { return none("no NDEF application", failed: false) }
         guard try apdu([0x00, 0xA4, 0x00, 0x0C, 0x02, 0xE1, 0x03]).ok else { return none("no capability container file") }
-        let ccRead = try apdu([0x00, 0xB0, 0x00, 0x00, 0x0F])
+        // The CC's first 15 bytes (mapping 1.0 and 2.0 CCs have no more), then, when CCLEN says
+        // there is more (mapping 3.0's extended NDEF File Control TLV: CCLEN 17), the rest, so the
+        // parser sees the whole file as it does in a dump.
+        var ccRead = try apdu([0x00, 0xB0, 0x00, 0x00, 0x0F])
         guard ccRead.ok else { return none("the capability container cannot be read") }
+        if ccRead.data.count >= 2 {
+            let ccLength = Int(ccRead.data[0]) << 8 | Int(ccRead.data[1])
+            if ccLength > ccRead.data.count, ccLength <= 0xFF {
+                let offset = ccRead.data.count
+                let rest = try apdu([0x00, 0xB0, 0x00, UInt8(offset), UInt8(ccLength - offset)])
+                guard rest.ok else { return none("the capability container cannot be read past byte \(offset)") }
+                ccRead.data += rest.data
+            }
+        }
         let cc: Type4CapabilityContainer
         do {
             cc = try Type4CapabilityContainer(ccRead.data)
@@ -212,8 +232,9 @@ public enum MifareClassicNDEFReader {
         defer { transport = link.base }
         let type: TagType = sectors > 16 ? .mifareClassic4K : .mifareClassic1K
         let name = sectors > 16 ? "MIFARE Classic 4K" : "MIFARE Classic 1K"
-        func none(_ why: String) -> NDEFRead {
-            NDEFRead(tagType: type, chipName: name, message: nil, problem: why, bytesMoved: link.bytes, commands: link.commands)
+        func none(_ why: String, failed: Bool = true) -> NDEFRead {
+            NDEFRead(
+                tagType: type, chipName: name, message: nil, problem: why, bytesMoved: link.bytes, commands: link.commands, failed: failed)
         }
         /// AUTH with key A; false when the card refuses the key.
         func authenticate(block: Int, key: [UInt8]) throws(NDEFReadError) -> Bool {
@@ -239,7 +260,9 @@ public enum MifareClassicNDEFReader {
             return data
         }
 
-        guard try authenticate(block: 3, key: madKey) else { return none("sector 0 refuses the public MAD key: not NFC Forum formatted") }
+        guard try authenticate(block: 3, key: madKey) else {
+            return none("sector 0 refuses the public MAD key: not NFC Forum formatted", failed: false)
+        }
         let mad1 = try block(1) + block(2)
         let gpb = try block(3)[9]
         var mad2: [UInt8]?
@@ -254,7 +277,7 @@ public enum MifareClassicNDEFReader {
             return none(error.description)
         }
         let ndefSectors = directory.ndefSectors
-        guard !ndefSectors.isEmpty else { return none("the MAD names no NDEF sector (application 03E1)") }
+        guard !ndefSectors.isEmpty else { return none("the MAD names no NDEF sector (application 03E1)", failed: false) }
         let total = ndefSectors.reduce(0) { $0 + (MifareClassicMemory.blockCount(ofSector: $1) - 1) * 16 }
         var area: [UInt8] = []
         for sector in ndefSectors {
@@ -284,7 +307,8 @@ public enum Type3NDEFReader {
         defer { transport = link.base }
         func none(_ why: String) -> NDEFRead {
             NDEFRead(
-                tagType: .felica, chipName: "FeliCa (Type 3)", message: nil, problem: why, bytesMoved: link.bytes, commands: link.commands)
+                tagType: .felica, chipName: "FeliCa (Type 3)", message: nil, problem: why, bytesMoved: link.bytes, commands: link.commands,
+                failed: true)
         }
         /// Read Without Encryption: LEN 06 IDm, one service (000B, little-endian), the block list.
         func read(_ numbers: [Int]) throws(NDEFReadError) -> [UInt8] {

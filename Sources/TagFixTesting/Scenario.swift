@@ -106,7 +106,12 @@ public enum ScenarioReplay {
             switch item {
             case .gps(let event):
                 onEvent(.gps(event))
-                if case .fix(let fix) = event { emit(session.receive(fix)) }
+                switch event {
+                case .fix(let fix): emit(session.receive(fix))
+                case .unavailable(let why): session.gpsUnavailable(why)
+                case .connected, .resumed: session.gpsUnavailable(nil)
+                default: break
+                }
             case .reader(let event):
                 onEvent(.reader(event))
                 if case .tagPresent(let scan) = event { emit(session.receive(scan, now: at)) }

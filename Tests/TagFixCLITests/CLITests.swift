@@ -32,7 +32,7 @@ struct CommandLineTests {
             ["verify", "--scenario", example, "--json=yes"], ["verify", "--scenario", example, "--scenario", example],
             ["verify", "--scenario", example, "stray"], ["help", "frobnicate"],
             ["emulate", "nmea"], ["emulate", "nmea", "--at", "100,0"], ["emulate", "nmea", "--at", "1,2", "--log", "x.log"],
-            ["emulate", "pn532"], ["emulate", "toaster"], ["fix", "--gps", "http://x"], ["verify", "--reader", "pn532_uart:/x"],
+            ["emulate", "pn532"], ["emulate", "toaster"], ["fix", "--gps", "http://x"],
         ])
     func usage(_ arguments: [String]) async {
         let result = await run(arguments)

@@ -199,15 +199,19 @@ enum Doctor {
         switch gps {
         case .notAsked: break
         case .unreachable(let endpoint, let why):
+            // What is known: nothing answers at the endpoint. A gpsd process on this machine may
+            // listen elsewhere (another port, a private gpsd); it is no evidence this one runs.
             if gpsdRunning {
                 add(
-                    .blocking, "gpsd-unreachable", "gpsd is running but does not answer at \(endpoint) (\(why))",
-                    fix: "check the host and port; gpsd listens on localhost:2947 unless started with -G / -S")
+                    .blocking, "gpsd-unreachable", "gpsd at \(endpoint) does not answer (\(why))",
+                    fix:
+                        "a gpsd runs on this machine, but not at that address: check --gps (gpsd listens on localhost:2947 unless started with -S PORT or -G), or start it: sudo systemctl start gpsd; see hardware.md#gpsd"
+                )
             } else {
                 add(
-                    .blocking, "gpsd-not-running", "gpsd is not running (nothing answers at \(endpoint))",
+                    .blocking, "gpsd-not-running", "gpsd is not running (nothing answers at \(endpoint): \(why))",
                     fix:
-                        "sudo apt-get install gpsd; set DEVICES=\"/dev/gps-ublox\" (or your receiver) in /etc/default/gpsd; sudo systemctl restart gpsd"
+                        "start it: sudo systemctl start gpsd (install it with sudo apt-get install gpsd, and set DEVICES=\"/dev/gps-ublox\" or your receiver in /etc/default/gpsd); see hardware.md#gpsd"
                 )
             }
         case .silent(let endpoint):
