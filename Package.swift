@@ -28,6 +28,7 @@ let package = Package(
         .library(name: "TagFixGPSD", targets: ["TagFixGPSD"]),
         .library(name: "TagFixStore", targets: ["TagFixStore"]),
         .library(name: "TagFixReport", targets: ["TagFixReport"]),
+        .library(name: "TagFixCrypto", targets: ["TagFixCrypto"]),
         .executable(name: "tagfix", targets: ["tagfix"]),
     ],
     targets: [
@@ -46,6 +47,9 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "TagFixStore", dependencies: ["CSQLite", "TagFixCore"]),
         .target(name: "TagFixReport", dependencies: ["TagFixCore"]),
+        // OpenSSL 3's libcrypto (trust: originality signatures, SUN, signed locations).
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .target(name: "TagFixCrypto", dependencies: ["CCrypto", "TagFixCore"]),
         .target(name: "TagFixEmulators", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "CPTY"]),
         .target(name: "TagFixTesting", dependencies: ["TagFixCore", "TagFixDevices"]),
         .target(name: "TagFixCLI", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore", "TagFixReport"]),

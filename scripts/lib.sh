@@ -9,7 +9,9 @@ set -euo pipefail
 #   libgps-dev    build: the CGPS system library (libgps 3.22)
 #   gpsd, gpsd-clients  tests and demo: a private gpsd reading the NMEA emulator; gpspipe
 #   libsqlite3-dev  build: the CSQLite system library (the registry of tag placements)
-TAGFIX_DEBIAN_PACKAGES=(libnfc-dev pkg-config libnfc-bin libnfc-examples python3-venv libgps-dev gpsd gpsd-clients libsqlite3-dev)
+#   libssl-dev    build: the CCrypto system library (OpenSSL 3 libcrypto: trust checks)
+#   faketime      tests: a wrong wall clock (with DONT_FAKE_MONOTONIC=1) around tagfix
+TAGFIX_DEBIAN_PACKAGES=(libnfc-dev pkg-config libnfc-bin libnfc-examples python3-venv libgps-dev gpsd gpsd-clients libsqlite3-dev libssl-dev faketime)
 
 tagfix_root() { cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd; }
 

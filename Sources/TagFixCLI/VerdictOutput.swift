@@ -149,7 +149,7 @@ enum DeviceEventFormat {
             case .restarted(let from, let to): return "          · GPS: \(ClockFormat.restarted(from: from, to: to))"
             default: return nil
             }
-        case .clockOffset(let reference): return "          ! \(ClockFormat.offset(reference))"
+        case .clockOffset: return nil  // a note on standard error (VerdictPrinter)
         }
     }
 }

@@ -74,8 +74,9 @@ final class VerdictPrinter: Sendable {
         case .gps(let fixEvent):
             state.withLock { $0.board.receive(fixEvent) }
             line(for: event, now: now)
-        case .clockOffset:
-            line(for: event, now: now)
+        case .clockOffset(let reference):
+            // On standard error in every format (JSON Lines included): it is about the run, not a verdict.
+            note("! \(ClockFormat.offset(reference))")
         }
     }
 

@@ -231,8 +231,10 @@ struct StreamState {
     /// Validation, de-duplication and the time axis for one TPV that arrived at `arrival`.
     mutating func accept(_ tpv: GPSDReport.TPV, arrival: Timestamp) -> [FixEvent] {
         switch tpv.fix(satellitesUsed: satellitesUsed) {
-        case .failure(.noTime) where tpv.mode < 2:
-            return []  // a "no fix yet" report without a time says nothing we can place
+        case .failure(.noTime) where tpv.mode < 2 || timeline.offset == nil:
+            // A "no fix yet" report without a time says nothing we can place; nor do gpsd's first
+            // reports, before the receiver has sent a date: not worth a line.
+            return []
         case .failure(let rejection):
             return [.rejected(rejection)]
         case .success(let fix):
