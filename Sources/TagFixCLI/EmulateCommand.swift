@@ -232,9 +232,12 @@ func runUntilInterrupted<Action: Sendable>(
         return
     }
     _ = await stop.run {
-        let start = ContinuousClock.now
+        // The monotonic clock's timer, not Task.sleep: a script keeps its timeline under a wrong or
+        // faked wall clock too.
+        let clock = MonotonicClock()
+        let start = clock.now
         for step in steps {
-            try? await Task.sleep(until: start + step.at)
+            try? await clock.sleep(until: start.advanced(by: step.at), tolerance: nil)
             if Task.isCancelled { return }
             io.err("script line \(step.line): \(step.text)")
             if !apply(step.action) { return }

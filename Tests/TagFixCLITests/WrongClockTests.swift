@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TagFixCLI
 import TagFixCore
 import TagFixDevices
 import TagFixEmulators
@@ -10,7 +11,8 @@ import Testing
 private let tagfixPath = packageRoot + "/.build/debug/tagfix"
 private let faketimePath = "/usr/bin/faketime"
 private let gpsfakePath = "/usr/bin/gpsfake"
-private let canFake = FileManager.default.isExecutableFile(atPath: faketimePath) && PrivateGPSD.installedPath != nil
+private let canFake =
+    FileManager.default.isExecutableFile(atPath: faketimePath) && PrivateGPSD.installedPath != nil
     && FileManager.default.isExecutableFile(atPath: tagfixPath)
 
 /// Runs the built `tagfix` (under `faketime` when `clock` is given, with the monotonic clock left
@@ -147,7 +149,8 @@ private let gpsfakeLogs = TestData.files(in: "nmea/gpsd", suffix: ".log").filter
 struct GPSFakeTests {
     @Test(
         "tagfix fix --json against gpsfake -1 gives gpsd's .chk fixes, dated 2030, with no option",
-        .enabled(if: FileManager.default.isExecutableFile(atPath: gpsfakePath) && !gpsfakeLogs.isEmpty, "needs gpsfake and TAGFIX_TESTDATA"),
+        .enabled(
+            if: FileManager.default.isExecutableFile(atPath: gpsfakePath) && !gpsfakeLogs.isEmpty, "needs gpsfake and TAGFIX_TESTDATA"),
         arguments: gpsfakeLogs)
     func gpsfake(_ path: String) async throws {
         let expected = try GPSDRegressionChk.expected(path)
@@ -190,5 +193,73 @@ enum GPSDRegressionChk {
             byTime[time] = tpv
         }
         return byTime
+    }
+}
+
+/// Every NMEA log in the shared data (and the SiRF one), replayed by the NMEA emulator into a
+/// private gpsd.
+private let recordings = TestData.files(in: "nmea/gpsd", suffix: ".log")
+
+@Suite("Recordings of any date through tagfix fix", .timeLimit(.minutes(2)))
+struct RecordingFixCommandTests {
+    @Test(
+        "tagfix fix --json with no option gives gpsd's .chk fixes (mode, time, lat, lon) for every shared log",
+        .enabled(if: PrivateGPSD.installedPath != nil && !recordings.isEmpty, "needs gpsd and TAGFIX_TESTDATA"), arguments: recordings)
+    func recording(_ path: String) async throws {
+        let expected = try GPSDRegressionChk.expected(path)
+        guard !expected.isEmpty else { return }  // ublox-lea-5q's .chk has no timed TPV: nothing to compare
+        let data = try #require(FileManager.default.contents(atPath: path))
+        let receiver = try NMEAEmulator(source: NMEAEmulator.recording(Array(data)), rate: 20)
+        defer { receiver.stop() }
+        let gpsd = try PrivateGPSD(device: receiver.path)
+        defer { gpsd.stop() }
+        // The recording plays once: start it when fix is watching, so it sees every epoch.
+        let output = CapturedOutput()
+        let command = Task {
+            await TagFixCommandLine.run(
+                ["fix", "--gps", "gpsd://127.0.0.1:\(gpsd.port)", "--json", "--count", String(expected.count), "--timeout", "60"],
+                output: output)
+        }
+        for _ in 0..<1500 where !output.stderr.contains(where: { $0.hasPrefix("gps: gpsd at") }) {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        receiver.start()
+        let result = (code: await command.value, out: output.stdout, err: output.stderr)
+        #expect(result.code == 0, "\(result.err)")
+        #expect(result.out.count == expected.count)
+        for line in result.out {
+            let fix = try JSONValue.parse(line)
+            let time = try #require(fix["time"]?.string.flatMap(Timestamp.init(iso8601:)))
+            let tpv = try #require(expected[time], "no .chk TPV at \(time)")
+            let mode = Int(tpv["mode"]?.double ?? -1)
+            #expect(Int(fix["mode"]?.double ?? 0) == max(mode, 1))
+            if mode >= 2 {
+                #expect(abs((fix["lat"]?.double ?? 0) - (tpv["lat"]?.double ?? 1)) <= 1e-6)
+                #expect(abs((fix["lon"]?.double ?? 0) - (tpv["lon"]?.double ?? 1)) <= 1e-6)
+            }
+        }
+        #expect(!result.err.joined().contains("dropped fix time"), "nothing dropped for its date")
+    }
+
+    @Test(
+        "tagfix emulate nmea --log OLD.log --gpsd, then tagfix fix against it: the 2030 recording's fixes, none dropped",
+        .enabled(
+            if: PrivateGPSD.installedPath != nil && FileManager.default.isExecutableFile(atPath: tagfixPath) && !gpsfakeLogs.isEmpty,
+            "needs gpsd, the built tagfix and TAGFIX_TESTDATA"), arguments: gpsfakeLogs)
+    func emulateLog(_ path: String) async throws {
+        let expected = try GPSDRegressionChk.expected(path)
+        let (process, line) = try EmulatorCommandTests.start(["emulate", "nmea", "--log", path, "--rate", "1", "--gpsd"], until: "gpsd://")
+        defer {
+            process.terminate()
+            process.waitUntilExit()
+        }
+        let url = try #require(line.split(separator: " ").last.map(String.init))
+        let result = await run(["fix", "--gps", url, "--json", "--count", "3", "--timeout", "60"])
+        #expect(result.code == 0, "\(result.err)")
+        for line in result.out {
+            let time = try #require(try JSONValue.parse(line)["time"]?.string.flatMap(Timestamp.init(iso8601:)))
+            #expect(expected[time] != nil, "\(time) is one of the recording's epochs")
+        }
+        #expect(!result.err.joined().contains("dropped fix time"))
     }
 }
