@@ -57,7 +57,15 @@ struct DoctorCommand: Subcommand {
         }
         var gpsResult = GPSProbe.notAsked
         if let gps { gpsResult = await Self.probe(gps, wait: gpsWait) }
-        let findings = Doctor.check(facts, libnfc: LibNFC.version, reader: probe, gps: gpsResult)
+        var clockFacts = facts
+        clockFacts.clockSynchronised = KernelClock().read().synchronised
+        var systemMinusGPS: Duration?
+        if case .fix(_, let fix) = gpsResult {
+            var watch = ClockWatch(systemClock: KernelClock())
+            _ = watch.observe(fix, axisNow: MonotonicClock().now)
+            systemMinusGPS = watch.reference.systemMinusGPS
+        }
+        let findings = Doctor.check(clockFacts, libnfc: LibNFC.version, reader: probe, gps: gpsResult, systemMinusGPS: systemMinusGPS)
         for finding in findings {
             if json {
                 var object = JSONObjectWriter()

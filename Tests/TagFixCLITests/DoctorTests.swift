@@ -59,6 +59,7 @@ struct FakeSystem {
     func facts(userInGroups groups: [String] = []) throws -> SystemFacts {
         var facts = SystemFacts.read(root: root, user: UserIdentity(name: "tech", uid: 4242, groups: []))
         facts.user.groups = Set(groups.compactMap { facts.groupID($0) })
+        facts.clockSynchronised = true  // a faked system's clock is right unless a test says otherwise
         return facts
     }
 }
@@ -255,5 +256,36 @@ struct DoctorLiveTests {
         #expect(json["readers"]?.array?.first?.string == "pn532_uart:\(emulator.path)")
         #expect(json["gps"]?.array?.first?["path"]?.string == gpsd.device)
         #expect(json["gps"]?.array?.first?["gps"]?.string == "gpsd://127.0.0.1:\(gpsd.port)\(gpsd.device)")
+    }
+}
+
+@Suite("tagfix doctor: the system clock")
+struct DoctorClockTests {
+    static let chronyWithGPS = "pool 2.debian.pool.ntp.org iburst\nrefclock SHM 0 refid GPS precision 1e-1 offset 0.0 delay 0.2\n"
+    static let chronyWithoutGPS = "pool 2.debian.pool.ntp.org iburst\n# refclock SHM 0 refid GPS\n"
+
+    @Test(
+        "synchronised, unsynchronised (with or without chrony's GPS refclock), or off GPS time: what doctor says",
+        arguments: [
+            (true as Bool?, nil as Double?, nil as String?, "clock-synchronised", Finding.Severity.ok),
+            (false, nil, chronyWithoutGPS, "clock-unsynchronised", .warning), (nil, nil, nil, "clock-unsynchronised", .warning),
+            (false, -864_000.2, chronyWithGPS, "clock-off", .warning), (true, 0.3, chronyWithGPS, "clock-synchronised", .ok),
+            (true, 94_608_000, chronyWithGPS, "clock-off", .warning),
+        ])
+    func clock(_ synchronised: Bool?, _ offset: Double?, _ chrony: String?, _ code: String, _ severity: Finding.Severity) throws {
+        let system = try FakeSystem()
+        if let chrony { try system.write("etc/chrony/chrony.conf", chrony) }
+        var facts = try system.facts()
+        facts.clockSynchronised = synchronised
+        #expect(facts.chronyConfigured == (chrony != nil))
+        #expect(facts.chronyGPSRefclock == (chrony == Self.chronyWithGPS))
+        let findings = Doctor.check(
+            facts, libnfc: "1.8.0", reader: nil, gps: .notAsked, systemMinusGPS: offset.flatMap { .seconds(exactly: $0) })
+        let finding = try #require(findings.first { $0.code.hasPrefix("clock-") })
+        #expect(finding.code == code)
+        #expect(finding.severity == severity)
+        if severity == .warning { #expect(finding.fix?.contains("hardware.md#time") == true) }
+        if code == "clock-off" { #expect(finding.message.contains(offset! < 0 ? "behind GPS time" : "ahead of GPS time")) }
+        if chrony == Self.chronyWithoutGPS { #expect(finding.message.contains("chrony has no GPS refclock")) }
     }
 }

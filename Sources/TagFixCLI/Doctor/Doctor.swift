@@ -50,8 +50,11 @@ enum Doctor {
     static let modulesFix =
         "sudo udev/install.sh (installs udev/blacklist-libnfc.conf and unloads pn533_usb pn533 nfc), or: sudo modprobe -r pn533_usb pn533 nfc; see hardware.md#kernel-modules"
 
+    static let timeFix =
+        "set the clock from the receiver: sudo apt-get install chrony, add 'refclock SHM 0 refid GPS precision 1e-1 offset 0.0 delay 0.2' to /etc/chrony/conf.d/gpsd.conf, sudo systemctl restart chrony gpsd; see hardware.md#time"
+
     static func check(
-        _ facts: SystemFacts, libnfc: String?, reader: ReaderProbe?, gps: GPSProbe
+        _ facts: SystemFacts, libnfc: String?, reader: ReaderProbe?, gps: GPSProbe, systemMinusGPS: Duration? = nil
     ) -> [Finding] {
         var findings: [Finding] = []
         let user = facts.user
@@ -232,6 +235,23 @@ enum Doctor {
                 .ok, "gps-fix",
                 "gpsd at \(endpoint): \(fix.mode == .threeD ? "3D" : "2D") fix\(accuracy)\(satellites)\(fix.device.map { " from \($0)" } ?? "")"
             )
+        }
+
+        // Time: which clock stamps verdicts (see docs/verifier.md#time).
+        if let difference = systemMinusGPS, difference > TimeReference.agreement || difference < .zero - TimeReference.agreement {
+            add(
+                .warning, "clock-off", "\(TimeReference.describe(systemMinusGPS: difference)): verdicts are stamped with GPS time",
+                fix: timeFix)
+        } else if facts.clockSynchronised == true {
+            add(
+                .ok, "clock-synchronised",
+                "the system clock is synchronised\(systemMinusGPS.map { " and agrees with GPS time (\(Coordinate.format($0.seconds, 2)) s)" } ?? "")"
+            )
+        } else {
+            add(
+                .warning, "clock-unsynchronised",
+                "the system clock is not synchronised\(facts.chronyConfigured && !facts.chronyGPSRefclock ? " (chrony has no GPS refclock)" : ""): TagFix stamps verdicts with GPS time once it has a fix",
+                fix: timeFix)
         }
         return findings
     }

@@ -96,6 +96,12 @@ struct SystemFacts: Sendable, Hashable {
     var udevRulesInstalled = false
     var blacklistInstalled = false
     var libnfcConfig: String?
+    /// The kernel's word on the system clock (`ntp_adjtime`): synchronised, not, or unknown.
+    var clockSynchronised: Bool?
+    /// chrony is configured (/etc/chrony/chrony.conf), and takes gpsd's time (`refclock SHM`
+    /// or `refclock SOCK` in it or in /etc/chrony/conf.d/*.conf).
+    var chronyConfigured = false
+    var chronyGPSRefclock = false
 
     func groupName(_ gid: UInt32) -> String { groupNames[gid] ?? String(gid) }
     func groupID(_ name: String) -> UInt32? { groupNames.first { $0.value == name }?.key }
@@ -134,6 +140,19 @@ struct SystemFacts: Sendable, Hashable {
         }
         facts.blacklistInstalled = fm.fileExists(atPath: path("etc/modprobe.d/blacklist-libnfc.conf"))
         facts.libnfcConfig = fm.fileExists(atPath: path("etc/nfc/libnfc.conf")) ? "/etc/nfc/libnfc.conf" : nil
+        let chronyFiles =
+            ["etc/chrony/chrony.conf"]
+            + ((try? fm.contentsOfDirectory(atPath: path("etc/chrony/conf.d"))) ?? []).filter { $0.hasSuffix(".conf") }.map {
+                "etc/chrony/conf.d/\($0)"
+            }
+        let chrony = chronyFiles.compactMap(text)
+        facts.chronyConfigured = !chrony.isEmpty
+        facts.chronyGPSRefclock = chrony.contains { file in
+            file.split(separator: "\n").contains { line in
+                let words = line.split(whereSeparator: \.isWhitespace)
+                return words.count >= 2 && words[0] == "refclock" && (words[1] == "SHM" || words[1] == "SOCK")
+            }
+        }
 
         let devices = "sys/bus/usb/devices"
         for name in ((try? fm.contentsOfDirectory(atPath: path(devices))) ?? []).sorted() where !name.contains(":") {
