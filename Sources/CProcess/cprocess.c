@@ -52,7 +52,7 @@ int cprocess_pipe(int fds[2], int nonblocking) {
 // disposition comes back when none does. Install and restore are serialised by `lock`; the
 // handler reads the slots with atomics only, and `restore` waits until no handler is running
 // before it returns, so the caller may close the pipe at once.
-#define CPROCESS_SLOTS 16
+#define CPROCESS_SLOTS 256
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int slot_fd[CPROCESS_SLOTS] = {[0 ... CPROCESS_SLOTS - 1] = -1};

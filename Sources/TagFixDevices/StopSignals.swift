@@ -27,7 +27,7 @@ public final class StopSignals: Sendable {
     private let pipe: Mutex<(read: Int32, write: Int32, slot: Int32)?>
 
     /// Catches `signals` from now until `cancel()`. If the pipe cannot be had (no descriptors
-    /// left, or 16 `StopSignals` already installed), the signals keep their earlier action.
+    /// left, or 256 `StopSignals` already installed), the signals keep their earlier action.
     /// An empty list catches nothing: `wait()` then returns only on `cancel()`.
     public init(_ signals: [Int32] = StopSignals.standard) {
         var fds: [Int32] = [-1, -1]
@@ -61,6 +61,10 @@ public final class StopSignals: Sendable {
 
     /// The first signal received, if any.
     public var received: Int32? { inbox.received }
+
+    /// Whether the signals are caught (`false`: no pipe or no slot could be had, and the signals
+    /// keep their earlier action).
+    public var isInstalled: Bool { pipe.withLock { $0 != nil } }
 
     /// Suspends until one of the signals arrives (at once if one already has) and returns its
     /// number; `nil` if the task is cancelled or `cancel()` is called first.

@@ -20,7 +20,7 @@ int cprocess_pipe(int fds[_Nonnull 2], int nonblocking);
 
 /// Catches `signals` with a handler that writes each signal's number, as one byte, to `fd` (a
 /// non-blocking pipe's write end): the self-pipe. The handler does nothing else (write is
-/// async-signal-safe). Several pipes may be installed at once (up to 16); a signal is written to
+/// async-signal-safe). Several pipes may be installed at once (up to 256); a signal is written to
 /// every pipe that wants it. The signals are unblocked in the calling thread. Returns the slot
 /// (0 or more) to give to `cprocess_stop_signals_restore`, or -errno (-EBUSY when 16 are installed).
 ///
