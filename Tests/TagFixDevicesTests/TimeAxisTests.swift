@@ -1,14 +1,24 @@
 import Foundation
+import Synchronization
 import TagFixCore
 import TagFixDevices
 import TagFixTesting
 import Testing
 
 /// A system clock that is the test's manual clock shifted by an error, synchronised or not.
-struct ShiftedSystemClock: SystemClock {
+/// A system clock that reads the test's manual clock, stepped by `step` (set mid-walk: NTP or a
+/// person setting the clock while a session runs).
+final class ShiftedSystemClock: SystemClock {
     let clock: ManualClock
     let synchronised: Bool?
-    func read() -> SystemClockReading { SystemClockReading(now: clock.now, synchronised: synchronised) }
+    let step = Mutex(Duration.zero)
+    init(clock: ManualClock, synchronised: Bool?) {
+        self.clock = clock
+        self.synchronised = synchronised
+    }
+    func read() -> SystemClockReading {
+        SystemClockReading(now: clock.now.advanced(by: step.withLock { $0 }), synchronised: synchronised)
+    }
 }
 
 /// One walk of taps around a tag, in true time, played with the system clock wrong by `error`.
@@ -23,7 +33,7 @@ struct WrongClockWalk {
     /// North offsets (metres) of the tech at each tap, and whether the receiver goes quiet.
     static let taps: [(north: Double, quiet: Bool)] = [(2, false), (45, false), (-12, false), (0, true), (300, false), (8, false)]
 
-    static func run(error: Duration, synchronised: Bool?) async throws -> [Verdict] {
+    static func run(error: Duration, synchronised: Bool?, stepAfterTap: (index: Int, by: Duration)? = nil) async throws -> [Verdict] {
         let clock = ManualClock(now: trueStart.advanced(by: error))
         let reader = MockTagReader(readerID: "mock", clock: clock)
         let gps = MockFixSource(clock: clock)
@@ -31,9 +41,8 @@ struct WrongClockWalk {
             RegistryEntry(id: "E1", uid: uid, region: try CircularRegion(center: origin, radius: 30, identifier: "E1"), name: "Tower")
         ])
         let (verdicts, sink) = AsyncStream<Verdict>.makeStream()
-        let live = LiveVerifier(
-            verifier: Verifier(policy: VerificationPolicy(), registry: registry), clock: clock,
-            systemClock: ShiftedSystemClock(clock: clock, synchronised: synchronised))
+        let system = ShiftedSystemClock(clock: clock, synchronised: synchronised)
+        let live = LiveVerifier(verifier: Verifier(policy: VerificationPolicy(), registry: registry), clock: clock, systemClock: system)
         let task = Task {
             await live.run(reader: reader, gps: gps) { event in
                 if case .verdict(let verdict) = event { sink.yield(verdict) }
@@ -53,7 +62,8 @@ struct WrongClockWalk {
         }
         var iterator = verdicts.makeAsyncIterator()
         var all: [Verdict] = []
-        for tap in taps {
+        for (index, tap) in taps.enumerated() {
+            if let stepAfterTap, stepAfterTap.index == index { system.step.withLock { $0 = stepAfterTap.by } }
             trueNow = trueNow.advanced(by: .seconds(20))
             if tap.quiet {
                 advance(to: trueNow)
@@ -106,6 +116,21 @@ struct TimeAxisTests {
         }
         // Right and synchronised: the system clock stamps.
         #expect(right.allSatisfy { $0.timeStamp?.source == .system })
+    }
+
+    @Test(
+        "the system clock stepped mid-session (by NTP, or by hand) changes no verdict",
+        arguments: [Duration.seconds(-3600), .seconds(86_400)])
+    func steppedMidSession(_ step: Duration) async throws {
+        let steady = try await WrongClockWalk.run(error: .zero, synchronised: true)
+        let stepped = try await WrongClockWalk.run(error: .zero, synchronised: true, stepAfterTap: (3, step))
+        #expect(stepped.map(\.kind) == steady.map(\.kind))
+        #expect(stepped.map(\.distance) == steady.map(\.distance))
+        #expect(stepped.map(\.fixAge) == steady.map(\.fixAge))
+        // Before the step the synchronised clock stamps; after it, it disagrees with GPS: GPS time does.
+        #expect(stepped.prefix(3).allSatisfy { $0.timeStamp?.source == .system })
+        #expect(stepped.dropFirst(3).allSatisfy { $0.timeStamp?.source == .gps })
+        #expect(zip(stepped, steady).allSatisfy { abs($0.scan.time.duration(to: $1.scan.time).seconds) <= 0.1 + 1e-9 })
     }
 
     @Test("a synchronised clock that disagrees with GPS by years is not believed")
