@@ -38,7 +38,10 @@ struct EmulateCommand: Subcommand {
             .init(name: "at", valueName: "LAT,LON", help: "nmea: the receiver's position."),
             .init(name: "route", valueName: "FILE", help: "nmea: walk a GeoJSON LineString or GPX track."),
             .init(name: "speed", valueName: "M/S", help: "nmea: walking speed along --route; default 1.4."),
-            .init(name: "log", valueName: "FILE", help: "nmea: replay a recorded NMEA log."),
+            .init(
+                name: "log", valueName: "FILE",
+                help: "nmea: replay a recorded NMEA log, over and over as gpsfake does (each pass starts a new stream); --once plays it once."),
+            .init(name: "once", valueName: nil, help: "nmea: with --log, play the log once, then fall silent."),
             .init(name: "rate", valueName: "HZ", help: "nmea: epochs per second; default 1."),
             .init(
                 name: "noise", valueName: "M",
@@ -138,6 +141,7 @@ func makeLink(_ link: String?, to path: String) throws(CLIError) {
 struct NMEAOptions: Sendable {
     var position: Coordinate?
     var log: String?
+    var once = false
     var route: String?
     var speed: Double
     var rate: Double
@@ -157,6 +161,7 @@ struct NMEAOptions: Sendable {
             position = coordinate
         }
         log = arguments.value("log")
+        once = arguments.flag("once")
         route = arguments.value("route")
         guard [position != nil, log != nil, route != nil].filter({ $0 }).count == 1 else {
             throw .usage("emulate nmea needs exactly one of --at LAT,LON, --route FILE or --log FILE", command: "emulate")
@@ -200,6 +205,7 @@ struct NMEAOptions: Sendable {
             throw .unavailable(error.description)
         }
         defer { emulator.stop() }
+        if log != nil { emulator.setRepeatsLog(!once) }
         try makeLink(link, to: emulator.path)
         defer { if let link { try? FileManager.default.removeItem(atPath: link) } }
         io.out("NMEA emulator on \(emulator.path)" + (link.map { " (link \($0))" } ?? ""))

@@ -26,6 +26,8 @@ public final class NMEAEmulator: Sendable {
         var started = false
         var fixLost = false
         var silent = false
+        /// A `.log` source starts over when it ends (as gpsfake does without -1).
+        var repeatsLog = false
         var sigma: Double?
         var garbage = 0
         var timeOffset: Duration = .zero
@@ -56,6 +58,9 @@ public final class NMEAEmulator: Sendable {
     public func start() { state.withLock { $0.started = true } }
     /// The receiver loses its fix (GGA quality 0, RMC V) or regains it.
     public func setFixLost(_ lost: Bool) { state.withLock { $0.fixLost = lost } }
+    /// With a `.log` source: start the log over when it ends (each pass is a new stream of the
+    /// same times to a client), or play it once and fall silent (the default).
+    public func setRepeatsLog(_ repeats: Bool) { state.withLock { $0.repeatsLog = repeats } }
     /// The receiver reports this position error (σ metres per axis); `nil` for its normal one.
     public func setAccuracy(sigma: Double?) { state.withLock { $0.sigma = sigma } }
     /// The receiver stops talking, or starts again.
@@ -150,6 +155,7 @@ public final class NMEAEmulator: Sendable {
             } else if logIndex < log.count {
                 text += log[logIndex].map { $0 + "\r\n" }.joined()
                 logIndex += 1
+                if logIndex == log.count, snapshot.repeatsLog { logIndex = 0 }
             } else if packetIndex < packets.count {
                 pty.write(packets[packetIndex])
                 packetIndex += 1

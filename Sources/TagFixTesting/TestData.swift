@@ -1,4 +1,6 @@
 import Foundation
+public import TagFixCore
+import TagFixDevices
 
 /// Reference data that nobody on this project wrote (GeographicLib's GeodTest lines, gpsd's
 /// regression logs, tag dumps…), read in place from the folder `TAGFIX_TESTDATA` names —
@@ -34,5 +36,19 @@ public enum TestData {
             let names = try? FileManager.default.contentsOfDirectory(atPath: directory)
         else { return [] }
         return names.filter { $0.hasSuffix(suffix) }.sorted().map { (directory as NSString).appendingPathComponent($0) }
+    }
+}
+
+extension TestData {
+    /// gpsd's regression output for a log (`LOG.chk` beside it): the first TPV reported for each
+    /// time, which is what a client that delivers each epoch once must match.
+    public static func gpsdCheckTPVs(forLog path: String) throws -> [Timestamp: JSONValue] {
+        var byTime: [Timestamp: JSONValue] = [:]
+        for line in try TextFile.read(path + ".chk").split(whereSeparator: \.isNewline) where line.contains(#""class":"TPV""#) {
+            let tpv = try JSONValue.parse(String(line))
+            guard let text = tpv["time"]?.string, let time = Timestamp(iso8601: text), byTime[time] == nil else { continue }
+            byTime[time] = tpv
+        }
+        return byTime
     }
 }

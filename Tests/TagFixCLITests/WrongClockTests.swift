@@ -153,7 +153,7 @@ struct GPSFakeTests {
             if: FileManager.default.isExecutableFile(atPath: gpsfakePath) && !gpsfakeLogs.isEmpty, "needs gpsfake and TAGFIX_TESTDATA"),
         arguments: gpsfakeLogs)
     func gpsfake(_ path: String) async throws {
-        let expected = try GPSDRegressionChk.expected(path)
+        let expected = try TestData.gpsdCheckTPVs(forLog: path)
         let port = PrivateGPSD.freePort()
         let fake = Process()
         fake.executableURL = URL(fileURLWithPath: gpsfakePath)
@@ -183,30 +183,17 @@ struct GPSFakeTests {
     }
 }
 
-/// gpsd's .chk files: the first TPV for each time.
-enum GPSDRegressionChk {
-    static func expected(_ path: String) throws -> [Timestamp: JSONValue] {
-        var byTime: [Timestamp: JSONValue] = [:]
-        for line in try TextFile.read(path + ".chk").split(whereSeparator: \.isNewline) where line.contains(#""class":"TPV""#) {
-            let tpv = try JSONValue.parse(String(line))
-            guard let text = tpv["time"]?.string, let time = Timestamp(iso8601: text), byTime[time] == nil else { continue }
-            byTime[time] = tpv
-        }
-        return byTime
-    }
-}
-
 /// Every NMEA log in the shared data (and the SiRF one), replayed by the NMEA emulator into a
 /// private gpsd.
 private let recordings = TestData.files(in: "nmea/gpsd", suffix: ".log")
 
-@Suite("Recordings of any date through tagfix fix", .timeLimit(.minutes(2)))
+@Suite("Recordings of any date through tagfix fix", .serialized, .timeLimit(.minutes(2)))
 struct RecordingFixCommandTests {
     @Test(
         "tagfix fix --json with no option gives gpsd's .chk fixes (mode, time, lat, lon) for every shared log",
         .enabled(if: PrivateGPSD.installedPath != nil && !recordings.isEmpty, "needs gpsd and TAGFIX_TESTDATA"), arguments: recordings)
     func recording(_ path: String) async throws {
-        let expected = try GPSDRegressionChk.expected(path)
+        let expected = try TestData.gpsdCheckTPVs(forLog: path)
         guard !expected.isEmpty else { return }  // ublox-lea-5q's .chk has no timed TPV: nothing to compare
         let data = try #require(FileManager.default.contents(atPath: path))
         let receiver = try NMEAEmulator(source: NMEAEmulator.recording(Array(data)), rate: 20)
@@ -247,7 +234,7 @@ struct RecordingFixCommandTests {
             if: PrivateGPSD.installedPath != nil && FileManager.default.isExecutableFile(atPath: tagfixPath) && !gpsfakeLogs.isEmpty,
             "needs gpsd, the built tagfix and TAGFIX_TESTDATA"), arguments: gpsfakeLogs)
     func emulateLog(_ path: String) async throws {
-        let expected = try GPSDRegressionChk.expected(path)
+        let expected = try TestData.gpsdCheckTPVs(forLog: path)
         let (process, line) = try EmulatorCommandTests.start(["emulate", "nmea", "--log", path, "--rate", "1", "--gpsd"], until: "gpsd://")
         defer {
             process.terminate()

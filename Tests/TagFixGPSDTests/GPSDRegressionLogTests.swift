@@ -11,22 +11,11 @@ private let nmeaLogs = TestData.files(in: "nmea/gpsd", suffix: ".log")
 
 @Suite("gpsd's regression logs through a real gpsd", .timeLimit(.minutes(2)))
 struct GPSDRegressionLogTests {
-    /// The first TPV gpsd's .chk gives for each time.
-    static func expected(_ path: String) throws -> [Timestamp: JSONValue] {
-        var byTime: [Timestamp: JSONValue] = [:]
-        for line in try TextFile.read(path + ".chk").split(whereSeparator: \.isNewline) where line.contains(#""class":"TPV""#) {
-            let tpv = try JSONValue.parse(String(line))
-            guard let text = tpv["time"]?.string, let time = Timestamp(iso8601: text), byTime[time] == nil else { continue }
-            byTime[time] = tpv
-        }
-        return byTime
-    }
-
     @Test(
         "every fix our client delivers matches gpsd's own .chk TPV for that time",
         .enabled(if: PrivateGPSD.installedPath != nil && !nmeaLogs.isEmpty, "needs gpsd and TAGFIX_TESTDATA"), arguments: nmeaLogs)
     func replay(_ path: String) async throws {
-        let expected = try Self.expected(path)
+        let expected = try TestData.gpsdCheckTPVs(forLog: path)
         let data = try #require(FileManager.default.contents(atPath: path))
         let receiver = try NMEAEmulator(source: NMEAEmulator.recording(Array(data)), rate: 20)
         defer { receiver.stop() }
