@@ -40,7 +40,9 @@ struct EmulateCommand: Subcommand {
             .init(name: "speed", valueName: "M/S", help: "nmea: walking speed along --route; default 1.4."),
             .init(
                 name: "log", valueName: "FILE",
-                help: "nmea: replay a recorded NMEA log, over and over as gpsfake does (each pass starts a new stream); --once plays it once."),
+                help:
+                    "nmea: replay a recorded NMEA log, over and over as gpsfake does (each pass starts a new stream); --once plays it once."
+            ),
             .init(name: "once", valueName: nil, help: "nmea: with --log, play the log once, then fall silent."),
             .init(name: "rate", valueName: "HZ", help: "nmea: epochs per second; default 1."),
             .init(

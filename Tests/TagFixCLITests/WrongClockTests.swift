@@ -162,10 +162,14 @@ struct GPSFakeTests {
         fake.standardError = FileHandle.nullDevice
         try fake.run()
         defer {
-            // SIGINT lets gpsfake stop its gpsd; then make sure nothing of it is left.
-            if fake.isRunning { kill(fake.processIdentifier, SIGINT) }
-            fake.waitUntilExit()
+            // gpsfake ends by itself once the log is played (-1); if it has not, stop its gpsd first
+            // (gpsfake then ends, its daemon gone), then gpsfake itself, waiting a bounded time.
             if let gpsd = EmulatorCommandTests.gpsd(servingPort: port) { kill(gpsd, SIGKILL) }
+            for signal in [SIGTERM, SIGKILL] where fake.isRunning {
+                kill(fake.processIdentifier, signal)
+                for _ in 0..<50 where fake.isRunning { usleep(100_000) }
+            }
+            if !fake.isRunning { fake.waitUntilExit() }
         }
         let result = try runTagfix(
             ["fix", "--gps", "gpsd://127.0.0.1:\(port)", "--json", "--count", String(expected.count), "--timeout", "60"])
@@ -229,13 +233,13 @@ struct RecordingFixCommandTests {
     }
 
     @Test(
-        "tagfix emulate nmea --log OLD.log --gpsd, then tagfix fix against it: the 2030 recording's fixes, none dropped",
+        "tagfix emulate nmea --log OLD.log --gpsd (played over and over), then tagfix fix against it: the 2030 recording's fixes, none dropped",
         .enabled(
             if: PrivateGPSD.installedPath != nil && FileManager.default.isExecutableFile(atPath: tagfixPath) && !gpsfakeLogs.isEmpty,
             "needs gpsd, the built tagfix and TAGFIX_TESTDATA"), arguments: gpsfakeLogs)
     func emulateLog(_ path: String) async throws {
         let expected = try TestData.gpsdCheckTPVs(forLog: path)
-        let (process, line) = try EmulatorCommandTests.start(["emulate", "nmea", "--log", path, "--rate", "1", "--gpsd"], until: "gpsd://")
+        let (process, line) = try EmulatorCommandTests.start(["emulate", "nmea", "--log", path, "--rate", "5", "--gpsd"], until: "gpsd://")
         defer {
             process.terminate()
             process.waitUntilExit()
