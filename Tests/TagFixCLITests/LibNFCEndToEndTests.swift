@@ -1,6 +1,7 @@
 import Foundation
 import TagFixCLI
 import TagFixCore
+import TagFixCrypto
 import TagFixDevices
 import TagFixEmulators
 import TagFixNDEF
@@ -60,6 +61,10 @@ struct LibNFCEndToEndTests {
             #expect(found["type"]?.string == want.typeName)
         }
         #expect(object["read_ms"]?.double != nil)
+        // READ_SIG on the wire, answered from the dump: the same originality status as the dump's.
+        let dump = NXPOriginality.check(uid: try #require(image.uid), signature: image.signature, type: image.chip.type)
+        #expect(object["originality"]?["status"]?.string == dump.status.rawValue)
+        #expect(object["originality"]?["key"]?.string == dump.key)
     }
 
     @Test("a Type 4 tag: SELECT, CC file, NDEF file through libnfc")
