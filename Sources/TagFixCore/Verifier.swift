@@ -32,7 +32,9 @@ public struct Verifier: Sendable {
         // and no tag turned off: the id is looked up from the URL's bytes. Anything else, an id
         // the registry does not hold, and a registry error take the full path below, which gives
         // the same answer (and asks the registry again, to report its error).
-        if readingURLBytes, policy.disallowedTags.isEmpty, policy.locationConfirmation, scan.source == .nfc, let url = scan.url {
+        if readingURLBytes, policy.disallowedTags.isEmpty, policy.locationConfirmation, !policy.requireGenuine, scan.source == .nfc,
+            let url = scan.url
+        {
             let bytes = url.utf8.span
             if let id = bytes.withUnsafeBufferPointer(URLLocation.plainTagID),
                 let placement = try? registry.placement(forTagIDUTF8: bytes.extracting(id), uid: scan.uid)
@@ -61,6 +63,9 @@ public struct Verifier: Sendable {
         if !policy.disallowedTags.isEmpty, policy.disallowedTags.contains(uid: scan.uid) {
             return verdict(.disallowed(.tagDisallowed(scan.uid.hex)))
         }
+        if policy.requireGenuine, let reason = untrustedOrigin(scan, tag: tagID ?? scan.uid.hex) {
+            return verdict(.untrusted(reason))
+        }
 
         let placement: Placement?
         do {
@@ -81,6 +86,17 @@ public struct Verifier: Sendable {
         }
         if let region = location?.region { return .region(region, .url, tagID: tagID, name: nil) }
         return verdict(.notRegistered)
+    }
+
+    /// Under `requireGenuine`: why the scan's originality check does not pass, or `nil` when it does.
+    func untrustedOrigin(_ scan: TagScan, tag: String) -> UntrustedReason? {
+        guard let originality = scan.originality else { return .signatureMissing(status: nil, tag: tag) }
+        switch originality.status {
+        case .genuine: return nil
+        case .invalid: return .signatureInvalid(key: originality.key, tag: tag)
+        case .unsupported where policy.allowUnsignedTags: return nil
+        case .absent, .unsupported: return .signatureMissing(status: originality.status, tag: tag)
+        }
     }
 
     /// Decides a scan against its region, given the fix at or before the scan time and the one
