@@ -39,6 +39,12 @@ public struct Verifier: Sendable {
             if let id = bytes.withUnsafeBufferPointer(URLLocation.plainTagID),
                 let placement = try? registry.placement(forTagIDUTF8: bytes.extracting(id), uid: scan.uid)
             {
+                if let enrolled = placement.uid, enrolled != scan.uid {
+                    return .decided(
+                        Verdict(
+                            kind: .untrusted(.uidMismatch(read: scan.uid, enrolled: enrolled, tagID: placement.id)), scan: scan,
+                            tagID: placement.id, interpolated: false))
+                }
                 return Expectation(consume placement)
             }
         }
@@ -76,6 +82,11 @@ public struct Verifier: Sendable {
         if let placement {
             if !policy.disallowedTags.isEmpty, policy.disallowedTags.contains(placement.id) {
                 return verdict(.disallowed(.tagDisallowed(placement.id)), id: placement.id)
+            }
+            // The URL names a registry tag the registry binds to another UID: a copied URL, or a
+            // replaced tag.
+            if let enrolled = placement.uid, enrolled != scan.uid {
+                return verdict(.untrusted(.uidMismatch(read: scan.uid, enrolled: enrolled, tagID: placement.id)), id: placement.id)
             }
             return Expectation(consume placement)
         }

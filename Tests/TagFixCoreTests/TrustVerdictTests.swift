@@ -85,3 +85,33 @@ struct TrustVerdictTests {
         #expect(Verdict.Kind.untrusted(invalid).reasonCode == "signature_invalid")
     }
 }
+
+@Suite("UID binding: a registry tag read with another UID is untrusted(uid_mismatch)")
+struct UIDBindingTests {
+    static let copy = try! TagUID(hex: "04FFFFFFFFFF01")
+
+    func verdict(_ scan: TagScan, registry: any TagRegistry = Site.registry(), shortcut: Bool = true) -> Verdict? {
+        if case .decided(let verdict) = Verifier(registry: registry).expectation(for: scan) { return verdict }
+        return nil
+    }
+
+    @Test("the registry's URL read from a tag with another UID: untrusted, naming both UIDs and the tag")
+    func copiedURL() throws {
+        let found = try #require(verdict(Site.scan(0, uid: Self.copy)))
+        #expect(found.kind == .untrusted(.uidMismatch(read: Self.copy, enrolled: Site.uid, tagID: "A1")))
+        #expect(found.kind.reasonCode == "uid_mismatch")
+        #expect(found.tagID == "A1")
+        // The full path (a URL with a query takes it) says the same.
+        let slow = try #require(verdict(Site.scan(0, url: "https://tags.example.org/t/A1?src=nfc", uid: Self.copy)))
+        #expect(slow.kind.reasonCode == "uid_mismatch")
+        // The enrolled UID is still the registry tag.
+        #expect(verdict(Site.scan(0)) == nil)
+    }
+
+    @Test("an entry without a UID binds none: any tag with its URL is verified as before")
+    func unbound() throws {
+        let region = try CircularRegion(center: Site.origin, radius: 20, identifier: "A1")
+        let registry = try InMemoryRegistry([RegistryEntry(id: "A1", uid: nil, region: region, name: "Gate")])
+        #expect(verdict(Site.scan(0, uid: Self.copy), registry: registry) == nil)
+    }
+}
