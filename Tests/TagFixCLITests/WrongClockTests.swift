@@ -10,7 +10,8 @@ import Testing
 private let tagfixPath = packageRoot + "/.build/debug/tagfix"
 private let faketimePath = "/usr/bin/faketime"
 private let gpsfakePath = "/usr/bin/gpsfake"
-private let canFake = FileManager.default.isExecutableFile(atPath: faketimePath) && PrivateGPSD.installedPath != nil
+private let canFake =
+    FileManager.default.isExecutableFile(atPath: faketimePath) && PrivateGPSD.installedPath != nil
     && FileManager.default.isExecutableFile(atPath: tagfixPath)
 
 /// Runs the built `tagfix` (under `faketime` when `clock` is given, with the monotonic clock left
@@ -147,7 +148,8 @@ private let gpsfakeLogs = TestData.files(in: "nmea/gpsd", suffix: ".log").filter
 struct GPSFakeTests {
     @Test(
         "tagfix fix --json against gpsfake -1 gives gpsd's .chk fixes, dated 2030, with no option",
-        .enabled(if: FileManager.default.isExecutableFile(atPath: gpsfakePath) && !gpsfakeLogs.isEmpty, "needs gpsfake and TAGFIX_TESTDATA"),
+        .enabled(
+            if: FileManager.default.isExecutableFile(atPath: gpsfakePath) && !gpsfakeLogs.isEmpty, "needs gpsfake and TAGFIX_TESTDATA"),
         arguments: gpsfakeLogs)
     func gpsfake(_ path: String) async throws {
         let expected = try GPSDRegressionChk.expected(path)
