@@ -41,7 +41,7 @@ let package = Package(
         .target(name: "TagFixDevices", dependencies: ["TagFixCore", "CSystemClock", "CProcess"]),
         .target(name: "CPTY"),
         .systemLibrary(name: "CNFC", pkgConfig: "libnfc", providers: [.apt(["libnfc-dev"])]),
-        .target(name: "TagFixNFC", dependencies: ["CNFC", "TagFixCore", "TagFixNDEF", "TagFixDevices"]),
+        .target(name: "TagFixNFC", dependencies: ["CNFC", "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixCrypto"]),
         .systemLibrary(name: "CGPS", pkgConfig: "libgps", providers: [.apt(["libgps-dev"])]),
         .target(name: "TagFixGPSD", dependencies: ["CGPS", "TagFixCore", "TagFixDevices"]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
@@ -52,7 +52,7 @@ let package = Package(
         .target(name: "TagFixCrypto", dependencies: ["CCrypto", "TagFixCore"]),
         .target(name: "TagFixEmulators", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "CPTY"]),
         .target(name: "TagFixTesting", dependencies: ["TagFixCore", "TagFixDevices"]),
-        .target(name: "TagFixCLI", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore", "TagFixReport"]),
+        .target(name: "TagFixCLI", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto"]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
         .executableTarget(
             name: "TagFixBench", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore"],
@@ -73,9 +73,13 @@ let package = Package(
         .testTarget(name: "TagFixTestingTests", dependencies: ["TagFixTesting"]),
         .testTarget(name: "TagFixStoreTests", dependencies: ["TagFixStore", "TagFixCore"]),
         .testTarget(name: "TagFixReportTests", dependencies: ["TagFixReport", "TagFixCore"]),
+        .testTarget(
+            name: "TagFixCryptoTests", dependencies: ["TagFixCrypto", "TagFixCore", "TagFixNDEF", "TagFixTesting"],
+            exclude: ["nxp_originality.py"]),
         .testTarget(name: "TagFixFuzzTests", dependencies: ["TagFixFuzzTargets", "TagFixTesting", "TagFixCore"]),
         .testTarget(
             name: "TagFixCLITests", dependencies: ["TagFixCLI", "TagFixTesting", "TagFixEmulators", "TagFixNDEF", "TagFixNFC", "TagFixDevices", "TagFixGPSD", "TagFixStore", "TagFixReport",
+                "TagFixCrypto",
             ]),
     ],
     swiftLanguageModes: [.v6]

@@ -35,8 +35,9 @@ print("## 1. Tag placed → verdict (PN532 emulator at 115200 baud)\n")
 print("The emulator simulates the line's speed both ways (10 bits a byte) and logs every command with its time, so every "
       "client is measured the same way, on the wire: from the start of the InListPassiveTarget that finds the tag to the "
       "last answer of the read. TagFix's time runs on to the verdict (the live pipeline with a mock GPS). The **wire "
-      "floor** is the fewest bytes that must cross the UART for that tag: one InListPassiveTarget and FAST_READs of the "
-      "capability container through the end of the NDEF TLV, each as command frame, ACK and response frame. nfcpy reads "
+      "floor** is the fewest bytes that must cross the UART for that tag: one InListPassiveTarget, FAST_READs of the "
+      "capability container through the end of the NDEF TLV and READ_SIG (the originality signature, docs/trust.md), "
+      "each as command frame, ACK and response frame. nfcpy reads "
       "the same emulator through its `pn532` driver; Debian's `nfc-mfultralight r` dumps the whole tag.\n")
 print("| tag | NDEF bytes | wire floor | TagFix, placed → verdict | ratio to the floor | nfcpy | nfcpy ÷ TagFix | nfc-mfultralight r (full dump) |")
 print("| --- | ---: | --- | --- | ---: | --- | ---: | --- |")
@@ -65,6 +66,7 @@ for r in tag:
 print("\nThe NTAG215's extra bytes are the framing of its second FAST_READ (command, ACK and response headers): the first "
       "read stops at page 10, before the planner knows the message's length. A first read long enough for this URL "
       "would cost the NTAG213's short one more than its whole margin, so the split stays.\n")
+print("READ_SIG, the originality check (docs/trust.md), is part of every read since issue 20: one more exchange after the NDEF, 2 bytes out and 32 back, 60 bytes on the UART with the PN532 framing (a 12-byte command frame, the 6-byte ACK, a 42-byte response frame), 5.21 ms at 115200 baud. The floor counts it. Measured on the emulator (`tagfix emulate pn532 --tag Empty_NTAG213.nfc --baud 115200`, 8 × `tagfix scan --json --count 1`, `read_ms`: tag found → message and signature in hand), the same read without it (the binary before the change) against with it: Empty_NTAG213.nfc 6.81 → 12.09 ms median (35 → 69 application bytes), Call_112.nfc (NTAG216) 6.50 → 12.19 ms; 5.3–5.7 ms more, the 5.21 ms of the wire and a few wake-ups. For the NTAG213 short URL that moves the floor from 8.0 ms (92 B) to 13.2 ms (152 B), and the ratio to the floor down, since most of the added time is wire.\n")
 print("Since the sixth round the emulator paces each frame to a deadline that follows from the one before (it sleeps to "
       "0.2 ms before a frame is due and spins the rest). Before, each of an exchange's three waits (the command coming "
       "in, the ACK and the response going out) was a fresh sleep that woke about 80 µs late on this VM, so every "

@@ -2,8 +2,8 @@
 // measured on the wire by the emulator's own command log, the same way for every client:
 // TagFix (libnfc + the read planner + the live verifier), nfcpy (PyPI, its pn532 driver), and
 // Debian's nfc-mfultralight full dump as a reference. The wire floor is the fewest bytes that must
-// cross the UART for the tag: one InListPassiveTarget and FAST_READs of the CC through the NDEF
-// TLV's end, each as command frame + ACK + response frame.
+// cross the UART for the tag: one InListPassiveTarget, FAST_READs of the CC through the NDEF
+// TLV's end and READ_SIG for the originality check, each as command frame + ACK + response frame.
 import Foundation
 import Synchronization
 import TagFixCore
@@ -57,6 +57,8 @@ func wireFloor(_ tag: EmulatedType2Tag, message: [UInt8]) -> Int {
             [0x40, 0x01, 0x3A, UInt8(page), UInt8(last)], [0x41, 0x00] + [UInt8](repeating: 0, count: 4 * (last - page + 1)))
         page = last + 1
     }
+    // READ_SIG (3C 00, 32 bytes back): the originality check (docs/trust.md) is part of every read.
+    bytes += exchange([0x40, 0x01, 0x3C, 0x00], [0x41, 0x00] + [UInt8](repeating: 0, count: 32))
     return bytes
 }
 

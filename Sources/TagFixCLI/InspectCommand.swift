@@ -1,5 +1,6 @@
 import Foundation
 import TagFixCore
+import TagFixCrypto
 import TagFixNDEF
 
 /// `tagfix inspect`: what a tag dump holds.
@@ -98,6 +99,36 @@ enum RecordJSON {
     }
 }
 
+/// The originality check's result as `{"status":…,"key":…}`, shared by `inspect` and `scan`.
+/// Never the signature itself.
+enum OriginalityJSON {
+    static func object(_ originality: Originality?) -> String? {
+        guard let originality else { return nil }
+        var object = JSONObjectWriter()
+        object.add("status", originality.status.rawValue)
+        object.add("key", originality.key)
+        return object.text
+    }
+
+    static func text(_ originality: Originality) -> String {
+        switch originality.status {
+        case .genuine: "genuine (the \(originality.key ?? "NXP") signature over the UID verifies)"
+        case .invalid: "invalid signature (does not verify with \(originality.key ?? "any NXP key TagFix knows")): not an original NXP chip"
+        case .absent: "no signature (the chip gave none, or 32 zero bytes)"
+        case .unsupported: "no originality signature on this kind of chip"
+        }
+    }
+}
+
+extension TagImage {
+    /// What the dump's originality signature says about the chip, checked as a live read is
+    /// (`NXPOriginality`); `nil` for a dump without a UID.
+    var originality: Originality? {
+        guard let uid else { return nil }
+        return NXPOriginality.check(uid: uid, signature: signature, type: chip.type)
+    }
+}
+
 enum InspectJSON {
     static func object(path: String, image: TagImage, readout: NDEFReadout, error: String?) -> String {
         var object = JSONObjectWriter()
@@ -109,6 +140,7 @@ enum InspectJSON {
         object.add("chip", image.chip.name)
         object.add("atqa", image.atqa.map(Hex.encode))
         object.add("sak", image.sak.map(Hex.encode))
+        object.add("originality", raw: OriginalityJSON.object(image.originality))
         object.add("ndef", message != nil)
         object.add("cc", raw: capabilityContainer(readout))
         object.add("tlvs", raw: "[" + readout.tlvs.map(tlv).joined(separator: ",") + "]")
@@ -169,6 +201,7 @@ enum InspectText {
         if let atqa = image.atqa { tag += ", ATQA \(Hex.encode(atqa))" }
         if let sak = image.sak { tag += ", SAK \(Hex.encode(sak))" }
         lines.append(tag)
+        if let originality = image.originality { lines.append("Origin:  \(OriginalityJSON.text(originality))") }
         switch image.memory {
         case .type2(let pages): lines.append("Memory:  \(pages.count / 4) pages of 4 bytes")
         case .mifareClassic(let bytes, let unknown):

@@ -113,6 +113,7 @@ struct ScanCommand: Subcommand {
         var line = "\(scan.uid.hex)  \(scan.tagType.rawValue)  \(scan.url ?? "(no URL)")"
         if let message { line += "  \(message.records.count) record\(message.records.count == 1 ? "" : "s")" }
         if scan.ndefMessage == nil { line += "  (no NDEF message: \(scan.ndefProblem ?? "none on the tag"))" }
+        if let originality = scan.originality, originality.status != .unsupported { line += "  signature \(originality.status.rawValue)" }
         if let duration = scan.readDuration { line += "  \(Coordinate.format(duration.seconds * 1000, 1)) ms" }
         return line
     }
@@ -124,6 +125,7 @@ struct ScanCommand: Subcommand {
         object.add("reader", scan.readerID)
         object.add("uid", scan.uid.hex)
         object.add("tag_type", scan.tagType.rawValue)
+        object.add("originality", raw: OriginalityJSON.object(scan.originality))
         object.add("url", scan.url)
         object.add("ndef", scan.ndefMessage != nil)
         object.add("problem", scan.ndefProblem)

@@ -71,6 +71,8 @@ enum VerdictFormat {
             return "no registry entry for this tag and no location in its URL: enrol it, or write its location into the URL"
         case .disallowed(let reason):
             return reason.description
+        case .untrusted(let reason):
+            return reason.description
         }
     }
 
@@ -83,6 +85,7 @@ enum VerdictFormat {
         case .inconclusive: symbol = "?"
         case .notRegistered: symbol = "–"
         case .disallowed: symbol = "⊘"
+        case .untrusted: symbol = "⚠"
         }
         let kind: String
         switch verdict.kind {
@@ -122,7 +125,7 @@ struct VerdictTally {
     var summary: String {
         let order = [
             ("confirmed", "confirmed"), ("outside", "outside"), ("inconclusive", "inconclusive"), ("notRegistered", "not registered"),
-            ("disallowed", "disallowed"),
+            ("disallowed", "disallowed"), ("untrusted", "untrusted"),
         ]
         let parts = order.compactMap { key, label in counts[key].map { "\($0) \(label)" } }
         return "\(total) scan\(total == 1 ? "" : "s"): " + (parts.isEmpty ? "none" : parts.joined(separator: ", "))

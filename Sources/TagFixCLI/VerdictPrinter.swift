@@ -115,6 +115,7 @@ final class VerdictPrinter: Sendable {
         case .inconclusive: colour = "33"  // yellow
         case .notRegistered: colour = "35"  // magenta
         case .disallowed: colour = "34"  // blue
+        case .untrusted: colour = "97;41"  // white on red: a copied or replaced tag
         }
         return "\u{1B}[\(colour)m\(text)\u{1B}[0m" + bell
     }

@@ -13,7 +13,10 @@ struct VerifyCommand: Subcommand {
         abstract: "Confirm each tag scan against where the tag should be.",
         discussion: """
             Each scan gets one verdict: confirmed, outside (the tag moved), inconclusive (the fix is \
-            too poor or too old — the line says what to do), notRegistered, or disallowed.
+            too poor or too old — the line says what to do), notRegistered, disallowed, or \
+            untrusted (⚠: a copied or replaced tag, whatever the distance; docs/trust.md). \
+            --require-genuine makes every tag prove it is an original NXP chip (its originality \
+            signature, read with READ_SIG); --allow-unsigned-tags then lets chips that have none pass.
             The expected region comes from the registry (by the URL's tag id, then the UID), else \
             from the location in the tag's URL (?lat=…&lon=…&r=… or geo:lat,lon;u=…).
             With --reader and --gps it runs live: a status line on a terminal (reader, GPS mode, \
@@ -54,6 +57,14 @@ struct VerifyCommand: Subcommand {
             .init(name: "max-radius", valueName: "M", help: "Cap for region radii in metres; default 500 (the App Clip limit)."),
             .init(name: "default-url-radius", valueName: "M", help: "Radius for a URL location that gives none; default: none (an error)."),
             .init(name: "allow-simulated", valueName: nil, help: "Let simulated fixes (gpsd status 8) decide verdicts."),
+            .init(
+                name: "require-genuine", valueName: nil,
+                help:
+                    "Every tag must carry a genuine NXP originality signature (READ_SIG): any other scan is untrusted (signature_invalid or signature_missing). See docs/trust.md."
+            ),
+            .init(
+                name: "allow-unsigned-tags", valueName: nil,
+                help: "With --require-genuine: chips that have no signature at all (NTAG203, MIFARE Classic, Type 4) still pass."),
             .init(name: "no-confirmation", valueName: nil, help: "Turn location confirmation off: every scan is disallowed."),
             .init(
                 name: "disallow", valueName: "TAG",
@@ -127,6 +138,9 @@ struct VerifyCommand: Subcommand {
         let defaultRadius = try arguments.number("default-url-radius", in: 0.1...100_000, command: name)
         let allowSimulated = arguments.flag("allow-simulated")
         let noConfirmation = arguments.flag("no-confirmation")
+        let requireGenuine = arguments.flag("require-genuine")
+        let allowUnsigned = arguments.flag("allow-unsigned-tags")
+        if allowUnsigned, !requireGenuine { throw .usage("--allow-unsigned-tags only applies with --require-genuine", command: name) }
         let disallowed = arguments.all("disallow")
         overrides = { policy in
             if let maxAccuracy { policy.maximumAccuracy = maxAccuracy }
@@ -136,6 +150,8 @@ struct VerifyCommand: Subcommand {
             if let defaultRadius { policy.defaultURLRadius = defaultRadius }
             if allowSimulated { policy.allowSimulatedFixes = true }
             if noConfirmation { policy.locationConfirmation = false }
+            if requireGenuine { policy.requireGenuine = true }
+            if allowUnsigned { policy.allowUnsignedTags = true }
             policy.disallowedTags.formUnion(disallowed)
         }
         if let defaultRadius, let maxRadius, defaultRadius > maxRadius {

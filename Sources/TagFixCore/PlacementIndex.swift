@@ -10,15 +10,19 @@ public struct Placement: Sendable, Hashable {
     public let id: String
     public let region: CircularRegion
     public let name: String?
+    /// The UID the tag was enrolled with, when the registry binds one: a scan of this id with
+    /// another UID is `untrusted(uid_mismatch)`.
+    public let uid: TagUID?
 
-    public init(id: String, region: CircularRegion, name: String?) {
+    public init(id: String, region: CircularRegion, name: String?, uid: TagUID? = nil) {
         self.id = id
         self.region = region
         self.name = name
+        self.uid = uid
     }
 
     public init(_ entry: RegistryEntry) {
-        self.init(id: entry.id, region: entry.region, name: entry.name)
+        self.init(id: entry.id, region: entry.region, name: entry.name, uid: entry.uid)
     }
 }
 
@@ -41,6 +45,8 @@ struct PlacementIndex: Sendable {
         /// The region's identifier is the entry's id, so the slot alone can check the key.
         var keyIsIdentifier: Bool
         var hasName: Bool
+        /// The entry binds a UID, which the placement then carries (read from the entry only then).
+        var hasUID: Bool
         /// The key is plain ASCII (nearly every tag id), so `==` compares its bytes.
         var keyIsASCII: Bool
         /// The top byte of the key's hash: a probe compares keys only where it matches, so
@@ -48,7 +54,8 @@ struct PlacementIndex: Sendable {
         /// in the slot's padding: still 48 bytes).
         var tag: UInt8
 
-        static let empty = Slot(region: nil, entry: -1, keyIsIdentifier: false, hasName: false, keyIsASCII: false, tag: 0)
+        static let empty = Slot(
+            region: nil, entry: -1, keyIsIdentifier: false, hasName: false, hasUID: false, keyIsASCII: false, tag: 0)
     }
 
     private var slots = Self.table(count: 16)
@@ -88,7 +95,7 @@ struct PlacementIndex: Sendable {
         let entry = Int(slots[i].entry)
         return Placement(
             id: slots[i].keyIsIdentifier ? region.identifier : entries[entry].id, region: region,
-            name: slots[i].hasName ? entries[entry].name : nil)
+            name: slots[i].hasName ? entries[entry].name : nil, uid: slots[i].hasUID ? entries[entry].uid : nil)
     }
 
     private func position(of id: String) -> Int? {
@@ -222,7 +229,7 @@ struct PlacementIndex: Sendable {
         let slot = Slot(
             region: entry.region, entry: Int32(position),
             keyIsIdentifier: Self.sameBytes(entry.region.identifier.utf8.span, entry.id.utf8.span),
-            hasName: entry.name != nil, keyIsASCII: home.isASCII, tag: Self.tag(of: home.hash))
+            hasName: entry.name != nil, hasUID: entry.uid != nil, keyIsASCII: home.isASCII, tag: Self.tag(of: home.hash))
         if !slot.keyIsIdentifier { otherKeys[slot.entry] = entry.id }
         place(slot, home: home.hash)
         count += 1

@@ -99,6 +99,7 @@ public struct TagScan: Sendable, Hashable {
         var bytesMoved: Int?
         var ndefProblem: String?
         var ndefReadFailed = false
+        var originality: Originality? = nil
     }
 
     private var storage: CopyOnWrite<Fields>
@@ -156,6 +157,14 @@ public struct TagScan: Sendable, Hashable {
     public var ndefReadFailed: Bool {
         get { storage.fields.ndefReadFailed }
         set { storage.update { $0.ndefReadFailed = newValue } }
+    }
+
+    /// The NXP originality signature's verdict on the chip, when the reader or the dump checked
+    /// one; `nil` when nothing was checked (scenario taps, readers that do not ask). Trust checks
+    /// only look at it when it is there, so scans without it cost the verifier nothing.
+    public var originality: Originality? {
+        get { storage.fields.originality }
+        set { storage.update { $0.originality = newValue } }
     }
 
     public init(

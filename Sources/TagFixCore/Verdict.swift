@@ -11,6 +11,12 @@ public struct VerificationPolicy: Sendable, Hashable {
     public var maximumAccuracy = 50.0
     /// Whether fixes gpsd marks as simulated (status 8) may decide a verdict.
     public var allowSimulatedFixes = false
+    /// Every tag must carry a genuine NXP originality signature (`--require-genuine`): a scan
+    /// without one is `untrusted(signature_invalid | signature_missing)`.
+    public var requireGenuine = false
+    /// With `requireGenuine`, chips that have no signature at all (NTAG203, MIFARE Classic,
+    /// Type 4) pass (`--allow-unsigned-tags`); an NTAG21x that gives none still does not.
+    public var allowUnsignedTags = false
     /// How long to wait for a fix when a scan finds none fresh enough.
     public var fixTimeout: Duration = .seconds(5)
     /// How long to wait for the fix after the scan, when a fresh one before it is already
@@ -96,6 +102,43 @@ public enum InconclusiveReason: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
+/// Why a scan cannot be trusted, whatever the distance (docs/trust.md). Each says what to do.
+public enum UntrustedReason: Sendable, Hashable, CustomStringConvertible {
+    /// The registry binds the tag id to another UID: a copied URL on another tag, or a replaced tag.
+    case uidMismatch(read: TagUID, enrolled: TagUID, tagID: String)
+    /// The chip's NXP originality signature does not verify: not an original NXP chip.
+    case signatureInvalid(key: String?, tag: String)
+    /// The policy requires a genuine chip and this one gave no signature.
+    case signatureMissing(status: Originality.Status?, tag: String)
+
+    /// A stable machine-readable code for JSON output.
+    public var code: String {
+        switch self {
+        case .uidMismatch: "uid_mismatch"
+        case .signatureInvalid: "signature_invalid"
+        case .signatureMissing: "signature_missing"
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .uidMismatch(let read, let enrolled, let tagID):
+            "this tag's UID \(read.hex) is not the enrolled \(enrolled.hex): a copy or a replaced tag; check the tag at \(tagID)"
+        case .signatureInvalid(let key, let tag):
+            "the tag's NXP originality signature does not verify\(key.map { " with the \($0) key" } ?? ""): not an original NXP chip, so a copy; check the tag at \(tag) and replace it"
+        case .signatureMissing(let status, let tag):
+            switch status {
+            case .unsupported:
+                "this chip has no NXP originality signature and genuine tags are required: replace the tag at \(tag) with an NTAG21x, or allow unsigned tags (--allow-unsigned-tags)"
+            case nil:
+                "the reader gave no originality check for this tag and genuine tags are required: read it with a libnfc reader, or check the tag at \(tag)"
+            default:
+                "the tag gave no NXP originality signature and genuine tags are required: a copy or a blank chip; check the tag at \(tag)"
+            }
+        }
+    }
+}
+
 /// Why confirmation was not attempted (App Clip `disallowed`).
 public enum DisallowedReason: Sendable, Hashable, CustomStringConvertible {
     case confirmationDisabled
@@ -130,8 +173,10 @@ public struct Verdict: Sendable, Hashable {
         /// No registry entry and no location in the URL (App Clip `doesNotMatch`).
         case notRegistered
         case disallowed(DisallowedReason)
+        /// The scan cannot be trusted (a copied or replaced tag), whatever the distance.
+        case untrusted(UntrustedReason)
 
-        /// `confirmed`, `outside`, `inconclusive`, `notRegistered` or `disallowed`.
+        /// `confirmed`, `outside`, `inconclusive`, `notRegistered`, `disallowed` or `untrusted`.
         public var name: String {
             switch self {
             case .confirmed: "confirmed"
@@ -139,6 +184,7 @@ public struct Verdict: Sendable, Hashable {
             case .inconclusive: "inconclusive"
             case .notRegistered: "notRegistered"
             case .disallowed: "disallowed"
+            case .untrusted: "untrusted"
             }
         }
 
@@ -147,6 +193,7 @@ public struct Verdict: Sendable, Hashable {
             switch self {
             case .inconclusive(let reason): reason.code
             case .disallowed(let reason): reason.code
+            case .untrusted(let reason): reason.code
             default: nil
             }
         }

@@ -32,11 +32,19 @@ public struct Verifier: Sendable {
         // and no tag turned off: the id is looked up from the URL's bytes. Anything else, an id
         // the registry does not hold, and a registry error take the full path below, which gives
         // the same answer (and asks the registry again, to report its error).
-        if readingURLBytes, policy.disallowedTags.isEmpty, policy.locationConfirmation, scan.source == .nfc, let url = scan.url {
+        if readingURLBytes, policy.disallowedTags.isEmpty, policy.locationConfirmation, !policy.requireGenuine, scan.source == .nfc,
+            let url = scan.url
+        {
             let bytes = url.utf8.span
             if let id = bytes.withUnsafeBufferPointer(URLLocation.plainTagID),
                 let placement = try? registry.placement(forTagIDUTF8: bytes.extracting(id), uid: scan.uid)
             {
+                if let enrolled = placement.uid, enrolled != scan.uid {
+                    return .decided(
+                        Verdict(
+                            kind: .untrusted(.uidMismatch(read: scan.uid, enrolled: enrolled, tagID: placement.id)), scan: scan,
+                            tagID: placement.id, interpolated: false))
+                }
                 return Expectation(consume placement)
             }
         }
@@ -61,6 +69,9 @@ public struct Verifier: Sendable {
         if !policy.disallowedTags.isEmpty, policy.disallowedTags.contains(uid: scan.uid) {
             return verdict(.disallowed(.tagDisallowed(scan.uid.hex)))
         }
+        if policy.requireGenuine, let reason = untrustedOrigin(scan, tag: tagID ?? scan.uid.hex) {
+            return verdict(.untrusted(reason))
+        }
 
         let placement: Placement?
         do {
@@ -72,6 +83,11 @@ public struct Verifier: Sendable {
             if !policy.disallowedTags.isEmpty, policy.disallowedTags.contains(placement.id) {
                 return verdict(.disallowed(.tagDisallowed(placement.id)), id: placement.id)
             }
+            // The URL names a registry tag the registry binds to another UID: a copied URL, or a
+            // replaced tag.
+            if let enrolled = placement.uid, enrolled != scan.uid {
+                return verdict(.untrusted(.uidMismatch(read: scan.uid, enrolled: enrolled, tagID: placement.id)), id: placement.id)
+            }
             return Expectation(consume placement)
         }
         if let locationError { return verdict(.inconclusive(.invalidTagLocation(locationError))) }
@@ -81,6 +97,17 @@ public struct Verifier: Sendable {
         }
         if let region = location?.region { return .region(region, .url, tagID: tagID, name: nil) }
         return verdict(.notRegistered)
+    }
+
+    /// Under `requireGenuine`: why the scan's originality check does not pass, or `nil` when it does.
+    func untrustedOrigin(_ scan: TagScan, tag: String) -> UntrustedReason? {
+        guard let originality = scan.originality else { return .signatureMissing(status: nil, tag: tag) }
+        switch originality.status {
+        case .genuine: return nil
+        case .invalid: return .signatureInvalid(key: originality.key, tag: tag)
+        case .unsupported where policy.allowUnsignedTags: return nil
+        case .absent, .unsupported: return .signatureMissing(status: originality.status, tag: tag)
+        }
     }
 
     /// Decides a scan against its region, given the fix at or before the scan time and the one

@@ -70,8 +70,9 @@ public final class EmulatedType2Tag: EmulatedTag, @unchecked Sendable {
         case 0x60:  // GET_VERSION
             guard let version else { return .silent }
             return .data(version)
-        case 0x3C:  // READ_SIG
+        case 0x3C:  // READ_SIG 00: the originality signature (zeros when the dump has none)
             guard version != nil else { return .silent }
+            guard command == [0x3C, 0x00] else { return .nak(0x0) }
             return .data(signature)
         case 0xA2:  // WRITE page (4 bytes)
             guard command.count == 6 else { return .nak(0x0) }

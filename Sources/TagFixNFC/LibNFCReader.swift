@@ -123,6 +123,7 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
                 var withProblem = scan
                 withProblem.ndefProblem = result.problem
                 withProblem.ndefReadFailed = result.failed
+                withProblem.originality = result.originality(uid: uid)
                 events.yield(.tagPresent(withProblem))
             case .failure(let error):
                 events.yield(.failed(Self.readError(error, uid: uid)))
@@ -154,6 +155,7 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
                 readDuration: started.duration(to: clock.now), bytesMoved: result.bytesMoved)
             scan.ndefProblem = result.problem
             scan.ndefReadFailed = result.failed
+            scan.originality = Originality(status: .unsupported)
             DebugLog.debug("read \(uid.hex) (FeliCa): \(result.commands) commands, \(result.bytesMoved) bytes moved")
             events.yield(.tagPresent(scan))
         } catch {

@@ -105,6 +105,7 @@ public final class LibNFCTagSession<C: Clock>: Sendable where C.Instant == Times
                     readDuration: started.duration(to: clock.now), bytesMoved: read.bytesMoved + (written?.bytesMoved ?? 0))
                 scan.ndefProblem = read.problem
                 scan.ndefReadFailed = read.failed
+                scan.originality = read.originality(uid: uid)
                 events.yield(.done(scan, written))
             } catch {
                 events.yield(.readFailed(LibNFCReader<C>.readError(error, uid: uid)))

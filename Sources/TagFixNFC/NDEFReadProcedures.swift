@@ -1,4 +1,5 @@
 public import TagFixCore
+import TagFixCrypto
 import TagFixNDEF
 
 /// Something that carries one command to a tag and brings back its answer (a libnfc device in the
@@ -24,6 +25,19 @@ public struct NDEFRead: Sendable, Hashable {
     /// capability container, a refused read) rather than a tag without NDEF (not formatted, no
     /// message): a verifier must not take such a tag for an unregistered one.
     public var failed = false
+    /// The chip's NXP originality signature (`READ_SIG`), when it was asked and answered 32 bytes.
+    public var signature: [UInt8]?
+    /// Whether `READ_SIG` was sent (only to chips that answered FAST_READ: every NXP Type 2 chip
+    /// with FAST_READ also has READ_SIG).
+    public var askedSignature = false
+}
+
+extension NDEFRead {
+    /// What the chip's originality signature says (`unsupported` for chips that were not asked:
+    /// no FAST_READ, Type 4, MIFARE Classic).
+    public func originality(uid: TagUID) -> Originality {
+        NXPOriginality.check(uid: uid, signature: signature, type: tagType)
+    }
 }
 
 /// Why a read did not finish. A read that does not finish never yields a message.
@@ -84,11 +98,33 @@ public enum Type2NDEFReader {
     /// Reads the NDEF message.
     /// - Parameter reselect: called when FAST_READ was refused (a tag that NAKs goes idle and
     ///   must be selected again before it answers anything else).
+    /// - Parameter readSignature: whether to end with `READ_SIG` (`3C 00`, 32 bytes back) on a chip
+    ///   that answered FAST_READ, for the originality check (`NXPOriginality`).
     public static func read<T: TagTransport>(
-        _ transport: inout T, reselect: () throws(NFCError) -> Void
+        _ transport: inout T, readSignature: Bool = true, reselect: () throws(NFCError) -> Void
     ) throws(NDEFReadError) -> NDEFRead {
         var link = CountingTransport(base: transport)
         defer { transport = link.base }
+        var result = try readNDEF(&link, reselect: reselect)
+        // Chips without FAST_READ (MIFARE Ultralight, Ultralight C, NTAG203) have no signature
+        // either: asking would make them NAK and go idle.
+        if readSignature, result.fastRead {
+            result.read.askedSignature = true
+            if let answer = link.probe([0x3C, 0x00]), answer.count == 32 {
+                result.read.signature = answer
+            } else {
+                // A NAK leaves the tag idle: select it again so presence checks still find it.
+                try? reselect()
+            }
+            result.read.bytesMoved = link.bytes
+            result.read.commands = link.commands
+        }
+        return result.read
+    }
+
+    private static func readNDEF<T: TagTransport>(
+        _ link: inout CountingTransport<T>, reselect: () throws(NFCError) -> Void
+    ) throws(NDEFReadError) -> (read: NDEFRead, fastRead: Bool) {
         var known = [UInt8](repeating: 0, count: 12)
         var fast = true
         if let first = link.probe([0x3A, 0x03, UInt8(3 + firstReadPages - 1)]), first.count == firstReadPages * 4 {
@@ -109,15 +145,17 @@ public enum Type2NDEFReader {
         while true {
             switch Type2Memory.plan(known: known) {
             case .complete(let contents):
-                return NDEFRead(
+                let read = NDEFRead(
                     tagType: chip.type, chipName: chip.name, message: contents.ndefMessage, problem: nil,
                     bytesMoved: link.bytes, commands: link.commands)
+                return (read, fast)
             case .noNDEF(let error):
                 var notFormatted = error == nil
                 if case .notFormatted = error { notFormatted = true }
-                return NDEFRead(
+                let read = NDEFRead(
                     tagType: chip.type, chipName: chip.name, message: nil, problem: error?.description ?? "no NDEF message TLV",
                     bytesMoved: link.bytes, commands: link.commands, failed: !notFormatted)
+                return (read, fast)
             case .read(let pages):
                 known += try readPages(&link, pages, fast: fast)
             }

@@ -85,7 +85,7 @@ public enum Type2NDEFWriter {
         }
         let check: NDEFRead
         do {
-            check = try Type2NDEFReader.read(&link.base, reselect: reselect)
+            check = try Type2NDEFReader.read(&link.base, readSignature: false, reselect: reselect)
         } catch {
             throw .read(error)
         }

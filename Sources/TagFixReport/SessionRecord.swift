@@ -19,7 +19,7 @@ public struct SessionRecord: Sendable, Hashable {
 
     public var line: Int
     public var time: Timestamp
-    /// confirmed, outside, inconclusive, notRegistered, disallowed.
+    /// confirmed, outside, inconclusive, notRegistered, disallowed, untrusted.
     public var verdict: String
     public var reason: String?
     public var message: String
@@ -35,7 +35,7 @@ public struct SessionRecord: Sendable, Hashable {
     /// The tag this record is about: its id, else its UID.
     public var tagKey: String { tagID ?? region?.id ?? uid ?? "?" }
 
-    public static let verdicts = ["confirmed", "outside", "inconclusive", "notRegistered", "disallowed"]
+    public static let verdicts = ["confirmed", "outside", "inconclusive", "notRegistered", "disallowed", "untrusted"]
 
     /// Decodes one record.
     /// - Throws: `DataFileError` naming the line and the member at fault.

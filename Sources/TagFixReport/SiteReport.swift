@@ -261,7 +261,7 @@ public struct SiteReport: Sendable {
             body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
             td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}th{background:#eee}
             .confirmed{color:#1a7f37}.outside{color:#cf222e;font-weight:bold}.inconclusive{color:#9a6700}
-            .notRegistered{color:#8250df}.disallowed{color:#0969da}
+            .notRegistered{color:#8250df}.disallowed{color:#0969da}.untrusted{color:#bc4c00;font-weight:bold}
             </style></head><body>
             <h1>\(Self.x(title))</h1>
             <p>\(records.count) scan\(records.count == 1 ? "" : "s") of \(tags.count) tag\(tags.count == 1 ? "" : "s")\(records.first.map { ", \($0.time.formatted(fractionDigits: 0)) to \(records.last?.time.formatted(fractionDigits: 0) ?? "")" } ?? "").</p>
@@ -314,6 +314,7 @@ public struct SiteReport: Sendable {
         case "inconclusive": "#bf8700"
         case "notRegistered": "#8250df"
         case "disallowed": "#0969da"
+        case "untrusted": "#bc4c00"
         default: "#8c959f"
         }
     }

@@ -1,6 +1,7 @@
 import Foundation
 import TagFixCLI
 import TagFixCore
+import TagFixCrypto
 import TagFixDevices
 import TagFixEmulators
 import TagFixNDEF
@@ -60,6 +61,10 @@ struct LibNFCEndToEndTests {
             #expect(found["type"]?.string == want.typeName)
         }
         #expect(object["read_ms"]?.double != nil)
+        // READ_SIG on the wire, answered from the dump: the same originality status as the dump's.
+        let dump = NXPOriginality.check(uid: try #require(image.uid), signature: image.signature, type: image.chip.type)
+        #expect(object["originality"]?["status"]?.string == dump.status.rawValue)
+        #expect(object["originality"]?["key"]?.string == dump.key)
     }
 
     @Test("a Type 4 tag: SELECT, CC file, NDEF file through libnfc")
@@ -305,5 +310,56 @@ struct NfcpyInteropTests {
         #expect(object["uid"]?.string == image.uid?.hex)
         let expected = image.readNDEF().messageBytes
         #expect(object["ndef"]?.string == expected.map { Hex.encode($0) }, "\(result.output)")
+    }
+}
+
+@Suite("Trust through the real libnfc, on the PN532 emulator", .timeLimit(.minutes(3)))
+struct TrustEndToEndTests {
+    /// One verdict for one tag, through the emulator, libnfc and the live pipeline.
+    func verdict(_ tag: any EmulatedTag, registry: String, _ extra: [String] = []) async throws -> JSONValue {
+        let emulator = try PN532Emulator(tags: [tag])
+        defer { emulator.stop() }
+        let gps = try temporaryFile(
+            "gps.json",
+            """
+            {"start": "2026-01-01T00:00:00Z",
+             "gps": {"rate_hz": 5, "accuracy_m": 3, "noise_m": 0.5, "seed": 3,
+                     "route": [{"t": 0, "lat": 53.545, "lon": 9.966}, {"t": 120, "lat": 53.545, "lon": 9.966}]}}
+            """)
+        let result = await run(
+            [
+                "verify", "--reader", "pn532_uart:\(emulator.path)", "--gps", gps, "--registry", registry, "--json", "--count", "1",
+                "--timeout", "60", "--fix-timeout", "30", "--max-fix-age", "30",
+            ] + extra)
+        #expect(result.code == 0, "\(result.err)")
+        return try JSONValue.parse(try #require(result.out.first))
+    }
+
+    @Test("a registry tag's URL copied onto a tag with another UID is untrusted(uid_mismatch); the enrolled tag is confirmed")
+    func copiedURL() async throws {
+        let registry = try temporaryFile("registry.csv", "id,uid,lat,lon,radius_m,name\nA1,04112233445566,53.545,9.966,25,Gate\n")
+        let message = NDEFMessage(records: [NDEFRecord.uri("https://tags.example.org/t/A1")]).encoded()
+        let original = try EmulatedType2Tag.ntag(213, message: message)
+        #expect(try await verdict(original, registry: registry)["verdict"]?.string == "confirmed")
+        let copy = try EmulatedType2Tag.ntag(213, message: message, uid: [0x04, 0x99, 0x88, 0x77, 0x66, 0x55, 0x44])
+        let found = try await verdict(copy, registry: registry)
+        #expect(found["verdict"]?.string == "untrusted", "\(found)")
+        #expect(found["reason"]?.string == "uid_mismatch")
+        #expect(found["message"]?.string?.contains("04998877665544 is not the enrolled 04112233445566") == true)
+    }
+
+    @Test(
+        "--require-genuine: a shared dump whose signature verifies is confirmed, one with a zero signature is untrusted",
+        .enabled(if: TestData.isAvailable, skip))
+    func requireGenuine() async throws {
+        for (name, expected) in [("Empty_NTAG213", "confirmed"), ("How_to_compile_DFU", "untrusted")] {
+            let path = try #require(TestData.path("nfc/flipper/\(name).nfc"))
+            let image = try TagDump.load(Array(try #require(FileManager.default.contents(atPath: path))))
+            let uid = try #require(image.uid).hex
+            let registry = try temporaryFile("registry.csv", "id,uid,lat,lon,radius_m,name\nT1,\(uid),53.545,9.966,25,Gate\n")
+            let found = try await verdict(try image.emulatedTag(), registry: registry, ["--require-genuine"])
+            #expect(found["verdict"]?.string == expected, "\(name): \(found)")
+            if expected == "untrusted" { #expect(found["reason"]?.string == "signature_missing") }
+        }
     }
 }

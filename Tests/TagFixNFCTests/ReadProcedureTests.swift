@@ -50,13 +50,16 @@ struct Type2ProcedureTests {
         let result = try Type2NDEFReader.read(&transport) { () throws(NFCError) -> Void in }
         #expect(result.message == json["expected_ndef_message_hex"]?.string.flatMap(Hex.decode))
         #expect(transport.log.first == [0x3A, 0x03, 0x0A], "FAST_READ of the CC and the first data bytes first")
-        #expect(transport.log.allSatisfy { $0.first == 0x3A }, "FAST_READ only: no GET_VERSION, no READ")
+        #expect(transport.log.last == [0x3C, 0x00], "READ_SIG last, for the originality check")
+        #expect(transport.log.dropLast().allSatisfy { $0.first == 0x3A }, "FAST_READ only: no GET_VERSION, no READ")
+        #expect(result.askedSignature)
+        #expect(result.signature == (image.signature ?? [UInt8](repeating: 0, count: 32)), "the dump's signature, as the chip answers it")
         if let chip = json["chip"]?.string, ["NTAG213", "NTAG215", "NTAG216"].contains(chip) {
             #expect(result.chipName == chip, "the CC's data-area size names the NTAG")
         }
         // Far fewer bytes than a dump of the whole tag.
         guard case TagImage.Memory.type2(let pages) = image.memory else { return }
-        #expect(result.bytesMoved < pages.count / 2)
+        #expect(result.bytesMoved - 34 < pages.count / 2, "besides READ_SIG's 2 + 32 bytes")
     }
 
     @Test("a tag without FAST_READ (MIFARE Ultralight C) is reselected and read with READ")
@@ -79,17 +82,41 @@ struct Type2ProcedureTests {
     func pulled() throws {
         let url = "https://example.org/" + String(repeating: "p", count: 120)
         var whole = DirectTransport(ntag213(url: url))
-        _ = try Type2NDEFReader.read(&whole) { () throws(NFCError) -> Void in }
+        _ = try Type2NDEFReader.read(&whole, readSignature: false) { () throws(NFCError) -> Void in }
         #expect(whole.log.count == 2, "a 140-byte message: two FAST_READs")
         for exchanges in 0..<whole.log.count {
             var transport = DirectTransport(ntag213(url: url), failAfter: exchanges)
             #expect {
-                _ = try Type2NDEFReader.read(&transport) { () throws(NFCError) -> Void in }
+                _ = try Type2NDEFReader.read(&transport, readSignature: false) { () throws(NFCError) -> Void in }
             } throws: { error in
                 if case .incompleteRead = error as? NDEFReadError { return true }
                 return false
             }
         }
+    }
+
+    @Test("a tag pulled during READ_SIG keeps its message, without a signature, and is selected again")
+    func pulledDuringReadSig() throws {
+        let url = "https://example.org/" + String(repeating: "p", count: 120)
+        var transport = DirectTransport(ntag213(url: url), failAfter: 2)
+        var reselected = 0
+        let result = try Type2NDEFReader.read(&transport) { () throws(NFCError) -> Void in reselected += 1 }
+        #expect(try NDEFMessage(bytes: try #require(result.message)).firstURL == url)
+        #expect(result.askedSignature)
+        #expect(result.signature == nil)
+        #expect(reselected == 1)
+        #expect(result.originality(uid: try TagUID(bytes: [0x04, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66])).status == .absent)
+    }
+
+    @Test("a tag without FAST_READ is never sent READ_SIG: it has no signature")
+    func noSignatureWithoutFastRead() throws {
+        let full = ntag213(url: "https://example.org/u")
+        let tag = EmulatedType2Tag(uid: full.uid, pages: full.pages, getVersion: nil, signature: nil)
+        var transport = DirectTransport(tag)
+        let result = try Type2NDEFReader.read(&transport) { () throws(NFCError) -> Void in }
+        #expect(!transport.log.contains { $0.first == 0x3C })
+        #expect(!result.askedSignature)
+        #expect(result.originality(uid: try TagUID(bytes: full.uid)).status == .unsupported)
     }
 
     @Test("a long message is read in FAST_READ chunks that fit the PN53x frame")
