@@ -52,10 +52,10 @@ let package = Package(
         .target(name: "TagFixCrypto", dependencies: ["CCrypto", "TagFixCore"]),
         .target(name: "TagFixEmulators", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "CPTY"]),
         .target(name: "TagFixTesting", dependencies: ["TagFixCore", "TagFixDevices"]),
-        .target(name: "TagFixCLI", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore", "TagFixReport"]),
+        .target(name: "TagFixCLI", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto"]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
         .executableTarget(
-            name: "TagFixBench", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore"],
+            name: "TagFixBench", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore", "TagFixCrypto"],
             path: "Benchmarks/TagFixBench"),
         // Test tooling: the parsers' fuzz targets (a library the corpus tests also run), and
         // tagfix-fuzz, which runs them under libFuzzer (Fuzz/run builds it with -DFUZZING) or
@@ -73,6 +73,7 @@ let package = Package(
         .testTarget(name: "TagFixTestingTests", dependencies: ["TagFixTesting"]),
         .testTarget(name: "TagFixStoreTests", dependencies: ["TagFixStore", "TagFixCore"]),
         .testTarget(name: "TagFixReportTests", dependencies: ["TagFixReport", "TagFixCore"]),
+        .testTarget(name: "TagFixCryptoTests", dependencies: ["TagFixCrypto", "TagFixCore"]),
         .testTarget(name: "TagFixFuzzTests", dependencies: ["TagFixFuzzTargets", "TagFixTesting", "TagFixCore"]),
         .testTarget(
             name: "TagFixCLITests", dependencies: ["TagFixCLI", "TagFixTesting", "TagFixEmulators", "TagFixNDEF", "TagFixNFC", "TagFixDevices", "TagFixGPSD", "TagFixStore", "TagFixReport",
