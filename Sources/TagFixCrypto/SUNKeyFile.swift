@@ -3,7 +3,7 @@ public import TagFixCore
 /// The keys of a SUN check read from a key file rather than the command line (where they would
 /// land in shell history and in `ps`). The text: `key = HEX` (the SDM file-read key, or the
 /// AN10922 master key when diversifying) and optionally `meta_key = HEX` (the SDM meta-read
-/// key), 32 hex digits each; blank lines and `#` comments are ignored. Errors name the line,
+/// key), 32 hex digits each; blank lines and `#` comments are ignored; LF or CRLF line ends. Errors name the line,
 /// never the key.
 public struct SUNKeyFile: Sendable, Hashable {
     public var key: AES128Key
@@ -16,7 +16,7 @@ public struct SUNKeyFile: Sendable, Hashable {
 
     public static func parse(_ text: String) throws(DataFileError) -> SUNKeyFile {
         var keys: [String: AES128Key] = [:]
-        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (index, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
             let line = raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
             let trimmed = line.trimmingBlanks
             guard !trimmed.isEmpty else { continue }
