@@ -55,7 +55,7 @@ let package = Package(
         .target(name: "TagFixCLI", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto"]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
         .executableTarget(
-            name: "TagFixBench", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore"],
+            name: "TagFixBench", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore", "TagFixCrypto"],
             path: "Benchmarks/TagFixBench"),
         // Test tooling: the parsers' fuzz targets (a library the corpus tests also run), and
         // tagfix-fuzz, which runs them under libFuzzer (Fuzz/run builds it with -DFUZZING) or

@@ -299,6 +299,12 @@ flat = [r["microseconds_per_verdict_median"] for r in memory_rows]
 print(f"\nIn memory the time per verdict stays within {max(flat) / min(flat):.1f}× from the smallest to the largest registry (a "
       "hash lookup; the larger tables miss the CPU caches more). SQLite grows with the B-tree's depth.\n")
 
+if os.path.exists(f"{out}/sun.jsonl"):
+    import sun_section
+    text, sun_goals = sun_section.render(rows("sun.jsonl"))
+    print(text)
+    goals += sun_goals
+
 print("## Goals\n")
 for ok, text in goals:
     print(f"- {met(ok)}: {text}")

@@ -166,7 +166,7 @@ struct ManPageTests {
         let generated = await run(["help", "--man"])
         #expect(generated.code == 0)
         #expect(file == generated.out.joined(separator: "\n") + "\n", "run: .build/debug/tagfix help --man > docs/tagfix.1")
-        for name in ["verify", "enroll", "registry", "report", "doctor", "devices", "scan", "fix", "inspect", "emulate"] {
+        for name in ["verify", "enroll", "registry", "report", "doctor", "devices", "scan", "fix", "inspect", "emulate", "sun"] {
             #expect(file.contains(".SH \(name.uppercased())\n"), "\(name) missing from the manual")
         }
     }
