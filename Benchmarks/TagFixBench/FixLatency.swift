@@ -65,7 +65,7 @@ func fixLatencyBenchmark(seconds: Int) async {
         }
     }
     reader.start()
-    let source = GPSDFixSource(endpoint: GPSDEndpoint(host: "127.0.0.1", port: gpsd.port), clock: WallClock())
+    let source = GPSDFixSource(endpoint: GPSDEndpoint(host: "127.0.0.1", port: gpsd.port), clock: MonotonicClock())
     let consumer = Task {
         for await event in source.events() {
             if case .fix(let fix) = event, fix.hasPosition { ours.add(fix.time) }

@@ -83,7 +83,7 @@ func tagFixReads(_ tag: EmulatedType2Tag, rounds: Int) async -> (verdict: [Doubl
     let emulator = try! PN532Emulator(tags: [tag], options: .init(baud: baud, logCommands: true))
     defer { emulator.stop() }
     emulator.setPresent(false)
-    let clock = WallClock()
+    let clock = MonotonicClock()
     let gps = MockFixSource(sourceID: "mock", clock: clock)
     var policy = VerificationPolicy()
     policy.interpolationWait = .zero

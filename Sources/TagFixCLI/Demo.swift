@@ -138,11 +138,11 @@ struct DemoRun {
 
     /// Without gpsd: a mock receiver sending a fix every 200 ms on the wall clock.
     private final class MockReceiver: Receiver {
-        let source: MockFixSource<WallClock>
+        let source: MockFixSource<MonotonicClock>
         private let state = Mutex<(position: Coordinate, sky: ExampleSite.Sky)>((Coordinate(validLatitude: 0, longitude: 0), .clear))
         private let task = Mutex<Task<Void, Never>?>(nil)
 
-        init(clock: WallClock) {
+        init(clock: MonotonicClock) {
             source = MockFixSource(sourceID: "mock GPS", clock: clock)
             let feeder = Task { [self] in
                 var generator = SeededGenerator(seed: 3)
@@ -176,7 +176,7 @@ struct DemoRun {
     }
 
     func run() async throws(CLIError) {
-        let clock = WallClock()
+        let clock = MonotonicClock()
         let registry = ExampleSite.registry()
         let stops = ExampleSite.stops
         var tags: [EmulatedType2Tag] = []

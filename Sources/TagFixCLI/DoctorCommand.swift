@@ -92,7 +92,7 @@ struct DoctorCommand: Subcommand {
 
     /// Asks gpsd for reports for up to `wait`.
     static func probe(_ endpoint: GPSDEndpoint, wait: Duration) async -> GPSProbe {
-        let clock = WallClock()
+        let clock = MonotonicClock()
         let source = GPSDFixSource(endpoint: endpoint, clock: clock)
         let name = endpoint.description
         let seen = ProbeState()

@@ -23,7 +23,7 @@ enum GPSOption {
         }
     }
 
-    static func source(_ text: String, clock: WallClock, command: String) throws(CLIError) -> any FixSource {
+    static func source(_ text: String, clock: MonotonicClock, command: String) throws(CLIError) -> any FixSource {
         if text.hasPrefix("gpsd://") {
             do {
                 return GPSDFixSource(endpoint: try GPSDEndpoint(text), clock: clock)
@@ -181,7 +181,7 @@ struct EnrollCommand: Subcommand {
     // MARK: - Running
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
-        let clock = WallClock()
+        let clock = MonotonicClock()
         let command = Self.spec.name
         // An existing registry is opened (and its id checked) now; a new one is created only when
         // there is a placement to put in it, so a failed enrolment leaves no file behind.
@@ -315,7 +315,9 @@ struct EnrollCommand: Subcommand {
     }
 
     /// Waits for the tag, writes it when asked, reads it back.
-    private func tag(writing message: [UInt8]?, clock: WallClock, io: some TerminalOutput) async throws(CLIError) -> (TagScan, NDEFWrite?) {
+    private func tag(writing message: [UInt8]?, clock: MonotonicClock, io: some TerminalOutput) async throws(CLIError) -> (
+        TagScan, NDEFWrite?
+    ) {
         let session = LibNFCTagSession(connstring: reader, clock: clock)
         let (timeout, reader) = (self.timeout, self.reader)
         let outcome: Result<(TagScan, NDEFWrite?), CLIError> = await withTaskGroup(of: Result<(TagScan, NDEFWrite?), CLIError>?.self) {

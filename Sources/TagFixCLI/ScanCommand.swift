@@ -64,7 +64,7 @@ struct ScanCommand: Subcommand {
     }
 
     static func scan(reader: String?, count: Int?, timeout: Duration?, io: any TerminalOutput, json: Bool) async -> Outcome {
-        let device = LibNFCReader(connstring: reader, clock: WallClock())
+        let device = LibNFCReader(connstring: reader, clock: MonotonicClock())
         let read = Counter()
         let stop = StopSignals()
         defer { stop.cancel() }

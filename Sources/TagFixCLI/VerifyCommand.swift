@@ -167,7 +167,7 @@ struct VerifyCommand: Subcommand {
         if demo { return try await runDemo(io, stop: stop) }
         let scenario: Scenario
         if gpsd != nil {
-            scenario = Scenario(name: "live", start: WallClock().now, gps: [], reader: [])
+            scenario = Scenario(name: "live", start: MonotonicClock().now, gps: [], reader: [])
         } else {
             do {
                 scenario = try ScenarioLoader.load(path: scenarioPath)
@@ -195,7 +195,7 @@ struct VerifyCommand: Subcommand {
             if let reader {
                 try await live(reader: reader, scenario: scenario, verifier: verifier, printer: printer, io: io, stop: stop)
             } else if realtime {
-                let clock = WallClock()
+                let clock = MonotonicClock()
                 let devices = scenario.devices(clock: clock, origin: clock.now)
                 await stop.run {
                     await LiveVerifier(verifier: verifier, clock: clock).run(reader: devices.reader, gps: devices.gps) { event in
@@ -253,7 +253,7 @@ extension VerifyCommand {
         reader: String, scenario: Scenario, verifier: Verifier, printer: VerdictPrinter, io: some TerminalOutput, stop: StopSignals
     ) async throws(CLIError) {
         let (count, timeout) = (self.count, self.timeout)
-        let clock = WallClock()
+        let clock = MonotonicClock()
         let gps: any FixSource =
             gpsd.map { GPSDFixSource(endpoint: $0, clock: clock) } ?? scenario.devices(clock: clock, origin: clock.now).gps
         let device = LibNFCReader(connstring: reader, clock: clock)

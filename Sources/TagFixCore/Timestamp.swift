@@ -1,7 +1,7 @@
 /// A UTC instant with nanosecond resolution: the one timeline scans, fixes and verdicts share.
 ///
 /// GPS fixes carry UTC from the receiver and scans are stamped by the injected clock, whose
-/// `Instant` is also a `Timestamp` (see `TagFixDevices.WallClock` and
+/// `Instant` is also a `Timestamp` (see `TagFixDevices.MonotonicClock` and
 /// `TagFixTesting.ManualClock`), so fix ages are differences on one axis. The type is pure: it
 /// never reads a clock itself.
 public struct Timestamp: Sendable, Hashable, Comparable, InstantProtocol, CustomStringConvertible {

@@ -50,9 +50,6 @@ public struct MonotonicClock: Clock, Sendable {
     }
 }
 
-/// The former name of `MonotonicClock`, kept for callers written before the time axis.
-public typealias WallClock = MonotonicClock
-
 // MARK: - The system clock
 
 /// What the system clock says and whether the kernel vouches for it.

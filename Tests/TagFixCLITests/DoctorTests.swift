@@ -197,7 +197,7 @@ struct DoctorLiveTests {
         }
         receiver.setFixLost(true)
         // Wait until gpsd itself reports the loss, so no positioned report is still in flight.
-        var watch = GPSDFixSource(endpoint: endpoint, clock: WallClock()).events().makeAsyncIterator()
+        var watch = GPSDFixSource(endpoint: endpoint, clock: MonotonicClock()).events().makeAsyncIterator()
         while let event = await watch.next() {
             if case .fix(let fix) = event, fix.mode == .noFix { break }
         }

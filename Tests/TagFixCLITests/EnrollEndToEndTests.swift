@@ -16,7 +16,7 @@ private func receiver(at spot: Coordinate) async throws -> (NMEAEmulator, Privat
     let receiver = try NMEAEmulator(source: .at(spot, noise: 0.8, seed: 5), rate: 5)
     let gpsd = try PrivateGPSD(device: receiver.path)
     receiver.start()
-    var probe = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: WallClock()).events().makeAsyncIterator()
+    var probe = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: MonotonicClock()).events().makeAsyncIterator()
     while let event = await probe.next() {
         if case .fix(let fix) = event, fix.hasPosition { break }
     }

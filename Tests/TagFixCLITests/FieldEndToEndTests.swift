@@ -22,7 +22,7 @@ struct FieldEndToEndTests {
         let gps = "gpsd://127.0.0.1:\(gpsd.port)"
 
         // Wait until gpsd delivers positioned fixes.
-        var probe = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: WallClock()).events().makeAsyncIterator()
+        var probe = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: MonotonicClock()).events().makeAsyncIterator()
         while let event = await probe.next() {
             if case .fix(let fix) = event, fix.hasPosition { break }
         }

@@ -67,7 +67,7 @@ struct HILTests {
         HIL.report(
             "## HIL: \(total) reference tags on \(connstring)\n\n| tag | file | NDEF bytes | read time | bytes moved |\n| --- | --- | --- | --- | --- |"
         )
-        let clock = WallClock()
+        let clock = MonotonicClock()
         let reader = LibNFCReader(connstring: connstring, clock: clock)
         let want = expected
         let left = Left(Set(want.flatMap { uid, tags in tags.map { "\(uid.hex) \($0.name)" } }))
@@ -112,7 +112,7 @@ struct HILTests {
     @Test("HIL GPS: gpsd delivers a plausible 3D fix", .enabled(if: HIL.gps != nil, "set TAGFIX_HIL_GPS"))
     func gpsFix() async throws {
         let endpoint = try GPSDEndpoint(try #require(HIL.gps))
-        let clock = WallClock()
+        let clock = MonotonicClock()
         let start = clock.now
         let source = GPSDFixSource(endpoint: endpoint, clock: clock)
         var fix: Fix?

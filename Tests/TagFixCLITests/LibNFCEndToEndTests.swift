@@ -223,7 +223,7 @@ struct ReaderFaultTests {
         defer { emulator.stop() }
         // The first FAST_READ is answered; the second finds the tag gone.
         emulator.removeAfter(exchanges: 1)
-        let reader = LibNFCReader(connstring: "pn532_uart:\(emulator.path)", clock: WallClock())
+        let reader = LibNFCReader(connstring: "pn532_uart:\(emulator.path)", clock: MonotonicClock())
         var events = reader.events().makeAsyncIterator()
         guard case .ready = await next(&events) else {
             Issue.record("not ready")
@@ -248,7 +248,7 @@ struct ReaderFaultTests {
         let first = try PN532Emulator(tags: [ntag213(url: "https://first.example")])
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: first.path)
         defer { try? FileManager.default.removeItem(atPath: link) }
-        let reader = LibNFCReader(connstring: "pn532_uart:\(link)", clock: WallClock())
+        let reader = LibNFCReader(connstring: "pn532_uart:\(link)", clock: MonotonicClock())
         var events = reader.events().makeAsyncIterator()
         guard case .ready = await next(&events) else {
             Issue.record("not ready")

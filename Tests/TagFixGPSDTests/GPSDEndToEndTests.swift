@@ -25,7 +25,7 @@ struct GPSDEndToEndTests {
         let gpsd = try PrivateGPSD(device: receiver.path)
         defer { gpsd.stop() }
         receiver.start()
-        let source = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: WallClock())
+        let source = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: MonotonicClock())
         var events = source.events().makeAsyncIterator()
         var fixes: [Fix] = []
         while fixes.count < 4, let fix = await nextFix(&events) {
@@ -55,7 +55,7 @@ struct GPSDEndToEndTests {
         let gpsd = try PrivateGPSD(device: receiver.path)
         defer { gpsd.stop() }
         receiver.start()
-        var events = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: WallClock()).events().makeAsyncIterator()
+        var events = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: MonotonicClock()).events().makeAsyncIterator()
         guard let first = await nextFix(&events) else {
             Issue.record("no fix")
             return
@@ -89,7 +89,7 @@ struct GPSDEndToEndTests {
         var gpsd = try PrivateGPSD(device: receiver.path)
         let port = gpsd.port
         receiver.start()
-        var events = GPSDFixSource(endpoint: GPSDEndpoint(port: port), clock: WallClock()).events().makeAsyncIterator()
+        var events = GPSDFixSource(endpoint: GPSDEndpoint(port: port), clock: MonotonicClock()).events().makeAsyncIterator()
         #expect(await nextFix(&events) != nil)
         gpsd.stop()
         var unavailable = false
@@ -165,9 +165,9 @@ struct GPSDEndToEndTests {
         let gpsd = try PrivateGPSD(device: receiver.path)
         defer { gpsd.stop() }
         receiver.start()
-        var options = GPSDFixSource<WallClock>.Options()
+        var options = GPSDFixSource<MonotonicClock>.Options()
         options.silenceThreshold = .seconds(1)
-        var events = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: WallClock(), options: options).events()
+        var events = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: MonotonicClock(), options: options).events()
             .makeAsyncIterator()
         #expect(await nextFix(&events) != nil)
         gpsd.setStopped(true)
