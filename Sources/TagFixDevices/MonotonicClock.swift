@@ -1,3 +1,4 @@
+import CProcess
 import CSystemClock
 import Foundation
 import Synchronization
@@ -108,13 +109,9 @@ final class MonotonicTimer: Sendable {
     private let wakeWrite: Int32
 
     private init() {
+        // Close-on-exec set atomically (pipe2): no child spawned meanwhile by another thread inherits it.
         var fds: [Int32] = [-1, -1]
-        if pipe(&fds) == 0 {
-            _ = fcntl(fds[0], F_SETFD, FD_CLOEXEC)
-            _ = fcntl(fds[1], F_SETFD, FD_CLOEXEC)
-            _ = fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK)
-            _ = fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK)
-        }
+        _ = cprocess_pipe(&fds, 1)
         wakeRead = fds[0]
         wakeWrite = fds[1]
     }
