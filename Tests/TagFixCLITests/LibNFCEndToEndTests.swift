@@ -17,6 +17,18 @@ private let allDumps: [String] = type2Dumps + TestData.files(in: "nfc/tags", suf
 private let skip = Comment(rawValue: TestData.skipReason)
 private let tagfixBinary = packageRoot + "/.build/debug/tagfix"
 
+/// A scenario whose GPS stands still at 53.545, 9.966 (±3 m, 5 Hz) for two minutes: the mock GPS
+/// for `verify --reader … --gps FILE` against the PN532 emulator.
+func stillGPSScenario() throws -> String {
+    try temporaryFile(
+        "gps.json",
+        """
+        {"start": "2026-01-01T00:00:00Z",
+         "gps": {"rate_hz": 5, "accuracy_m": 3, "noise_m": 0.5, "seed": 3,
+                 "route": [{"t": 0, "lat": 53.545, "lon": 9.966}, {"t": 120, "lat": 53.545, "lon": 9.966}]}}
+        """)
+}
+
 /// Runs a program; returns its exit status and output. `nil` when the program is not installed.
 func runProgram(
     _ path: String, _ arguments: [String], environment: [String: String] = [:], removing: [String] = []
@@ -84,13 +96,7 @@ struct LibNFCEndToEndTests {
         let tag = ntag213(url: "https://tags.example.org/t/A1?lat=53.545&lon=9.966&r=25")
         let emulator = try PN532Emulator(tags: [tag])
         defer { emulator.stop() }
-        let gps = try temporaryFile(
-            "gps.json",
-            """
-            {"start": "2026-01-01T00:00:00Z",
-             "gps": {"rate_hz": 5, "accuracy_m": 3, "noise_m": 0.5, "seed": 3,
-                     "route": [{"t": 0, "lat": 53.545, "lon": 9.966}, {"t": 120, "lat": 53.545, "lon": 9.966}]}}
-            """)
+        let gps = try stillGPSScenario()
         // Generous limits: on a loaded machine the fixes may reach the pipeline late.
         let result = await run([
             "verify", "--reader", "pn532_uart:\(emulator.path)", "--gps", gps, "--json", "--count", "1", "--timeout", "60",
@@ -319,13 +325,7 @@ struct TrustEndToEndTests {
     func verdict(_ tag: any EmulatedTag, registry: String, _ extra: [String] = []) async throws -> JSONValue {
         let emulator = try PN532Emulator(tags: [tag])
         defer { emulator.stop() }
-        let gps = try temporaryFile(
-            "gps.json",
-            """
-            {"start": "2026-01-01T00:00:00Z",
-             "gps": {"rate_hz": 5, "accuracy_m": 3, "noise_m": 0.5, "seed": 3,
-                     "route": [{"t": 0, "lat": 53.545, "lon": 9.966}, {"t": 120, "lat": 53.545, "lon": 9.966}]}}
-            """)
+        let gps = try stillGPSScenario()
         let result = await run(
             [
                 "verify", "--reader", "pn532_uart:\(emulator.path)", "--gps", gps, "--registry", registry, "--json", "--count", "1",
