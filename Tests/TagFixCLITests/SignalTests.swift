@@ -190,9 +190,15 @@ struct SignalTests {
         defer { try? FileManager.default.removeItem(atPath: log) }
         let tagfix = try RunningTagFix(["verify", "--demo", "--log", log])
         #expect(await tagfix.waitFor("confirmed"), "no verdict: \(tagfix.stdout) \(tagfix.stderr)")
-        // The demo's gpsd (when gpsd is installed), named on standard error.
-        let port = tagfix.stderr.components(separatedBy: "gpsd://127.0.0.1:").dropFirst().first.flatMap { Int($0.prefix { $0.isNumber }) }
-        let gpsd = port.flatMap { EmulatorCommandTests.gpsd(servingPort: $0) }
+        // The demo's gpsd (when gpsd is installed), named on standard error. Standard error is read
+        // on its own thread and may trail the verdict on standard output: look again for a while.
+        var port: Int?
+        var gpsd: pid_t?
+        _ = await RunningTagFix.poll(upTo: .seconds(10)) {
+            port = tagfix.stderr.components(separatedBy: "gpsd://127.0.0.1:").dropFirst().first.flatMap { Int($0.prefix { $0.isNumber }) }
+            gpsd = port.flatMap { EmulatorCommandTests.gpsd(servingPort: $0) }
+            return gpsd != nil || PrivateGPSD.installedPath == nil
+        }
         #expect((PrivateGPSD.installedPath == nil) == (gpsd == nil), "\(tagfix.stderr)")
         let exited = await tagfix.stop(with: SIGINT)
         #expect(exited)
