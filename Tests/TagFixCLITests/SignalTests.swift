@@ -199,7 +199,9 @@ struct SignalTests {
             gpsd = port.flatMap { EmulatorCommandTests.gpsd(servingPort: $0) }
             return gpsd != nil || PrivateGPSD.installedPath == nil
         }
-        #expect((PrivateGPSD.installedPath == nil) == (gpsd == nil), "\(tagfix.stderr)")
+        // The demo names its gpsd's port; the process is looked up by it (under a loaded parallel
+        // run the /proc scan has missed it, so the port itself is checked too, below).
+        #expect((PrivateGPSD.installedPath == nil) == (port == nil), "\(tagfix.stderr)")
         let exited = await tagfix.stop(with: SIGINT)
         #expect(exited)
         #expect(tagfix.exitedCleanly, "\(tagfix.ending)")
@@ -208,6 +210,27 @@ struct SignalTests {
             let gone = await RunningTagFix.poll(upTo: .seconds(10)) { !EmulatorCommandTests.isRunning(gpsd) }
             if !gone { kill(gpsd, SIGKILL) }
             #expect(gone, "the demo's gpsd (pid \(gpsd), port \(port ?? 0)) outlived tagfix")
+        }
+        if let port {
+            // Nothing serves the demo's gpsd port any more: its gpsd is gone, whoever it was.
+            let closed = await RunningTagFix.poll(upTo: .seconds(10)) {
+                EmulatorCommandTests.gpsd(servingPort: port) == nil && !Self.accepts(port: port)
+            }
+            #expect(closed, "something still serves the demo's gpsd port \(port) after tagfix ended")
+        }
+    }
+
+    /// Whether a TCP connection to 127.0.0.1:`port` is accepted now.
+    static func accepts(port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
         }
     }
 
