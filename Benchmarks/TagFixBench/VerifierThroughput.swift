@@ -52,7 +52,7 @@ func verifierLoop(tags: Int, seconds: Double) -> String {
 /// decision with the geodesic distance. `nil` when the scan finds no region.
 @inline(__always)
 func liveVerdict(_ verifier: Verifier, _ scan: consuming TagScan, _ fix: Fix) -> Verdict? {
-    guard case .region(let region, let source, let id, let name) = verifier.expectation(for: scan) else { return nil }
+    guard case .region(let region, let source, let id, let name, _) = verifier.expectation(for: scan) else { return nil }
     return verifier.decide(scan: scan, region: region, source: source, tagID: id, name: name, before: fix, after: nil)
 }
 

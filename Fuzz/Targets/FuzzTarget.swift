@@ -187,7 +187,7 @@ extension FuzzTarget {
         let scan = TagScan(readerID: "fuzz", uid: echoUID, tagType: .ntag213, url: url, time: Timestamp(nanosecondsSinceEpoch: 0))
         let expectation = Verifier(policy: policy, registry: EchoRegistry()).expectation(for: scan)
         switch (expectation, Result { () throws(URLLocationError) in try URLLocation(url: url, defaultRadius: 25) }) {
-        case (.region(_, .registry, let id, _), .success(let decoded)):
+        case (.region(_, .registry, let id, _, _), .success(let decoded)):
             try check(
                 id != nil && id == decoded.tagID, .urlLocation, "looked up \(id ?? "no id"), the URL names \(decoded.tagID ?? "none")")
         case (_, .success(let decoded)):

@@ -254,7 +254,9 @@ struct EnrollCommand: Subcommand {
         }
         let entry = RegistryEntry(
             id: id, uid: scan.uid, region: region, name: name,
-            enrolment: Enrolment(at: clock.now, by: by, accuracy: Self.millimetres(position.accuracy), fixes: position.kept), notes: notes)
+            enrolment: Enrolment(at: clock.now, by: by, accuracy: Self.millimetres(position.accuracy), fixes: position.kept), notes: notes,
+            // A tag enrolled genuine must read genuine from now on (docs/trust.md).
+            originality: scan.originality?.status)
         do {
             let store: SQLiteRegistry
             if let opened { store = opened } else { store = try SQLiteRegistry(path: registryPath, mode: .create) }
@@ -267,6 +269,7 @@ struct EnrollCommand: Subcommand {
             object.add("id", id)
             object.add("uid", scan.uid.hex)
             object.add("tag_type", scan.tagType.rawValue)
+            object.add("originality", scan.originality?.status.rawValue)
             object.add("lat", position.coordinate.latitude, digits: 9)
             object.add("lon", position.coordinate.longitude, digits: 9)
             object.add("radius_m", radius)

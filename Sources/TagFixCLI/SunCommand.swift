@@ -2,6 +2,7 @@ import Foundation
 import TagFixCore
 import TagFixCrypto
 import TagFixDevices
+import TagFixStore
 
 /// `tagfix sun verify`: checks one NTAG 424 DNA SUN URL (Secure Dynamic Messaging).
 struct SunCommand: Subcommand {
@@ -94,23 +95,44 @@ struct SunCommand: Subcommand {
     /// A key file readable or writable by anyone but its owner is refused: the keys in it are
     /// every tag's keys.
     static func readKeyFile(_ path: String) throws(CLIError) -> SUNKeyFile {
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            throw .noInput(
-                DataFileError(
-                    file: path, line: nil, message: "cannot read the key file (\(String(cString: strerror(errno))))", unreadable: true))
+        do {
+            return try SUNKeyFile.parse(try SecretFile.read(path))
+        } catch {
+            throw error.unreadable ? .noInput(error) : .file(error.file == nil ? error.inFile(path) : error)
         }
-        guard info.st_mode & 0o077 == 0 else {
-            throw .noInput(
-                DataFileError(
-                    file: path, line: nil,
-                    message: "the key file can be read or written by others (mode \(String(info.st_mode & 0o777, radix: 8))); chmod 600 it",
-                    unreadable: true))
+    }
+
+    /// How `verify` checks SUN registry tags: the key sets from `--sun-keys` (refused unless
+    /// 0600) and the counters in the SQLite registry itself, or in `--sun-counters FILE` for a
+    /// CSV or JSON registry. `nil` without `--sun-keys`: SUN tags are then `sun_unchecked`.
+    static func verifierCheck(
+        keysPath: String?, countersPath: String?, registryPath: String?, registry: any TagRegistry, command: String
+    ) throws(CLIError) -> Verifier.SUNCheck? {
+        guard let keysPath else {
+            if countersPath != nil { throw .usage("--sun-counters needs --sun-keys FILE", command: command) }
+            return nil
+        }
+        let keyring: SUNKeyring
+        do {
+            keyring = try SUNKeyring.parse(try SecretFile.read(keysPath))
+        } catch {
+            throw error.unreadable ? .noInput(error) : .file(error.file == nil ? error.inFile(keysPath) : error)
+        }
+        let countersFile: String
+        if let countersPath {
+            countersFile = countersPath
+        } else if let registryPath, registry is SQLiteRegistry {
+            countersFile = registryPath
+        } else {
+            throw .usage(
+                "SUN read counters must be kept on disk: give --sun-counters FILE (a SQLite file, created if missing) "
+                    + "or a SQLite registry (tagfix registry import)", command: command)
         }
         do {
-            return try SUNKeyFile.parse(try TextFile.read(path))
+            let counters = try SQLiteSUNCounters(path: countersFile, create: countersPath != nil)
+            return Verifier.SUNCheck(authenticator: keyring, counters: counters)
         } catch {
-            throw .file(error.file == nil ? error.inFile(path) : error)
+            throw .registry(error)
         }
     }
 

@@ -37,6 +37,8 @@ enum VerdictFormat {
             object.add("time_source", stamp.source.rawValue)
             object.add("clock_offset_s", stamp.systemMinusGPS?.seconds, digits: 3)
         }
+        // A SUN tag's proof: its read counter, accepted with this verdict (never a key or a MAC).
+        if let counter = verdict.sun?.counter { object.add("sun_counter", Int(counter)) }
         return object.text
     }
 

@@ -43,6 +43,14 @@ struct VerifyCommand: Subcommand {
             .init(name: "count", valueName: "N", help: "With --reader: stop after N verdicts."),
             .init(name: "timeout", valueName: "S", help: "With --reader: stop after S seconds (exit 75 if fewer than --count verdicts)."),
             .init(name: "registry", valueName: "FILE", help: "Registry of tag placements (SQLite, CSV or JSON); default: the scenario's."),
+            .init(
+                name: "sun-keys", valueName: "FILE",
+                help:
+                    "Check registry tags with SUN settings (NTAG 424 DNA) with the key sets in FILE (mode 0600; docs/trust.md#sun); "
+                    + "their read counters are kept in the SQLite registry."),
+            .init(
+                name: "sun-counters", valueName: "FILE",
+                help: "With a CSV or JSON registry and --sun-keys: keep the SUN read counters in FILE (SQLite, created if missing)."),
             .init(name: "json", valueName: nil, help: "Print one JSON object per verdict (JSON Lines)."),
             .init(
                 name: "log", valueName: "FILE",
@@ -87,6 +95,8 @@ struct VerifyCommand: Subcommand {
     var count: Int?
     var timeout: Duration?
     var registryPath: String?
+    var sunKeysPath: String?
+    var sunCountersPath: String?
     var json: Bool
     var realtime: Bool
     var logPath: String?
@@ -127,6 +137,8 @@ struct VerifyCommand: Subcommand {
         count = try arguments.number("count", in: 1...1_000_000, command: name).map { Int($0) }
         timeout = try arguments.seconds("timeout", in: 0.1...86_400, command: name)
         registryPath = arguments.value("registry")
+        sunKeysPath = arguments.value("sun-keys")
+        sunCountersPath = arguments.value("sun-counters")
         json = arguments.flag("json")
         realtime = arguments.flag("realtime")
         logPath = arguments.value("log")
@@ -188,7 +200,9 @@ struct VerifyCommand: Subcommand {
         if let path = chosenRegistry {
             (registry, registryName) = try RegistrySource.open(path, maximumRadius: policy.maximumRadius)
         }
-        let verifier = Verifier(policy: policy, registry: registry)
+        let sun = try SunCommand.verifierCheck(
+            keysPath: sunKeysPath, countersPath: sunCountersPath, registryPath: chosenRegistry, registry: registry, command: Self.spec.name)
+        let verifier = Verifier(policy: policy, registry: registry, sun: sun)
         if !json { io.out("\(scenario.name) — \(registryName)") }
 
         try await withPrinter(io) { printer throws(CLIError) in

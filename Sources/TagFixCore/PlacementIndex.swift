@@ -13,16 +13,38 @@ public struct Placement: Sendable, Hashable {
     /// The UID the tag was enrolled with, when the registry binds one: a scan of this id with
     /// another UID is `untrusted(uid_mismatch)`.
     public let uid: TagUID?
+    /// The trust checks the entry asks beyond its UID (a genuine chip, a SUN proof): a scan of
+    /// such a tag takes the verifier's full path.
+    public let checks: TrustChecks
 
-    public init(id: String, region: CircularRegion, name: String?, uid: TagUID? = nil) {
+    public init(id: String, region: CircularRegion, name: String?, uid: TagUID? = nil, checks: TrustChecks = []) {
         self.id = id
         self.region = region
         self.name = name
         self.uid = uid
+        self.checks = checks
     }
 
     public init(_ entry: RegistryEntry) {
-        self.init(id: entry.id, region: entry.region, name: entry.name, uid: entry.uid)
+        self.init(id: entry.id, region: entry.region, name: entry.name, uid: entry.uid, checks: TrustChecks(entry))
+    }
+}
+
+/// What a registry entry asks of every scan beyond its UID.
+public struct TrustChecks: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    /// Enrolled `genuine`: the chip's NXP originality signature must verify.
+    public static let genuine = TrustChecks(rawValue: 1)
+    /// An NTAG 424 DNA: the URL's SUN proof must verify, with a counter never seen before.
+    public static let sun = TrustChecks(rawValue: 2)
+
+    public init(_ entry: RegistryEntry) {
+        var checks: TrustChecks = []
+        if entry.originality == .genuine { checks.insert(.genuine) }
+        if entry.sun != nil { checks.insert(.sun) }
+        self = checks
     }
 }
 
@@ -47,6 +69,8 @@ struct PlacementIndex: Sendable {
         var hasName: Bool
         /// The entry binds a UID, which the placement then carries (read from the entry only then).
         var hasUID: Bool
+        /// The entry's `TrustChecks` (in the slot's padding, like `tag`).
+        var checks: UInt8
         /// The key is plain ASCII (nearly every tag id), so `==` compares its bytes.
         var keyIsASCII: Bool
         /// The top byte of the key's hash: a probe compares keys only where it matches, so
@@ -55,7 +79,7 @@ struct PlacementIndex: Sendable {
         var tag: UInt8
 
         static let empty = Slot(
-            region: nil, entry: -1, keyIsIdentifier: false, hasName: false, hasUID: false, keyIsASCII: false, tag: 0)
+            region: nil, entry: -1, keyIsIdentifier: false, hasName: false, hasUID: false, checks: 0, keyIsASCII: false, tag: 0)
     }
 
     private var slots = Self.table(count: 16)
@@ -95,7 +119,8 @@ struct PlacementIndex: Sendable {
         let entry = Int(slots[i].entry)
         return Placement(
             id: slots[i].keyIsIdentifier ? region.identifier : entries[entry].id, region: region,
-            name: slots[i].hasName ? entries[entry].name : nil, uid: slots[i].hasUID ? entries[entry].uid : nil)
+            name: slots[i].hasName ? entries[entry].name : nil, uid: slots[i].hasUID ? entries[entry].uid : nil,
+            checks: TrustChecks(rawValue: slots[i].checks))
     }
 
     private func position(of id: String) -> Int? {
@@ -229,7 +254,8 @@ struct PlacementIndex: Sendable {
         let slot = Slot(
             region: entry.region, entry: Int32(position),
             keyIsIdentifier: Self.sameBytes(entry.region.identifier.utf8.span, entry.id.utf8.span),
-            hasName: entry.name != nil, hasUID: entry.uid != nil, keyIsASCII: home.isASCII, tag: Self.tag(of: home.hash))
+            hasName: entry.name != nil, hasUID: entry.uid != nil, checks: TrustChecks(entry).rawValue, keyIsASCII: home.isASCII,
+            tag: Self.tag(of: home.hash))
         if !slot.keyIsIdentifier { otherKeys[slot.entry] = entry.id }
         place(slot, home: home.hash)
         count += 1

@@ -10,14 +10,24 @@ public struct RegistryEntry: Sendable, Hashable {
     /// How the placement was recorded, when `tagfix enroll` (or an imported file) says.
     public var enrolment: Enrolment?
     public var notes: String?
+    /// The originality status the tag had when enrolled. A tag enrolled `genuine` must read
+    /// genuine on every scan, else `untrusted(signature_invalid | signature_missing)`.
+    public var originality: Originality.Status?
+    /// For an NTAG 424 DNA with SUN mirroring: how its per-tap proof is checked.
+    public var sun: SUNSettings?
 
-    public init(id: String, uid: TagUID?, region: CircularRegion, name: String?, enrolment: Enrolment? = nil, notes: String? = nil) {
+    public init(
+        id: String, uid: TagUID?, region: CircularRegion, name: String?, enrolment: Enrolment? = nil, notes: String? = nil,
+        originality: Originality.Status? = nil, sun: SUNSettings? = nil
+    ) {
         self.id = id
         self.uid = uid
         self.region = region
         self.name = name
         self.enrolment = enrolment
         self.notes = notes
+        self.originality = originality
+        self.sun = sun
     }
 }
 
@@ -159,8 +169,16 @@ public enum RegistryFile {
 
     /// Every column a file may have, in the order files are written.
     public static let columns = [
-        "id", "uid", "lat", "lon", "radius_m", "name", "enrolled_at", "enrolled_by", "accuracy_m", "fixes", "notes",
+        "id", "uid", "lat", "lon", "radius_m", "name", "enrolled_at", "enrolled_by", "accuracy_m", "fixes", "notes", "originality", "sun",
     ]
+
+    /// The columns a file needs for `entries`: the trust columns only when an entry uses them,
+    /// so a registry without them is written as before.
+    static func columns(for entries: [RegistryEntry]) -> [String] {
+        let originality = entries.contains { $0.originality != nil }
+        let sun = entries.contains { $0.sun != nil }
+        return columns.filter { ($0 != "originality" || originality) && ($0 != "sun" || sun) }
+    }
 
     static let numericColumns: Set<String> = ["lat", "lon", "radius_m", "accuracy_m", "fixes"]
 
@@ -350,8 +368,25 @@ public enum RegistryFile {
         } else if fields.values["enrolled_by"] != nil || fields.values["accuracy_m"] != nil || fields.values["fixes"] != nil {
             throw DataFileError(line: line, message: "tag \"\(id)\": enrolled_by, accuracy_m and fixes need enrolled_at")
         }
+        var originality: Originality.Status?
+        if let text = try fields.string("originality") {
+            guard let status = Originality.Status(rawValue: text) else {
+                throw DataFileError(
+                    line: line, message: "tag \"\(id)\": originality \"\(text)\" is not one of genuine, invalid, absent, unsupported")
+            }
+            originality = status
+        }
+        var sun: SUNSettings?
+        if let text = try fields.string("sun") {
+            do {
+                sun = try SUNSettings(spec: text)
+            } catch {
+                throw DataFileError(line: line, message: "tag \"\(id)\": \(error)")
+            }
+        }
         return RegistryEntry(
-            id: id, uid: tagUID, region: region, name: try fields.string("name"), enrolment: enrolment, notes: try fields.string("notes"))
+            id: id, uid: tagUID, region: region, name: try fields.string("name"), enrolment: enrolment, notes: try fields.string("notes"),
+            originality: originality, sun: sun)
     }
 }
 
@@ -360,13 +395,15 @@ public enum RegistryFile {
 extension RegistryFile {
     /// The entries as a file of `format` that `parse` reads back to the same entries.
     public static func write(_ entries: some Sequence<RegistryEntry>, format: Format) -> String {
+        let entries = Array(entries)
+        let used = Self.columns(for: entries)
         switch format {
         case .csv:
-            var text = columns.joined(separator: ",") + "\n"
+            var text = used.joined(separator: ",") + "\n"
             for entry in entries {
                 // Text cells formula-safe (a name "=HYPERLINK(…)" is not run by a spreadsheet);
                 // numbers as they are.
-                let cells = zip(columns, row(entry)).map { key, value in
+                let cells = zip(used, row(entry, used)).map { key, value in
                     value.map { CSV.quoted(numericColumns.contains(key) ? $0 : CSV.formulaSafe($0)) } ?? ""
                 }
                 text += cells.joined(separator: ",") + "\n"
@@ -374,7 +411,7 @@ extension RegistryFile {
             return text
         case .json:
             let objects = entries.map { entry in
-                let members = zip(columns, row(entry)).compactMap { key, value -> String? in
+                let members = zip(used, row(entry, used)).compactMap { key, value -> String? in
                     guard let value else { return nil }
                     let numeric = numericColumns.contains(key)
                     return "\(JSONValue.quoted(key)): \(numeric ? value : JSONValue.quoted(value))"
@@ -386,12 +423,15 @@ extension RegistryFile {
     }
 
     /// The entry's fields in `columns` order; numbers in full precision.
-    private static func row(_ entry: RegistryEntry) -> [String?] {
-        [
+    private static func row(_ entry: RegistryEntry, _ columns: [String]) -> [String?] {
+        var cells: [String?] = [
             entry.id, entry.uid?.hex, exactDecimal(entry.region.center.latitude), exactDecimal(entry.region.center.longitude),
             exactDecimal(entry.region.radius), entry.name, entry.enrolment.map { $0.at.formatted(fractionDigits: 9) }, entry.enrolment?.by,
             entry.enrolment?.accuracy.map(exactDecimal), entry.enrolment?.fixes.map(String.init), entry.notes,
         ]
+        if columns.contains("originality") { cells.append(entry.originality?.rawValue) }
+        if columns.contains("sun") { cells.append(entry.sun?.description) }
+        return cells
     }
 }
 

@@ -59,6 +59,9 @@ public enum InconclusiveReason: Sendable, Hashable, CustomStringConvertible {
     /// The tag was found but its NDEF message could not be read (a broken or unsupported
     /// capability container, a refused read): nothing on it was used.
     case readFailed(String)
+    /// The registry says the tag is a SUN tag checked with key set `keyName`, and this run has
+    /// no such keys: nothing about the tag was proved.
+    case sunUnchecked(tag: String, keyName: String)
 
     /// A stable machine-readable code for JSON output.
     public var code: String {
@@ -73,6 +76,7 @@ public enum InconclusiveReason: Sendable, Hashable, CustomStringConvertible {
         case .registryUnavailable: "registry_unavailable"
         case .gpsUnavailable: "gps_unavailable"
         case .readFailed: "read_failed"
+        case .sunUnchecked: "sun_unchecked"
         }
     }
 
@@ -98,6 +102,8 @@ public enum InconclusiveReason: Sendable, Hashable, CustomStringConvertible {
             "GPS unavailable: \(why); tap again once gpsd answers"
         case .readFailed(let problem):
             "the tag could not be read (\(problem)): hold it still on the reader and tap again; if it fails again, rewrite the tag or check it with tagfix scan"
+        case .sunUnchecked(let tag, let keyName):
+            "\(tag) is an NTAG 424 DNA SUN tag and this run has no key set \"\(keyName)\": give verify --sun-keys FILE with a [\(keyName)] section"
         }
     }
 }
@@ -110,6 +116,10 @@ public enum UntrustedReason: Sendable, Hashable, CustomStringConvertible {
     case signatureInvalid(key: String?, tag: String)
     /// The policy requires a genuine chip and this one gave no signature.
     case signatureMissing(status: Originality.Status?, tag: String)
+    /// The SUN message in the URL does not verify (altered, forged, or the wrong key).
+    case sunInvalid(tag: String, problem: SUNError)
+    /// The SUN read counter is not above the last one accepted for this UID: a copied URL.
+    case sunReplayed(tag: String, counter: UInt32, last: UInt32)
 
     /// A stable machine-readable code for JSON output.
     public var code: String {
@@ -117,6 +127,8 @@ public enum UntrustedReason: Sendable, Hashable, CustomStringConvertible {
         case .uidMismatch: "uid_mismatch"
         case .signatureInvalid: "signature_invalid"
         case .signatureMissing: "signature_missing"
+        case .sunInvalid: "sun_invalid"
+        case .sunReplayed: "sun_replayed"
         }
     }
 
@@ -135,6 +147,10 @@ public enum UntrustedReason: Sendable, Hashable, CustomStringConvertible {
             default:
                 "the tag gave no NXP originality signature and genuine tags are required: a copy or a blank chip; check the tag at \(tag)"
             }
+        case .sunInvalid(let tag, let problem):
+            "the tag's SUN proof does not verify (\(problem.description)): an altered or forged URL, or a tag with other keys; check the tag at \(tag)"
+        case .sunReplayed(let tag, let counter, let last):
+            "the tag's read counter \(counter) is not above the last accepted \(last): a copied URL replayed; check the tag at \(tag)"
         }
     }
 }
@@ -212,6 +228,7 @@ public struct Verdict: Sendable, Hashable {
         var distance: Double? = nil
         var accuracy: Double? = nil
         var timeStamp: TimeStamp? = nil
+        var sun: SUNEvidence? = nil
     }
 
     /// Copy-on-write, like `TagScan` and `Fix`: a verdict is some 185 bytes of fields (the kind,
@@ -275,6 +292,12 @@ public struct Verdict: Sendable, Hashable {
     public var timeStamp: TimeStamp? {
         get { storage.fields.timeStamp }
         set { storage.update { $0.timeStamp = newValue } }
+    }
+    /// What the tag's SUN proved (its UID and read counter), for a SUN registry tag whose proof
+    /// verified; the counter is accepted before the verdict leaves the session.
+    public var sun: SUNEvidence? {
+        get { storage.fields.sun }
+        set { storage.update { $0.sun = newValue } }
     }
     /// Azimuth from the region's centre to the fix, degrees: where the tag is, seen from where it
     /// should be. `nil` without a measured distance, or at distance zero. Worked out from the

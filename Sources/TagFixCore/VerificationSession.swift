@@ -24,6 +24,7 @@ public struct VerificationSession: Sendable {
         var source: RegionSource
         var tagID: String?
         var name: String?
+        var sun: SUNEvidence?
     }
 
     public init(verifier: Verifier) {
@@ -55,8 +56,8 @@ public struct VerificationSession: Sendable {
                 attachFix(to: &verdict)
             }
             return [verdict]
-        case .region(let region, let source, let tagID, let name):
-            let waiting = Pending(scan: scan, region: region, source: source, tagID: tagID, name: name)
+        case .region(let region, let source, let tagID, let name, let sun):
+            let waiting = Pending(scan: scan, region: region, source: source, tagID: tagID, name: name, sun: sun)
             if history.first(after: scan.time, orAt: true) != nil {
                 // A fix at or after the scan is already known: no later fix can change the outcome.
                 return [decide(waiting)] + advance(to: now)
@@ -150,8 +151,29 @@ public struct VerificationSession: Sendable {
             default: break
             }
         }
+        if let sun = waiting.sun { accept(sun, into: &verdict) }
         return verdict
     }
+
+    /// Accepts a SUN tag's read counter before its verdict leaves the session (and so before it
+    /// is logged or shown): the URL has been presented, whatever the verdict, and is never
+    /// accepted again. A counter another scan accepted meanwhile makes this one a replay; a
+    /// store that cannot be written makes it inconclusive, never confirmed.
+    private func accept(_ sun: SUNEvidence, into verdict: inout Verdict) {
+        verdict.sun = sun
+        guard let counter = sun.counter, let store = verifier.sun?.counters else { return }
+        let tag = waitingTag(verdict)
+        do {
+            if try !store.accept(uid: sun.uid, counter: counter, tagID: tag) {
+                let last = (try? store.lastAccepted(uid: sun.uid)) ?? counter
+                verdict.kind = .untrusted(.sunReplayed(tag: tag, counter: counter, last: last))
+            }
+        } catch {
+            verdict.kind = .inconclusive(.registryUnavailable(error))
+        }
+    }
+
+    private func waitingTag(_ verdict: Verdict) -> String { verdict.tagID ?? verdict.scan.uid.hex }
 }
 
 /// Recent fixes sorted by time, one per epoch (a later report for the same time replaces the

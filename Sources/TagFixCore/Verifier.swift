@@ -2,21 +2,27 @@
 public struct Verifier: Sendable {
     public var policy: VerificationPolicy
     public var registry: any TagRegistry
+    /// The keys and counters SUN registry tags are checked with; `nil`: such a tag's scans are
+    /// `inconclusive(sun_unchecked)`.
+    public var sun: SUNCheck?
 
-    public init(policy: VerificationPolicy = VerificationPolicy(), registry: any TagRegistry) {
+    public init(policy: VerificationPolicy = VerificationPolicy(), registry: any TagRegistry, sun: SUNCheck? = nil) {
         self.policy = policy
         self.registry = registry
+        self.sun = sun
     }
 
     /// What a scan is checked against, found without any fix.
     public enum Expectation: Sendable, Hashable {
         /// Decided without a fix: not registered, disallowed, or a broken URL location.
         case decided(Verdict)
-        case region(CircularRegion, RegionSource, tagID: String?, name: String?)
+        /// The region to check the scan against; `sun`: what the tag's SUN proof showed, for the
+        /// verdict (its counter is accepted when the verdict is given).
+        case region(CircularRegion, RegionSource, tagID: String?, name: String?, sun: SUNEvidence?)
 
         /// The registry's region for a placement, its fields moved, not copied.
-        init(_ placement: consuming Placement) {
-            self = .region(placement.region, .registry, tagID: placement.id, name: placement.name)
+        init(_ placement: consuming Placement, sun: SUNEvidence? = nil) {
+            self = .region(placement.region, .registry, tagID: placement.id, name: placement.name, sun: sun)
         }
     }
 
@@ -39,13 +45,16 @@ public struct Verifier: Sendable {
             if let id = bytes.withUnsafeBufferPointer(URLLocation.plainTagID),
                 let placement = try? registry.placement(forTagIDUTF8: bytes.extracting(id), uid: scan.uid)
             {
-                if let enrolled = placement.uid, enrolled != scan.uid {
-                    return .decided(
-                        Verdict(
-                            kind: .untrusted(.uidMismatch(read: scan.uid, enrolled: enrolled, tagID: placement.id)), scan: scan,
-                            tagID: placement.id, interpolated: false))
+                if placement.checks.isEmpty {
+                    if let enrolled = placement.uid, enrolled != scan.uid {
+                        return .decided(
+                            Verdict(
+                                kind: .untrusted(.uidMismatch(read: scan.uid, enrolled: enrolled, tagID: placement.id)), scan: scan,
+                                tagID: placement.id, interpolated: false))
+                    }
+                    return Expectation(consume placement)
                 }
-                return Expectation(consume placement)
+                // A genuine-enrolled or SUN tag: the full path checks it.
             }
         }
         var location: URLLocation?
@@ -83,29 +92,41 @@ public struct Verifier: Sendable {
             if !policy.disallowedTags.isEmpty, policy.disallowedTags.contains(placement.id) {
                 return verdict(.disallowed(.tagDisallowed(placement.id)), id: placement.id)
             }
+            // A SUN tag's proof first: a replayed URL on another chip is a replay, whatever its UID.
+            var evidence: SUNEvidence?
+            if placement.checks.contains(.sun) {
+                switch checkSUN(scan, placement: placement) {
+                case .proven(let proof): evidence = proof
+                case .failed(let kind): return verdict(kind, id: placement.id)
+                }
+            }
             // The URL names a registry tag the registry binds to another UID: a copied URL, or a
             // replaced tag.
             if let enrolled = placement.uid, enrolled != scan.uid {
                 return verdict(.untrusted(.uidMismatch(read: scan.uid, enrolled: enrolled, tagID: placement.id)), id: placement.id)
             }
-            return Expectation(consume placement)
+            // Enrolled genuine: a chip that no longer proves it is not the enrolled chip.
+            if placement.checks.contains(.genuine), let reason = untrustedOrigin(scan, tag: placement.id, allowUnsigned: false) {
+                return verdict(.untrusted(reason), id: placement.id)
+            }
+            return Expectation(consume placement, sun: evidence)
         }
         if let locationError { return verdict(.inconclusive(.invalidTagLocation(locationError))) }
         // A tag whose NDEF could not be read is unknown, not unregistered.
         if scan.ndefReadFailed, scan.url == nil {
             return verdict(.inconclusive(.readFailed(scan.ndefProblem ?? "its NDEF message could not be read")))
         }
-        if let region = location?.region { return .region(region, .url, tagID: tagID, name: nil) }
+        if let region = location?.region { return .region(region, .url, tagID: tagID, name: nil, sun: nil) }
         return verdict(.notRegistered)
     }
 
     /// Under `requireGenuine`: why the scan's originality check does not pass, or `nil` when it does.
-    func untrustedOrigin(_ scan: TagScan, tag: String) -> UntrustedReason? {
+    func untrustedOrigin(_ scan: TagScan, tag: String, allowUnsigned: Bool? = nil) -> UntrustedReason? {
         guard let originality = scan.originality else { return .signatureMissing(status: nil, tag: tag) }
         switch originality.status {
         case .genuine: return nil
         case .invalid: return .signatureInvalid(key: originality.key, tag: tag)
-        case .unsupported where policy.allowUnsignedTags: return nil
+        case .unsupported where allowUnsigned ?? policy.allowUnsignedTags: return nil
         case .absent, .unsupported: return .signatureMissing(status: originality.status, tag: tag)
         }
     }

@@ -39,7 +39,18 @@ public final class SQLiteRegistry: TagRegistry, Sendable {
             fixes INTEGER CHECK (fixes >= 0),
             notes TEXT
         ) STRICT;
+        """,
+        // 2: trust. The originality status a tag was enrolled with, an NTAG 424 DNA's SUN settings
+        // (`SUNSettings`, never a key), and the last SUN read counter accepted per UID.
         """
+        ALTER TABLE tag ADD COLUMN originality TEXT CHECK (originality IN ('genuine', 'invalid', 'absent', 'unsupported'));
+        ALTER TABLE tag ADD COLUMN sun TEXT;
+        CREATE TABLE sun_counter (
+            uid TEXT PRIMARY KEY NOT NULL,
+            counter INTEGER NOT NULL CHECK (counter BETWEEN 0 AND 16777215),
+            tag_id TEXT
+        ) STRICT;
+        """,
     ]
 
     /// The schema version this build writes.
@@ -49,7 +60,8 @@ public final class SQLiteRegistry: TagRegistry, Sendable {
     private let maximumRadius: Double
     private let connection: Mutex<SQLiteConnection>
 
-    private static let columns = "id, uid, name, lat, lon, radius_m, enrolled_at_ns, enrolled_by, accuracy_m, fixes, notes"
+    private static let columns =
+        "id, uid, name, lat, lon, radius_m, enrolled_at_ns, enrolled_by, accuracy_m, fixes, notes, originality, sun"
 
     /// Opens (or creates) the registry at `path`.
     /// - Parameter maximumRadius: the cap for radii this run accepts (the policy's).
@@ -187,7 +199,19 @@ public final class SQLiteRegistry: TagRegistry, Sendable {
                 : Enrolment(
                     at: Timestamp(nanosecondsSinceEpoch: row.integer(6)), by: row.text(7), accuracy: row.isNull(8) ? nil : row.real(8),
                     fixes: row.isNull(9) ? nil : Int(row.integer(9)))
-            return .success(RegistryEntry(id: id, uid: uid, region: region, name: row.text(2), enrolment: enrolment, notes: row.text(10)))
+            var originality: Originality.Status?
+            if let text = row.text(11) {
+                guard let status = Originality.Status(rawValue: text) else {
+                    return .failure(.invalidEntry(path, id: id, reason: "originality \"\(text)\" is not a status"))
+                }
+                originality = status
+            }
+            let sun = try row.text(12).map { try SUNSettings(spec: $0) }
+            return .success(
+                RegistryEntry(
+                    id: id, uid: uid, region: region, name: row.text(2), enrolment: enrolment, notes: row.text(10),
+                    originality: originality,
+                    sun: sun))
         } catch {
             return .failure(.invalidEntry(path, id: id, reason: "\(error)"))
         }
@@ -241,13 +265,14 @@ public final class SQLiteRegistry: TagRegistry, Sendable {
                 .real(entry.region.center.latitude), .real(entry.region.center.longitude), .real(entry.region.radius),
                 enrolment.map { .integer($0.at.nanosecondsSinceEpoch) } ?? .null, enrolment?.by.map { .text($0) } ?? .null,
                 enrolment?.accuracy.map { .real($0) } ?? .null, enrolment?.fixes.map { .integer(Int64($0)) } ?? .null,
-                entry.notes.map { .text($0) } ?? .null,
+                entry.notes.map { .text($0) } ?? .null, entry.originality.map { .text($0.rawValue) } ?? .null,
+                entry.sun.map { .text($0.description) } ?? .null,
             ]
             try db.query(
                 """
-                INSERT INTO tag (\(Self.columns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
+                INSERT INTO tag (\(Self.columns)) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
                 ON CONFLICT(id) DO UPDATE SET uid = ?2, name = ?3, lat = ?4, lon = ?5, radius_m = ?6, enrolled_at_ns = ?7,
-                enrolled_by = ?8, accuracy_m = ?9, fixes = ?10, notes = ?11
+                enrolled_by = ?8, accuracy_m = ?9, fixes = ?10, notes = ?11, originality = ?12, sun = ?13
                 """, values)
         } catch let error as RegistryStoreError {
             throw error

@@ -69,6 +69,9 @@ struct EnrollEndToEndTests {
         #expect(entry.region.radius == 20)
         #expect(Geodesic.distance(from: entry.region.center, to: spot) < 3)
         #expect(entry.enrolment?.by == "ci")
+        // The originality the tag showed at enrolment is kept: a tag enrolled genuine must stay so.
+        #expect(entry.originality != nil)
+        #expect(entry.originality?.rawValue == report["originality"]?.string)
         // gpsd reports eph 11.4 m for the emulator's fixes; 3 s of them count as one independent fix.
         #expect((entry.enrolment?.accuracy ?? 99) <= 11.5)
         // Stored as shown, to the millimetre: an export prints 11.4, not 11.399999999999999.

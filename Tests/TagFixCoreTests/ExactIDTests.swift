@@ -61,7 +61,7 @@ struct ExactIDTests {
             return
         }
         #expect(verdict.kind == .disallowed(.tagDisallowed(disallowed)))
-        guard case .region(let region, .registry, let id, let name) = expectation(other) else {
+        guard case .region(let region, .registry, let id, let name, _) = expectation(other) else {
             Issue.record("\(other.unicodeScalars.map(\.value)) was not looked up in the registry")
             return
         }

@@ -9,7 +9,7 @@ struct TrustVerdictTests {
         configure(&policy)
         switch Verifier(policy: policy, registry: Site.registry()).expectation(for: scan) {
         case .decided(let verdict): return verdict.kind.name + (verdict.kind.reasonCode.map { ":" + $0 } ?? "")
-        case .region(_, let source, let id, _): return "\(source.rawValue):\(id ?? "-")"
+        case .region(_, let source, let id, _, _): return "\(source.rawValue):\(id ?? "-")"
         }
     }
 

@@ -152,7 +152,7 @@ struct ExpectationTests {
     func kind(_ scan: TagScan, policy: VerificationPolicy = VerificationPolicy(), registry: any TagRegistry = Site.registry()) -> String {
         switch Verifier(policy: policy, registry: registry).expectation(for: scan) {
         case .decided(let verdict): return verdict.kind.name + (verdict.kind.reasonCode.map { ":" + $0 } ?? "")
-        case .region(_, let source, let id, _): return "\(source.rawValue):\(id ?? "-")"
+        case .region(_, let source, let id, _, _): return "\(source.rawValue):\(id ?? "-")"
         }
     }
 

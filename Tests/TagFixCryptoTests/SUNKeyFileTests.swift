@@ -24,3 +24,43 @@ import Testing
         #expect(throws: DataFileError(line: line, message: message)) { try SUNKeyFile.parse(text) }
     }
 }
+
+/// The key sets `verify --sun-keys` reads: one per `[NAME]`, named by registry tags.
+@Suite struct SUNKeyringTests {
+    @Test func sectionsNameKeySets() throws {
+        let keyring = try SUNKeyring.parse(
+            """
+            # site keys
+            key = 00000000000000000000000000000000
+            [north-2]
+            key = 00112233445566778899AABBCCDDEEFF
+            meta_key = FFEEDDCCBBAA99887766554433221100
+            diversify = 3042F54E585020416275
+            """)
+        #expect(keyring.names == ["default", "north-2"])
+        #expect(keyring.hasKeys(named: "default") && !keyring.hasKeys(named: "south"))
+        let result = keyring.verify(url: AN12196.piccURL, settings: SUNSettings(names: AN12196.piccNames))
+        #expect(result?.valid == true && result?.counter == 61)
+        #expect(keyring.verify(url: AN12196.piccURL, settings: SUNSettings(keyName: "north-2", names: AN12196.piccNames))?.valid == false)
+        #expect(keyring.verify(url: AN12196.piccURL, settings: SUNSettings(keyName: "south")) == nil)
+    }
+
+    @Test(arguments: [
+        ("[a]\nmeta_key = 00000000000000000000000000000000\n", 1, "no key"),
+        ("[a]\nkey = 00\n", 2, "32 hex digits"),
+        ("[a]\nkey = 00000000000000000000000000000000\n[a]\nkey = 00000000000000000000000000000000\n", 3, "twice"),
+        ("[bad name]\n", 1, "letters"),
+        ("key = 00000000000000000000000000000000\ndiversify = 0g\n", 2, "diversify"),
+        ("secret = 00000000000000000000000000000000\n", 1, "expected"),
+    ])
+    func errorsNameTheLine(text: String, line: Int, message: String) {
+        do {
+            _ = try SUNKeyring.parse(text)
+            Issue.record("parsed \(text)")
+        } catch {
+            #expect(error.line == line, "\(error)")
+            #expect(error.message.contains(message), "\(error)")
+            #expect(!error.message.contains("00000000000000000000000000000000"))
+        }
+    }
+}

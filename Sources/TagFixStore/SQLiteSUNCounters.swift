@@ -1,0 +1,78 @@
+import Foundation
+import Synchronization
+public import TagFixCore
+
+/// The last SUN read counter accepted per tag UID, in a registry file's `sun_counter` table (the
+/// registry the run verifies against, or, for a CSV or JSON registry, a registry file of its own:
+/// `verify --sun-counters FILE`).
+///
+/// Each accept is one SQLite statement, so one transaction: an upsert that raises the counter only
+/// when the new one is higher, committed with `synchronous = FULL` before it returns. The verifier
+/// accepts a counter before the verdict is logged or shown, so a crash or a power cut at any
+/// point either keeps the counter (the URL is never accepted again; the tech's next tap carries a
+/// higher counter) or loses the tap unshown (nothing was acknowledged).
+public final class SQLiteSUNCounters: SUNCounterStore {
+    public let path: String
+    private let connection: Mutex<SQLiteConnection>
+
+    /// Opens the counters in the registry file at `path`, creating the file (an empty registry)
+    /// when `create` and it is missing; an older registry schema is migrated.
+    public init(path: String, create: Bool) throws(RegistryStoreError) {
+        self.path = path
+        let mode: SQLiteRegistry.Mode = create ? .create : .readWrite
+        if !create, !FileManager.default.fileExists(atPath: path) { throw .missing(path) }
+        let opened: SQLiteConnection
+        do {
+            opened = try SQLiteConnection(path: path, mode: create ? .create : .readWrite)
+        } catch {
+            throw RegistryStoreError(error, path: path)
+        }
+        try SQLiteRegistry.prepare(opened, path: path, mode: mode, migrations: SQLiteRegistry.migrations)
+        do {
+            try opened.execute("PRAGMA synchronous = FULL")
+        } catch {
+            throw RegistryStoreError(error, path: path)
+        }
+        connection = Mutex(opened)
+    }
+
+    public func lastAccepted(uid: TagUID) throws(RegistryError) -> UInt32? {
+        let result = connection.withLock { db -> Result<UInt32?, SQLiteError> in
+            do throws(SQLiteError) {
+                var counter: UInt32?
+                try db.query("SELECT counter FROM sun_counter WHERE uid = ?1", [.text(uid.hex)]) {
+                    counter = UInt32(clamping: $0.integer(0))
+                }
+                return .success(counter)
+            } catch {
+                return .failure(error)
+            }
+        }
+        do {
+            return try result.get()
+        } catch {
+            throw RegistryError(RegistryStoreError(error, path: path).description)
+        }
+    }
+
+    public func accept(uid: TagUID, counter: UInt32, tagID: String) throws(RegistryError) -> Bool {
+        let result = connection.withLock { db -> Result<Bool, SQLiteError> in
+            do throws(SQLiteError) {
+                try db.query(
+                    """
+                    INSERT INTO sun_counter (uid, counter, tag_id) VALUES (?1, ?2, ?3)
+                    ON CONFLICT(uid) DO UPDATE SET counter = excluded.counter, tag_id = excluded.tag_id
+                    WHERE excluded.counter > sun_counter.counter
+                    """, [.text(uid.hex), .integer(Int64(counter)), .text(tagID)])
+                return .success(db.changes > 0)
+            } catch {
+                return .failure(error)
+            }
+        }
+        do {
+            return try result.get()
+        } catch {
+            throw RegistryError(RegistryStoreError(error, path: path).description)
+        }
+    }
+}
