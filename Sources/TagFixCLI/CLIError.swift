@@ -1,4 +1,5 @@
 import TagFixCore
+import TagFixDemo
 import TagFixStore
 
 /// Exit codes, from BSD sysexits(3) where one fits. Documented in README.md.
@@ -62,6 +63,14 @@ enum CLIError: Error, Sendable {
             return "error: \(message)"
         case .registry(let error):
             return "error: \(error)"
+        }
+    }
+
+    /// The demo's failures: an emulator, gpsd or the reader unavailable (69), or its time limit (75).
+    init(_ error: DemoError) {
+        switch error {
+        case .unavailable(let message): self = .unavailable(message)
+        case .timedOut(let message): self = .timedOut(message)
         }
     }
 

@@ -5,8 +5,8 @@ import TagFixDevices
 import TagFixGPSD
 import TagFixNDEF
 import TagFixNFC
+import TagFixScenarios
 import TagFixStore
-import TagFixTesting
 
 /// The GPS a command reads: gpsd (`gpsd://HOST:PORT[/DEVICE]`), or a scenario file whose GPS
 /// timeline is replayed from now (mock GPS).
