@@ -1,3 +1,4 @@
+import TagFixCore
 import TagFixDoctor
 import TagFixGPSD
 
