@@ -1,5 +1,6 @@
 import Foundation
 import TagFixCore
+import TagFixCrypto
 import TagFixNDEF
 import TagFixReport
 
@@ -41,7 +42,9 @@ struct InspectCommand: Subcommand {
         } catch {
             throw .data(error.inFile(path))
         }
-        let inspection = TagInspection(path: path, image: image)
+        // The signature checked as a live read checks it.
+        let originality = image.uid.map { NXPOriginality.check(uid: $0, signature: image.signature, type: image.chip.type) }
+        let inspection = TagInspection(path: path, image: image, originality: originality)
         if json {
             io.out(inspection.json)
         } else {

@@ -1,5 +1,4 @@
 public import TagFixCore
-import TagFixCrypto
 public import TagFixNDEF
 
 /// What a tag dump holds, as `tagfix inspect` shows it: the dump read as a tag would be, and
@@ -8,13 +7,17 @@ public struct TagInspection: Sendable {
     public let path: String
     public let image: TagImage
     public let readout: NDEFReadout
+    /// What the dump's originality signature says about the chip (checked by the caller, as a
+    /// live read is: `NXPOriginality`); `nil` for a dump without a UID.
+    public let originality: Originality?
     /// Why the NDEF structure is broken (a TLV past the data area, a malformed message), if it is;
     /// a tag that is merely not NDEF formatted is not broken.
     public let broken: String?
 
-    public init(path: String, image: TagImage) {
+    public init(path: String, image: TagImage, originality: Originality?) {
         self.path = path
         self.image = image
+        self.originality = originality
         let readout = image.readNDEF()
         self.readout = readout
         broken = {
@@ -25,10 +28,10 @@ public struct TagInspection: Sendable {
     }
 
     /// One JSON object.
-    public var json: String { InspectJSON.object(path: path, image: image, readout: readout, error: broken) }
+    public var json: String { InspectJSON.object(path: path, image: image, originality: originality, readout: readout, error: broken) }
 
     /// The text report, one line each.
-    public var lines: [String] { InspectText.lines(path: path, image: image, readout: readout) }
+    public var lines: [String] { InspectText.lines(path: path, image: image, originality: originality, readout: readout) }
 
     static func isNotFormatted(_ error: TagMemoryError) -> Bool {
         if case .notFormatted = error { return true }
@@ -95,17 +98,8 @@ public enum OriginalityJSON {
     }
 }
 
-extension TagImage {
-    /// What the dump's originality signature says about the chip, checked as a live read is
-    /// (`NXPOriginality`); `nil` for a dump without a UID.
-    public var originality: Originality? {
-        guard let uid else { return nil }
-        return NXPOriginality.check(uid: uid, signature: signature, type: chip.type)
-    }
-}
-
 enum InspectJSON {
-    static func object(path: String, image: TagImage, readout: NDEFReadout, error: String?) -> String {
+    static func object(path: String, image: TagImage, originality: Originality?, readout: NDEFReadout, error: String?) -> String {
         var object = JSONObjectWriter()
         let message = try? readout.message?.get()
         object.add("file", path)
@@ -115,7 +109,7 @@ enum InspectJSON {
         object.add("chip", image.chip.name)
         object.add("atqa", image.atqa.map(Hex.encode))
         object.add("sak", image.sak.map(Hex.encode))
-        object.add("originality", raw: OriginalityJSON.object(image.originality))
+        object.add("originality", raw: OriginalityJSON.object(originality))
         object.add("ndef", message != nil)
         object.add("cc", raw: capabilityContainer(readout))
         object.add("tlvs", raw: "[" + readout.tlvs.map(tlv).joined(separator: ",") + "]")
@@ -169,14 +163,14 @@ enum InspectJSON {
 }
 
 enum InspectText {
-    static func lines(path: String, image: TagImage, readout: NDEFReadout) -> [String] {
+    static func lines(path: String, image: TagImage, originality: Originality?, readout: NDEFReadout) -> [String] {
         var lines = ["\(path): \(image.format.rawValue)"]
         var tag = "Tag:     \(image.chip.name)"
         if let uid = image.uid { tag += " — UID \(uid.hex)" }
         if let atqa = image.atqa { tag += ", ATQA \(Hex.encode(atqa))" }
         if let sak = image.sak { tag += ", SAK \(Hex.encode(sak))" }
         lines.append(tag)
-        if let originality = image.originality { lines.append("Origin:  \(OriginalityJSON.text(originality))") }
+        if let originality { lines.append("Origin:  \(OriginalityJSON.text(originality))") }
         switch image.memory {
         case .type2(let pages): lines.append("Memory:  \(pages.count / 4) pages of 4 bytes")
         case .mifareClassic(let bytes, let unknown):
