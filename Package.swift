@@ -3,12 +3,14 @@ import PackageDescription
 
 // Layers (see docs/architecture.md): nothing imports upward.
 //
-//   tagfix (executable) → TagFixCLI → TagFixTesting (mocks, scenarios)
+//   tagfix (executable) → TagFixCLI → TagFixDoctor, TagFixDemo (the doctor's checks, the demo)
+//                                    → TagFixScenarios (the scenario format, scripted devices)
 //                                    → TagFixDevices (protocols, clocks, live verifier)
 //                                    → TagFixCore (pure: geodesy, regions, verifier)
 //
 // The libnfc / libgps shims and their backends arrive as their own targets; a package that
-// depends only on the `TagFixCore` and `TagFixTesting` products never needs those C libraries.
+// depends only on the `TagFixCore`, `TagFixScenarios` and `TagFixTesting` products never needs
+// those C libraries. TagFixTesting (the manual clock, the reference data) is for tests only.
 
 let swiftSettings: [SwiftSetting] = [
     .enableUpcomingFeature("ExistentialAny"),
@@ -22,6 +24,7 @@ let package = Package(
         .library(name: "TagFixCore", targets: ["TagFixCore"]),
         .library(name: "TagFixNDEF", targets: ["TagFixNDEF"]),
         .library(name: "TagFixDevices", targets: ["TagFixDevices"]),
+        .library(name: "TagFixScenarios", targets: ["TagFixScenarios"]),
         .library(name: "TagFixTesting", targets: ["TagFixTesting"]),
         .library(name: "TagFixEmulators", targets: ["TagFixEmulators"]),
         .library(name: "TagFixNFC", targets: ["TagFixNFC"]),
@@ -29,6 +32,8 @@ let package = Package(
         .library(name: "TagFixStore", targets: ["TagFixStore"]),
         .library(name: "TagFixReport", targets: ["TagFixReport"]),
         .library(name: "TagFixCrypto", targets: ["TagFixCrypto"]),
+        .library(name: "TagFixDoctor", targets: ["TagFixDoctor"]),
+        .library(name: "TagFixDemo", targets: ["TagFixDemo"]),
         .executable(name: "tagfix", targets: ["tagfix"]),
     ],
     targets: [
@@ -46,31 +51,52 @@ let package = Package(
         .target(name: "TagFixGPSD", dependencies: ["CGPS", "TagFixCore", "TagFixDevices"]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "TagFixStore", dependencies: ["CSQLite", "TagFixCore"]),
-        .target(name: "TagFixReport", dependencies: ["TagFixCore"]),
+        .target(name: "TagFixReport", dependencies: ["TagFixCore", "TagFixNDEF"]),
         // OpenSSL 3's libcrypto (trust: originality signatures, SUN, signed locations).
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .target(name: "TagFixCrypto", dependencies: ["CCrypto", "TagFixCore"]),
         .target(name: "TagFixEmulators", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "CPTY"]),
+        // The shipped scenario format and its scripted devices (`--scenario`, the demo's mock GPS);
+        // TagFixTesting is for tests only (the manual clock, the reference data).
+        .target(name: "TagFixScenarios", dependencies: ["TagFixCore", "TagFixDevices"]),
         .target(name: "TagFixTesting", dependencies: ["TagFixCore", "TagFixDevices"]),
-        .target(name: "TagFixCLI", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto"]),
+        // The doctor's checks and the demo's orchestration: libraries the thin CLI calls.
+        .target(name: "TagFixDoctor", dependencies: ["TagFixCore", "TagFixDevices", "TagFixNFC", "TagFixGPSD"]),
+        .target(
+            name: "TagFixDemo",
+            dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixNFC", "TagFixGPSD"]),
+        .target(
+            name: "TagFixCLI",
+            dependencies: [
+                "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore",
+                "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo",
+            ]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
         .executableTarget(
-            name: "TagFixBench", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore", "TagFixCrypto"],
+            name: "TagFixBench",
+            dependencies: [
+                "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore",
+                "TagFixCrypto",
+            ],
             path: "Benchmarks/TagFixBench"),
         // Test tooling: the parsers' fuzz targets (a library the corpus tests also run), and
         // tagfix-fuzz, which runs them under libFuzzer (Fuzz/run builds it with -DFUZZING) or
         // replays files through them (an ordinary build).
-        .target(name: "TagFixFuzzTargets", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixTesting", "TagFixEmulators"], path: "Fuzz/Targets"),
+        .target(
+            name: "TagFixFuzzTargets", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixScenarios", "TagFixEmulators"],
+            path: "Fuzz/Targets"),
         .executableTarget(
-            name: "tagfix-fuzz", dependencies: ["TagFixFuzzTargets"], path: "Fuzz/Entry", swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
+            name: "tagfix-fuzz", dependencies: ["TagFixFuzzTargets"], path: "Fuzz/Entry",
+            swiftSettings: [.unsafeFlags(["-parse-as-library"])]),
 
         .testTarget(name: "TagFixCoreTests", dependencies: ["TagFixCore", "TagFixTesting"]),
         .testTarget(name: "TagFixNDEFTests", dependencies: ["TagFixNDEF", "TagFixDevices", "TagFixTesting"]),
         .testTarget(name: "TagFixEmulatorsTests", dependencies: ["TagFixEmulators", "TagFixNDEF", "TagFixCore"]),
-        .testTarget(name: "TagFixGPSDTests", dependencies: ["TagFixGPSD", "TagFixEmulators", "TagFixCore", "TagFixDevices", "TagFixTesting"]),
+        .testTarget(
+            name: "TagFixGPSDTests", dependencies: ["TagFixGPSD", "TagFixEmulators", "TagFixCore", "TagFixDevices", "TagFixTesting"]),
         .testTarget(name: "TagFixNFCTests", dependencies: ["TagFixNFC", "TagFixEmulators", "TagFixNDEF", "TagFixTesting"]),
-        .testTarget(name: "TagFixDevicesTests", dependencies: ["TagFixDevices", "TagFixTesting"]),
-        .testTarget(name: "TagFixTestingTests", dependencies: ["TagFixTesting"]),
+        .testTarget(name: "TagFixDevicesTests", dependencies: ["TagFixDevices", "TagFixScenarios", "TagFixTesting"]),
+        .testTarget(name: "TagFixTestingTests", dependencies: ["TagFixScenarios", "TagFixTesting"]),
         .testTarget(name: "TagFixStoreTests", dependencies: ["TagFixStore", "TagFixCore"]),
         .testTarget(name: "TagFixReportTests", dependencies: ["TagFixReport", "TagFixCore"]),
         .testTarget(
@@ -78,8 +104,11 @@ let package = Package(
             exclude: ["nxp_originality.py"]),
         .testTarget(name: "TagFixFuzzTests", dependencies: ["TagFixFuzzTargets", "TagFixTesting", "TagFixCore"]),
         .testTarget(
-            name: "TagFixCLITests", dependencies: ["TagFixCLI", "TagFixTesting", "TagFixEmulators", "TagFixNDEF", "TagFixNFC", "TagFixDevices", "TagFixGPSD", "TagFixStore", "TagFixReport",
-                "TagFixCrypto",
+            name: "TagFixCLITests",
+            dependencies: [
+                "TagFixCLI", "TagFixTesting", "TagFixEmulators", "TagFixNDEF", "TagFixNFC", "TagFixDevices", "TagFixGPSD", "TagFixStore",
+                "TagFixReport",
+                "TagFixCrypto", "TagFixDoctor", "TagFixDemo",
             ]),
     ],
     swiftLanguageModes: [.v6]

@@ -11,7 +11,7 @@ import TagFixDevices
 import TagFixEmulators
 import TagFixNDEF
 import TagFixNFC
-import TagFixTesting
+import TagFixScenarios
 
 let baud = 115_200
 

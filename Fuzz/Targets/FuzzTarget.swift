@@ -1,7 +1,7 @@
 import TagFixCore
 import TagFixEmulators
 import TagFixNDEF
-import TagFixTesting
+import TagFixScenarios
 
 /// The fuzz targets: every parser that takes bytes or text from outside (a tag, a file, a serial
 /// line, gpsd). Each one runs a parser on arbitrary input and checks what must hold whatever the

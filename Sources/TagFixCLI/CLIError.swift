@@ -1,4 +1,5 @@
 import TagFixCore
+import TagFixDemo
 import TagFixStore
 
 /// Exit codes, from BSD sysexits(3) where one fits. Documented in README.md.
@@ -12,7 +13,7 @@ enum ExitCode {
     static let noInput: Int32 = 66
     /// A device or service is unavailable.
     static let unavailable: Int32 = 69
-    /// An internal error: a bug.
+    /// An internal error: a bug (an error of a kind the command does not expect).
     static let software: Int32 = 70
     /// An output file could not be written.
     static let ioError: Int32 = 74
@@ -32,6 +33,8 @@ enum CLIError: Error, Sendable {
     case timedOut(String)
     /// The SQLite registry could not be used.
     case registry(RegistryStoreError)
+    /// An invariant broke: an error of a kind the command does not expect. A bug (70).
+    case software(String)
 
     var exitCode: Int32 {
         switch self {
@@ -41,6 +44,7 @@ enum CLIError: Error, Sendable {
         case .ioError: ExitCode.ioError
         case .unavailable: ExitCode.unavailable
         case .timedOut: ExitCode.temporaryFailure
+        case .software: ExitCode.software
         case .registry(let error):
             switch error {
             case .missing: ExitCode.noInput
@@ -62,6 +66,16 @@ enum CLIError: Error, Sendable {
             return "error: \(message)"
         case .registry(let error):
             return "error: \(error)"
+        case .software(let message):
+            return "internal error: \(message) (a bug in tagfix: please report it)"
+        }
+    }
+
+    /// The demo's failures: an emulator, gpsd or the reader unavailable (69), or its time limit (75).
+    init(_ error: DemoError) {
+        switch error {
+        case .unavailable(let message): self = .unavailable(message)
+        case .timedOut(let message): self = .timedOut(message)
         }
     }
 

@@ -1,9 +1,6 @@
-import Foundation
-import Synchronization
 import TagFixCore
-import TagFixDevices
+import TagFixDoctor
 import TagFixGPSD
-import TagFixNFC
 
 /// `tagfix doctor`: checks the reader, the GPS and the system around them, and says how to fix
 /// what is wrong.
@@ -47,25 +44,7 @@ struct DoctorCommand: Subcommand {
     }
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
-        let facts = SystemFacts.read(root: root)
-        var probe: ReaderProbe?
-        if let reader {
-            switch await LibNFC.probe(reader) {
-            case .success(let name): probe = ReaderProbe(connstring: reader, opened: name)
-            case .failure(let error): probe = ReaderProbe(connstring: reader, failure: error.description)
-            }
-        }
-        var gpsResult = GPSProbe.notAsked
-        if let gps { gpsResult = await Self.probe(gps, wait: gpsWait) }
-        var clockFacts = facts
-        clockFacts.clockSynchronised = KernelClock().read().synchronised
-        var systemMinusGPS: Duration?
-        if case .fix(_, let fix) = gpsResult {
-            var watch = ClockWatch(systemClock: KernelClock())
-            _ = watch.observe(fix, axisNow: MonotonicClock().now)
-            systemMinusGPS = watch.reference.systemMinusGPS
-        }
-        let findings = Doctor.check(clockFacts, libnfc: LibNFC.version, reader: probe, gps: gpsResult, systemMinusGPS: systemMinusGPS)
+        let findings = await Doctor.examine(root: root, reader: reader, gps: gps, gpsWait: gpsWait)
         for finding in findings {
             if json {
                 var object = JSONObjectWriter()
@@ -89,47 +68,4 @@ struct DoctorCommand: Subcommand {
         }
         if blocking > 0 { throw .unavailable("\(blocking) blocking problem\(blocking == 1 ? "" : "s") found (see above)") }
     }
-
-    /// Asks gpsd for reports for up to `wait`.
-    static func probe(_ endpoint: GPSDEndpoint, wait: Duration) async -> GPSProbe {
-        let clock = MonotonicClock()
-        let source = GPSDFixSource(endpoint: endpoint, clock: clock)
-        let name = endpoint.description
-        let seen = ProbeState()
-        let decided: GPSProbe? = await withTaskGroup(of: GPSProbe?.self) { group in
-            group.addTask {
-                for await event in source.events() {
-                    switch event {
-                    case .connected: seen.state.withLock { $0.connected = true }
-                    case .unavailable(let why):
-                        if !seen.state.withLock({ $0.connected }) {
-                            return .unreachable(endpoint: name, why: GPSDEndpoint.reason(inNotAnswering: why))
-                        }
-                    case .fix(let fix):
-                        if fix.hasPosition { return .fix(endpoint: name, fix) }
-                        seen.state.withLock { $0.noFix = fix }
-                    default: break
-                    }
-                }
-                return nil
-            }
-            group.addTask {
-                try? await clock.sleep(for: wait)
-                return nil
-            }
-            // A fix or an unreachable gpsd decides at once; otherwise the wait ends it.
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
-        }
-        if let decided { return decided }
-        let state = seen.state.withLock { $0 }
-        if let noFix = state.noFix { return .noFix(endpoint: name, device: noFix.device) }
-        return state.connected ? .silent(endpoint: name) : .unreachable(endpoint: name, why: "no answer within the wait")
-    }
-}
-
-/// What the gpsd probe has seen so far.
-private final class ProbeState: Sendable {
-    let state = Mutex<(connected: Bool, noFix: Fix?)>((false, nil))
 }

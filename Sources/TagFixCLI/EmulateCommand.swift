@@ -83,59 +83,26 @@ struct EmulateCommand: Subcommand {
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
         // From the start: a signal while the emulator comes up also removes the link.
-        let stop = StopSignals(Self.stopSignals)
+        let stop = StopSignals(EmulatorLab.stopSignals)
         defer { stop.cancel() }
-        if let nmea { return try await nmea.run(io, link: link, stop: stop) }
-        var images: [TagImage] = []
-        for path in tags {
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw .noInput(DataFileError(file: path, line: nil, message: "no such file or not readable", unreadable: true))
+        do throws(EmulatorLabError) {
+            if let nmea { return try await nmea.run(io, link: link, stop: stop) }
+            let lab = try PN532Lab(tagFiles: tags, script: script, baud: baud)
+            defer { lab.emulator.stop() }
+            try EmulatorLab.makeLink(link, to: lab.emulator.path)
+            defer { if let link { try? FileManager.default.removeItem(atPath: link) } }
+            io.out("PN532 emulator on \(lab.emulator.path)" + (link.map { " (link \($0))" } ?? ""))
+            for image in lab.images {
+                io.out("  tag \(image.uid?.hex ?? "?") \(image.chip.name)")
             }
-            do {
-                images.append(try TagDump.load(Array(data)))
-            } catch {
-                throw .data(error.inFile(path))
-            }
-        }
-        var faults: FaultScript?
-        if let script {
-            do {
-                faults = try FaultScript.parse(try TextFile.read(script), tagCount: images.count)
-            } catch {
-                throw .file(error.file == nil ? error.inFile(script) : error)
-            }
-        }
-        let emulator: PN532Emulator
-        do {
-            emulator = try PN532Emulator(dumps: images, options: .init(baud: baud))
+            io.out("connstring: pn532_uart:\(link ?? lab.emulator.path)")
+            await lab.run(until: stop) { io.err($0) }
         } catch {
-            throw .unavailable(error.description)
+            switch error {
+            case .file(let error): throw .file(error)
+            case .unavailable(let message): throw .unavailable(message)
+            }
         }
-        defer { emulator.stop() }
-        try makeLink(link, to: emulator.path)
-        defer { if let link { try? FileManager.default.removeItem(atPath: link) } }
-        io.out("PN532 emulator on \(emulator.path)" + (link.map { " (link \($0))" } ?? ""))
-        for image in images {
-            io.out("  tag \(image.uid?.hex ?? "?") \(image.chip.name)")
-        }
-        io.out("connstring: pn532_uart:\(link ?? emulator.path)")
-        await runUntilInterrupted(stop, script: faults?.steps.map { ($0.at, $0.line, "\($0.action)", $0.action) } ?? [], io: io) {
-            emulator.apply($0)
-        }
-    }
-
-    /// The emulators stop on SIGQUIT too (Ctrl-\): they hold nothing a core dump would explain.
-    static let stopSignals = StopSignals.standard + [SIGQUIT]
-}
-
-/// Makes `link` (if given) a symbolic link to `path`, replacing an old link.
-func makeLink(_ link: String?, to path: String) throws(CLIError) {
-    guard let link else { return }
-    try? FileManager.default.removeItem(atPath: link)
-    do {
-        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: path)
-    } catch {
-        throw .unavailable("cannot create the link \(link): \(error.localizedDescription)")
     }
 }
 
@@ -175,82 +142,26 @@ struct NMEAOptions: Sendable {
         startGPSD = arguments.flag("gpsd")
     }
 
-    func run(_ io: some TerminalOutput, link: String?, stop: StopSignals) async throws(CLIError) {
-        let source: NMEAEmulator.Source
+    func run(_ io: some TerminalOutput, link: String?, stop: StopSignals) async throws(EmulatorLabError) {
+        let origin: NMEALab.Origin
         if let log {
-            do {
-                source = .log(try TextFile.read(log).split(whereSeparator: \.isNewline).map(String.init))
-            } catch {
-                throw .file(error)
-            }
+            origin = .log(file: log, once: once)
         } else if let route {
-            do {
-                source = .route(try Route.parse(try TextFile.read(route)), speed: speed, noise: noise, seed: seed)
-            } catch {
-                throw .file(error.file == nil ? error.inFile(route) : error)
-            }
+            origin = .route(file: route, speed: speed)
         } else {
-            source = .at(position ?? Coordinate(validLatitude: 0, longitude: 0), noise: noise, seed: seed)
+            origin = .at(position ?? Coordinate(validLatitude: 0, longitude: 0))
         }
-        var faults: NMEAScript?
-        if let script {
-            do {
-                faults = try NMEAScript.parse(try TextFile.read(script))
-            } catch {
-                throw .file(error.file == nil ? error.inFile(script) : error)
-            }
-        }
-        let emulator: NMEAEmulator
-        do {
-            emulator = try NMEAEmulator(source: source, rate: rate)
-        } catch {
-            throw .unavailable(error.description)
-        }
-        defer { emulator.stop() }
-        if log != nil { emulator.setRepeatsLog(!once) }
-        try makeLink(link, to: emulator.path)
+        let lab = try NMEALab(origin: origin, rate: rate, noise: noise, seed: seed, script: script)
+        defer { lab.emulator.stop() }
+        try EmulatorLab.makeLink(link, to: lab.emulator.path)
         defer { if let link { try? FileManager.default.removeItem(atPath: link) } }
-        io.out("NMEA emulator on \(emulator.path)" + (link.map { " (link \($0))" } ?? ""))
+        io.out("NMEA emulator on \(lab.emulator.path)" + (link.map { " (link \($0))" } ?? ""))
         var gpsd: PrivateGPSD?
         if startGPSD {
-            do {
-                gpsd = try PrivateGPSD(device: emulator.path)
-            } catch {
-                throw .unavailable(error.description)
-            }
+            gpsd = try lab.startGPSD()
             io.out("gpsd: gpsd://127.0.0.1:\(gpsd?.port ?? 0)")
         }
         defer { gpsd?.stop() }
-        emulator.start()
-        await runUntilInterrupted(stop, script: faults?.steps.map { ($0.at, $0.line, "\($0.action)", $0.action) } ?? [], io: io) {
-            emulator.apply($0)
-            return true
-        }
-    }
-}
-
-/// Runs until one of `stop`'s signals, carrying out the script's steps at their times meanwhile;
-/// an action that returns false (a hang-up) ends the run early.
-func runUntilInterrupted<Action: Sendable>(
-    _ stop: StopSignals, script steps: [(at: Duration, line: Int, text: String, action: Action)], io: some TerminalOutput,
-    apply: @escaping @Sendable (Action) -> Bool
-) async {
-    guard !steps.isEmpty else {
-        _ = await stop.wait()
-        return
-    }
-    _ = await stop.run {
-        // The monotonic clock's timer, not Task.sleep: a script keeps its timeline under a wrong or
-        // faked wall clock too.
-        let clock = MonotonicClock()
-        let start = clock.now
-        for step in steps {
-            try? await clock.sleep(until: start.advanced(by: step.at), tolerance: nil)
-            if Task.isCancelled { return }
-            io.err("script line \(step.line): \(step.text)")
-            if !apply(step.action) { return }
-        }
-        // The script is done: the emulator runs on until a signal.
-        _ = await stop.wait()
+        await lab.run(until: stop) { io.err($0) }
     }
 }

@@ -5,8 +5,8 @@ import TagFixDevices
 import TagFixGPSD
 import TagFixNDEF
 import TagFixNFC
+import TagFixScenarios
 import TagFixStore
-import TagFixTesting
 
 /// The GPS a command reads: gpsd (`gpsd://HOST:PORT[/DEVICE]`), or a scenario file whose GPS
 /// timeline is replayed from now (mock GPS).
@@ -144,38 +144,11 @@ struct EnrollCommand: Subcommand {
 
     static func render(_ template: String, id: String, at position: Coordinate, radius: Double, command: String) throws(CLIError) -> String
     {
-        let known = ["{id}", "{lat}", "{lon}", "{r}"]
-        var rest = template
-        for key in known { rest = rest.replacingOccurrences(of: key, with: "") }
-        if let brace = rest.firstIndex(where: { $0 == "{" || $0 == "}" }) {
-            throw .usage(
-                "--write-url: unknown placeholder near \"\(rest[brace...].prefix(12))\" (known: \(known.joined(separator: " ")))",
-                command: command)
+        do {
+            return try URLTemplate(template).render(id: id, at: position, radius: radius)
+        } catch {
+            throw .usage("--write-url: \(error)", command: command)
         }
-        let url = template.replacingOccurrences(of: "{id}", with: id)
-            .replacingOccurrences(of: "{lat}", with: Coordinate.format(position.latitude, 7))
-            .replacingOccurrences(of: "{lon}", with: Coordinate.format(position.longitude, 7))
-            .replacingOccurrences(of: "{r}", with: Coordinate.format(radius, 1))
-        guard let parsed = URLComponents(string: url), parsed.scheme != nil else {
-            throw .usage("--write-url: \"\(url)\" is not a URL", command: command)
-        }
-        guard let location = try? URLLocation(url: url, defaultRadius: radius) else {
-            throw .usage("--write-url: \"\(url)\" carries a location tagfix cannot read back: check the template", command: command)
-        }
-        if template.contains("{id}"), location.tagID != id {
-            throw .usage(
-                "--write-url: tagfix reads the tag id \"\(location.tagID ?? "none")\" from \"\(url)\", not \"\(id)\": put {id} in the last path segment or in ?id=",
-                command: command)
-        }
-        if let region = location.region, template.contains("{lat}") {
-            let off = Geodesic.distance(from: region.center, to: position)
-            guard off < 0.05, abs(region.radius - radius) < 0.05 else {
-                throw .usage(
-                    "--write-url: \"\(url)\" decodes to another place (\(Coordinate.format(off, 2)) m off): check the template",
-                    command: command)
-            }
-        }
-        return url
     }
 
     // MARK: - Running
@@ -185,30 +158,14 @@ struct EnrollCommand: Subcommand {
         let command = Self.spec.name
         // An existing registry is opened (and its id checked) now; a new one is created only when
         // there is a placement to put in it, so a failed enrolment leaves no file behind.
-        var opened: SQLiteRegistry?
-        if FileManager.default.fileExists(atPath: registryPath) {
-            let store: SQLiteRegistry
-            do {
-                store = try SQLiteRegistry(path: registryPath, mode: .readWrite)
-            } catch {
-                throw .registry(error)
-            }
-            let existing: RegistryEntry?
-            do {
-                existing = try store.entry(forID: id)
-            } catch {
-                throw .unavailable(error.description)
-            }
-            if !replace, existing != nil {
-                throw .usage("tag \"\(id)\" is already enrolled in \(registryPath): pass --replace to enrol it again", command: command)
-            }
-            opened = store
-        } else {
-            let folder = (registryPath as NSString).deletingLastPathComponent
-            guard access(folder.isEmpty ? "." : folder, W_OK) == 0 else {
-                throw .ioError(
-                    "cannot create the registry \(registryPath): \(String(cString: strerror(errno))) (the folder must exist and be writable)"
-                )
+        let registry: EnrolmentRegistry
+        do throws(EnrolmentRegistryError) {
+            registry = try EnrolmentRegistry(path: registryPath, id: id, replace: replace)
+        } catch {
+            switch error {
+            case .store(let error): throw .registry(error)
+            case .alreadyEnrolled: throw .usage(error.description, command: command)
+            case .folderNotWritable: throw .ioError(error.description)
             }
         }
         let fixSource = try GPSOption.source(gps, clock: clock, command: command)
@@ -258,9 +215,7 @@ struct EnrollCommand: Subcommand {
             // A tag enrolled genuine must read genuine from now on (docs/trust.md).
             originality: scan.originality?.status)
         do {
-            let store: SQLiteRegistry
-            if let opened { store = opened } else { store = try SQLiteRegistry(path: registryPath, mode: .create) }
-            try store.add(entry, replace: replace)
+            try registry.record(entry, replace: replace)
         } catch {
             throw .registry(error)
         }

@@ -2,6 +2,7 @@ import Foundation
 import TagFixCore
 import TagFixDevices
 import TagFixGPSD
+import TagFixReport
 
 /// `tagfix fix`: live fixes from gpsd.
 struct FixCommand: Subcommand {
@@ -89,34 +90,7 @@ struct FixCommand: Subcommand {
         }
     }
 
-    static func line(_ fix: Fix) -> String {
-        var line = "\(fix.reportedTime.iso8601)  \(fix.mode)"
-        if let position = fix.coordinate { line += "  \(position)" }
-        if let accuracy = fix.horizontalAccuracy { line += "  ±\(Coordinate.format(accuracy, 1)) m" }
-        if let satellites = fix.satellitesUsed { line += "  \(satellites) sats" }
-        if fix.status != .gps { line += "  \(fix.status)" }
-        return line
-    }
+    static func line(_ fix: Fix) -> String { FixReport.line(fix) }
 
-    static func json(_ fix: Fix) -> String {
-        var object = JSONObjectWriter()
-        object.add("time", fix.reportedTime.iso8601)
-        object.add("mode", fix.mode.rawValue)
-        object.add("lat", fix.coordinate?.latitude, digits: 9)
-        object.add("lon", fix.coordinate?.longitude, digits: 9)
-        object.add("alt_hae", fix.altitudeHAE)
-        object.add("alt_msl", fix.altitudeMSL)
-        object.add("eph", fix.errorEstimates?.eph)
-        object.add("epx", fix.errorEstimates?.epx)
-        object.add("epy", fix.errorEstimates?.epy)
-        object.add("accuracy_m", fix.horizontalAccuracy)
-        object.add("status", fix.status.name)
-        object.add("satellites_used", fix.satellitesUsed)
-        object.add("satellites_visible", fix.satellitesVisible)
-        object.add("speed", fix.speed)
-        object.add("track", fix.track)
-        object.add("climb", fix.climb)
-        object.add("device", fix.device)
-        return object.text
-    }
+    static func json(_ fix: Fix) -> String { FixReport.json(fix) }
 }

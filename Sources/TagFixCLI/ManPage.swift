@@ -54,13 +54,13 @@ enum ManPage {
             a device or service is unavailable (reader, gpsd, pty), a tag cannot be written, or doctor found a blocking problem
             .TP
             .B 70
-            an internal error: please report it
+            an internal error (a bug: an error of a kind the command does not expect): please report it
             .TP
             .B 74
             an output file (report, session log, registry) could not be written
             .TP
             .B 75
-            not done now, try again: a \\-\\-timeout passed, or enroll refused the GPS average
+            not done now, try again: a \\-\\-timeout passed, the registry was locked, or enroll refused the GPS average
             .SH ENVIRONMENT
             .TP
             .B TAGFIX_REGISTRY

@@ -1,6 +1,7 @@
 import Foundation
 import TagFixCore
 import TagFixDevices
+import TagFixReport
 import TagFixStore
 
 /// Where tag placements come from for a run: a SQLite registry, or a CSV / JSON file. The format
@@ -142,7 +143,8 @@ struct RegistryCommand: Subcommand {
         } catch let error as RegistryStoreError {
             throw .registry(error)
         } catch {
-            throw .ioError("\(error)")
+            // `perform` throws only the two kinds above: anything else is a bug.
+            throw .software("registry \(action.rawValue): unexpected \(type(of: error)): \(error)")
         }
     }
 
@@ -173,17 +175,17 @@ struct RegistryCommand: Subcommand {
         case .list:
             let entries = try SQLiteRegistry(path: path, mode: .readOnly).entries()
             if json {
-                for entry in entries { io.out(Self.json(entry)) }
+                for entry in entries { io.out(RegistryEntryReport.json(entry)) }
             } else {
-                for entry in entries { io.out(Self.line(entry)) }
+                for entry in entries { io.out(RegistryEntryReport.line(entry)) }
                 io.out("\(entries.count) tag\(entries.count == 1 ? "" : "s") in \(path)")
             }
         case .show:
             let id = argument ?? ""
-            guard let entry = try SQLiteRegistry(path: path, mode: .readOnly).entry(forID: id) else {
+            guard let entry = try SQLiteRegistry(path: path, mode: .readOnly).storedEntry(withID: id) else {
                 throw CLIError.noInput(DataFileError(file: path, line: nil, message: "no tag \"\(id)\" in the registry", unreadable: true))
             }
-            io.out(json ? Self.json(entry) : Self.details(entry))
+            io.out(json ? RegistryEntryReport.json(entry) : RegistryEntryReport.details(entry))
         case .remove:
             let id = argument ?? ""
             guard try SQLiteRegistry(path: path, mode: .readWrite).remove(id: id) else {
@@ -194,46 +196,5 @@ struct RegistryCommand: Subcommand {
             let store = try SQLiteRegistry(path: path, mode: .readWrite)
             io.out("\(path): schema version \(SQLiteRegistry.schemaVersion), \(counted(try store.count(), "tag"))")
         }
-    }
-
-    static func line(_ entry: RegistryEntry) -> String {
-        let c = entry.region.center
-        var text = "\(VerdictFormat.pad(entry.id, 10)) \(VerdictFormat.pad(entry.uid?.hex ?? "-", 16)) "
-        text += "\(Coordinate.format(c.latitude, 7)),\(Coordinate.format(c.longitude, 7)) r \(Coordinate.format(entry.region.radius, 1)) m"
-        if let name = entry.name { text += "  \(name)" }
-        return text
-    }
-
-    static func details(_ entry: RegistryEntry) -> String {
-        var lines = ["id:        \(entry.id)"]
-        lines.append("uid:       \(entry.uid?.hex ?? "-")")
-        lines.append("name:      \(entry.name ?? "-")")
-        lines.append("centre:    \(entry.region.center)")
-        lines.append("radius:    \(Coordinate.format(entry.region.radius, 1)) m")
-        if let enrolment = entry.enrolment {
-            var line = "enrolled:  \(enrolment.at.formatted(fractionDigits: 0))"
-            if let by = enrolment.by { line += " by \(by)" }
-            if let accuracy = enrolment.accuracy { line += ", ±\(Coordinate.format(accuracy, 1)) m" }
-            if let fixes = enrolment.fixes { line += " from \(fixes) fixes" }
-            lines.append(line)
-        }
-        if let notes = entry.notes { lines.append("notes:     \(notes)") }
-        return lines.joined(separator: "\n")
-    }
-
-    static func json(_ entry: RegistryEntry) -> String {
-        var object = JSONObjectWriter()
-        object.add("id", entry.id)
-        object.add("uid", entry.uid?.hex)
-        object.add("name", entry.name)
-        object.add("lat", entry.region.center.latitude, digits: 9)
-        object.add("lon", entry.region.center.longitude, digits: 9)
-        object.add("radius_m", entry.region.radius)
-        object.add("enrolled_at", entry.enrolment?.at.iso8601)
-        object.add("enrolled_by", entry.enrolment?.by)
-        object.add("accuracy_m", entry.enrolment?.accuracy)
-        object.add("fixes", entry.enrolment?.fixes)
-        object.add("notes", entry.notes)
-        return object.text
     }
 }

@@ -5,6 +5,7 @@ import TagFixDevices
 import TagFixGPSD
 import TagFixNDEF
 import TagFixNFC
+import TagFixReport
 
 /// `tagfix scan`: read tags with a real reader (or the PN532 emulator) and print what they hold.
 struct ScanCommand: Subcommand {
@@ -108,35 +109,11 @@ struct ScanCommand: Subcommand {
         }
     }
 
-    static func scanText(_ scan: TagScan) -> String {
-        let message = scan.ndefMessage.flatMap { try? NDEFMessage(bytes: $0) }
-        var line = "\(scan.uid.hex)  \(scan.tagType.rawValue)  \(scan.url ?? "(no URL)")"
-        if let message { line += "  \(message.records.count) record\(message.records.count == 1 ? "" : "s")" }
-        if scan.ndefMessage == nil { line += "  (no NDEF message: \(scan.ndefProblem ?? "none on the tag"))" }
-        if let originality = scan.originality, originality.status != .unsupported { line += "  signature \(originality.status.rawValue)" }
-        if let duration = scan.readDuration { line += "  \(Coordinate.format(duration.seconds * 1000, 1)) ms" }
-        return line
-    }
+    static func scanText(_ scan: TagScan) -> String { ScanReport.line(scan) }
 
-    static func scanJSON(_ scan: TagScan) -> String {
-        let message = scan.ndefMessage.flatMap { try? NDEFMessage(bytes: $0) }
-        var object = JSONObjectWriter()
-        object.add("time", scan.time.iso8601)
-        object.add("reader", scan.readerID)
-        object.add("uid", scan.uid.hex)
-        object.add("tag_type", scan.tagType.rawValue)
-        object.add("originality", raw: OriginalityJSON.object(scan.originality))
-        object.add("url", scan.url)
-        object.add("ndef", scan.ndefMessage != nil)
-        object.add("problem", scan.ndefProblem)
-        object.add("records", raw: RecordJSON.records(message))
-        object.add("read_ms", scan.readDuration.map { $0.seconds * 1000 })
-        object.add("bytes_moved", scan.bytesMoved)
-        return object.text
-    }
+    static func scanJSON(_ scan: TagScan) -> String { ScanReport.json(scan) }
 }
 
-/// A count shared between tasks.
 final class Counter: Sendable {
     private let count = Mutex(0)
     var value: Int { count.withLock { $0 } }

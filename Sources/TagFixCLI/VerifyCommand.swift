@@ -1,10 +1,11 @@
 import Foundation
 import Synchronization
 import TagFixCore
+import TagFixDemo
 import TagFixDevices
 import TagFixGPSD
 import TagFixNFC
-import TagFixTesting
+import TagFixScenarios
 
 /// `tagfix verify`: confirm each tag scan against where the tag should be.
 struct VerifyCommand: Subcommand {
@@ -225,7 +226,11 @@ struct VerifyCommand: Subcommand {
     func runDemo(_ io: some TerminalOutput, stop: StopSignals) async throws(CLIError) {
         if !json { io.out("Harbour Works example site (built in) — \(ExampleSite.registry().count) tags, \(ExampleSite.stops.count) taps") }
         try await withPrinter(io) { printer throws(CLIError) in
-            try await DemoRun(printer: printer, io: io, json: json, stop: stop).run()
+            do throws(DemoError) {
+                try await DemoRun(stop: stop, note: { io.err($0) }, onEvent: { printer.print($0, now: $1) }).run()
+            } catch {
+                throw CLIError(error)
+            }
         }
     }
 

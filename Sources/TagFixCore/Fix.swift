@@ -80,7 +80,7 @@ public struct Fix: Sendable, Hashable {
 
     /// Copy-on-write, like `TagScan` and `Verdict`: a fix is some 240 bytes of fields, made once
     /// an epoch and copied into every verdict, stream and log it reaches.
-    private var storage: CopyOnWrite<Fields>
+    private var storage: ImmutableBox<Fields>
 
     /// The fix's time on the session's axis, the one scans are stamped on: what the verifier
     /// compares. For a scenario's or a mock's fix it is the receiver time itself; a live source
@@ -181,7 +181,7 @@ public struct Fix: Sendable, Hashable {
         status: Status = .gps, satellitesUsed: Int? = nil, altitudeHAE: Double? = nil,
         speed: Double? = nil, device: String? = nil
     ) {
-        storage = CopyOnWrite(
+        storage = ImmutableBox(
             Fields(
                 time: time, mode: mode, coordinate: mode == .noFix ? nil : coordinate,
                 horizontalAccuracy: horizontalAccuracy.flatMap { $0.isFinite && $0 >= 0 ? $0 : nil }, status: status,

@@ -56,8 +56,8 @@ public enum Geodesic {
         return Line(distance: plane.distance, initialAzimuth: azimuth)
     }
 
-    /// `shortInverse`'s distance alone, without the azimuth's `atan2` (a tenth of a verdict's
-    /// instructions, measured): the verifier decides on the distance and works the azimuth out
+    /// `shortInverse`'s distance alone, without the azimuth's `atan2`: the verifier decides on the
+    /// distance and works the azimuth out
     /// only when a verdict's bearing is read. The same arithmetic, so the same bits.
     public static func shortDistance(from a: Coordinate, to b: Coordinate) -> Double? { tangentPlane(a, b)?.distance }
 

@@ -4,8 +4,7 @@ import Foundation
 /// name. The rest of an entry (UID, enrolment, notes) is for people and files, not for verdicts.
 ///
 /// Immutable: with `let` fields the optimiser moves a returned placement's strings into the
-/// verifier's expectation, where with `var` fields it copied each and released the original
-/// (measured: 190 of a verdict's 2 820 instructions).
+/// verifier's expectation instead of copying them.
 public struct Placement: Sendable, Hashable {
     public let id: String
     public let region: CircularRegion
@@ -50,10 +49,8 @@ public struct TrustChecks: OptionSet, Sendable, Hashable {
 
 /// An open-addressing hash index from tag id to registry entry that holds each entry's region in
 /// the slot itself: a lookup that hits reads one slot (48 bytes, usually one cache line) and
-/// nothing else, where a `[String: Int]` dictionary followed by the entry array read the hash
-/// table's bitmap, its keys, its values and then a 152-byte entry — four or five cache and TLB
-/// misses once a registry of a million tags no longer fits the caches (measured: 0.7 µs of a
-/// 1.1 µs verdict).
+/// nothing else, where a dictionary and an entry array cost four or five cache and TLB misses
+/// once a large registry no longer fits the caches.
 ///
 /// Linear probing over a power-of-two table kept at most three-quarters full. The key is compared
 /// in full, byte for byte (with the region's identifier when it is the id, the common case, else
@@ -169,9 +166,8 @@ struct PlacementIndex: Sendable {
         keyIsASCII == idIsASCII && sameBytes(key.utf8.span, id)
     }
 
-    /// Whether two byte spans are equal: their counts, then their bytes, a word at a time (where
-    /// `utf8.elementsEqual` walked the views' iterators and cost more than the rest of a lookup,
-    /// measured). `ExactID` compares ids with it too.
+    /// Whether two byte spans are equal: their counts, then their bytes, a word at a time (not
+    /// `utf8.elementsEqual`, which walks the views' iterators). `ExactID` compares ids with it too.
     @inline(__always)
     static func sameBytes(_ a: Span<UInt8>, _ b: Span<UInt8>) -> Bool {
         guard a.count == b.count else { return false }
@@ -191,8 +187,7 @@ struct PlacementIndex: Sendable {
     }
 
     /// The bytes from `start` to the end (fewer than eight) as one little-endian word, read four,
-    /// two and one at a time (measured: a byte loop was a tenth of a lookup, for the hash and again
-    /// for the compare of a short id).
+    /// two and one at a time rather than in a byte loop.
     @inline(__always)
     private static func tailWord(_ bytes: UnsafeRawBufferPointer, from start: Int) -> UInt64 {
         let remaining = bytes.count - start
@@ -264,8 +259,7 @@ struct PlacementIndex: Sendable {
     /// An empty table of `count` slots. One of 4 MiB or more (from some 49 000 tags, where the
     /// table doubles to 131 072 slots) is asked for transparent huge pages before its first write,
     /// so the kernel backs it with 2 MiB pages: a lookup into a table far bigger than the caches
-    /// then misses the cache but not the TLB, where 4 KiB pages cost a page walk as well (measured
-    /// at 1 M tags, in alternating runs: 1.32 → 1.69 M verdicts/s; see docs/benchmarks.md).
+    /// then misses the cache but not the TLB, where 4 KiB pages cost a page walk as well.
     /// `madvise` is a hint, like the math functions the core already calls: no I/O, and its
     /// failure (a kernel with THP off) changes nothing but speed.
     static func table(count: Int) -> [Slot] {

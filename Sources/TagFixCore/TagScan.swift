@@ -83,9 +83,8 @@ public enum ScanSource: String, Sendable, Hashable {
 
 /// One read of one tag: what the verifier gets from a reader.
 ///
-/// A value with copy-on-write storage: a scan travels through streams, sessions and verdicts, and
-/// each copy costs one reference count instead of one per field (measured: the verdict path
-/// spent a third of its time copying scans).
+/// A value in an immutable shared box (`ImmutableBox`): a scan travels through streams, sessions
+/// and verdicts, and each copy costs one reference count instead of one per field.
 public struct TagScan: Sendable, Hashable {
     struct Fields: Sendable, Hashable {
         var readerID: String
@@ -102,7 +101,7 @@ public struct TagScan: Sendable, Hashable {
         var originality: Originality? = nil
     }
 
-    private var storage: CopyOnWrite<Fields>
+    private var storage: ImmutableBox<Fields>
 
     public var readerID: String {
         get { storage.fields.readerID }
@@ -171,7 +170,7 @@ public struct TagScan: Sendable, Hashable {
         readerID: String, uid: TagUID, tagType: TagType, url: String?, time: Timestamp,
         source: ScanSource = .nfc, ndefMessage: [UInt8]? = nil, readDuration: Duration? = nil, bytesMoved: Int? = nil
     ) {
-        storage = CopyOnWrite(
+        storage = ImmutableBox(
             Fields(
                 readerID: readerID, uid: uid, tagType: tagType, url: url, time: time, source: source, ndefMessage: ndefMessage,
                 readDuration: readDuration, bytesMoved: bytesMoved, ndefProblem: nil))

@@ -234,7 +234,7 @@ public struct Verdict: Sendable, Hashable {
     /// Copy-on-write, like `TagScan` and `Fix`: a verdict is some 185 bytes of fields (the kind,
     /// the region, the ids; the scan and the fix are boxes of their own), handed from the verifier
     /// to streams, the log and the printer.
-    private var storage: CopyOnWrite<Fields>
+    private var storage: ImmutableBox<Fields>
 
     public var kind: Kind {
         get { storage.fields.kind }
@@ -302,7 +302,7 @@ public struct Verdict: Sendable, Hashable {
     /// Azimuth from the region's centre to the fix, degrees: where the tag is, seen from where it
     /// should be. `nil` without a measured distance, or at distance zero. Worked out from the
     /// region and the fix when read, by the geodesic the distance came from: only a printed or
-    /// logged verdict needs it, and its `atan2` was a tenth of the verdict path (measured).
+    /// logged verdict needs it, and its `atan2` is costly.
     public var bearing: Double? {
         let fields = storage.fields
         guard let distance = fields.distance, distance > 0, let center = fields.region?.center, let position = fields.fix?.coordinate
@@ -315,7 +315,7 @@ public struct Verdict: Sendable, Hashable {
         regionName: String? = nil, fix: Fix? = nil, fixAge: Duration? = nil, interpolated: Bool, distance: Double? = nil,
         accuracy: Double? = nil
     ) {
-        storage = CopyOnWrite(
+        storage = ImmutableBox(
             Fields(
                 kind: kind, scan: scan, tagID: tagID, region: region, regionSource: regionSource, regionName: regionName, fix: fix,
                 fixAge: fixAge, interpolated: interpolated, distance: distance, accuracy: accuracy))

@@ -136,15 +136,13 @@ public struct Verifier: Sendable {
     ///
     /// The scan, the region, the id and the name are taken, not borrowed, so they move into the
     /// verdict: a caller that passes what `expectation(for:)` gave, and a scan it is done with, pays
-    /// no reference count for them (a borrowed scan cost the verdict a retain and a release, two
-    /// atomic operations, measured with callgrind's call counts).
+    /// no reference count for them (a borrowed scan costs a retain and a release).
     public func decide(
         scan: consuming TagScan, region: consuming CircularRegion, source: RegionSource, tagID: consuming String?,
         name: consuming String?, before: Fix?, after: Fix?
     ) -> Verdict {
         // Everything is worked out first and the verdict built once at the end: each change to a
-        // built verdict is a uniqueness check and a write through its box (measured: a sixth of
-        // a verdict's instructions went to those writes).
+        // built verdict would be a uniqueness check and a write through its box.
         var outcome = self.outcome(at: scan.time, center: region.center, radius: region.radius, before: before, after: after)
         // The chosen fix is taken out of the outcome, not copied from it: a copy was one more
         // retain and release.
@@ -166,9 +164,8 @@ public struct Verifier: Sendable {
 
     @inline(__always)
     private func outcome(at t: Timestamp, center: Coordinate, radius: Double, before: Fix?, after: Fix?) -> Outcome {
-        // Ages as attoseconds in an Int128, compared inline: `Duration`'s comparisons are calls
-        // into the standard library (measured: 50 instructions a verdict). The difference is
-        // taken in 128 bits, so no pair of timestamps can wrap it.
+        // Ages as attoseconds in an Int128, compared inline (`Duration`'s comparisons are calls
+        // into the standard library); taken in 128 bits, no pair of timestamps can wrap it.
         let maximumFixAge = policy.maximumFixAge
         let limit = maximumFixAge.attoseconds
         func age(_ fix: Fix) -> Int128 {

@@ -33,6 +33,7 @@ public struct CryptoError: Error, Sendable, Hashable, CustomStringConvertible {
 /// The algorithms, fetched from OpenSSL's default provider once: a fetch per call would cost more
 /// than the AES itself. Fetched EVP_CIPHER / EVP_MAC objects are immutable and safe to share
 /// between threads (OpenSSL 3 "Algorithm fetching"); they live as long as the process.
+/// @unchecked Sendable: the EVP_CIPHER / EVP_MAC handles are OpaquePointers, immutable once fetched.
 final class FetchedAlgorithms: @unchecked Sendable {
     let ecb: OpaquePointer?
     let cbc: OpaquePointer?

@@ -1,3 +1,4 @@
+import Synchronization
 import TagFixCore
 public import TagFixNDEF
 
@@ -30,31 +31,37 @@ public protocol EmulatedTag: AnyObject, Sendable {
 
 /// An NTAG21x / MIFARE Ultralight (EV1) in the field: its pages, GET_VERSION and signature,
 /// with the commands readers send and the NAKs real tags give.
-public final class EmulatedType2Tag: EmulatedTag, @unchecked Sendable {
-    // Mutated only on the emulator's I/O thread (the chip serialises every exchange).
+public final class EmulatedType2Tag: EmulatedTag, Sendable {
     public let uid: [UInt8]
     public let sensRes: [UInt8]
     public let selRes: UInt8
     public var ats: [UInt8]? { nil }
-    public private(set) var pages: [UInt8]
+    /// The tag's memory now (the emulator's I/O thread writes it, under the tag's lock).
+    public var pages: [UInt8] { state.withLock { $0.pages } }
+    private let state: Mutex<Type2State>
+
+    public init(uid: [UInt8], pages: [UInt8], getVersion: [UInt8]?, signature: [UInt8]?, atqa: [UInt8] = [0x00, 0x44], sak: UInt8 = 0x00) {
+        self.uid = uid
+        self.sensRes = atqa
+        self.selRes = sak
+        state = Mutex(Type2State(pages: pages, version: getVersion, signature: signature ?? [UInt8](repeating: 0, count: 32)))
+    }
+
+    public func reset() { state.withLock { $0.authenticated = false } }
+
+    public func transceive(_ command: [UInt8]) -> TagAnswer { state.withLock { $0.transceive(command) } }
+}
+
+/// A Type 2 tag's memory and session, touched only under its tag's lock.
+private struct Type2State {
+    var pages: [UInt8]
     let version: [UInt8]?
     let signature: [UInt8]
     /// The number of pages READ can address (the whole memory including config pages).
     var pageCount: Int { pages.count / 4 }
     var authenticated = false
 
-    public init(uid: [UInt8], pages: [UInt8], getVersion: [UInt8]?, signature: [UInt8]?, atqa: [UInt8] = [0x00, 0x44], sak: UInt8 = 0x00) {
-        self.uid = uid
-        self.pages = pages
-        self.version = getVersion
-        self.signature = signature ?? [UInt8](repeating: 0, count: 32)
-        self.sensRes = atqa
-        self.selRes = sak
-    }
-
-    public func reset() { authenticated = false }
-
-    public func transceive(_ command: [UInt8]) -> TagAnswer {
+    mutating func transceive(_ command: [UInt8]) -> TagAnswer {
         guard let code = command.first else { return .silent }
         switch code {
         case 0x30:  // READ: 16 bytes from the page, rolling over past the last page
@@ -90,7 +97,7 @@ public final class EmulatedType2Tag: EmulatedTag, @unchecked Sendable {
         }
     }
 
-    private func write(page: Int, _ data: [UInt8]) -> TagAnswer {
+    private mutating func write(page: Int, _ data: [UInt8]) -> TagAnswer {
         // Pages 0–1 (UID) are read-only; page 2 only lock bytes; page 3 (CC) is OTP.
         guard page >= 2, page < pageCount else { return .nak(0x0) }
         // Locked pages refuse writes, as the chip does (static lock bits; NTAG21x dynamic ones).
@@ -111,20 +118,16 @@ public final class EmulatedType2Tag: EmulatedTag, @unchecked Sendable {
 
 /// An ISO-DEP tag with the NFC Forum Type 4 NDEF application: SELECT, READ BINARY and UPDATE
 /// BINARY on the CC file (E103) and the NDEF file.
-public final class EmulatedType4Tag: EmulatedTag, @unchecked Sendable {
+public final class EmulatedType4Tag: EmulatedTag, Sendable {
     public let uid: [UInt8]
     public let sensRes: [UInt8] = [0x03, 0x44]
     public let selRes: UInt8 = 0x20
     public let ats: [UInt8]? = [0x06, 0x75, 0x77, 0x81, 0x02, 0x80]
-    var ccFile: [UInt8]
-    var ndefFile: [UInt8]
-    private var applicationSelected = false
-    private var selectedFile: UInt16?
+    private let state: Mutex<Type4State>
 
     public init(uid: [UInt8], ccFile: [UInt8], ndefFile: [UInt8]) {
         self.uid = uid
-        self.ccFile = ccFile
-        self.ndefFile = ndefFile
+        state = Mutex(Type4State(ccFile: ccFile, ndefFile: ndefFile))
     }
 
     /// A tag holding `message`, with a 2 KB NDEF file.
@@ -137,12 +140,29 @@ public final class EmulatedType4Tag: EmulatedTag, @unchecked Sendable {
         self.init(uid: uid, ccFile: cc, ndefFile: file)
     }
 
-    public func reset() {
+    public func reset() { state.withLock { $0.reset() } }
+
+    public func transceive(_ command: [UInt8]) -> TagAnswer { state.withLock { $0.transceive(command) } }
+}
+
+/// A Type 4 tag's files and selection, touched only under its tag's lock.
+private struct Type4State {
+    var ccFile: [UInt8]
+    var ndefFile: [UInt8]
+    private var applicationSelected = false
+    private var selectedFile: UInt16?
+
+    init(ccFile: [UInt8], ndefFile: [UInt8]) {
+        self.ccFile = ccFile
+        self.ndefFile = ndefFile
+    }
+
+    mutating func reset() {
         applicationSelected = false
         selectedFile = nil
     }
 
-    public func transceive(_ command: [UInt8]) -> TagAnswer {
+    mutating func transceive(_ command: [UInt8]) -> TagAnswer {
         let ok: [UInt8] = [0x90, 0x00]
         guard command.count >= 4 else { return .data([0x67, 0x00]) }
         let (cla, ins, p1, p2) = (command[0], command[1], command[2], command[3])
@@ -193,7 +213,7 @@ public final class EmulatedType4Tag: EmulatedTag, @unchecked Sendable {
 /// Dumps cannot hold keys (cards read them back as zeros), so a sector whose stored key A is all
 /// zeros takes the public keys AN1304 gives NDEF cards: A0A1A2A3A4A5 for the MAD sectors (0, 16)
 /// and D3F7D3F7D3F7 for the others.
-public final class EmulatedMifareClassicTag: EmulatedTag, @unchecked Sendable {
+public final class EmulatedMifareClassicTag: EmulatedTag, Sendable {
     public static let madKey: [UInt8] = [0xA0, 0xA1, 0xA2, 0xA3, 0xA4, 0xA5]
     public static let ndefKey: [UInt8] = [0xD3, 0xF7, 0xD3, 0xF7, 0xD3, 0xF7]
 
@@ -201,18 +221,28 @@ public final class EmulatedMifareClassicTag: EmulatedTag, @unchecked Sendable {
     public let sensRes: [UInt8]
     public let selRes: UInt8
     public var ats: [UInt8]? { nil }
-    public private(set) var memory: [UInt8]
-    private var authenticatedSector: Int?
+    /// The card's memory now (the emulator's I/O thread writes it, under the tag's lock).
+    public var memory: [UInt8] { state.withLock { $0.memory } }
+    private let state: Mutex<MifareClassicState>
 
     public init(uid: [UInt8], memory: [UInt8]) {
         self.uid = uid
-        self.memory = memory
+        state = Mutex(MifareClassicState(uid: uid, memory: memory))
         let is4K = memory.count == 4096
         sensRes = is4K ? [0x00, 0x02] : [0x00, 0x04]
         selRes = is4K ? 0x18 : 0x08
     }
 
-    public func reset() { authenticatedSector = nil }
+    public func reset() { state.withLock { $0.authenticatedSector = nil } }
+
+    public func transceive(_ command: [UInt8]) -> TagAnswer { state.withLock { $0.transceive(command) } }
+}
+
+/// A MIFARE Classic card's memory and authentication, touched only under its tag's lock.
+private struct MifareClassicState {
+    let uid: [UInt8]
+    var memory: [UInt8]
+    var authenticatedSector: Int?
 
     static func sector(ofBlock block: Int) -> Int { block < 128 ? block / 4 : 32 + (block - 128) / 16 }
 
@@ -224,13 +254,13 @@ public final class EmulatedMifareClassicTag: EmulatedTag, @unchecked Sendable {
         let start = trailer(ofSector: sector) * 16
         let a = Array(memory[start..<start + 6]), b = Array(memory[start + 10..<start + 16])
         if a.allSatisfy({ $0 == 0 }) {
-            let key = sector == 0 || sector == 16 ? Self.madKey : Self.ndefKey
+            let key = sector == 0 || sector == 16 ? EmulatedMifareClassicTag.madKey : EmulatedMifareClassicTag.ndefKey
             return (key, b.allSatisfy { $0 == 0 } ? key : b)
         }
         return (a, b)
     }
 
-    public func transceive(_ command: [UInt8]) -> TagAnswer {
+    mutating func transceive(_ command: [UInt8]) -> TagAnswer {
         guard let code = command.first else { return .silent }
         let blocks = memory.count / 16
         switch code {
@@ -270,15 +300,17 @@ public final class EmulatedMifareClassicTag: EmulatedTag, @unchecked Sendable {
 /// A FeliCa Lite-S formatted as an NFC Forum Type 3 tag: system code 12FC, NDEF service 000B, the
 /// attribute block in block 0 and the message from block 1. Commands come with their LEN byte,
 /// as libnfc sends them through InDataExchange.
-public final class EmulatedType3Tag: @unchecked Sendable {
+public final class EmulatedType3Tag: Sendable {
     public let idm: [UInt8]
     public let pmm: [UInt8] = [0x00, 0xF1, 0x00, 0x00, 0x00, 0x01, 0x43, 0x00]
     public let systemCode: [UInt8] = [0x12, 0xFC]
-    public private(set) var blocks: [UInt8]
+    /// The tag's blocks now (the emulator's I/O thread writes them, under the tag's lock).
+    public var blocks: [UInt8] { state.withLock { $0.blocks } }
+    private let state: Mutex<Type3State>
 
     public init(idm: [UInt8], blocks: [UInt8]) {
         self.idm = idm
-        self.blocks = blocks + [UInt8](repeating: 0, count: (16 - blocks.count % 16) % 16)
+        state = Mutex(Type3State(idm: idm, blocks: blocks + [UInt8](repeating: 0, count: (16 - blocks.count % 16) % 16)))
     }
 
     /// The polling answer (POL_RES) as the PN532 lists it: LEN, 01, IDm, PMm, system code.
@@ -292,7 +324,15 @@ public final class EmulatedType3Tag: @unchecked Sendable {
             || (code[1] == 0xFF && code[0] == systemCode[0])
     }
 
-    public func transceive(_ frame: [UInt8]) -> TagAnswer {
+    public func transceive(_ frame: [UInt8]) -> TagAnswer { state.withLock { $0.transceive(frame) } }
+}
+
+/// A Type 3 tag's blocks, touched only under its tag's lock.
+private struct Type3State {
+    let idm: [UInt8]
+    var blocks: [UInt8]
+
+    mutating func transceive(_ frame: [UInt8]) -> TagAnswer {
         // LEN, command code, IDm, …
         guard frame.count >= 10, Int(frame[0]) == frame.count, Array(frame[2..<10]) == idm else { return .silent }
         let body = Array(frame[10...])

@@ -1,6 +1,7 @@
 import CPTY
 import Foundation
 import Glibc
+import Synchronization
 import TagFixDevices
 
 /// A private gpsd for tests and demos: `gpsd -N -n -b -S PORT DEVICE` on a free loopback port,
@@ -15,13 +16,12 @@ import TagFixDevices
 /// `-n`, so it never idles out) kept running with its port and shared memory until someone
 /// killed it by hand. The parent-death signal cannot do this: gpsd started as root changes its
 /// user, which clears it, and it follows the spawning thread, not the process.
-public final class PrivateGPSD: @unchecked Sendable {
-    // The processes are started in init and only signalled afterwards; `stop()` runs under `lock`.
+public final class PrivateGPSD: Sendable {
     public let port: Int
     public let device: String
     private let process: ChildProcess
-    private let watchdog: Watchdog?
-    private let lock = NSLock()
+    /// The watchdog until `stop()` dismisses it; `stop()` runs under this lock, one call at a time.
+    private let watchdog: Mutex<Watchdog?>
 
     /// gpsd's path, if installed (Debian's `gpsd` package).
     public static var installedPath: String? {
@@ -58,7 +58,7 @@ public final class PrivateGPSD: @unchecked Sendable {
         self.process = process
         self.port = chosen
         self.device = target
-        watchdog = Watchdog(guarding: process.pid, named: URL(fileURLWithPath: gpsd).lastPathComponent)
+        watchdog = Mutex(Watchdog(guarding: process.pid, named: URL(fileURLWithPath: gpsd).lastPathComponent))
         // Ready when the port answers (at most 5 s).
         for _ in 0..<100 {
             if Self.accepts(port: chosen) { return }
@@ -74,10 +74,10 @@ public final class PrivateGPSD: @unchecked Sendable {
     /// Stops gpsd: SIGTERM, then SIGKILL after a second. The watchdog is dismissed only once gpsd
     /// has gone, so an owner killed in the middle of this still leaves it to the watchdog.
     public func stop() {
-        lock.lock()
-        defer { lock.unlock() }
-        process.stop(grace: .seconds(1))
-        watchdog?.dismiss()
+        watchdog.withLock { watchdog in
+            process.stop(grace: .seconds(1))
+            watchdog?.dismiss()
+        }
     }
 
     /// Freezes gpsd (SIGSTOP) or lets it run again (SIGCONT): a stalled gpsd.
@@ -90,8 +90,8 @@ public final class PrivateGPSD: @unchecked Sendable {
     /// `sh` waiting on a pipe for `done`: anything else, end of file included, means the owner
     /// is gone, and it sends gpsd SIGTERM, then SIGKILL. It checks the pid's name first, so a pid
     /// the kernel has given to another program since gpsd exited is left alone.
-    private final class Watchdog: @unchecked Sendable {
-        // `writer` is closed once, by `dismiss()`, which the owner's lock serialises.
+    private struct Watchdog {
+        /// The pipe's write end; closed once, by `dismiss()` (under the owner's lock).
         private var writer: Int32
         private let process: ChildProcess
 
@@ -127,7 +127,7 @@ public final class PrivateGPSD: @unchecked Sendable {
         }
 
         /// Tells the watchdog the owner stopped gpsd itself, and lets it exit.
-        func dismiss() {
+        mutating func dismiss() {
             guard writer >= 0 else { return }
             _ = Array("done\n".utf8).withUnsafeBytes { write(writer, $0.baseAddress, $0.count) }
             close(writer)

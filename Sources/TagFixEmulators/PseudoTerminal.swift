@@ -1,9 +1,10 @@
 import CPTY
 import Glibc
+import Synchronization
 
 /// A pseudo-terminal pair: the emulator reads and writes the controller side; clients (libnfc,
 /// gpsd) open `path`, the terminal side, as if it were a serial port.
-public final class PseudoTerminal: @unchecked Sendable {
+public final class PseudoTerminal: Sendable {
     // The descriptors are fixed after init and closed once, in `close()`.
     public let controller: Int32
     /// The terminal side's path, e.g. `/dev/pts/7`.
@@ -11,7 +12,7 @@ public final class PseudoTerminal: @unchecked Sendable {
     /// The emulator's own handle on the terminal side: kept open and raw so the line stays up
     /// (no EIO loop, no echo) when a client closes its handle.
     private let terminal: Int32
-    private var closed = false
+    private let closed = Mutex(false)
 
     /// Opens a pty pair and sets the terminal side raw (no echo, no line discipline).
     public init() throws(EmulatorError) {
@@ -65,8 +66,11 @@ public final class PseudoTerminal: @unchecked Sendable {
     public func flushInput() { tcflush(controller, TCIFLUSH) }
 
     public func close() {
-        guard !closed else { return }
-        closed = true
+        let first = closed.withLock { closed in
+            defer { closed = true }
+            return !closed
+        }
+        guard first else { return }
         Glibc.close(terminal)
         Glibc.close(controller)
     }

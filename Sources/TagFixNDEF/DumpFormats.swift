@@ -54,44 +54,8 @@ public enum TagDump {
 
     /// Flipper Zero `.nfc` files, versions 2–4: NTAG / Ultralight pages and MIFARE Classic blocks.
     static func flipper(_ text: String) throws(DataFileError) -> TagImage {
-        var fields: [String: (value: String, line: Int)] = [:]
-        var pages: [Int: ([UInt8], Int)] = [:]
-        var blocks: [Int: ([UInt8?], Int)] = [:]
-        for (index, rawLine) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
-            let line = index + 1
-            let content = trimmed(rawLine)
-            guard !content.isEmpty, !content.hasPrefix("#") else { continue }
-            guard let colon = content.firstIndex(of: ":") else {
-                throw DataFileError(line: line, message: "expected \"Key: value\", found \"\(content.prefix(40))\"")
-            }
-            let key = String(content[..<colon])
-            let value = String(trimmed(content[content.index(after: colon)...]))
-            if key.hasPrefix("Page "), let number = Int(key.dropFirst(5)) {
-                guard let bytes = Hex.decode(value), bytes.count == 4 else {
-                    throw DataFileError(line: line, message: "page \(number) must be 4 hex bytes, found \"\(value)\"")
-                }
-                guard pages[number] == nil else { throw DataFileError(line: line, message: "page \(number) appears twice") }
-                pages[number] = (bytes, line)
-            } else if key.hasPrefix("Block "), let number = Int(key.dropFirst(6)) {
-                let parts = value.split(separator: " ")
-                var bytes: [UInt8?] = []
-                for part in parts {
-                    if part == "??" {
-                        bytes.append(nil)
-                    } else if let byte = Hex.decode(part), byte.count == 1 {
-                        bytes.append(byte[0])
-                    } else {
-                        throw DataFileError(line: line, message: "block \(number): \"\(part)\" is not a hex byte or ??")
-                    }
-                }
-                guard bytes.count == 16 else {
-                    throw DataFileError(line: line, message: "block \(number) must be 16 bytes, found \(bytes.count)")
-                }
-                blocks[number] = (bytes, line)
-            } else {
-                fields[key] = (value, line)
-            }
-        }
+        let file = try FlipperFile(text)
+        let fields = file.fields
         guard fields["Filetype"]?.value == "Flipper NFC device" else {
             throw DataFileError(line: fields["Filetype"]?.line ?? 1, message: "not a Flipper NFC file (Filetype: Flipper NFC device)")
         }
@@ -99,13 +63,6 @@ public enum TagDump {
             throw DataFileError(line: fields["Version"]?.line ?? 2, message: "Flipper NFC file version must be 2, 3 or 4")
         }
         guard let device = fields["Device type"] else { throw DataFileError(line: nil, message: "no \"Device type\" line") }
-        func hex(_ key: String) throws(DataFileError) -> [UInt8]? {
-            guard let field = fields[key] else { return nil }
-            guard let bytes = Hex.decode(field.value) else {
-                throw DataFileError(line: field.line, message: "\(key) \"\(field.value)\" is not hex bytes")
-            }
-            return bytes
-        }
         var uid: TagUID?
         if let field = fields["UID"] {
             do {
@@ -114,48 +71,115 @@ public enum TagDump {
                 throw DataFileError(line: field.line, message: error.description)
             }
         }
-        let format = DumpFormat.flipper
         let chipName =
             fields["NTAG/Ultralight type"]?.value ?? fields["Mifare Classic type"].map { "MIFARE Classic \($0.value)" } ?? device.value
         if device.value.hasPrefix("NTAG") || device.value.hasPrefix("Mifare Ultralight") {
-            guard !pages.isEmpty else { throw DataFileError(line: device.line, message: "no \"Page N:\" lines") }
-            var memory: [UInt8] = []
-            for number in 0..<pages.count {
-                guard let (bytes, _) = pages[number] else {
-                    throw DataFileError(line: nil, message: "page \(number) is missing (pages must run from 0 without gaps)")
-                }
-                memory += bytes
-            }
-            var image = TagImage(
-                format: format, uid: uid, atqa: try hex("ATQA"), sak: try hex("SAK"),
-                getVersion: try hex("Mifare version"), signature: try hex("Signature"), declaredChip: chipName,
-                memory: .type2(pages: memory))
-            image.notes += uidNotes(uid, pages: memory)
-            if let total = fields["Pages total"].flatMap({ Int($0.value) }), total > pages.count {
-                image.notes.append("the dump holds \(pages.count) of the tag's \(total) pages")
-            }
-            return image
+            return try flipperType2(file, uid: uid, chipName: chipName, deviceLine: device.line)
         }
         if device.value.hasPrefix("Mifare Classic") {
-            guard !blocks.isEmpty else { throw DataFileError(line: device.line, message: "no \"Block N:\" lines") }
-            let expected = (fields["Mifare Classic type"]?.value).map { $0.uppercased() }
-            let blockCount = expected == "4K" ? 256 : expected == "MINI" ? 20 : expected == "2K" ? 128 : 64
-            var memory: [UInt8] = []
-            var unknown = Set<Int>()
-            for number in 0..<blockCount {
-                let bytes = blocks[number]?.0 ?? Array(repeating: nil, count: 16)
-                for (offset, byte) in bytes.enumerated() {
-                    if byte == nil { unknown.insert(number * 16 + offset) }
-                    memory.append(byte ?? 0)
-                }
-            }
-            return TagImage(
-                format: format, uid: uid, atqa: try hex("ATQA"), sak: try hex("SAK"), declaredChip: chipName,
-                memory: .mifareClassic(bytes: memory, unknown: unknown))
+            return try flipperClassic(file, uid: uid, chipName: chipName, deviceLine: device.line)
         }
         throw DataFileError(
             line: device.line,
             message: "device type \"\(device.value)\" holds no memory TagFix reads (NTAG / Ultralight pages or MIFARE Classic blocks)")
+    }
+
+    /// An NTAG / Ultralight dump: its pages, from 0 without gaps.
+    static func flipperType2(_ file: FlipperFile, uid: TagUID?, chipName: String, deviceLine: Int) throws(DataFileError) -> TagImage {
+        let pages = file.pages
+        guard !pages.isEmpty else { throw DataFileError(line: deviceLine, message: "no \"Page N:\" lines") }
+        var memory: [UInt8] = []
+        for number in 0..<pages.count {
+            guard let (bytes, _) = pages[number] else {
+                throw DataFileError(line: nil, message: "page \(number) is missing (pages must run from 0 without gaps)")
+            }
+            memory += bytes
+        }
+        var image = TagImage(
+            format: .flipper, uid: uid, atqa: try file.hex("ATQA"), sak: try file.hex("SAK"),
+            getVersion: try file.hex("Mifare version"), signature: try file.hex("Signature"), declaredChip: chipName,
+            memory: .type2(pages: memory))
+        image.notes += uidNotes(uid, pages: memory)
+        if let total = file.fields["Pages total"].flatMap({ Int($0.value) }), total > pages.count {
+            image.notes.append("the dump holds \(pages.count) of the tag's \(total) pages")
+        }
+        return image
+    }
+
+    /// A MIFARE Classic dump: its blocks, `??` bytes unknown (read as 0).
+    static func flipperClassic(_ file: FlipperFile, uid: TagUID?, chipName: String, deviceLine: Int) throws(DataFileError) -> TagImage {
+        guard !file.blocks.isEmpty else { throw DataFileError(line: deviceLine, message: "no \"Block N:\" lines") }
+        let expected = (file.fields["Mifare Classic type"]?.value).map { $0.uppercased() }
+        let blockCount = expected == "4K" ? 256 : expected == "MINI" ? 20 : expected == "2K" ? 128 : 64
+        var memory: [UInt8] = []
+        var unknown = Set<Int>()
+        for number in 0..<blockCount {
+            let bytes = file.blocks[number]?.0 ?? Array(repeating: nil, count: 16)
+            for (offset, byte) in bytes.enumerated() {
+                if byte == nil { unknown.insert(number * 16 + offset) }
+                memory.append(byte ?? 0)
+            }
+        }
+        return TagImage(
+            format: .flipper, uid: uid, atqa: try file.hex("ATQA"), sak: try file.hex("SAK"), declaredChip: chipName,
+            memory: .mifareClassic(bytes: memory, unknown: unknown))
+    }
+
+    /// A Flipper `.nfc` file's lines: `Key: value` fields, `Page N:` and `Block N:` lines.
+    struct FlipperFile {
+        var fields: [String: (value: String, line: Int)] = [:]
+        var pages: [Int: ([UInt8], Int)] = [:]
+        var blocks: [Int: ([UInt8?], Int)] = [:]
+
+        init(_ text: String) throws(DataFileError) {
+            for (index, rawLine) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
+                let line = index + 1
+                let content = TagDump.trimmed(rawLine)
+                guard !content.isEmpty, !content.hasPrefix("#") else { continue }
+                guard let colon = content.firstIndex(of: ":") else {
+                    throw DataFileError(line: line, message: "expected \"Key: value\", found \"\(content.prefix(40))\"")
+                }
+                let key = String(content[..<colon])
+                let value = String(TagDump.trimmed(content[content.index(after: colon)...]))
+                if key.hasPrefix("Page "), let number = Int(key.dropFirst(5)) {
+                    guard let bytes = Hex.decode(value), bytes.count == 4 else {
+                        throw DataFileError(line: line, message: "page \(number) must be 4 hex bytes, found \"\(value)\"")
+                    }
+                    guard pages[number] == nil else { throw DataFileError(line: line, message: "page \(number) appears twice") }
+                    pages[number] = (bytes, line)
+                } else if key.hasPrefix("Block "), let number = Int(key.dropFirst(6)) {
+                    blocks[number] = (try Self.block(value, number: number, line: line), line)
+                } else {
+                    fields[key] = (value, line)
+                }
+            }
+        }
+
+        /// A block's 16 bytes, each hex or `??` (unknown).
+        static func block(_ value: String, number: Int, line: Int) throws(DataFileError) -> [UInt8?] {
+            var bytes: [UInt8?] = []
+            for part in value.split(separator: " ") {
+                if part == "??" {
+                    bytes.append(nil)
+                } else if let byte = Hex.decode(part), byte.count == 1 {
+                    bytes.append(byte[0])
+                } else {
+                    throw DataFileError(line: line, message: "block \(number): \"\(part)\" is not a hex byte or ??")
+                }
+            }
+            guard bytes.count == 16 else {
+                throw DataFileError(line: line, message: "block \(number) must be 16 bytes, found \(bytes.count)")
+            }
+            return bytes
+        }
+
+        func hex(_ key: String) throws(DataFileError) -> [UInt8]? {
+            guard let field = fields[key] else { return nil }
+            guard let bytes = Hex.decode(field.value) else {
+                throw DataFileError(line: field.line, message: "\(key) \"\(field.value)\" is not hex bytes")
+            }
+            return bytes
+        }
     }
 
     /// The line without its leading and trailing spaces and tabs (by Character, so a space that

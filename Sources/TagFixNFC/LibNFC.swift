@@ -8,6 +8,7 @@ import TagFixCore
 ///
 /// Why one: libnfc keeps its driver list in a process-wide global that nfc_exit frees, so
 /// closing one context leaves every other context in the process with "No driver available".
+/// @unchecked Sendable: the nfc_context is an OpaquePointer, set once and only read after nfc_init.
 final class NFCContext: @unchecked Sendable {
     // Set once; libnfc's context is only read after nfc_init.
     let pointer: OpaquePointer
@@ -75,6 +76,7 @@ public struct FeliCaTarget: Sendable, Hashable {
 
 /// An open libnfc device. Not thread-safe, as libnfc is not: use it from its owner's thread only.
 /// `abort()` is the one call that may come from elsewhere (nfc_abort_command).
+/// @unchecked Sendable: the nfc_device is an OpaquePointer, used from its owner's thread only.
 final class NFCDeviceHandle: @unchecked Sendable {
     let connstring: String
     private let context: NFCContext

@@ -143,6 +143,12 @@ public final class SQLiteRegistry: TagRegistry, Sendable {
         try lookup("SELECT \(Self.columns) FROM tag WHERE id = ?1", .text(id))
     }
 
+    /// The entry with this id, with the store's own error (a locked registry is `.busy`), where
+    /// `entry(forID:)` answers as any `TagRegistry` does.
+    public func storedEntry(withID id: String) throws(RegistryStoreError) -> RegistryEntry? {
+        try read("SELECT \(Self.columns) FROM tag WHERE id = ?1", [.text(id)]).first
+    }
+
     public func entry(forUID uid: TagUID) throws(RegistryError) -> RegistryEntry? {
         try lookup("SELECT \(Self.columns) FROM tag WHERE uid = ?1", .text(uid.hex))
     }

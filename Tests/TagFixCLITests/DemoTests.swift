@@ -5,6 +5,7 @@ import TagFixEmulators
 import Testing
 
 @testable import TagFixCLI
+@testable import TagFixDemo
 
 @Suite("tagfix verify --demo: the example site through the emulators", .timeLimit(.minutes(2)), .serialized)
 struct DemoTests {

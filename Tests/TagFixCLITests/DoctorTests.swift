@@ -6,6 +6,7 @@ import TagFixGPSD
 import Testing
 
 @testable import TagFixCLI
+@testable import TagFixDoctor
 
 /// A faked system below a temporary root: /etc/group, /proc, /sys/bus/usb, /dev.
 struct FakeSystem {
@@ -191,7 +192,7 @@ struct DoctorLiveTests {
         defer { gpsd.stop() }
         receiver.start()
         let endpoint = try GPSDEndpoint("gpsd://127.0.0.1:\(gpsd.port)")
-        guard case .fix = await DoctorCommand.probe(endpoint, wait: .seconds(20)) else {
+        guard case .fix = await endpoint.probe(wait: .seconds(20)) else {
             Issue.record("a fix was expected")
             return
         }
@@ -201,7 +202,7 @@ struct DoctorLiveTests {
         while let event = await watch.next() {
             if case .fix(let fix) = event, fix.mode == .noFix { break }
         }
-        guard case .noFix = await DoctorCommand.probe(endpoint, wait: .seconds(2)) else {
+        guard case .noFix = await endpoint.probe(wait: .seconds(2)) else {
             Issue.record("no fix was expected")
             return
         }
@@ -209,7 +210,7 @@ struct DoctorLiveTests {
         defer { mute.stop() }
         let quiet = try PrivateGPSD(device: mute.path)
         defer { quiet.stop() }
-        guard case .silent = await DoctorCommand.probe(try GPSDEndpoint("gpsd://127.0.0.1:\(quiet.port)"), wait: .seconds(2)) else {
+        guard case .silent = try await GPSDEndpoint("gpsd://127.0.0.1:\(quiet.port)").probe(wait: .seconds(2)) else {
             Issue.record("a silent receiver was expected")
             return
         }

@@ -7,6 +7,7 @@ import TagFixNDEF
 import Testing
 
 @testable import TagFixCLI
+@testable import TagFixDoctor
 
 private let gpsdInstalled = PrivateGPSD.installedPath != nil
 /// An address where no gpsd answers.

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import TagFixCore
 import TagFixDevices
+import TagFixScenarios
 import TagFixTesting
 import Testing
 

@@ -151,7 +151,7 @@ struct Type4ProcedureTests {
     @Test("no NDEF application: no message, with the reason")
     func noApplication() throws {
         let tag = EmulatedType4Tag(uid: [0x04, 1, 2, 3, 4, 5, 6], ccFile: [], ndefFile: [])
-        final class Refusing: EmulatedTag, @unchecked Sendable {
+        final class Refusing: EmulatedTag, Sendable {
             let uid: [UInt8] = [1, 2, 3, 4]
             let sensRes: [UInt8] = [0, 4]
             let selRes: UInt8 = 0x20

@@ -1,6 +1,7 @@
 import Foundation
 import TagFixCore
 import TagFixDevices
+import TagFixScenarios
 import TagFixTesting
 import Testing
 

@@ -1,17 +1,17 @@
 import Foundation
 import Synchronization
-import TagFixCore
-import TagFixDevices
+public import TagFixCore
+public import TagFixDevices
 import TagFixEmulators
 import TagFixGPSD
 import TagFixNDEF
 import TagFixNFC
-import TagFixTesting
+import TagFixScenarios
 
 /// The bundled example site, built into the binary so `tagfix verify --demo` runs anywhere. The
 /// same registry is `Examples/site/registry.csv` (a test keeps the two equal).
-enum ExampleSite {
-    static let registryCSV = """
+public enum ExampleSite {
+    public static let registryCSV = """
         # Harbour Works example site: where each tag should be (see docs/scenarios.md)
         id,uid,lat,lon,radius_m,name
         T01,04A224B2C56480,53.545,9.966,25,Main gate
@@ -27,11 +27,11 @@ enum ExampleSite {
 
         """
 
-    static let urlBase = "https://tags.harbourworks.example/t/"
+    public static let urlBase = "https://tags.harbourworks.example/t/"
 
     /// The demo's policy: the site's (accuracy ±25 m, fixes at most 2 s old, T09 disallowed), with
     /// short waits so the walk takes seconds.
-    static var policy: VerificationPolicy {
+    public static var policy: VerificationPolicy {
         var policy = VerificationPolicy()
         policy.maximumAccuracy = 25
         policy.maximumFixAge = .seconds(2)
@@ -42,7 +42,7 @@ enum ExampleSite {
     }
 
     /// What the GPS does at a stop.
-    enum Sky: Sendable, Hashable {
+    public enum Sky: Sendable, Hashable {
         case clear
         /// Accuracy this poor (σ metres per axis).
         case degraded(Double)
@@ -51,19 +51,19 @@ enum ExampleSite {
 
     /// One tap of the demo walk: the tag, where the tech stands, the sky, and the verdict a
     /// working TagFix gives.
-    struct Stop: Sendable {
-        var tagID: String
-        var uid: String
-        var url: String?
+    public struct Stop: Sendable {
+        public var tagID: String
+        public var uid: String
+        public var url: String?
         /// Metres east and north of the tag's registered centre (or of `at` for URL tags).
-        var east = 0.0
-        var north = 0.0
-        var at: Coordinate?
-        var sky = Sky.clear
-        var expected: String
+        public var east = 0.0
+        public var north = 0.0
+        public var at: Coordinate?
+        public var sky = Sky.clear
+        public var expected: String
     }
 
-    static let stops: [Stop] = [
+    public static let stops: [Stop] = [
         Stop(tagID: "T01", uid: "04A224B2C56480", url: urlBase + "T01", east: 2, north: 1, expected: "confirmed"),
         Stop(tagID: "T02", uid: "04B31A6AD26C81", url: urlBase + "T02", expected: "confirmed"),
         // The tag was found 70 m north-east of where it belongs: it was moved.
@@ -81,13 +81,13 @@ enum ExampleSite {
             east: -3, north: 2, at: Coordinate(validLatitude: 53.5462, longitude: 9.9671), expected: "confirmed"),
     ]
 
-    static func registry() -> InMemoryRegistry {
+    public static func registry() -> InMemoryRegistry {
         // The embedded text is tested to parse; an empty registry would only fail the demo's checks.
         (try? RegistryFile.parse(registryCSV)) ?? InMemoryRegistry()
     }
 
     /// Where the tech stands at `stop`.
-    static func position(_ stop: Stop, registry: InMemoryRegistry) -> Coordinate {
+    public static func position(_ stop: Stop, registry: InMemoryRegistry) -> Coordinate {
         let centre = stop.at ?? registry.entry(forID: stop.tagID)?.region.center ?? Coordinate(validLatitude: 53.545, longitude: 9.966)
         return Coordinate(
             validLatitude: centre.latitude + stop.north / 111_320,
@@ -97,15 +97,25 @@ enum ExampleSite {
 
 /// `tagfix verify --demo`: the example site walked through the emulators — a PN532 on a pty read
 /// by the real libnfc, and NMEA on a pty read by a private gpsd (or, without gpsd, a mock GPS) —
-/// through the same live pipeline as real hardware.
-struct DemoRun {
-    var printer: VerdictPrinter
-    var io: any TerminalOutput
-    var json: Bool
+/// through the same live pipeline as real hardware. The CLI renders: each pipeline event goes to
+/// `onEvent` with the clock's time, and each line about the emulators to `note`.
+public struct DemoRun: Sendable {
+    public var onEvent: @Sendable (VerifierEvent, Timestamp) -> Void
+    public var note: @Sendable (String) -> Void
     /// SIGINT or SIGTERM ends the walk like its last stop: the pipeline finishes, the emulators
     /// and the private gpsd stop.
-    var stop: StopSignals?
-    var limit: Duration = .seconds(180)
+    public var stop: StopSignals?
+    public var limit: Duration = .seconds(180)
+
+    public init(
+        stop: StopSignals?, limit: Duration = .seconds(180), note: @escaping @Sendable (String) -> Void,
+        onEvent: @escaping @Sendable (VerifierEvent, Timestamp) -> Void
+    ) {
+        self.stop = stop
+        self.limit = limit
+        self.note = note
+        self.onEvent = onEvent
+    }
 
     /// The receiver the demo steers: the NMEA emulator, or a mock.
     private protocol Receiver: Sendable {
@@ -175,7 +185,7 @@ struct DemoRun {
         }
     }
 
-    func run() async throws(CLIError) {
+    public func run() async throws(DemoError) {
         let clock = MonotonicClock()
         let registry = ExampleSite.registry()
         let stops = ExampleSite.stops
@@ -210,7 +220,7 @@ struct DemoRun {
                 receiver = EmulatedReceiver(nmea: nmea, gpsd: gpsd)
                 gps = GPSDFixSource(endpoint: GPSDEndpoint(host: "127.0.0.1", port: gpsd.port), clock: clock)
                 nmea.start()
-                io.err(
+                note(
                     "demo: PN532 emulator on \(pn532.path) (libnfc pn532_uart), NMEA emulator on \(nmea.path) read by gpsd at gpsd://127.0.0.1:\(gpsd.port)"
                 )
             } catch {
@@ -221,18 +231,18 @@ struct DemoRun {
             mock.move(to: first)
             receiver = mock
             gps = mock.source
-            io.err("demo: PN532 emulator on \(pn532.path) (libnfc pn532_uart), mock GPS\(mockGPS ? "" : " (gpsd is not installed)")")
+            note("demo: PN532 emulator on \(pn532.path) (libnfc pn532_uart), mock GPS\(mockGPS ? "" : " (gpsd is not installed)")")
         }
         defer { receiver.stop() }
 
         let verifier = Verifier(policy: ExampleSite.policy, registry: registry)
         let reader = LibNFCReader(connstring: "pn532_uart:\(pn532.path)", clock: clock)
         let (events, feed) = AsyncStream<VerifierEvent>.makeStream()
-        let (printer, limit, stop) = (self.printer, self.limit, self.stop)
-        let failure: CLIError? = await withTaskGroup(of: CLIError?.self) { group in
+        let (onEvent, limit, stop) = (self.onEvent, self.limit, self.stop)
+        let failure: DemoError? = await withTaskGroup(of: DemoError?.self) { group in
             group.addTask {
                 await LiveVerifier(verifier: verifier, clock: clock, systemClock: KernelClock()).run(reader: reader, gps: gps) { event in
-                    printer.print(event, now: clock.now)
+                    onEvent(event, clock.now)
                     feed.yield(event)
                 }
                 return nil
@@ -252,7 +262,7 @@ struct DemoRun {
                 }
             }
             // The walk (or the time limit, or a signal) ends the demo; the pipeline is then cancelled.
-            var outcome: CLIError?
+            var outcome: DemoError?
             for await result in group {
                 outcome = result
                 break
@@ -269,7 +279,7 @@ struct DemoRun {
     private static func walk(
         _ stops: [ExampleSite.Stop], registry: InMemoryRegistry, pn532: PN532Emulator, receiver: any Receiver,
         events: inout AsyncStream<VerifierEvent>.Iterator
-    ) async -> CLIError? {
+    ) async -> DemoError? {
         func next(until accept: (VerifierEvent) -> Bool) async -> Bool {
             while let event = await events.next() {
                 if accept(event) { return true }
@@ -305,5 +315,19 @@ struct DemoRun {
             guard await next(until: { if case .reader(.tagRemoved) = $0 { true } else { false } }) else { return nil }
         }
         return nil
+    }
+}
+
+/// Why the demo could not run to its end.
+public enum DemoError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// An emulator, gpsd or the reader could not be had.
+    case unavailable(String)
+    /// The walk did not finish within the time limit.
+    case timedOut(String)
+
+    public var description: String {
+        switch self {
+        case .unavailable(let message), .timedOut(let message): message
+        }
     }
 }

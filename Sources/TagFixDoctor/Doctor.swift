@@ -1,13 +1,16 @@
 import Foundation
 import TagFixCore
+import TagFixDevices
+public import TagFixGPSD
+import TagFixNFC
 
 /// One thing the doctor found.
-struct Finding: Sendable, Hashable {
-    enum Severity: Int, Sendable, Hashable, Comparable {
+public struct Finding: Sendable, Hashable {
+    public enum Severity: Int, Sendable, Hashable, Comparable {
         case ok, info, warning, blocking
-        static func < (a: Severity, b: Severity) -> Bool { a.rawValue < b.rawValue }
+        public static func < (a: Severity, b: Severity) -> Bool { a.rawValue < b.rawValue }
 
-        var symbol: String {
+        public var symbol: String {
             switch self {
             case .ok: "✓"
             case .info: "·"
@@ -17,24 +20,12 @@ struct Finding: Sendable, Hashable {
         }
     }
 
-    var severity: Severity
+    public var severity: Severity
     /// A stable id for scripts and tests, e.g. `kernel-module-holds-reader`.
-    var code: String
-    var message: String
+    public var code: String
+    public var message: String
     /// What to do about it.
-    var fix: String?
-}
-
-/// What gpsd said when asked.
-enum GPSProbe: Sendable, Hashable {
-    case notAsked
-    /// No connection at all.
-    case unreachable(endpoint: String, why: String)
-    /// Connected, but no report within the wait: no receiver, or it is silent.
-    case silent(endpoint: String)
-    /// Reports, without a position.
-    case noFix(endpoint: String, device: String?)
-    case fix(endpoint: String, Fix)
+    public var fix: String?
 }
 
 /// What opening the reader named by --reader gave.
@@ -46,39 +37,93 @@ struct ReaderProbe: Sendable, Hashable {
 }
 
 /// The doctor's checks: facts in, findings out. Pure, so each check is tested on faked systems.
-enum Doctor {
+public enum Doctor {
     static let modulesFix =
         "sudo udev/install.sh (installs udev/blacklist-libnfc.conf and unloads pn533_usb pn533 nfc), or: sudo modprobe -r pn533_usb pn533 nfc; see hardware.md#kernel-modules"
 
     static let timeFix =
         "set the clock from the receiver: sudo apt-get install chrony, add 'refclock SHM 0 refid GPS precision 1e-1 offset 0.0 delay 0.2' to /etc/chrony/conf.d/gpsd.conf, sudo systemctl restart chrony gpsd; see hardware.md#time"
 
+    /// Looks at this system (below `root`), opens `reader` if given, asks `gps` if given, and
+    /// says what it found (`tagfix doctor`).
+    public static func examine(root: String, reader: String?, gps: GPSDEndpoint?, gpsWait: Duration) async -> [Finding] {
+        var facts = SystemFacts.read(root: root)
+        var probe: ReaderProbe?
+        if let reader {
+            switch await LibNFC.probe(reader) {
+            case .success(let name): probe = ReaderProbe(connstring: reader, opened: name)
+            case .failure(let error): probe = ReaderProbe(connstring: reader, failure: error.description)
+            }
+        }
+        var gpsResult = GPSProbe.notAsked
+        if let gps { gpsResult = await gps.probe(wait: gpsWait) }
+        facts.clockSynchronised = KernelClock().read().synchronised
+        var systemMinusGPS: Duration?
+        if case .fix(_, let fix) = gpsResult {
+            var watch = ClockWatch(systemClock: KernelClock())
+            _ = watch.observe(fix, axisNow: MonotonicClock().now)
+            systemMinusGPS = watch.reference.systemMinusGPS
+        }
+        return check(facts, libnfc: LibNFC.version, reader: probe, gps: gpsResult, systemMinusGPS: systemMinusGPS)
+    }
+
     static func check(
         _ facts: SystemFacts, libnfc: String?, reader: ReaderProbe?, gps: GPSProbe, systemMinusGPS: Duration? = nil
     ) -> [Finding] {
-        var findings: [Finding] = []
-        let user = facts.user
-        func add(_ severity: Finding.Severity, _ code: String, _ message: String, fix: String? = nil) {
-            findings.append(Finding(severity: severity, code: code, message: message, fix: fix))
-        }
-        func accessFix(_ node: NodeFacts, wanted group: String) -> String {
-            let nodeGroup = facts.groupName(node.group)
-            if nodeGroup == group || facts.udevRulesInstalled {
-                return "sudo usermod -aG \(group) \(user.name), then log out and in again (\(node.path) belongs to group \(nodeGroup))"
-            }
-            return
-                "install the udev rules: sudo udev/install.sh, then replug the device and add yourself to \(group): sudo usermod -aG \(group) \(user.name); see hardware.md#installing-the-udev-rules"
-        }
+        var checkup = Checkup(facts: facts, reader: reader)
+        checkup.libnfc(libnfc)
+        checkup.usb()
+        checkup.kernelModules()
+        checkup.piUART()
+        checkup.readerPresence()
+        checkup.readerOpens()
+        checkup.gpsd(gps)
+        checkup.clock(systemMinusGPS: systemMinusGPS)
+        return checkup.findings
+    }
+}
 
-        // libnfc itself.
+/// The findings so far, and the checks that add to them, one per heading of the doctor's output.
+private struct Checkup {
+    let facts: SystemFacts
+    let reader: ReaderProbe?
+    var findings: [Finding] = []
+    /// Readers (and serial bridges, and a usable Pi UART) seen so far.
+    var readers = 0
+
+    var user: UserIdentity { facts.user }
+    var modulesFix: String { Doctor.modulesFix }
+    var timeFix: String { Doctor.timeFix }
+
+    init(facts: SystemFacts, reader: ReaderProbe?) {
+        self.facts = facts
+        self.reader = reader
+    }
+
+    mutating func add(_ severity: Finding.Severity, _ code: String, _ message: String, fix: String? = nil) {
+        findings.append(Finding(severity: severity, code: code, message: message, fix: fix))
+    }
+
+    func accessFix(_ node: NodeFacts, wanted group: String) -> String {
+        let nodeGroup = facts.groupName(node.group)
+        if nodeGroup == group || facts.udevRulesInstalled {
+            return "sudo usermod -aG \(group) \(user.name), then log out and in again (\(node.path) belongs to group \(nodeGroup))"
+        }
+        return
+            "install the udev rules: sudo udev/install.sh, then replug the device and add yourself to \(group): sudo usermod -aG \(group) \(user.name); see hardware.md#installing-the-udev-rules"
+    }
+
+    /// libnfc itself.
+    mutating func libnfc(_ libnfc: String?) {
         if let libnfc {
             add(.ok, "libnfc", "libnfc \(libnfc)\(facts.libnfcConfig.map { ", configured in \($0)" } ?? "")")
         } else {
             add(.blocking, "libnfc-missing", "libnfc is not installed", fix: "sudo apt-get install libnfc6 libnfc-bin")
         }
+    }
 
-        // USB readers, bridges and receivers.
-        var readers = 0
+    /// USB readers, bridges and receivers.
+    mutating func usb() {
         for device in facts.usb {
             guard let known = KnownDevice.all.first(where: { $0.vendor == device.vendor && $0.product == device.product }) else { continue }
             let id = "\(device.vendor):\(device.product)"
@@ -131,8 +176,10 @@ enum Doctor {
                         : "\(known.name) at \(tty.path): a PN532 board? --reader pn532_uart:\(tty.path)")
             }
         }
+    }
 
-        // The kernel's NFC stack.
+    /// The kernel's NFC stack.
+    mutating func kernelModules() {
         let loaded = KnownDevice.kernelNFCModules.filter(facts.loadedModules.contains)
         if !loaded.isEmpty, !findings.contains(where: { $0.code == "kernel-module-holds-reader" }) {
             add(
@@ -140,8 +187,10 @@ enum Doctor {
                 "the kernel's NFC modules are loaded (\(loaded.joined(separator: ", "))): they claim PN533, SCL3711 and ACR122U readers when plugged in",
                 fix: modulesFix)
         }
+    }
 
-        // The Raspberry Pi's UART.
+    /// The Raspberry Pi's UART.
+    mutating func piUART() {
         if let model = facts.boardModel, model.contains("Raspberry Pi") {
             let console = facts.kernelCommandLine.split(separator: " ").first { part in
                 ["console=serial0", "console=ttyAMA0", "console=ttyS0"].contains { part.hasPrefix($0) }
@@ -170,7 +219,10 @@ enum Doctor {
                 }
             }
         }
+    }
 
+    /// No reader at all; the udev rules.
+    mutating func readerPresence() {
         if readers == 0, reader == nil {
             add(
                 .warning, "no-reader", "no NFC reader found (USB readers, USB-serial bridges)",
@@ -184,8 +236,10 @@ enum Doctor {
                 .info, "udev-rules", "TagFix's udev rules are not installed (stable /dev/nfc-* and /dev/gps-* names)",
                 fix: "sudo udev/install.sh")
         }
+    }
 
-        // The reader asked for.
+    /// The reader asked for.
+    mutating func readerOpens() {
         if let reader {
             if let name = reader.opened {
                 add(.ok, "reader-opens", "\(reader.connstring) opens: \(name)")
@@ -196,8 +250,10 @@ enum Doctor {
                     fix: "check the connstring (tagfix devices lists what libnfc finds), the wiring and the findings above")
             }
         }
+    }
 
-        // gpsd.
+    /// gpsd.
+    mutating func gpsd(_ gps: GPSProbe) {
         let gpsdRunning = facts.processes.contains("gpsd")
         switch gps {
         case .notAsked: break
@@ -236,8 +292,10 @@ enum Doctor {
                 "gpsd at \(endpoint): \(fix.mode == .threeD ? "3D" : "2D") fix\(accuracy)\(satellites)\(fix.device.map { " from \($0)" } ?? "")"
             )
         }
+    }
 
-        // Time: which clock stamps verdicts (see docs/verifier.md#time).
+    /// Time: which clock stamps verdicts (see docs/verifier.md#time).
+    mutating func clock(systemMinusGPS: Duration?) {
         if let difference = systemMinusGPS, difference > TimeReference.agreement || difference < .zero - TimeReference.agreement {
             add(
                 .warning, "clock-off", "\(TimeReference.describe(systemMinusGPS: difference)): verdicts are stamped with GPS time",
@@ -253,6 +311,5 @@ enum Doctor {
                 "the system clock is not synchronised\(facts.chronyConfigured && !facts.chronyGPSRefclock ? " (chrony has no GPS refclock)" : ""): TagFix stamps verdicts with GPS time once it has a fix",
                 fix: timeFix)
         }
-        return findings
     }
 }

@@ -120,18 +120,46 @@ public enum ScenarioLoader {
         func contains(_ t: Timestamp) -> Bool { t >= from && t < to }
     }
 
+    /// The `gps` object: what every fix shares, the route or the listed fixes, a gpsd log, and the
+    /// dropouts and degraded windows applied to them.
     static func parseGPS(
         _ gps: Object, start: Timestamp, readFile: (String) throws(DataFileError) -> String
     ) throws(DataFileError) -> [Scheduled<FixEvent>] {
-        let rate = try gps.positive("rate_hz") ?? 1
-        guard rate <= 50 else { throw DataFileError(line: gps.line(of: "rate_hz"), message: "rate_hz \(rate) is above 50") }
-        let baseAccuracy = try gps.nonNegative("accuracy_m") ?? 4
-        let baseNoise = try gps.nonNegative("noise_m")
-        let seed = try gps.integer("seed") ?? 1
-        let satellites = try gps.integer("satellites") ?? 9
-        let status = try fixStatus(gps, default: .gps)
+        let receiver = try Receiver(gps)
+        let dropouts = try parseDropouts(gps, start: start)
+        let degraded = try parseDegraded(gps, start: start)
+        var fixes = try routeFixes(gps, start: start, receiver: receiver, degraded: degraded)
+        fixes += try listedFixes(gps, start: start, receiver: receiver)
+        var events = try logEvents(gps, start: start, readFile: readFile)
+        events += applying(dropouts, to: fixes)
+        return events.enumerated().sorted { ($0.element.at, $0.offset) < ($1.element.at, $1.offset) }.map(\.element)
+    }
 
-        var dropouts: [(Window, silent: Bool)] = []
+    /// What every fix of the `gps` object shares unless a fix says otherwise.
+    struct Receiver {
+        var rate: Double
+        var accuracy: Double
+        var noise: Double?
+        var seed: Int
+        var satellites: Int
+        var status: Fix.Status
+
+        init(_ gps: Object) throws(DataFileError) {
+            rate = try gps.positive("rate_hz") ?? 1
+            guard rate <= 50 else { throw DataFileError(line: gps.line(of: "rate_hz"), message: "rate_hz \(rate) is above 50") }
+            accuracy = try gps.nonNegative("accuracy_m") ?? 4
+            noise = try gps.nonNegative("noise_m")
+            seed = try gps.integer("seed") ?? 1
+            satellites = try gps.integer("satellites") ?? 9
+            status = try fixStatus(gps, default: .gps)
+        }
+    }
+
+    typealias Dropout = (Window, silent: Bool)
+    typealias Degraded = (Window, accuracy: Double, noise: Double?)
+
+    static func parseDropouts(_ gps: Object, start: Timestamp) throws(DataFileError) -> [Dropout] {
+        var dropouts: [Dropout] = []
         for item in try gps.array("dropouts") {
             let entry = try Object(item, "dropout", allowed: ["from", "to", "kind"])
             let window = try self.window(entry, start: start)
@@ -141,64 +169,76 @@ public enum ScenarioLoader {
             }
             dropouts.append((window, kind == "silent"))
         }
-        var degraded: [(Window, accuracy: Double, noise: Double?)] = []
+        return dropouts
+    }
+
+    static func parseDegraded(_ gps: Object, start: Timestamp) throws(DataFileError) -> [Degraded] {
+        var degraded: [Degraded] = []
         for item in try gps.array("degraded") {
             let entry = try Object(item, "degraded window", allowed: ["from", "to", "accuracy_m", "noise_m"])
             guard let accuracy = try entry.nonNegative("accuracy_m") else { throw entry.error("degraded window has no \"accuracy_m\"") }
             degraded.append((try window(entry, start: start), accuracy, try entry.nonNegative("noise_m")))
         }
+        return degraded
+    }
 
+    /// A walked route: timed waypoints, sampled at rate_hz with seeded noise.
+    static func routeFixes(_ gps: Object, start: Timestamp, receiver: Receiver, degraded: [Degraded]) throws(DataFileError) -> [Fix] {
         var fixes: [Fix] = []
-        // A walked route: timed waypoints, sampled at rate_hz with seeded noise.
         let route = try gps.array("route")
-        if !route.isEmpty {
-            var waypoints: [(Timestamp, Coordinate)] = []
-            for item in route {
-                let point = try Object(item, "waypoint", allowed: ["t", "lat", "lon"])
-                let at = try time(point, start: start)
-                if let last = waypoints.last, at < last.0 {
-                    throw DataFileError(line: point.line, message: "waypoint times must not go backwards")
-                }
-                waypoints.append((at, try coordinate(point)))
+        guard !route.isEmpty else { return [] }
+        var waypoints: [(Timestamp, Coordinate)] = []
+        for item in route {
+            let point = try Object(item, "waypoint", allowed: ["t", "lat", "lon"])
+            let at = try time(point, start: start)
+            if let last = waypoints.last, at < last.0 {
+                throw DataFileError(line: point.line, message: "waypoint times must not go backwards")
             }
-            let samples = waypoints[0].0.duration(to: waypoints[waypoints.count - 1].0).seconds * rate
-            guard samples <= 1_000_000 else {
-                throw DataFileError(
-                    line: gps.line(of: "route"),
-                    message: "the route would give \(Int(samples)) fixes; at most 1 000 000 (shorten it or lower rate_hz)")
-            }
-            var generator = SeededGenerator(seed: UInt64(truncatingIfNeeded: seed))
-            let step = Duration.seconds(1 / rate)
-            var t = waypoints[0].0
-            let end = waypoints[waypoints.count - 1].0
-            var segment = 0
-            while t <= end {
-                while segment + 1 < waypoints.count - 1, waypoints[segment + 1].0 <= t { segment += 1 }
-                let (t0, p0) = waypoints[segment]
-                let (t1, p1) = waypoints[min(segment + 1, waypoints.count - 1)]
-                let span = t0.duration(to: t1).seconds
-                let f = span > 0 ? min(1, max(0, t0.duration(to: t).seconds / span)) : 0
-                var accuracy = baseAccuracy
-                var sigma = baseNoise ?? baseAccuracy / 2.45
-                if let window = degraded.first(where: { $0.0.contains(t) }) {
-                    accuracy = window.accuracy
-                    sigma = window.noise ?? window.accuracy / 2.45
-                }
-                let north = generator.gaussian() * sigma
-                let east = generator.gaussian() * sigma
-                let latitude = p0.latitude + (p1.latitude - p0.latitude) * f + north / 111_320
-                let longitude =
-                    p0.longitude + (p1.longitude - p0.longitude) * f
-                    + east / (111_320 * max(0.01, cos(latitude * .pi / 180)))
-                if let position = try? Coordinate(latitude: min(90, max(-90, latitude)), longitude: longitude) {
-                    fixes.append(
-                        Fix(
-                            time: t, mode: .threeD, coordinate: position, horizontalAccuracy: accuracy, status: status,
-                            satellitesUsed: satellites))
-                }
-                t = t.advanced(by: step)
-            }
+            waypoints.append((at, try coordinate(point)))
         }
+        let samples = waypoints[0].0.duration(to: waypoints[waypoints.count - 1].0).seconds * receiver.rate
+        guard samples <= 1_000_000 else {
+            throw DataFileError(
+                line: gps.line(of: "route"),
+                message: "the route would give \(Int(samples)) fixes; at most 1 000 000 (shorten it or lower rate_hz)")
+        }
+        var generator = SeededGenerator(seed: UInt64(truncatingIfNeeded: receiver.seed))
+        let step = Duration.seconds(1 / receiver.rate)
+        var t = waypoints[0].0
+        let end = waypoints[waypoints.count - 1].0
+        var segment = 0
+        while t <= end {
+            while segment + 1 < waypoints.count - 1, waypoints[segment + 1].0 <= t { segment += 1 }
+            let (t0, p0) = waypoints[segment]
+            let (t1, p1) = waypoints[min(segment + 1, waypoints.count - 1)]
+            let span = t0.duration(to: t1).seconds
+            let f = span > 0 ? min(1, max(0, t0.duration(to: t).seconds / span)) : 0
+            var accuracy = receiver.accuracy
+            var sigma = receiver.noise ?? receiver.accuracy / 2.45
+            if let window = degraded.first(where: { $0.0.contains(t) }) {
+                accuracy = window.accuracy
+                sigma = window.noise ?? window.accuracy / 2.45
+            }
+            let north = generator.gaussian() * sigma
+            let east = generator.gaussian() * sigma
+            let latitude = p0.latitude + (p1.latitude - p0.latitude) * f + north / 111_320
+            let longitude =
+                p0.longitude + (p1.longitude - p0.longitude) * f
+                + east / (111_320 * max(0.01, cos(latitude * .pi / 180)))
+            if let position = try? Coordinate(latitude: min(90, max(-90, latitude)), longitude: longitude) {
+                fixes.append(
+                    Fix(
+                        time: t, mode: .threeD, coordinate: position, horizontalAccuracy: accuracy, status: receiver.status,
+                        satellitesUsed: receiver.satellites))
+            }
+            t = t.advanced(by: step)
+        }
+        return fixes
+    }
+
+    /// The fixes listed one by one.
+    static func listedFixes(_ gps: Object, start: Timestamp, receiver: Receiver) throws(DataFileError) -> [Fix] {
+        var fixes: [Fix] = []
         for item in try gps.array("fixes") {
             let entry = try Object(item, "fix", allowed: ["t", "lat", "lon", "accuracy_m", "mode", "status", "satellites"])
             let at = try time(entry, start: start)
@@ -214,9 +254,17 @@ public enum ScenarioLoader {
             fixes.append(
                 Fix(
                     time: at, mode: mode, coordinate: position,
-                    horizontalAccuracy: try entry.nonNegative("accuracy_m") ?? (mode == .noFix ? nil : baseAccuracy),
-                    status: try fixStatus(entry, default: status), satellitesUsed: try entry.integer("satellites") ?? satellites))
+                    horizontalAccuracy: try entry.nonNegative("accuracy_m") ?? (mode == .noFix ? nil : receiver.accuracy),
+                    status: try fixStatus(entry, default: receiver.status),
+                    satellitesUsed: try entry.integer("satellites") ?? receiver.satellites))
         }
+        return fixes
+    }
+
+    /// A recorded gpsd log's reports, if the object names one.
+    static func logEvents(
+        _ gps: Object, start: Timestamp, readFile: (String) throws(DataFileError) -> String
+    ) throws(DataFileError) -> [Scheduled<FixEvent>] {
         var events: [Scheduled<FixEvent>] = []
         if let logPath = try gps.string("gpsd_log") {
             let log: String
@@ -227,8 +275,12 @@ public enum ScenarioLoader {
             }
             events += try gpsdLog(log, name: logPath, start: start, align: try gps.bool("align_log_to_start") ?? true)
         }
+        return events
+    }
 
-        // Dropouts: silent removes fixes; no_fix turns them into no-fix reports.
+    /// Dropouts: silent removes fixes; no_fix turns them into no-fix reports.
+    static func applying(_ dropouts: [Dropout], to fixes: [Fix]) -> [Scheduled<FixEvent>] {
+        var events: [Scheduled<FixEvent>] = []
         for fix in fixes {
             if let dropout = dropouts.first(where: { $0.0.contains(fix.time) }) {
                 if !dropout.silent {
@@ -244,7 +296,7 @@ public enum ScenarioLoader {
             }
             events.append(Scheduled(at: fix.time, .fix(fix)))
         }
-        return events.enumerated().sorted { ($0.element.at, $0.offset) < ($1.element.at, $1.offset) }.map(\.element)
+        return events
     }
 
     /// gpsd JSON lines (as `gpspipe -w` writes them): TPV become fixes with SKY's satellites;

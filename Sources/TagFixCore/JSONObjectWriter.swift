@@ -1,28 +1,28 @@
-import TagFixCore
-
 /// Builds one JSON object in key order: the CLI's JSON Lines stay stable and readable.
-struct JSONObjectWriter {
+public struct JSONObjectWriter {
     private var parts: [String] = []
 
-    mutating func add(_ key: String, _ value: String?) {
+    public init() {}
+
+    public mutating func add(_ key: String, _ value: String?) {
         parts.append("\(JSONValue.quoted(key)):\(value.map(JSONValue.quoted) ?? "null")")
     }
 
-    mutating func add(_ key: String, _ value: Double?, digits: Int = 3) {
+    public mutating func add(_ key: String, _ value: Double?, digits: Int = 3) {
         parts.append("\(JSONValue.quoted(key)):\(value.map { JSONValue.number($0, digits: digits) } ?? "null")")
     }
 
-    mutating func add(_ key: String, _ value: Int?) {
+    public mutating func add(_ key: String, _ value: Int?) {
         parts.append("\(JSONValue.quoted(key)):\(value.map(String.init) ?? "null")")
     }
 
-    mutating func add(_ key: String, _ value: Bool) {
+    public mutating func add(_ key: String, _ value: Bool) {
         parts.append("\(JSONValue.quoted(key)):\(value)")
     }
 
-    mutating func add(_ key: String, raw json: String?) {
+    public mutating func add(_ key: String, raw json: String?) {
         parts.append("\(JSONValue.quoted(key)):\(json ?? "null")")
     }
 
-    var text: String { "{" + parts.joined(separator: ",") + "}" }
+    public var text: String { "{" + parts.joined(separator: ",") + "}" }
 }

@@ -1,0 +1,182 @@
+import Foundation
+public import TagFixCore
+public import TagFixDevices
+public import TagFixNDEF
+
+/// Why `tagfix emulate` could not start its emulator.
+public enum EmulatorLabError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// A dump, script, route or log that is missing or malformed (the file and line named).
+    case file(DataFileError)
+    /// The pty, the link or gpsd could not be had.
+    case unavailable(String)
+
+    public var description: String {
+        switch self {
+        case .file(let error): error.description
+        case .unavailable(let message): message
+        }
+    }
+}
+
+/// `tagfix emulate pn532`: a PN532 emulator on a pty presenting the tags of dump files, with an
+/// optional fault script. The CLI parses the options and prints; this starts and runs it.
+public struct PN532Lab: Sendable {
+    public let emulator: PN532Emulator
+    public let images: [TagImage]
+    let faults: FaultScript?
+
+    /// Loads the dumps and the script, then starts the emulator.
+    public init(tagFiles: [String], script: String?, baud: Int?) throws(EmulatorLabError) {
+        var images: [TagImage] = []
+        for path in tagFiles {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw .file(DataFileError(file: path, line: nil, message: "no such file or not readable", unreadable: true))
+            }
+            do {
+                images.append(try TagDump.load(Array(data)))
+            } catch {
+                throw .file(error.inFile(path))
+            }
+        }
+        if let script {
+            do {
+                faults = try FaultScript.parse(try TextFile.read(script), tagCount: images.count)
+            } catch {
+                throw .file(error.file == nil ? error.inFile(script) : error)
+            }
+        } else {
+            faults = nil
+        }
+        do {
+            emulator = try PN532Emulator(dumps: images, options: .init(baud: baud))
+        } catch {
+            throw .unavailable(error.description)
+        }
+        self.images = images
+    }
+
+    /// Runs until one of `stop`'s signals (or a scripted hang-up), telling `note` each script step.
+    public func run(until stop: StopSignals, note: @escaping @Sendable (String) -> Void) async {
+        let emulator = self.emulator
+        await EmulatorLab.runUntilInterrupted(
+            stop, script: faults?.steps.map { ($0.at, $0.line, "\($0.action)", $0.action) } ?? [], note: note
+        ) {
+            emulator.apply($0)
+        }
+    }
+}
+
+/// `tagfix emulate nmea`: an NMEA emulator on a pty from a position, a route or a recorded log,
+/// with an optional fault script and an optional private gpsd reading it.
+public struct NMEALab: Sendable {
+    /// Where the receiver's sentences come from.
+    public enum Origin: Sendable, Hashable {
+        case at(Coordinate)
+        /// A GeoJSON LineString or GPX track file, walked at `speed` m/s.
+        case route(file: String, speed: Double)
+        /// A recorded NMEA log file, played over and over, or once.
+        case log(file: String, once: Bool)
+    }
+
+    public let emulator: NMEAEmulator
+    let faults: NMEAScript?
+
+    /// Reads the route, log and script, then creates the emulator (not yet talking: `start`).
+    public init(origin: Origin, rate: Double, noise: Double, seed: UInt64, script: String?) throws(EmulatorLabError) {
+        let source: NMEAEmulator.Source
+        switch origin {
+        case .log(let log, _):
+            do {
+                source = .log(try TextFile.read(log).split(whereSeparator: \.isNewline).map(String.init))
+            } catch {
+                throw .file(error)
+            }
+        case .route(let route, let speed):
+            do {
+                source = .route(try Route.parse(try TextFile.read(route)), speed: speed, noise: noise, seed: seed)
+            } catch {
+                throw .file(error.file == nil ? error.inFile(route) : error)
+            }
+        case .at(let position):
+            source = .at(position, noise: noise, seed: seed)
+        }
+        if let script {
+            do {
+                faults = try NMEAScript.parse(try TextFile.read(script))
+            } catch {
+                throw .file(error.file == nil ? error.inFile(script) : error)
+            }
+        } else {
+            faults = nil
+        }
+        do {
+            emulator = try NMEAEmulator(source: source, rate: rate)
+        } catch {
+            throw .unavailable(error.description)
+        }
+        if case .log(_, let once) = origin { emulator.setRepeatsLog(!once) }
+    }
+
+    /// Starts a private gpsd on the emulator's pty.
+    public func startGPSD() throws(EmulatorLabError) -> PrivateGPSD {
+        do {
+            return try PrivateGPSD(device: emulator.path)
+        } catch {
+            throw .unavailable(error.description)
+        }
+    }
+
+    /// Starts talking and runs until one of `stop`'s signals, telling `note` each script step.
+    public func run(until stop: StopSignals, note: @escaping @Sendable (String) -> Void) async {
+        let emulator = self.emulator
+        emulator.start()
+        await EmulatorLab.runUntilInterrupted(
+            stop, script: faults?.steps.map { ($0.at, $0.line, "\($0.action)", $0.action) } ?? [], note: note
+        ) {
+            emulator.apply($0)
+            return true
+        }
+    }
+}
+
+public enum EmulatorLab {
+    /// The emulators stop on SIGQUIT too (Ctrl-\): they hold nothing a core dump would explain.
+    public static let stopSignals = StopSignals.standard + [SIGQUIT]
+
+    /// Makes `link` (if given) a symbolic link to `path`, replacing an old link.
+    public static func makeLink(_ link: String?, to path: String) throws(EmulatorLabError) {
+        guard let link else { return }
+        try? FileManager.default.removeItem(atPath: link)
+        do {
+            try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: path)
+        } catch {
+            throw .unavailable("cannot create the link \(link): \(error.localizedDescription)")
+        }
+    }
+
+    /// Runs until one of `stop`'s signals, carrying out the script's steps at their times meanwhile;
+    /// an action that returns false (a hang-up) ends the run early.
+    static func runUntilInterrupted<Action: Sendable>(
+        _ stop: StopSignals, script steps: [(at: Duration, line: Int, text: String, action: Action)],
+        note: @escaping @Sendable (String) -> Void, apply: @escaping @Sendable (Action) -> Bool
+    ) async {
+        guard !steps.isEmpty else {
+            _ = await stop.wait()
+            return
+        }
+        _ = await stop.run {
+            // The monotonic clock's timer, not Task.sleep: a script keeps its timeline under a wrong or
+            // faked wall clock too.
+            let clock = MonotonicClock()
+            let start = clock.now
+            for step in steps {
+                try? await clock.sleep(until: start.advanced(by: step.at), tolerance: nil)
+                if Task.isCancelled { return }
+                note("script line \(step.line): \(step.text)")
+                if !apply(step.action) { return }
+            }
+            // The script is done: the emulator runs on until a signal.
+            _ = await stop.wait()
+        }
+    }
+}
