@@ -4,6 +4,7 @@ import PackageDescription
 // Layers (see docs/architecture.md): nothing imports upward.
 //
 //   tagfix (executable) → TagFixCLI → TagFixTesting (mocks, scenarios)
+//                                    → TagFixTags (backend-neutral tag read / write procedures)
 //                                    → TagFixDevices (protocols, clocks, live verifier)
 //                                    → TagFixCore (pure: geodesy, regions, verifier)
 //
@@ -24,6 +25,7 @@ let package = Package(
         .library(name: "TagFixDevices", targets: ["TagFixDevices"]),
         .library(name: "TagFixTesting", targets: ["TagFixTesting"]),
         .library(name: "TagFixEmulators", targets: ["TagFixEmulators"]),
+        .library(name: "TagFixTags", targets: ["TagFixTags"]),
         .library(name: "TagFixNFC", targets: ["TagFixNFC"]),
         .library(name: "TagFixGPSD", targets: ["TagFixGPSD"]),
         .library(name: "TagFixStore", targets: ["TagFixStore"]),
@@ -41,7 +43,10 @@ let package = Package(
         .target(name: "TagFixDevices", dependencies: ["TagFixCore", "CSystemClock", "CProcess"]),
         .target(name: "CPTY"),
         .systemLibrary(name: "CNFC", pkgConfig: "libnfc", providers: [.apt(["libnfc-dev"])]),
-        .target(name: "TagFixNFC", dependencies: ["CNFC", "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixCrypto"]),
+        // The tag procedures every reader backend shares (NDEF read and write, READ_SIG), over a
+        // `TagTransport` the backend supplies: no backend's C library.
+        .target(name: "TagFixTags", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixCrypto"]),
+        .target(name: "TagFixNFC", dependencies: ["CNFC", "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTags"]),
         .systemLibrary(name: "CGPS", pkgConfig: "libgps", providers: [.apt(["libgps-dev"])]),
         .target(name: "TagFixGPSD", dependencies: ["CGPS", "TagFixCore", "TagFixDevices"]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
@@ -52,10 +57,10 @@ let package = Package(
         .target(name: "TagFixCrypto", dependencies: ["CCrypto", "TagFixCore"]),
         .target(name: "TagFixEmulators", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "CPTY"]),
         .target(name: "TagFixTesting", dependencies: ["TagFixCore", "TagFixDevices"]),
-        .target(name: "TagFixCLI", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto"]),
+        .target(name: "TagFixCLI", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixTags", "TagFixNFC", "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto"]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
         .executableTarget(
-            name: "TagFixBench", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore", "TagFixCrypto"],
+            name: "TagFixBench", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixTags", "TagFixNFC", "TagFixGPSD", "TagFixStore", "TagFixCrypto"],
             path: "Benchmarks/TagFixBench"),
         // Test tooling: the parsers' fuzz targets (a library the corpus tests also run), and
         // tagfix-fuzz, which runs them under libFuzzer (Fuzz/run builds it with -DFUZZING) or
@@ -68,7 +73,8 @@ let package = Package(
         .testTarget(name: "TagFixNDEFTests", dependencies: ["TagFixNDEF", "TagFixDevices", "TagFixTesting"]),
         .testTarget(name: "TagFixEmulatorsTests", dependencies: ["TagFixEmulators", "TagFixNDEF", "TagFixCore"]),
         .testTarget(name: "TagFixGPSDTests", dependencies: ["TagFixGPSD", "TagFixEmulators", "TagFixCore", "TagFixDevices", "TagFixTesting"]),
-        .testTarget(name: "TagFixNFCTests", dependencies: ["TagFixNFC", "TagFixEmulators", "TagFixNDEF", "TagFixTesting"]),
+        .testTarget(name: "TagFixTagsTests", dependencies: ["TagFixTags", "TagFixEmulators", "TagFixNDEF", "TagFixTesting", "TagFixDevices", "TagFixCore"]),
+        .testTarget(name: "TagFixNFCTests", dependencies: ["TagFixNFC", "TagFixTags"]),
         .testTarget(name: "TagFixDevicesTests", dependencies: ["TagFixDevices", "TagFixTesting"]),
         .testTarget(name: "TagFixTestingTests", dependencies: ["TagFixTesting"]),
         .testTarget(name: "TagFixStoreTests", dependencies: ["TagFixStore", "TagFixCore"]),
@@ -79,7 +85,7 @@ let package = Package(
         .testTarget(name: "TagFixFuzzTests", dependencies: ["TagFixFuzzTargets", "TagFixTesting", "TagFixCore"]),
         .testTarget(
             name: "TagFixCLITests", dependencies: ["TagFixCLI", "TagFixTesting", "TagFixEmulators", "TagFixNDEF", "TagFixNFC", "TagFixDevices", "TagFixGPSD", "TagFixStore", "TagFixReport",
-                "TagFixCrypto",
+                "TagFixCrypto", "TagFixTags",
             ]),
     ],
     swiftLanguageModes: [.v6]

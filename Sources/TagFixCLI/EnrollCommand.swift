@@ -316,17 +316,17 @@ struct EnrollCommand: Subcommand {
 
     /// Waits for the tag, writes it when asked, reads it back.
     private func tag(writing message: [UInt8]?, clock: MonotonicClock, io: some TerminalOutput) async throws(CLIError) -> (
-        TagScan, NDEFWrite?
+        TagScan, TagWritten?
     ) {
         let session = LibNFCTagSession(connstring: reader, clock: clock)
         let (timeout, reader) = (self.timeout, self.reader)
-        let outcome: Result<(TagScan, NDEFWrite?), CLIError> = await withTaskGroup(of: Result<(TagScan, NDEFWrite?), CLIError>?.self) {
+        let outcome: Result<(TagScan, TagWritten?), CLIError> = await withTaskGroup(of: Result<(TagScan, TagWritten?), CLIError>?.self) {
             group in
             group.addTask {
                 for await event in session.run(writing: message) {
                     switch event {
                     case .ready(let description): io.err("reader: \(description)")
-                    case .done(let scan, let written): return .success((scan, written))
+                    case .done(let result): return .success((result.scan, result.written))
                     case .writeFailed(let uid, let error): return .failure(.unavailable("cannot write tag \(uid.hex): \(error)"))
                     case .readFailed(let error): return .failure(.unavailable("cannot read the tag: \(error)"))
                     case .unavailable(let error): return .failure(.unavailable("cannot open the reader \(reader): \(error)"))
@@ -339,7 +339,7 @@ struct EnrollCommand: Subcommand {
                 return Task.isCancelled
                     ? nil : .failure(.timedOut("no tag within \(Coordinate.format(timeout.seconds, 0)) s: nothing was enrolled"))
             }
-            var first: Result<(TagScan, NDEFWrite?), CLIError>?
+            var first: Result<(TagScan, TagWritten?), CLIError>?
             while first == nil, let next = await group.next() { first = next }
             group.cancelAll()
             return first ?? .failure(.unavailable("the reader stopped"))
