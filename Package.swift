@@ -3,7 +3,8 @@ import PackageDescription
 
 // Layers (see docs/architecture.md): nothing imports upward.
 //
-//   tagfix (executable) → TagFixCLI → TagFixTesting (mocks, scenarios)
+//   tagfix (executable) → TagFixCLI → TagFixReaders (reader factory: address → TagReader / TagSession)
+//                                    → TagFixTesting (mocks, scenarios)
 //                                    → TagFixTags (backend-neutral tag read / write procedures)
 //                                    → TagFixDevices (protocols, clocks, live verifier)
 //                                    → TagFixCore (pure: geodesy, regions, verifier)
@@ -27,6 +28,7 @@ let package = Package(
         .library(name: "TagFixEmulators", targets: ["TagFixEmulators"]),
         .library(name: "TagFixTags", targets: ["TagFixTags"]),
         .library(name: "TagFixNFC", targets: ["TagFixNFC"]),
+        .library(name: "TagFixReaders", targets: ["TagFixReaders"]),
         .library(name: "TagFixGPSD", targets: ["TagFixGPSD"]),
         .library(name: "TagFixStore", targets: ["TagFixStore"]),
         .library(name: "TagFixReport", targets: ["TagFixReport"]),
@@ -57,7 +59,10 @@ let package = Package(
         .target(name: "TagFixCrypto", dependencies: ["CCrypto", "TagFixCore"]),
         .target(name: "TagFixEmulators", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "CPTY"]),
         .target(name: "TagFixTesting", dependencies: ["TagFixCore", "TagFixDevices"]),
-        .target(name: "TagFixCLI", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixTags", "TagFixNFC", "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto"]),
+        // The reader factory: a reader address (--reader) becomes a TagReader or a TagSession of
+        // the backend that serves it; a new backend registers here.
+        .target(name: "TagFixReaders", dependencies: ["TagFixCore", "TagFixDevices", "TagFixNFC", "TagFixTesting"]),
+        .target(name: "TagFixCLI", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixTags", "TagFixNFC", "TagFixReaders", "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto"]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
         .executableTarget(
             name: "TagFixBench", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTesting", "TagFixEmulators", "TagFixTags", "TagFixNFC", "TagFixGPSD", "TagFixStore", "TagFixCrypto"],
@@ -75,6 +80,7 @@ let package = Package(
         .testTarget(name: "TagFixGPSDTests", dependencies: ["TagFixGPSD", "TagFixEmulators", "TagFixCore", "TagFixDevices", "TagFixTesting"]),
         .testTarget(name: "TagFixTagsTests", dependencies: ["TagFixTags", "TagFixEmulators", "TagFixNDEF", "TagFixTesting", "TagFixDevices", "TagFixCore"]),
         .testTarget(name: "TagFixNFCTests", dependencies: ["TagFixNFC", "TagFixTags"]),
+        .testTarget(name: "TagFixReadersTests", dependencies: ["TagFixReaders", "TagFixDevices", "TagFixCore", "TagFixTesting"]),
         .testTarget(name: "TagFixDevicesTests", dependencies: ["TagFixDevices", "TagFixTesting"]),
         .testTarget(name: "TagFixTestingTests", dependencies: ["TagFixTesting"]),
         .testTarget(name: "TagFixStoreTests", dependencies: ["TagFixStore", "TagFixCore"]),
@@ -85,7 +91,7 @@ let package = Package(
         .testTarget(name: "TagFixFuzzTests", dependencies: ["TagFixFuzzTargets", "TagFixTesting", "TagFixCore"]),
         .testTarget(
             name: "TagFixCLITests", dependencies: ["TagFixCLI", "TagFixTesting", "TagFixEmulators", "TagFixNDEF", "TagFixNFC", "TagFixDevices", "TagFixGPSD", "TagFixStore", "TagFixReport",
-                "TagFixCrypto", "TagFixTags",
+                "TagFixCrypto", "TagFixTags", "TagFixReaders",
             ]),
     ],
     swiftLanguageModes: [.v6]
