@@ -4,7 +4,9 @@ import PackageDescription
 // Layers (see docs/architecture.md): nothing imports upward.
 //
 //   tagfix (executable) → TagFixCLI → TagFixDoctor, TagFixDemo (the doctor's checks, the demo)
+//                                    → TagFixReaders (reader factory: address → TagReader / TagSession)
 //                                    → TagFixScenarios (the scenario format, scripted devices)
+//                                    → TagFixTags (backend-neutral tag read / write procedures)
 //                                    → TagFixDevices (protocols, clocks, live verifier)
 //                                    → TagFixCore (pure: geodesy, regions, verifier)
 //
@@ -27,7 +29,9 @@ let package = Package(
         .library(name: "TagFixScenarios", targets: ["TagFixScenarios"]),
         .library(name: "TagFixTesting", targets: ["TagFixTesting"]),
         .library(name: "TagFixEmulators", targets: ["TagFixEmulators"]),
+        .library(name: "TagFixTags", targets: ["TagFixTags"]),
         .library(name: "TagFixNFC", targets: ["TagFixNFC"]),
+        .library(name: "TagFixReaders", targets: ["TagFixReaders"]),
         .library(name: "TagFixGPSD", targets: ["TagFixGPSD"]),
         .library(name: "TagFixStore", targets: ["TagFixStore"]),
         .library(name: "TagFixReport", targets: ["TagFixReport"]),
@@ -46,7 +50,10 @@ let package = Package(
         .target(name: "TagFixDevices", dependencies: ["TagFixCore", "CSystemClock", "CProcess"]),
         .target(name: "CPTY"),
         .systemLibrary(name: "CNFC", pkgConfig: "libnfc", providers: [.apt(["libnfc-dev"])]),
-        .target(name: "TagFixNFC", dependencies: ["CNFC", "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixCrypto"]),
+        // The tag procedures every reader backend shares (NDEF read and write, READ_SIG), over a
+        // `TagTransport` the backend supplies: no backend's C library.
+        .target(name: "TagFixTags", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixCrypto"]),
+        .target(name: "TagFixNFC", dependencies: ["CNFC", "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTags"]),
         .systemLibrary(name: "CGPS", pkgConfig: "libgps", providers: [.apt(["libgps-dev"])]),
         .target(name: "TagFixGPSD", dependencies: ["CGPS", "TagFixCore", "TagFixDevices"]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
@@ -65,18 +72,21 @@ let package = Package(
         .target(
             name: "TagFixDemo",
             dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixNFC", "TagFixGPSD"]),
+        // The reader factory: a reader address (--reader) becomes a TagReader or a TagSession of
+        // the backend that serves it; a new backend registers here.
+        .target(name: "TagFixReaders", dependencies: ["TagFixCore", "TagFixDevices", "TagFixNFC", "TagFixScenarios"]),
         .target(
             name: "TagFixCLI",
             dependencies: [
-                "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore",
-                "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo",
+                "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixTags", "TagFixNFC", "TagFixReaders",
+                "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo",
             ]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
         .executableTarget(
             name: "TagFixBench",
             dependencies: [
-                "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixNFC", "TagFixGPSD", "TagFixStore",
-                "TagFixCrypto",
+                "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixTags", "TagFixNFC", "TagFixGPSD",
+                "TagFixStore", "TagFixCrypto",
             ],
             path: "Benchmarks/TagFixBench"),
         // Test tooling: the parsers' fuzz targets (a library the corpus tests also run), and
@@ -94,7 +104,11 @@ let package = Package(
         .testTarget(name: "TagFixEmulatorsTests", dependencies: ["TagFixEmulators", "TagFixNDEF", "TagFixCore"]),
         .testTarget(
             name: "TagFixGPSDTests", dependencies: ["TagFixGPSD", "TagFixEmulators", "TagFixCore", "TagFixDevices", "TagFixTesting"]),
-        .testTarget(name: "TagFixNFCTests", dependencies: ["TagFixNFC", "TagFixEmulators", "TagFixNDEF", "TagFixTesting"]),
+        .testTarget(
+            name: "TagFixTagsTests", dependencies: ["TagFixTags", "TagFixEmulators", "TagFixNDEF", "TagFixTesting", "TagFixDevices", "TagFixCore"]),
+        .testTarget(name: "TagFixNFCTests", dependencies: ["TagFixNFC", "TagFixTags", "TagFixEmulators", "TagFixNDEF", "TagFixTesting"]),
+        .testTarget(
+            name: "TagFixReadersTests", dependencies: ["TagFixReaders", "TagFixDevices", "TagFixCore", "TagFixScenarios", "TagFixTesting"]),
         .testTarget(name: "TagFixDevicesTests", dependencies: ["TagFixDevices", "TagFixScenarios", "TagFixTesting"]),
         .testTarget(name: "TagFixTestingTests", dependencies: ["TagFixScenarios", "TagFixTesting"]),
         .testTarget(name: "TagFixStoreTests", dependencies: ["TagFixStore", "TagFixCore"]),
@@ -106,9 +120,8 @@ let package = Package(
         .testTarget(
             name: "TagFixCLITests",
             dependencies: [
-                "TagFixCLI", "TagFixTesting", "TagFixEmulators", "TagFixNDEF", "TagFixNFC", "TagFixDevices", "TagFixGPSD", "TagFixStore",
-                "TagFixReport",
-                "TagFixCrypto", "TagFixDoctor", "TagFixDemo",
+                "TagFixCLI", "TagFixTesting", "TagFixScenarios", "TagFixEmulators", "TagFixNDEF", "TagFixNFC", "TagFixDevices", "TagFixGPSD",
+                "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo", "TagFixTags", "TagFixReaders",
             ]),
     ],
     swiftLanguageModes: [.v6]

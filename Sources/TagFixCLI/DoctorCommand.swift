@@ -1,4 +1,5 @@
 import TagFixCore
+import TagFixDevices
 import TagFixDoctor
 import TagFixGPSD
 
@@ -36,7 +37,13 @@ struct DoctorCommand: Subcommand {
     var json: Bool
 
     init(_ arguments: ParsedArguments) throws(CLIError) {
-        reader = arguments.value("reader")
+        reader = try arguments.value("reader").map { text throws(CLIError) in
+            // Checked as every command checks --reader; doctor probes libnfc readers only.
+            guard let connstring = try ReaderOption.address(text, command: Self.spec.name).connstring else {
+                throw .usage("doctor opens libnfc readers only: \"\(text)\" is not a libnfc connstring", command: Self.spec.name)
+            }
+            return connstring
+        }
         gps = try GPSOption.endpoint(arguments, command: Self.spec.name)
         gpsWait = try arguments.seconds("gps-wait", in: 0.1...120, command: Self.spec.name) ?? .seconds(3)
         root = arguments.value("root") ?? "/"

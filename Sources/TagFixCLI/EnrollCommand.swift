@@ -4,7 +4,6 @@ import TagFixCore
 import TagFixDevices
 import TagFixGPSD
 import TagFixNDEF
-import TagFixNFC
 import TagFixScenarios
 import TagFixStore
 
@@ -59,7 +58,7 @@ struct EnrollCommand: Subcommand {
             """,
         options: [
             .init(name: "id", valueName: "ID", help: "The tag's id (as its URL names it)."),
-            .init(name: "reader", valueName: "CONNSTRING", help: "The reader (libnfc connstring), e.g. pn532_uart:/dev/ttyUSB0."),
+            .init(name: "reader", valueName: "ADDRESS", help: ReaderOption.help),
             .init(
                 name: "gps", valueName: "SOURCE", help: "gpsd://HOST:PORT, or a scenario file (mock GPS); default gpsd://localhost:2947."),
             .init(name: "registry", valueName: "FILE", help: "The SQLite registry (created if missing); default: $TAGFIX_REGISTRY."),
@@ -81,11 +80,11 @@ struct EnrollCommand: Subcommand {
         examples: [
             "tagfix enroll --id T01 --name \"Main gate\" --reader pn532_uart:/dev/ttyUSB0 --registry site.sqlite",
             "tagfix enroll --id T02 --radius 15 --write-url 'https://tags.example.org/t/{id}' --reader pn532_uart:/dev/ttyUSB0 --registry site.sqlite",
-            "tagfix enroll --id T03 --write-url 'https://t.example/{id}?lat={lat}&lon={lon}&r={r}' --average 60 --reader pn533_usb --registry site.sqlite",
+            "tagfix enroll --id T03 --write-url 'https://t.example/{id}?lat={lat}&lon={lon}&r={r}' --average 60 --reader pn53x_usb --registry site.sqlite",
         ])
 
     var id: String
-    var reader: String
+    var reader: ReaderAddress
     var gps: String
     var registryPath: String
     var name: String?
@@ -107,12 +106,9 @@ struct EnrollCommand: Subcommand {
         }
         self.id = id
         guard let reader = arguments.value("reader") else {
-            throw .usage("enroll needs --reader CONNSTRING (e.g. pn532_uart:/dev/ttyUSB0)", command: command)
+            throw .usage("enroll needs --reader ADDRESS (e.g. pn532_uart:/dev/ttyUSB0)", command: command)
         }
-        guard reader.contains(":") || ["pn533_usb", "acr122_usb", "acr122_pcsc"].contains(reader) else {
-            throw .usage("\"\(reader)\" is not a libnfc connstring (DRIVER:PORT, e.g. pn532_uart:/dev/ttyUSB0)", command: command)
-        }
-        self.reader = reader
+        self.reader = try ReaderOption.address(reader, command: command)
         gps = arguments.value("gps") ?? "gpsd://localhost:2947"
         registryPath = try RegistrySource.storePath(arguments, command: command)
         name = arguments.value("name")
@@ -274,17 +270,17 @@ struct EnrollCommand: Subcommand {
 
     /// Waits for the tag, writes it when asked, reads it back.
     private func tag(writing message: [UInt8]?, clock: MonotonicClock, io: some TerminalOutput) async throws(CLIError) -> (
-        TagScan, NDEFWrite?
+        TagScan, TagWritten?
     ) {
-        let session = LibNFCTagSession(connstring: reader, clock: clock)
+        let session = try ReaderOption.session(reader, clock: clock, command: Self.spec.name)
         let (timeout, reader) = (self.timeout, self.reader)
-        let outcome: Result<(TagScan, NDEFWrite?), CLIError> = await withTaskGroup(of: Result<(TagScan, NDEFWrite?), CLIError>?.self) {
+        let outcome: Result<(TagScan, TagWritten?), CLIError> = await withTaskGroup(of: Result<(TagScan, TagWritten?), CLIError>?.self) {
             group in
             group.addTask {
                 for await event in session.run(writing: message) {
                     switch event {
                     case .ready(let description): io.err("reader: \(description)")
-                    case .done(let scan, let written): return .success((scan, written))
+                    case .done(let result): return .success((result.scan, result.written))
                     case .writeFailed(let uid, let error): return .failure(.unavailable("cannot write tag \(uid.hex): \(error)"))
                     case .readFailed(let error): return .failure(.unavailable("cannot read the tag: \(error)"))
                     case .unavailable(let error): return .failure(.unavailable("cannot open the reader \(reader): \(error)"))
@@ -297,7 +293,7 @@ struct EnrollCommand: Subcommand {
                 return Task.isCancelled
                     ? nil : .failure(.timedOut("no tag within \(Coordinate.format(timeout.seconds, 0)) s: nothing was enrolled"))
             }
-            var first: Result<(TagScan, NDEFWrite?), CLIError>?
+            var first: Result<(TagScan, TagWritten?), CLIError>?
             while first == nil, let next = await group.next() { first = next }
             group.cancelAll()
             return first ?? .failure(.unavailable("the reader stopped"))

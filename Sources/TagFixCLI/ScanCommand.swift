@@ -13,9 +13,11 @@ struct ScanCommand: Subcommand {
         name: "scan",
         abstract: "Read NFC tags with a reader (libnfc) and print each one's UID, type, NDEF records and URL.",
         discussion: """
-            The reader is a libnfc connstring (pn532_uart:/dev/ttyUSB0, pn533_usb, acr122_usb, \
-            pn532_i2c:/dev/i2c-1, …); without --reader, libnfc's default (LIBNFC_DEVICE, \
-            /etc/nfc/libnfc.conf, or the first reader found). Reads Type 2 tags (NTAG21x, \
+            The reader is a libnfc connstring (pn532_uart:/dev/ttyUSB0, pn532_i2c:/dev/i2c-1, \
+            pn532_spi:/dev/spidev0.0:500000, pn53x_usb, acr122_usb, acr122s:/dev/ttyUSB0, \
+            arygon:/dev/ttyUSB0: the drivers Debian's libnfc has; hardware.md#readers), or \
+            mock:SCENARIO (a scenario file's tags); without --reader, libnfc's default \
+            (LIBNFC_DEVICE, /etc/nfc/libnfc.conf, or the first reader found). Reads Type 2 tags (NTAG21x, \
             Ultralight) with the fewest bytes the tag allows, and Type 4 tags. If the reader goes \
             away after it was working, scan reconnects by itself. SIGINT (Ctrl-C) or SIGTERM ends \
             it normally: the reader is closed and the exit code is 0.
@@ -23,7 +25,7 @@ struct ScanCommand: Subcommand {
             before --count tags.
             """,
         options: [
-            .init(name: "reader", valueName: "CONNSTRING", help: "The reader, as a libnfc connstring."),
+            .init(name: "reader", valueName: "ADDRESS", help: ReaderOption.help),
             .init(name: "json", valueName: nil, help: "One JSON object per tag (JSON Lines)."),
             .init(name: "count", valueName: "N", help: "Stop after N tags; default: run until interrupted."),
             .init(name: "timeout", valueName: "S", help: "Give up after S seconds (exit 75)."),
@@ -34,23 +36,21 @@ struct ScanCommand: Subcommand {
             "LIBNFC_DEVICE=pn532_uart:/tmp/pn532 tagfix scan --count 3",
         ])
 
-    var reader: String?
+    var reader: ReaderAddress
     var json: Bool
     var count: Int?
     var timeout: Duration?
 
     init(_ arguments: ParsedArguments) throws(CLIError) {
-        reader = arguments.value("reader")
-        if let reader, !reader.contains(":"), !["pn533_usb", "acr122_usb", "acr122_pcsc", "pn53x_usb", "arygon"].contains(reader) {
-            throw .usage("\"\(reader)\" is not a libnfc connstring (DRIVER:PORT, e.g. pn532_uart:/dev/ttyUSB0)", command: "scan")
-        }
+        reader = try ReaderOption.address(arguments.value("reader"), command: "scan")
         json = arguments.flag("json")
         count = try arguments.number("count", in: 1...1_000_000, command: "scan").map { Int($0) }
         timeout = try arguments.seconds("timeout", in: 0.1...86_400, command: "scan")
     }
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
-        let outcome = await Self.scan(reader: reader, count: count, timeout: timeout, io: io, json: json)
+        let device = try ReaderOption.reader(reader, clock: MonotonicClock(), command: "scan")
+        let outcome = await Self.scan(device, count: count, timeout: timeout, io: io, json: json)
         switch outcome {
         case .done: return
         case .unavailable(let message): throw .unavailable(message)
@@ -64,8 +64,7 @@ struct ScanCommand: Subcommand {
         case timedOut(Int)
     }
 
-    static func scan(reader: String?, count: Int?, timeout: Duration?, io: any TerminalOutput, json: Bool) async -> Outcome {
-        let device = LibNFCReader(connstring: reader, clock: MonotonicClock())
+    static func scan(_ device: any TagReader, count: Int?, timeout: Duration?, io: any TerminalOutput, json: Bool) async -> Outcome {
         let read = Counter()
         let stop = StopSignals()
         defer { stop.cancel() }

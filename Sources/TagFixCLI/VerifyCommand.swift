@@ -4,7 +4,6 @@ import TagFixCore
 import TagFixDemo
 import TagFixDevices
 import TagFixGPSD
-import TagFixNFC
 import TagFixScenarios
 
 /// `tagfix verify`: confirm each tag scan against where the tag should be.
@@ -35,7 +34,7 @@ struct VerifyCommand: Subcommand {
                 name: "demo", valueName: nil,
                 help: "Walk the built-in example site through the emulators (PN532 + libnfc, NMEA + gpsd, or a mock GPS)."),
             .init(name: "scenario", valueName: "FILE", help: "Run a scenario file on mock devices."),
-            .init(name: "reader", valueName: "CONNSTRING", help: "Read tags with a real reader (libnfc connstring)."),
+            .init(name: "reader", valueName: "ADDRESS", help: "Read tags with a real reader. " + ReaderOption.help),
             .init(
                 name: "gps", valueName: "SOURCE",
                 help:
@@ -92,7 +91,7 @@ struct VerifyCommand: Subcommand {
     var scenarioPath: String
     /// With --reader: live fixes from gpsd instead of a scenario's GPS.
     var gpsd: GPSDEndpoint?
-    var reader: String?
+    var reader: ReaderAddress?
     var count: Int?
     var timeout: Duration?
     var registryPath: String?
@@ -106,19 +105,17 @@ struct VerifyCommand: Subcommand {
 
     init(_ arguments: ParsedArguments) throws(CLIError) {
         let name = Self.spec.name
-        reader = arguments.value("reader")
         demo = arguments.flag("demo")
+        // --demo refuses --reader below, whatever it names.
+        reader = demo ? nil : try arguments.value("reader").map { text throws(CLIError) in try ReaderOption.address(text, command: name) }
         if demo {
             for other in ["reader", "scenario", "gps", "registry"] where arguments.value(other) != nil {
                 throw .usage("--demo brings its own devices and site: drop --\(other)", command: name)
             }
             scenarioPath = ""
-        } else if let reader {
+        } else if reader != nil {
             let gps = arguments.value("gps") ?? "gpsd://localhost:2947"
             guard arguments.value("scenario") == nil else { throw .usage("give --scenario or --reader, not both", command: name) }
-            guard reader.contains(":") || ["pn533_usb", "acr122_usb", "acr122_pcsc"].contains(reader) else {
-                throw .usage("\"\(reader)\" is not a libnfc connstring (DRIVER:PORT, e.g. pn532_uart:/dev/ttyUSB0)", command: name)
-            }
             if gps.hasPrefix("gpsd://") {
                 do {
                     gpsd = try GPSDEndpoint(gps)
@@ -131,7 +128,7 @@ struct VerifyCommand: Subcommand {
             }
         } else {
             guard let scenario = arguments.value("scenario") else {
-                throw .usage("verify needs --reader CONNSTRING --gps SOURCE, --scenario FILE (mock devices) or --demo", command: name)
+                throw .usage("verify needs --reader ADDRESS --gps SOURCE, --scenario FILE (mock devices) or --demo", command: name)
             }
             scenarioPath = scenario
         }
@@ -269,13 +266,13 @@ extension VerifyCommand {
     /// A real reader with the scenario's GPS replayed from now, through the live pipeline, until
     /// --count verdicts, --timeout, or SIGINT / SIGTERM.
     func live(
-        reader: String, scenario: Scenario, verifier: Verifier, printer: VerdictPrinter, io: some TerminalOutput, stop: StopSignals
+        reader: ReaderAddress, scenario: Scenario, verifier: Verifier, printer: VerdictPrinter, io: some TerminalOutput, stop: StopSignals
     ) async throws(CLIError) {
         let (count, timeout) = (self.count, self.timeout)
         let clock = MonotonicClock()
         let gps: any FixSource =
             gpsd.map { GPSDFixSource(endpoint: $0, clock: clock) } ?? scenario.devices(clock: clock, origin: clock.now).gps
-        let device = LibNFCReader(connstring: reader, clock: clock)
+        let device = try ReaderOption.reader(reader, clock: clock, command: Self.spec.name)
         let (done, signal) = AsyncStream<String?>.makeStream()
         let verdicts = Counter()
         let gpsdAnswered = Counter()

@@ -40,6 +40,9 @@ public struct ReaderError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let notFound = Code(rawValue: "not_found")
         public static let unsupportedTag = Code(rawValue: "unsupported_tag")
         public static let malformedTag = Code(rawValue: "malformed_tag")
+        /// A tag that could not be written (a tag session's write); the message says what state
+        /// the tag is in.
+        public static let writeFailed = Code(rawValue: "write_failed")
     }
 
     public var code: Code

@@ -140,7 +140,7 @@ private struct Checkup {
                     add(
                         .blocking, "pcscd-holds-reader", "reader busy: pcscd (the PC/SC daemon) holds \(id) (\(known.name))",
                         fix:
-                            "sudo systemctl stop pcscd.socket pcscd (and disable them for good), or use it through PC/SC: --reader acr122_pcsc"
+                            "sudo systemctl stop pcscd.socket pcscd (and disable them for good), then --reader acr122_usb:"
                     )
                     continue
                 }

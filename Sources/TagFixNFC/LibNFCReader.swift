@@ -3,6 +3,7 @@ import Synchronization
 public import TagFixCore
 public import TagFixDevices
 import TagFixNDEF
+import TagFixTags
 
 /// A real NFC reader through libnfc: PN532 (UART, I2C, SPI), PN533, SCL3711, ACR122U — whatever
 /// the connstring names, or libnfc's default device (LIBNFC_DEVICE, libnfc.conf).
@@ -110,24 +111,20 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
                 try waitForRemoval(device, target)
                 continue
             }
-            switch read(device, target) {
+            var transport = DeviceTransport(device: device)
+            switch read(&transport, target) {
             case .success(let result):
-                let message = result.message.flatMap { try? NDEFMessage(bytes: $0) }
                 let duration = started.duration(to: clock.now)
                 DebugLog.debug(
                     "read \(uid.hex) (\(result.chipName)): \(result.commands) commands, \(result.bytesMoved) bytes moved, \(Coordinate.format(duration.seconds * 1000, 1)) ms"
                 )
-                let scan = TagScan(
-                    readerID: readerID, uid: uid, tagType: result.tagType, url: message?.firstURL, time: started,
-                    ndefMessage: result.message, readDuration: duration, bytesMoved: result.bytesMoved)
-                var withProblem = scan
-                withProblem.ndefProblem = result.problem
-                withProblem.ndefReadFailed = result.failed
-                withProblem.originality = result.originality(uid: uid)
-                events.yield(.tagPresent(withProblem))
+                events.yield(.tagPresent(result.scan(readerID: readerID, uid: uid, time: started, duration: duration)))
             case .failure(let error):
                 events.yield(.failed(Self.readError(error, uid: uid)))
-                if case .incompleteRead(_, let cause) = error, cause.code == .io || cause.code == .noSuchDevice { throw cause }
+                // The reader itself failed (not the tag): reopen it, as libnfc said.
+                if case .incompleteRead = error, let cause = transport.failures.last, cause.code == .io || cause.code == .noSuchDevice {
+                    throw cause
+                }
             }
             try waitForRemoval(device, target)
             events.yield(.tagRemoved(uid, at: clock.now))
@@ -169,24 +166,19 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
         events.yield(.tagRemoved(uid, at: clock.now))
     }
 
-    private func read(_ device: NFCDeviceHandle, _ target: ISO14443ATarget) -> Result<NDEFRead, NDEFReadError> {
-        var transport = DeviceTransport(device: device)
+    private func read(_ transport: inout DeviceTransport, _ target: ISO14443ATarget) -> Result<NDEFRead, NDEFReadError> {
+        let link = transport
         do {
             if target.isISODEP { return .success(try Type4NDEFReader.read(&transport)) }
             if target.isMifareClassic {
                 return .success(
                     try MifareClassicNDEFReader.read(&transport, uid: target.uid, sectors: target.sak & 0x10 != 0 ? 40 : 16) {
-                        () throws(NFCError) -> Void in
-                        device.deselect()
-                        _ = try device.selectISO14443A(uid: target.uid)
+                        () throws(TagError) -> Void in try link.reselect(target)
                     })
             }
             if target.isType2 {
                 return .success(
-                    try Type2NDEFReader.read(&transport) { () throws(NFCError) -> Void in
-                        device.deselect()
-                        _ = try device.selectISO14443A(uid: target.uid)
-                    })
+                    try Type2NDEFReader.read(&transport) { () throws(TagError) -> Void in try link.reselect(target) })
             }
             return .failure(
                 .malformed("a tag with SAK \(Hex.encode([target.sak])): only Type 2 (NTAG, Ultralight) and Type 4 tags are read"))
@@ -228,7 +220,7 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
         case .incompleteRead(let commands, let cause):
             ReaderError(
                 code: .incompleteRead,
-                message: "incomplete read of \(uid.hex): the tag stopped answering after \(commands) commands (\(cause.code.name))",
+                message: "incomplete read of \(uid.hex): the tag stopped answering after \(commands) commands (\(cause.detail))",
                 hint: "hold the tag still until the read completes")
         case .malformed(let detail):
             ReaderError(
@@ -238,10 +230,43 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
     }
 }
 
-/// The libnfc device as a transport for the read procedures.
+/// The libnfc device as a transport for the read and write procedures (TagFixTags): libnfc's
+/// errors become `TagError`s here. The last one is kept (`failures`) for what only libnfc knows:
+/// whether the reader itself failed and must be reopened, and in libnfc's words.
 struct DeviceTransport: TagTransport {
     let device: NFCDeviceHandle
-    mutating func transceive(_ command: [UInt8]) throws(NFCError) -> [UInt8] { try device.transceive(command) }
+    let failures = NFCFailures()
+
+    init(device: NFCDeviceHandle) { self.device = device }
+
+    mutating func transceive(_ command: [UInt8]) throws(TagError) -> [UInt8] {
+        do {
+            return try device.transceive(command)
+        } catch {
+            throw failures.record(error)
+        }
+    }
+
+    /// Deselects `target` and selects it again (a tag that NAKed or refused a key is idle): the
+    /// procedures' `reselect`.
+    func reselect(_ target: ISO14443ATarget) throws(TagError) {
+        device.deselect()
+        do {
+            _ = try device.selectISO14443A(uid: target.uid)
+        } catch {
+            throw failures.record(error)
+        }
+    }
+}
+
+/// The libnfc error behind the last `TagError` a transport threw. Used on the device's thread only.
+final class NFCFailures {
+    private(set) var last: NFCError?
+
+    func record(_ error: NFCError) -> TagError {
+        last = error
+        return error.tagError
+    }
 }
 
 /// The readers libnfc finds.

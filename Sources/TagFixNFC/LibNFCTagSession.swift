@@ -2,25 +2,13 @@ import Foundation
 public import TagFixCore
 public import TagFixDevices
 import TagFixNDEF
+import TagFixTags
 
-/// What a one-shot tag session (`tagfix enroll`) reports.
-public enum TagSessionEvent: Sendable, Hashable {
-    /// The reader is open; waiting for a tag.
-    case ready(description: String)
-    /// The tag was read (and, when asked, written and read back): the scan as read after writing.
-    case done(TagScan, NDEFWrite?)
-    /// The tag could not be written; nothing was recorded.
-    case writeFailed(uid: TagUID, NDEFWriteError)
-    /// The tag could not be read.
-    case readFailed(ReaderError)
-    /// The reader could not be opened.
-    case unavailable(ReaderError)
-}
-
-/// One tag, once: open the reader, wait for a tag, write `message` to it when given (Type 2 only),
-/// read it back and report. The device lives on its own thread; ending the stream (the consumer
-/// is cancelled, or a timeout passes) stops the wait and releases the reader.
-public final class LibNFCTagSession<C: Clock>: Sendable where C.Instant == Timestamp, C.Duration == Duration {
+/// One tag, once, through libnfc (a `TagSession`): open the reader, wait for a tag, write the
+/// request's message to it when given (Type 2 only), read it back, send it the raw commands asked
+/// for, and report. The device lives on its own thread; ending the stream (the consumer is
+/// cancelled, or a timeout passes) stops the wait and releases the reader.
+public final class LibNFCTagSession<C: Clock>: TagSession, Sendable where C.Instant == Timestamp, C.Duration == Duration {
     public let readerID: String
     private let connstring: String?
     private let clock: C
@@ -35,13 +23,13 @@ public final class LibNFCTagSession<C: Clock>: Sendable where C.Instant == Times
     }
 
     /// Starts the session: the stream ends after `.done`, a failure, or when it is dropped.
-    public func run(writing message: [UInt8]?) -> AsyncStream<TagSessionEvent> {
+    public func run(_ request: TagSessionRequest) -> AsyncStream<TagSessionEvent> {
         thread.start(name: "libnfc session \(readerID)") { [self] events in
-            self.serve(message, events)
+            self.serve(request, events)
         }
     }
 
-    private func serve(_ message: [UInt8]?, _ events: AsyncStream<TagSessionEvent>.Continuation) {
+    private func serve(_ request: TagSessionRequest, _ events: AsyncStream<TagSessionEvent>.Continuation) {
         let device: NFCDeviceHandle
         do {
             device = try NFCDeviceHandle(context: try NFCContext.shared(), connstring: connstring)
@@ -70,20 +58,18 @@ public final class LibNFCTagSession<C: Clock>: Sendable where C.Instant == Times
             }
             let started = clock.now
             var transport = DeviceTransport(device: device)
-            let reselect = { () throws(NFCError) -> Void in
-                device.deselect()
-                _ = try device.selectISO14443A(uid: target.uid)
-            }
+            let link = transport
+            let reselect = { () throws(TagError) -> Void in try link.reselect(target) }
             var written: NDEFWrite?
-            if let message {
+            if let message = request.write {
                 guard target.isType2 else {
-                    events.yield(.writeFailed(uid: uid, .unsupported("a tag with SAK \(Hex.encode([target.sak]))")))
+                    events.yield(.writeFailed(uid: uid, Self.writeError(.unsupported("a tag with SAK \(Hex.encode([target.sak]))"))))
                     return
                 }
                 do {
                     written = try Type2NDEFWriter.write(message, &transport, reselect: reselect)
                 } catch {
-                    events.yield(.writeFailed(uid: uid, error))
+                    events.yield(.writeFailed(uid: uid, Self.writeError(error)))
                     return
                 }
             }
@@ -99,18 +85,36 @@ public final class LibNFCTagSession<C: Clock>: Sendable where C.Instant == Times
                             ReaderError(code: .unsupportedTag, message: "a tag with SAK \(Hex.encode([target.sak])): not Type 2 or 4")))
                     return
                 }
-                let parsed = read.message.flatMap { try? NDEFMessage(bytes: $0) }
-                var scan = TagScan(
-                    readerID: readerID, uid: uid, tagType: read.tagType, url: parsed?.firstURL, time: started, ndefMessage: read.message,
-                    readDuration: started.duration(to: clock.now), bytesMoved: read.bytesMoved + (written?.bytesMoved ?? 0))
-                scan.ndefProblem = read.problem
-                scan.ndefReadFailed = read.failed
-                scan.originality = read.originality(uid: uid)
-                events.yield(.done(scan, written))
+                let scan = read.scan(
+                    readerID: readerID, uid: uid, time: started, duration: started.duration(to: clock.now),
+                    extraBytes: written?.bytesMoved ?? 0)
+                var answers: [Result<[UInt8], ReaderError>] = []
+                for command in request.exchanges {
+                    do throws(TagError) {
+                        answers.append(.success(try transport.transceive(command)))
+                    } catch {
+                        let message = "tag \(uid.hex) did not answer \(Hex.encode(command.prefix(2)))… (\(error.detail))"
+                        answers.append(.failure(ReaderError(code: .io, message: message, hint: error.hint)))
+                    }
+                }
+                events.yield(
+                    .done(
+                        TagSessionResult(
+                            identity: TagIdentity(uid: uid, atqa: target.atqa, sak: target.sak, answerToSelect: target.ats), scan: scan,
+                            written: written.map {
+                                TagWritten(
+                                    chipName: $0.chipName, pagesWritten: $0.pagesWritten, bytesMoved: $0.bytesMoved, commands: $0.commands)
+                            }, answers: answers)))
             } catch {
                 events.yield(.readFailed(LibNFCReader<C>.readError(error, uid: uid)))
             }
             return
         }
+    }
+
+    /// A write that failed, as the session reports it: the message says what state the tag is in.
+    static func writeError(_ error: NDEFWriteError) -> ReaderError {
+        if case .unsupported = error { return ReaderError(code: .unsupportedTag, message: error.description) }
+        return ReaderError(code: .writeFailed, message: error.description)
     }
 }

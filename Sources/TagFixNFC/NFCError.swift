@@ -1,3 +1,5 @@
+public import TagFixTags
+
 /// A libnfc error code (nfc.h), named as libnfc names it.
 public struct NFCErrorCode: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
     public let rawValue: Int32
@@ -68,5 +70,22 @@ public struct NFCError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public var description: String {
         "\(operation) failed: \(code.name)" + (detail.map { " (\($0))" } ?? "") + ": \(hint)"
+    }
+}
+
+extension NFCError {
+    /// The backend-neutral error the read and write procedures (TagFixTags) decide on; the
+    /// detail keeps libnfc's code name, so messages still say NFC_ERFTRANS or NFC_ETIMEOUT.
+    public var tagError: TagError {
+        let kind: TagError.Kind =
+            switch code {
+            case .targetReleased, .rfTransmission: .tagLost
+            case .timeout: .timeout
+            case .mifareAuthFailed: .authenticationFailed
+            case .io, .noSuchDevice: .readerFailed
+            case .aborted: .cancelled
+            default: .protocolError
+            }
+        return TagError(kind, detail: code.name)
     }
 }

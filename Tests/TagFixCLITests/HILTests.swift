@@ -4,12 +4,12 @@ import TagFixCore
 import TagFixDevices
 import TagFixGPSD
 import TagFixNDEF
-import TagFixNFC
+import TagFixReaders
 import Testing
 
 /// The opt-in hardware suite, for labs with real readers and receivers (hardware.md#hardware-in-the-loop-tests):
 ///
-///     TAGFIX_HIL_READER=pn533_usb TAGFIX_HIL_TAGS=~/reference-tags TAGFIX_HIL_GPS=gpsd://localhost:2947 \
+///     TAGFIX_HIL_READER=pn53x_usb TAGFIX_HIL_TAGS=~/reference-tags TAGFIX_HIL_GPS=gpsd://localhost:2947 \
 ///         swift test --filter HIL
 ///
 /// TAGFIX_HIL_TAGS is a folder of dumps of the lab's reference tags (Flipper .nfc, Proxmark3
@@ -68,7 +68,8 @@ struct HILTests {
             "## HIL: \(total) reference tags on \(connstring)\n\n| tag | file | NDEF bytes | read time | bytes moved |\n| --- | --- | --- | --- | --- |"
         )
         let clock = MonotonicClock()
-        let reader = LibNFCReader(connstring: connstring, clock: clock)
+        // TAGFIX_HIL_READER is a reader address, checked and opened as --reader is.
+        let reader = try ReaderFactory.standard.reader(try ReaderFactory.standard.address(connstring), clock: clock)
         let want = expected
         let left = Left(Set(want.flatMap { uid, tags in tags.map { "\(uid.hex) \($0.name)" } }))
         await withTaskGroup(of: Void.self) { group in

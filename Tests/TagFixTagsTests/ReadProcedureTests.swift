@@ -3,7 +3,7 @@ import TagFixCore
 import TagFixDevices
 import TagFixEmulators
 import TagFixNDEF
-import TagFixNFC
+import TagFixTags
 import TagFixTesting
 import Testing
 
@@ -18,14 +18,14 @@ struct DirectTransport: TagTransport {
         self.failAfter = failAfter
     }
 
-    mutating func transceive(_ command: [UInt8]) throws(NFCError) -> [UInt8] {
+    mutating func transceive(_ command: [UInt8]) throws(TagError) -> [UInt8] {
         log.append(command)
-        if let failAfter, log.count > failAfter { throw NFCError(code: .rfTransmission, operation: "exchange") }
+        if let failAfter, log.count > failAfter { throw TagError(.tagLost) }
         switch tag.transceive(command) {
         case .data(let bytes): return bytes
         case .ack: return []
-        case .nak, .silent: throw NFCError(code: .rfTransmission, operation: "exchange")
-        case .authenticationFailed: throw NFCError(code: .mifareAuthFailed, operation: "authenticate")
+        case .nak, .silent: throw TagError(.tagLost)
+        case .authenticationFailed: throw TagError(.authenticationFailed)
         }
     }
 }
@@ -47,7 +47,7 @@ struct Type2ProcedureTests {
         let image = try TagDump.load(Array(try TextFile.read(path).utf8))
         let tag = try image.emulatedTag()
         var transport = DirectTransport(tag)
-        let result = try Type2NDEFReader.read(&transport) { () throws(NFCError) -> Void in }
+        let result = try Type2NDEFReader.read(&transport) { () throws(TagError) -> Void in }
         #expect(result.message == json["expected_ndef_message_hex"]?.string.flatMap(Hex.decode))
         #expect(transport.log.first == [0x3A, 0x03, 0x0A], "FAST_READ of the CC and the first data bytes first")
         #expect(transport.log.last == [0x3C, 0x00], "READ_SIG last, for the originality check")
@@ -68,7 +68,7 @@ struct Type2ProcedureTests {
         let tag = EmulatedType2Tag(uid: full.uid, pages: full.pages, getVersion: nil, signature: nil)
         var transport = DirectTransport(tag)
         var reselected = 0
-        let result = try Type2NDEFReader.read(&transport) { () throws(NFCError) -> Void in reselected += 1 }
+        let result = try Type2NDEFReader.read(&transport) { () throws(TagError) -> Void in reselected += 1 }
         #expect(reselected == 1)
         #expect(transport.log.first?.first == 0x3A, "FAST_READ is tried")
         #expect(transport.log.dropFirst().allSatisfy { $0.first == 0x30 })
@@ -82,12 +82,12 @@ struct Type2ProcedureTests {
     func pulled() throws {
         let url = "https://example.org/" + String(repeating: "p", count: 120)
         var whole = DirectTransport(ntag213(url: url))
-        _ = try Type2NDEFReader.read(&whole, readSignature: false) { () throws(NFCError) -> Void in }
+        _ = try Type2NDEFReader.read(&whole, readSignature: false) { () throws(TagError) -> Void in }
         #expect(whole.log.count == 2, "a 140-byte message: two FAST_READs")
         for exchanges in 0..<whole.log.count {
             var transport = DirectTransport(ntag213(url: url), failAfter: exchanges)
             #expect {
-                _ = try Type2NDEFReader.read(&transport, readSignature: false) { () throws(NFCError) -> Void in }
+                _ = try Type2NDEFReader.read(&transport, readSignature: false) { () throws(TagError) -> Void in }
             } throws: { error in
                 if case .incompleteRead = error as? NDEFReadError { return true }
                 return false
@@ -100,7 +100,7 @@ struct Type2ProcedureTests {
         let url = "https://example.org/" + String(repeating: "p", count: 120)
         var transport = DirectTransport(ntag213(url: url), failAfter: 2)
         var reselected = 0
-        let result = try Type2NDEFReader.read(&transport) { () throws(NFCError) -> Void in reselected += 1 }
+        let result = try Type2NDEFReader.read(&transport) { () throws(TagError) -> Void in reselected += 1 }
         #expect(try NDEFMessage(bytes: try #require(result.message)).firstURL == url)
         #expect(result.askedSignature)
         #expect(result.signature == nil)
@@ -113,7 +113,7 @@ struct Type2ProcedureTests {
         let full = ntag213(url: "https://example.org/u")
         let tag = EmulatedType2Tag(uid: full.uid, pages: full.pages, getVersion: nil, signature: nil)
         var transport = DirectTransport(tag)
-        let result = try Type2NDEFReader.read(&transport) { () throws(NFCError) -> Void in }
+        let result = try Type2NDEFReader.read(&transport) { () throws(TagError) -> Void in }
         #expect(!transport.log.contains { $0.first == 0x3C })
         #expect(!result.askedSignature)
         #expect(result.originality(uid: try TagUID(bytes: full.uid)).status == .unsupported)
@@ -129,7 +129,7 @@ struct Type2ProcedureTests {
         let tag = EmulatedType2Tag(
             uid: [0x04, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66], pages: pages, getVersion: Hex.decode("0004040201001303"), signature: nil)
         var transport = DirectTransport(tag)
-        let result = try Type2NDEFReader.read(&transport) { () throws(NFCError) -> Void in }
+        let result = try Type2NDEFReader.read(&transport) { () throws(TagError) -> Void in }
         #expect(try NDEFMessage(bytes: try #require(result.message)).firstURL == url)
         for command in transport.log where command.first == 0x3A {
             #expect(Int(command[2]) - Int(command[1]) + 1 <= Type2NDEFReader.fastReadPages)
@@ -181,7 +181,7 @@ struct MifareClassicProcedureTests {
         let image = try #require(try Self.adafruit())
         let tag = try image.emulatedTag()
         var transport = DirectTransport(tag)
-        let result = try MifareClassicNDEFReader.read(&transport, uid: tag.uid, sectors: 16) { () throws(NFCError) -> Void in }
+        let result = try MifareClassicNDEFReader.read(&transport, uid: tag.uid, sectors: 16) { () throws(TagError) -> Void in }
         #expect(result.message == image.readNDEF().messageBytes)
         #expect(transport.log.first?.prefix(2) == [0x60, 0x03], "AUTH of sector 0 first")
         #expect(Array(transport.log.first?[2..<8] ?? []) == MifareClassicNDEFReader.madKey)
@@ -197,7 +197,7 @@ struct MifareClassicProcedureTests {
         let tag = EmulatedMifareClassicTag(uid: [0x3E, 0x39, 0xAB, 0x7F], memory: bytes)
         var transport = DirectTransport(tag)
         var reselected = 0
-        let result = try MifareClassicNDEFReader.read(&transport, uid: tag.uid, sectors: 16) { () throws(NFCError) -> Void in
+        let result = try MifareClassicNDEFReader.read(&transport, uid: tag.uid, sectors: 16) { () throws(TagError) -> Void in
             reselected += 1
         }
         #expect(result.message == nil)
@@ -220,9 +220,9 @@ func felicaBlocks(_ message: [UInt8]) -> [UInt8] {
 struct FeliCaTransport: TagTransport {
     let tag: EmulatedType3Tag
     var log: [[UInt8]] = []
-    mutating func transceive(_ command: [UInt8]) throws(NFCError) -> [UInt8] {
+    mutating func transceive(_ command: [UInt8]) throws(TagError) -> [UInt8] {
         log.append(command)
-        guard case .data(let bytes) = tag.transceive(command) else { throw NFCError(code: .rfTransmission, operation: "exchange") }
+        guard case .data(let bytes) = tag.transceive(command) else { throw TagError(.tagLost) }
         return bytes
     }
 }

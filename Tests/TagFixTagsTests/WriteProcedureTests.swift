@@ -2,7 +2,7 @@ import Foundation
 import TagFixCore
 import TagFixEmulators
 import TagFixNDEF
-import TagFixNFC
+import TagFixTags
 import Testing
 
 /// A message of about `bytes` bytes: one URI record, or several records for a long message.
@@ -26,9 +26,9 @@ struct PullAfterWrites: TagTransport {
     var base: DirectTransport
     var limit: Int
     var writes = 0
-    mutating func transceive(_ command: [UInt8]) throws(NFCError) -> [UInt8] {
+    mutating func transceive(_ command: [UInt8]) throws(TagError) -> [UInt8] {
         if command.first == 0xA2 {
-            guard writes < limit else { throw NFCError(code: .rfTransmission, operation: "exchange") }
+            guard writes < limit else { throw TagError(.tagLost) }
             writes += 1
         }
         return try base.transceive(command)
@@ -44,7 +44,7 @@ struct Type2WriteProcedureTests {
         let tag = try EmulatedType2Tag.ntag(chip, message: NDEFMessage(records: [.uri("https://old.example/x")]).encoded())
         let new = message(bytes: bytes)
         var transport = DirectTransport(tag)
-        let result = try Type2NDEFWriter.write(new, &transport) { () throws(NFCError) -> Void in }
+        let result = try Type2NDEFWriter.write(new, &transport) { () throws(TagError) -> Void in }
         #expect(result.readBack == new)
         #expect(result.chipName == "NTAG\(chip)")
         let writes = transport.log.filter { $0.first == 0xA2 }
@@ -53,7 +53,7 @@ struct Type2WriteProcedureTests {
         // The NDEF length is zero at the first write and set by the last.
         #expect(writes.first.map { $0[1] } == writes.last.map { $0[1] })
         var fresh = DirectTransport(tag)
-        #expect(try Type2NDEFReader.read(&fresh) { () throws(NFCError) -> Void in }.message == new)
+        #expect(try Type2NDEFReader.read(&fresh) { () throws(TagError) -> Void in }.message == new)
     }
 
     @Test(
@@ -64,14 +64,14 @@ struct Type2WriteProcedureTests {
         let new = message(bytes: bytes)
         let total = try {
             var transport = DirectTransport(try EmulatedType2Tag.ntag(chip, message: old))
-            return try Type2NDEFWriter.write(new, &transport) { () throws(NFCError) -> Void in }.pagesWritten
+            return try Type2NDEFWriter.write(new, &transport) { () throws(TagError) -> Void in }.pagesWritten
         }()
         for limit in 0..<total {
             let tag = try EmulatedType2Tag.ntag(chip, message: old)
             var transport = PullAfterWrites(base: DirectTransport(tag), limit: limit)
-            #expect(throws: NDEFWriteError.self) { try Type2NDEFWriter.write(new, &transport) { () throws(NFCError) -> Void in } }
+            #expect(throws: NDEFWriteError.self) { try Type2NDEFWriter.write(new, &transport) { () throws(TagError) -> Void in } }
             var reader = DirectTransport(tag)
-            let found = try Type2NDEFReader.read(&reader) { () throws(NFCError) -> Void in }.message
+            let found = try Type2NDEFReader.read(&reader) { () throws(TagError) -> Void in }.message
             #expect(found == (limit == 0 ? old : []), "after \(limit) of \(total) writes")
         }
     }
@@ -87,7 +87,7 @@ struct Type2WriteProcedureTests {
             uid: readOnly.uid, pages: memory, getVersion: [0x00, 0x04, 0x04, 0x02, 0x01, 0x00, 0x0F, 0x03], signature: nil)
         var transport = DirectTransport(locked)
         #expect(throws: NDEFWriteError.refused(.readOnly)) {
-            try Type2NDEFWriter.write(small, &transport) { () throws(NFCError) -> Void in }
+            try Type2NDEFWriter.write(small, &transport) { () throws(TagError) -> Void in }
         }
         #expect(!transport.log.contains { $0.first == 0xA2 })
 
@@ -98,7 +98,7 @@ struct Type2WriteProcedureTests {
             uid: readOnly.uid, pages: staticLocked, getVersion: [0x00, 0x04, 0x04, 0x02, 0x01, 0x00, 0x0F, 0x03], signature: nil)
         var transport2 = DirectTransport(tag2)
         #expect(throws: NDEFWriteError.refused(.locked(page: 4))) {
-            try Type2NDEFWriter.write(small, &transport2) { () throws(NFCError) -> Void in }
+            try Type2NDEFWriter.write(small, &transport2) { () throws(TagError) -> Void in }
         }
         // The chip refuses the write too, whatever the client believes.
         #expect(tag2.transceive([0xA2, 0x05, 1, 2, 3, 4]) == .nak(0x0))
@@ -110,15 +110,15 @@ struct Type2WriteProcedureTests {
             uid: readOnly.uid, pages: dynamic, getVersion: [0x00, 0x04, 0x04, 0x02, 0x01, 0x00, 0x0F, 0x03], signature: nil)
         var transport3 = DirectTransport(tag3)
         #expect(throws: NDEFWriteError.refused(.locked(page: 16))) {
-            try Type2NDEFWriter.write(message(bytes: 135), &transport3) { () throws(NFCError) -> Void in }
+            try Type2NDEFWriter.write(message(bytes: 135), &transport3) { () throws(TagError) -> Void in }
         }
         #expect(tag3.transceive([0xA2, 0x11, 1, 2, 3, 4]) == .nak(0x0))
         var transport3b = DirectTransport(tag3)
-        #expect(throws: Never.self) { try Type2NDEFWriter.write(small, &transport3b) { () throws(NFCError) -> Void in } }
+        #expect(throws: Never.self) { try Type2NDEFWriter.write(small, &transport3b) { () throws(TagError) -> Void in } }
 
         var transport4 = DirectTransport(try EmulatedType2Tag.ntag(213, message: small))
         #expect(
-            performing: { try Type2NDEFWriter.write(message(bytes: 400), &transport4) { () throws(NFCError) -> Void in } },
+            performing: { try Type2NDEFWriter.write(message(bytes: 400), &transport4) { () throws(TagError) -> Void in } },
             throws: { error in
                 guard case .refused(.tooLong(let needed, let available))? = error as? NDEFWriteError else { return false }
                 return available == 144 && needed > 144
@@ -139,7 +139,7 @@ struct Type2WriteProcedureTests {
             uid: base.uid, pages: memory, getVersion: [0x00, 0x04, 0x04, 0x02, 0x01, 0x00, 0x13, 0x03], signature: nil)
         let new = message(bytes: 300)
         var transport = DirectTransport(tag)
-        let result = try Type2NDEFWriter.write(new, &transport) { () throws(NFCError) -> Void in }
+        let result = try Type2NDEFWriter.write(new, &transport) { () throws(TagError) -> Void in }
         #expect(result.readBack == new)
         #expect(Array(tag.pages[16..<21]) == [0x01, 0x03, 0xA0, 0x10, 0x44], "the Lock Control TLV is kept")
         #expect(tag.pages[160] == 0x5A && tag.pages[161] == 0xA5, "reserved bytes are not overwritten")

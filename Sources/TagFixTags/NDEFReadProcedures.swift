@@ -3,11 +3,13 @@ import TagFixCrypto
 import TagFixNDEF
 
 /// Something that carries one command to a tag and brings back its answer (a libnfc device in the
-/// field, an emulated tag in tests).
+/// field, a PC/SC card, an emulated tag in tests): the one thing a reader backend supplies to the
+/// read and write procedures here.
 public protocol TagTransport {
-    /// One exchange with easy framing.
-    /// - Throws: `NFCError` (timeout / RF error when the tag is gone or NAKs).
-    mutating func transceive(_ command: [UInt8]) throws(NFCError) -> [UInt8]
+    /// One exchange with easy framing (the reader adds and checks CRCs and framing).
+    /// - Throws: `TagError` (`tagLost` / `timeout` when the tag is gone, `refused` when it NAKs),
+    ///   mapped from the backend's own errors.
+    mutating func transceive(_ command: [UInt8]) throws(TagError) -> [UInt8]
 }
 
 /// What reading a tag's NDEF gave.
@@ -43,13 +45,13 @@ extension NDEFRead {
 /// Why a read did not finish. A read that does not finish never yields a message.
 public enum NDEFReadError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The tag stopped answering partway: nothing of what was read is used.
-    case incompleteRead(after: Int, NFCError)
+    case incompleteRead(after: Int, TagError)
     case malformed(String)
 
     public var description: String {
         switch self {
         case .incompleteRead(let commands, let error):
-            "incomplete read: the tag stopped answering after \(commands) command\(commands == 1 ? "" : "s") (\(error.code.name)); hold the tag still until the read completes"
+            "incomplete read: the tag stopped answering after \(commands) command\(commands == 1 ? "" : "s") (\(error.detail)); hold the tag still until the read completes"
         case .malformed(let detail): "the tag's NDEF structure is broken: \(detail)"
         }
     }
@@ -101,7 +103,7 @@ public enum Type2NDEFReader {
     /// - Parameter readSignature: whether to end with `READ_SIG` (`3C 00`, 32 bytes back) on a chip
     ///   that answered FAST_READ, for the originality check (`NXPOriginality`).
     public static func read<T: TagTransport>(
-        _ transport: inout T, readSignature: Bool = true, reselect: () throws(NFCError) -> Void
+        _ transport: inout T, readSignature: Bool = true, reselect: () throws(TagError) -> Void
     ) throws(NDEFReadError) -> NDEFRead {
         var link = CountingTransport(base: transport)
         defer { transport = link.base }
@@ -123,7 +125,7 @@ public enum Type2NDEFReader {
     }
 
     private static func readNDEF<T: TagTransport>(
-        _ link: inout CountingTransport<T>, reselect: () throws(NFCError) -> Void
+        _ link: inout CountingTransport<T>, reselect: () throws(TagError) -> Void
     ) throws(NDEFReadError) -> (read: NDEFRead, fastRead: Bool) {
         var known = [UInt8](repeating: 0, count: 12)
         var fast = true
@@ -264,7 +266,7 @@ public enum MifareClassicNDEFReader {
     ///   - sectors: 16 (1K) or 40 (4K), from the SAK.
     ///   - reselect: called after a refused authentication (the card halts).
     public static func read<T: TagTransport>(
-        _ transport: inout T, uid: [UInt8], sectors: Int, reselect: () throws(NFCError) -> Void
+        _ transport: inout T, uid: [UInt8], sectors: Int, reselect: () throws(TagError) -> Void
     ) throws(NDEFReadError) -> NDEFRead {
         var link = CountingTransport(base: transport)
         defer { transport = link.base }
@@ -283,7 +285,7 @@ public enum MifareClassicNDEFReader {
                 _ = try link.base.transceive(command)
                 return true
             } catch {
-                guard error.code == .mifareAuthFailed else { throw .incompleteRead(after: link.commands - 1, error) }
+                guard error.kind == .authenticationFailed else { throw .incompleteRead(after: link.commands - 1, error) }
                 do {
                     try reselect()
                 } catch {

@@ -18,10 +18,10 @@ public enum NDEFWriteError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The tag cannot take the message: read-only, locked, too small, not formatted.
     case refused(Type2WriteError)
     /// The tag stopped answering before the first write: it is as it was.
-    case nothingWritten(NFCError)
+    case nothingWritten(TagError)
     /// The tag stopped answering after `written` of `of` page writes. Its NDEF length is 0
     /// (the first write set it so), so it reads as an empty message, never half of the new one.
-    case interrupted(written: Int, of: Int, NFCError)
+    case interrupted(written: Int, of: Int, TagError)
     /// The message read back differs from the one written.
     case verificationFailed(read: [UInt8]?)
     case unsupported(String)
@@ -31,9 +31,9 @@ public enum NDEFWriteError: Error, Sendable, Hashable, CustomStringConvertible {
         switch self {
         case .refused(let error): "\(error)"
         case .nothingWritten(let error):
-            "the tag stopped answering before anything was written (\(error.code.name)): hold it still on the reader and try again"
+            "the tag stopped answering before anything was written (\(error.detail)): hold it still on the reader and try again"
         case .interrupted(let written, let total, let error):
-            "the tag left after \(written) of \(total) page writes (\(error.code.name)): it now holds an empty NDEF message; hold it still and write it again"
+            "the tag left after \(written) of \(total) page writes (\(error.detail)): it now holds an empty NDEF message; hold it still and write it again"
         case .verificationFailed(let read):
             "the message read back \(read.map { "(\($0.count) bytes)" } ?? "(none)") differs from the one written: the tag may be faulty; write it again or use another tag"
         case .unsupported(let what): "\(what): only NFC Forum Type 2 tags (NTAG21x, MIFARE Ultralight) can be written"
@@ -47,7 +47,7 @@ public enum NDEFWriteError: Error, Sendable, Hashable, CustomStringConvertible {
 /// page — NDEF TLV length 0 first, the real length last — and read the message back to compare.
 public enum Type2NDEFWriter {
     public static func write<T: TagTransport>(
-        _ message: [UInt8], _ transport: inout T, reselect: () throws(NFCError) -> Void
+        _ message: [UInt8], _ transport: inout T, reselect: () throws(TagError) -> Void
     ) throws(NDEFWriteError) -> NDEFWrite {
         var link = CountingTransport(base: transport)
         defer { transport = link.base }
