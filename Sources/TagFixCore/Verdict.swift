@@ -17,6 +17,13 @@ public struct VerificationPolicy: Sendable, Hashable {
     /// With `requireGenuine`, chips that have no signature at all (NTAG203, MIFARE Classic,
     /// Type 4) pass (`--allow-unsigned-tags`); an NTAG21x that gives none still does not.
     public var allowUnsignedTags = false
+    /// The fastest a tag reader is believed to move, metres per second: two consecutive fixes
+    /// farther apart than this speed covers in the time between them, plus both accuracies, are a
+    /// GPS that jumped (`untrusted(gps_jump)`, `--max-speed`). `nil` turns the check off.
+    public var maximumSpeed: Double? = 70
+    /// How long after a GPS jump a scan is still `untrusted(gps_jump)`: a receiver that jumped
+    /// once is not believed again at once (a spoofer that teleports into the circle, then waits).
+    public var gpsJumpWindow: Duration = .seconds(30)
     /// How long to wait for a fix when a scan finds none fresh enough.
     public var fixTimeout: Duration = .seconds(5)
     /// How long to wait for the fix after the scan, when a fresh one before it is already
@@ -110,6 +117,14 @@ public enum UntrustedReason: Sendable, Hashable, CustomStringConvertible {
     case signatureInvalid(key: String?, tag: String)
     /// The policy requires a genuine chip and this one gave no signature.
     case signatureMissing(status: Originality.Status?, tag: String)
+    /// Site keys are trusted (`--trust-key`) and the URL's location carries no signature.
+    case locationUnsigned(tag: String)
+    /// The URL's location signature verifies with no trusted site key.
+    case locationSignatureInvalid(tag: String)
+    /// The GPS position jumped farther than the speed limit allows (`GPSJump`).
+    case gpsJump(GPSJump)
+    /// The fix is simulated (gpsd status 8) and simulated fixes are not allowed.
+    case gpsSimulated
 
     /// A stable machine-readable code for JSON output.
     public var code: String {
@@ -117,6 +132,10 @@ public enum UntrustedReason: Sendable, Hashable, CustomStringConvertible {
         case .uidMismatch: "uid_mismatch"
         case .signatureInvalid: "signature_invalid"
         case .signatureMissing: "signature_missing"
+        case .locationUnsigned: "location_unsigned"
+        case .locationSignatureInvalid: "location_signature_invalid"
+        case .gpsJump: "gps_jump"
+        case .gpsSimulated: "gps_simulated"
         }
     }
 
@@ -135,7 +154,66 @@ public enum UntrustedReason: Sendable, Hashable, CustomStringConvertible {
             default:
                 "the tag gave no NXP originality signature and genuine tags are required: a copy or a blank chip; check the tag at \(tag)"
             }
+        case .locationUnsigned(let tag):
+            "the location in tag \(tag)'s URL is not signed and site keys are trusted (--trust-key): anyone can write such a URL; sign it (tagfix sign-url) and rewrite the tag, or enrol the tag in the registry"
+        case .locationSignatureInvalid(let tag):
+            "the location signature in tag \(tag)'s URL does not verify with any trusted site key: the URL was edited, copied from another tag, or signed with another key; check the tag at \(tag) and rewrite it with a signed URL"
+        case .gpsJump(let jump):
+            "\(jump): a spoofed or faulty receiver; check the GPS (tagfix fix), and tap again once its position has been steady for \(format(jump.window.seconds)) s"
+        case .gpsSimulated:
+            "the fix is simulated (gpsd status 8): a simulator or a replay feeds gpsd, not a receiver; use a real receiver (--allow-simulated only on a test rig)"
         }
+    }
+}
+
+/// Two consecutive fixes farther apart than anyone carries a reader in the time between them:
+/// `distance > maximumSpeed × seconds + accuracy₁ + accuracy₂` (metres; an accuracy the receiver
+/// did not give counts as 0). The slowest speed consistent with both fixes' accuracy circles is
+/// `(distance − accuracy₁ − accuracy₂) / seconds`; above the limit, the position jumped while the
+/// reported accuracy stayed too small to explain it.
+public struct GPSJump: Sendable, Hashable, CustomStringConvertible {
+    /// The later fix's time.
+    public var time: Timestamp
+    public var distance: Double
+    public var seconds: Double
+    public var accuracies: [Double?]
+    public var limit: Double
+    /// How long a scan after the jump stays untrusted.
+    public var window: Duration
+
+    public init(time: Timestamp, distance: Double, seconds: Double, accuracies: [Double?], limit: Double, window: Duration) {
+        self.time = time
+        self.distance = distance
+        self.seconds = seconds
+        self.accuracies = accuracies
+        self.limit = limit
+        self.window = window
+    }
+
+    /// The jump from `previous` to `next`, or `nil` when the distance is within what the speed
+    /// limit and the two accuracies explain. Both must have positions.
+    public static func between(_ previous: Fix, _ next: Fix, limit: Double, window: Duration) -> GPSJump? {
+        guard let p = previous.coordinate, let q = next.coordinate, previous.hasPosition, next.hasPosition else { return nil }
+        let seconds = abs(previous.time.duration(to: next.time).seconds)
+        let slack = (previous.horizontalAccuracy ?? 0) + (next.horizontalAccuracy ?? 0)
+        let distance = Geodesic.fastDistance(from: p, to: q)
+        guard distance > limit * seconds + slack else { return nil }
+        return GPSJump(
+            time: max(previous.time, next.time), distance: distance, seconds: seconds,
+            accuracies: [previous.horizontalAccuracy, next.horizontalAccuracy], limit: limit, window: window)
+    }
+
+    /// The slowest speed both fixes allow, m/s (infinite for two fixes at the same time).
+    public var impliedSpeed: Double {
+        let apart = max(0, distance - accuracies.reduce(0) { $0 + ($1 ?? 0) })
+        return seconds > 0 ? apart / seconds : .infinity
+    }
+
+    public var description: String {
+        let accuracy = accuracies.map { $0.map { "±\(format($0)) m" } ?? "no accuracy" }.joined(separator: " and ")
+        let speed = impliedSpeed.isFinite ? "at least \(format(impliedSpeed)) m/s" : "at once"
+        return
+            "the GPS position jumped \(format(distance)) m in \(format(seconds)) s (\(speed), limit \(format(limit)) m/s) while reporting \(accuracy)"
     }
 }
 
