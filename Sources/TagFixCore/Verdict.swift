@@ -53,7 +53,8 @@ public enum InconclusiveReason: Sendable, Hashable, CustomStringConvertible {
     case poorAccuracy(accuracy: Double, limit: Double)
     /// The receiver gave no error estimate.
     case unknownAccuracy
-    /// The fix is simulated and the policy forbids simulated fixes.
+    /// No longer given: a simulated fix the policy forbids is `untrusted(gps_simulated)` (docs/trust.md).
+    /// Kept so code that names it (and logs that carry `simulated_fix`) still read.
     case simulatedFix
     /// The uncertainty circle lies across the region's edge.
     case straddlesBoundary
