@@ -1,5 +1,7 @@
 import Foundation
 import TagFixCore
+import TagFixEmulators
+import TagFixNDEF
 import Testing
 
 /// A fresh folder for key files.
@@ -113,5 +115,52 @@ struct SiteKeyCommandTests {
             for secret in forbidden { #expect(!text.contains(secret), "key or signature bytes in output") }
         }
         #expect(outputs.joined().contains("sig=…"), "the URL is logged with its signature redacted")
+    }
+}
+
+@Suite("enroll --sign-key: the written URL's location is signed", .timeLimit(.minutes(3)))
+struct EnrollSignKeyTests {
+    @Test(
+        "enroll --write-url --sign-key writes a signed URL that verify --trust-key confirms; a copy without sig= is untrusted",
+        .enabled(if: PrivateGPSD.installedPath != nil, "gpsd is not installed"))
+    func signedEnrolment() async throws {
+        let directory = try folder()
+        let key = directory + "/site.key"
+        #expect(await run(["keys", "generate", "--out", key]).code == 0)
+        let field = try await AttackSuiteTests.Field(at: AttackSuiteTests.here)
+        defer { field.stop() }
+        // An NTAG215: the signature adds 91 bytes, more than an NTAG213's 144-byte area leaves this URL.
+        let tag = try EmulatedType2Tag.ntag(215, message: NDEFMessage(records: [.uri("https://old.example/x")]).encoded())
+        let reader = try PN532Emulator(tags: [tag])
+        defer { reader.stop() }
+        let enrolled = await run([
+            "enroll", "--id", "S1", "--radius", "25", "--reader", "pn532_uart:\(reader.path)", "--gps", field.url, "--registry",
+            directory + "/site.sqlite", "--average", "2", "--max-accuracy", "15", "--write-url",
+            "https://tags.example.org/t/{id}?lat={lat}&lon={lon}&r={r}", "--sign-key", key, "--json",
+        ])
+        #expect(enrolled.code == 0, "\(enrolled.err)")
+        let written = try #require(try Type2Memory.read(tag.pages).ndefMessage)
+        let url = try #require(try NDEFMessage(bytes: written).firstURL)
+        #expect(url.contains("&sig="), "\(url)")
+        // No registry: the URL's own location, which must be signed.
+        let trusted = try await AttackSuiteTests.tap(tag, field: field, ["--trust-key", directory + "/site.pub"])
+        #expect(trusted == "confirmed")
+        let unsigned = try AttackSuiteTests.tag(url.components(separatedBy: "&sig=")[0], uid: [4, 1, 2, 3, 4, 5, 6])
+        #expect(
+            try await AttackSuiteTests.tap(unsigned, field: field, ["--trust-key", directory + "/site.pub"])
+                == "untrusted:location_unsigned")
+    }
+
+    @Test("--sign-key without --write-url (64), and a key others can read (66), fail before any waiting")
+    func refusals() async throws {
+        let directory = try folder()
+        let key = directory + "/site.key"
+        #expect(await run(["keys", "generate", "--out", key]).code == 0)
+        let base = ["enroll", "--id", "S1", "--reader", "pn532_uart:/dev/null", "--registry", directory + "/r.sqlite"]
+        #expect(await run(base + ["--sign-key", key]).code == 64)
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: key)
+        let refused = await run(base + ["--write-url", "https://t.example/{id}?lat={lat}&lon={lon}&r={r}", "--sign-key", key])
+        #expect(refused.code == 66)
+        #expect(refused.err.count == 1 && refused.err[0].contains("chmod 600"), "\(refused.err)")
     }
 }
