@@ -9,5 +9,7 @@
 #include <openssl/params.h>
 #include <openssl/err.h>
 #include <openssl/crypto.h>
+#include <openssl/pem.h>
+#include <openssl/bio.h>
 
 #endif

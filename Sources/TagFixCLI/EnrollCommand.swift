@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import TagFixCore
+import TagFixCrypto
 import TagFixDevices
 import TagFixGPSD
 import TagFixNDEF
@@ -54,7 +55,11 @@ struct EnrollCommand: Subcommand {
             the NDEF length is set to 0 first and to the real length last, so a tag pulled away \
             early is empty, never half-written — and reads it back to compare. Read-only and \
             locked tags are refused. The placement (id, UID, name, centre, radius, when, by whom, \
-            accuracy, fixes, notes) goes into the registry; an existing id needs --replace.
+            accuracy, fixes, notes) goes into the registry; an existing id needs --replace. \
+            --sign-key site.key signs the written URL's location (lat, lon, r and the tag id; the \
+            template must carry {lat} {lon} {r}) for tagfix verify --trust-key; the key file must be \
+            mode 0600. The signature does not bind the UID (the URL is made before the tag is \
+            read): tagfix sign-url --uid does (docs/trust.md).
             """,
         options: [
             .init(name: "id", valueName: "ID", help: "The tag's id (as its URL names it)."),
@@ -67,6 +72,9 @@ struct EnrollCommand: Subcommand {
             .init(
                 name: "write-url", valueName: "TEMPLATE",
                 help: "Write this URL to the tag, e.g. https://t.example/t/{id}?lat={lat}&lon={lon}&r={r}."),
+            .init(
+                name: "sign-key", valueName: "FILE",
+                help: "With --write-url: sign the URL's location with this site key (tagfix keys generate), for verify --trust-key."),
             .init(name: "average", valueName: "S", help: "Seconds of GPS to average; default 30."),
             .init(name: "max-accuracy", valueName: "M", help: "Worst averaged accuracy (95 %) to accept, metres; default 10."),
             .init(name: "min-fixes", valueName: "N", help: "Fewest usable fixes; default 5."),
@@ -90,6 +98,8 @@ struct EnrollCommand: Subcommand {
     var name: String?
     var radius: Double
     var template: String?
+    /// --sign-key: the site key the written URL's location is signed with.
+    var signKey: Ed25519PrivateKey?
     var average: Duration
     var averager = PositionAverager()
     var by: String?
@@ -125,8 +135,19 @@ struct EnrollCommand: Subcommand {
         json = arguments.flag("json")
         if let template {
             // Try the template now, at a placeholder position: a bad one fails before any waiting.
-            _ = try Self.render(
+            let trial = try Self.render(
                 template, id: id, at: Coordinate(validLatitude: 0, longitude: 0), radius: radius, command: command)
+            if arguments.value("sign-key") != nil {
+                do {
+                    _ = try SignedLocation.message(forURL: trial, uid: nil)
+                } catch {
+                    throw .usage("--sign-key: the --write-url template's URL cannot be signed: \(error)", command: command)
+                }
+            }
+        }
+        if let keyPath = arguments.value("sign-key") {
+            guard template != nil else { throw .usage("--sign-key signs the URL --write-url writes: give --write-url", command: command) }
+            signKey = try SiteKeyFiles.readPrivate(keyPath)
         }
     }
 
@@ -186,8 +207,11 @@ struct EnrollCommand: Subcommand {
         }
 
         // 2. The tag.
-        let url = try template.map { t throws(CLIError) in
+        var url = try template.map { t throws(CLIError) in
             try Self.render(t, id: id, at: position.coordinate, radius: radius, command: command)
+        }
+        if let signKey, let unsigned = url {
+            url = try SignURLCommand.sign(unsigned, key: signKey, uid: nil, maximumRadius: CircularRegion.defaultMaximumRadius)
         }
         let message = url.map { NDEFMessage(records: [NDEFRecord.uri($0)]).encoded() }
         io.err(url.map { "tap the tag to write \($0)…" } ?? "tap the tag on the reader…")

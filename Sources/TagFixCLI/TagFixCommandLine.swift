@@ -10,6 +10,7 @@ public enum TagFixCommandLine {
         [
             VerifyCommand.self, ScanCommand.self, FixCommand.self, DevicesCommand.self, InspectCommand.self, SunCommand.self,
             EnrollCommand.self, ReportCommand.self, RegistryCommand.self, DoctorCommand.self, EmulateCommand.self,
+            KeysCommand.self, SignURLCommand.self,
         ]
     }
 

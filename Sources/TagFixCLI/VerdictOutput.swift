@@ -13,7 +13,7 @@ enum VerdictFormat {
         object.add("uid", verdict.scan.uid.hex)
         object.add("tag_type", verdict.scan.tagType.rawValue)
         object.add("tag_id", verdict.tagID)
-        object.add("url", verdict.scan.url)
+        object.add("url", verdict.scan.url.map(SignedLocation.redacted))  // no signature bytes in output or logs
         object.add("reader", verdict.scan.readerID)
         object.add("distance_m", verdict.distance)
         object.add("accuracy_m", verdict.accuracy)

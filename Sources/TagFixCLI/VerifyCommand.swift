@@ -16,7 +16,12 @@ struct VerifyCommand: Subcommand {
             too poor or too old — the line says what to do), notRegistered, disallowed, or \
             untrusted (⚠: a copied or replaced tag, whatever the distance; docs/trust.md). \
             --require-genuine makes every tag prove it is an original NXP chip (its originality \
-            signature, read with READ_SIG); --allow-unsigned-tags then lets chips that have none pass.
+            signature, read with READ_SIG); --allow-unsigned-tags then lets chips that have none pass. \
+            --trust-key site.pub makes a location in a tag's URL count only when signed with that site \
+            key (tagfix sign-url): an unsigned one is untrusted(location_unsigned), a badly signed one \
+            untrusted(location_signature_invalid); registry tags need no signature. A GPS whose \
+            position jumps farther than --max-speed (default 70 m/s) covers between two fixes, plus \
+            both accuracies, is untrusted(gps_jump) for 30 s; a simulated fix is untrusted(gps_simulated).
             The expected region comes from the registry (by the URL's tag id, then the UID), else \
             from the location in the tag's URL (?lat=…&lon=…&r=… or geo:lat,lon;u=…).
             With --reader and --gps it runs live: a status line on a terminal (reader, GPS mode, \
@@ -73,6 +78,16 @@ struct VerifyCommand: Subcommand {
             .init(
                 name: "allow-unsigned-tags", valueName: nil,
                 help: "With --require-genuine: chips that have no signature at all (NTAG203, MIFARE Classic, Type 4) still pass."),
+            .init(
+                name: "trust-key", valueName: "FILE",
+                help:
+                    "Site public key(s) (PEM, tagfix keys public): a URL location must be signed with one (tagfix sign-url), else untrusted.",
+                repeatable: true),
+            .init(
+                name: "max-speed", valueName: "M/S",
+                help:
+                    "Fastest believable movement between two fixes, beyond both accuracies; faster is untrusted(gps_jump). Default 70; 0 turns the check off."
+            ),
             .init(name: "no-confirmation", valueName: nil, help: "Turn location confirmation off: every scan is disallowed."),
             .init(
                 name: "disallow", valueName: "TAG",
@@ -102,6 +117,8 @@ struct VerifyCommand: Subcommand {
     var logPath: String?
     var quiet: Bool
     var overrides: (inout VerificationPolicy) -> Void
+    /// --trust-key files: the site keys URL locations must be signed with.
+    var trustKeyPaths: [String]
 
     init(_ arguments: ParsedArguments) throws(CLIError) {
         let name = Self.spec.name
@@ -109,7 +126,7 @@ struct VerifyCommand: Subcommand {
         // --demo refuses --reader below, whatever it names.
         reader = demo ? nil : try arguments.value("reader").map { text throws(CLIError) in try ReaderOption.address(text, command: name) }
         if demo {
-            for other in ["reader", "scenario", "gps", "registry"] where arguments.value(other) != nil {
+            for other in ["reader", "scenario", "gps", "registry", "trust-key"] where arguments.value(other) != nil {
                 throw .usage("--demo brings its own devices and site: drop --\(other)", command: name)
             }
             scenarioPath = ""
@@ -152,7 +169,10 @@ struct VerifyCommand: Subcommand {
         let allowUnsigned = arguments.flag("allow-unsigned-tags")
         if allowUnsigned, !requireGenuine { throw .usage("--allow-unsigned-tags only applies with --require-genuine", command: name) }
         let disallowed = arguments.all("disallow")
+        trustKeyPaths = arguments.all("trust-key")
+        let maxSpeed = try arguments.number("max-speed", in: 0...1_000_000, command: name)
         overrides = { policy in
+            if let maxSpeed { policy.maximumSpeed = maxSpeed > 0 ? maxSpeed : nil }
             if let maxAccuracy { policy.maximumAccuracy = maxAccuracy }
             if let maxFixAge { policy.maximumFixAge = maxFixAge }
             if let fixTimeout { policy.fixTimeout = fixTimeout }
@@ -200,7 +220,8 @@ struct VerifyCommand: Subcommand {
         }
         let sun = try SunCommand.verifierCheck(
             keysPath: sunKeysPath, countersPath: sunCountersPath, registryPath: chosenRegistry, registry: registry, command: Self.spec.name)
-        let verifier = Verifier(policy: policy, registry: registry, sun: sun)
+        let trust = trustKeyPaths.isEmpty ? nil : try SiteKeyFiles.readTrusted(trustKeyPaths)
+        let verifier = Verifier(policy: policy, registry: registry, sun: sun, locationTrust: trust)
         if !json { io.out("\(scenario.name) — \(registryName)") }
 
         try await withPrinter(io) { printer throws(CLIError) in

@@ -13,6 +13,8 @@ public struct URLLocation: Sendable, Hashable {
     public var tagID: String?
     /// The region the URL encodes, if any.
     public var region: CircularRegion?
+    /// The `sig` parameter's value, when the URL carries one (`SignedLocation`).
+    public var signature: String?
 
     /// Decodes `text`. A URL with no location gives `region == nil`; a URL whose location is
     /// malformed (one of lat/lon missing, out of range, a bad radius, another CRS) throws, so a
@@ -78,6 +80,7 @@ public struct URLLocation: Sendable, Hashable {
         parameters: Parameters, lastPathComponent id: String?, text trimmed: String, defaultRadius: Double?, maximumRadius: Double
     ) throws(URLLocationError) {
         self.tagID = (parameters.id ?? parameters.tag ?? id).flatMap { $0.isEmpty ? nil : $0 }
+        self.signature = parameters.sig
 
         if parameters.r != nil, parameters.radius != nil { throw .duplicateParameter("r/radius") }
         let latText = parameters.lat, lonText = parameters.lon
@@ -115,8 +118,8 @@ public struct URLLocation: Sendable, Hashable {
     /// The query parameters TagFix reads, each at most once.
     struct Parameters {
         // Six stored fields, not a dictionary: no allocation for a URL without a query.
-        private(set) var lat, lon, r, radius, id, tag: String?
-        static let names = ["lat", "lon", "r", "radius", "id", "tag"]
+        private(set) var lat, lon, r, radius, id, tag, sig: String?
+        static let names = ["lat", "lon", "r", "radius", "id", "tag", "sig"]
 
         mutating func set(_ name: String, _ value: String) throws(URLLocationError) {
             func store(_ slot: inout String?) throws(URLLocationError) {
@@ -130,6 +133,7 @@ public struct URLLocation: Sendable, Hashable {
             case "radius": try store(&radius)
             case "id": try store(&id)
             case "tag": try store(&tag)
+            case "sig": try store(&sig)
             default: return
             }
         }

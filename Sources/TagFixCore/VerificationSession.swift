@@ -17,6 +17,8 @@ public struct VerificationSession: Sendable {
     private var pending: [Pending] = []
     /// Why the fix source cannot be reached, while it cannot.
     private var gpsOutage: String?
+    /// GPS jumps seen among the fixes received, by time (`GPSJump`), pruned with the history.
+    private var jumps: [GPSJump] = []
 
     private struct Pending: Sendable {
         var scan: TagScan
@@ -77,6 +79,7 @@ public struct VerificationSession: Sendable {
     public mutating func receive(_ fix: Fix) -> [Verdict] {
         gpsOutage = nil
         history.insert(fix, keeping: retention)
+        if let limit = policy.maximumSpeed, fix.hasPosition { noteJumps(around: fix, limit: limit) }
         var decided: [Verdict] = []
         var still: [Pending] = []
         for waiting in pending {
@@ -115,6 +118,30 @@ public struct VerificationSession: Sendable {
 
     // MARK: - Internals
 
+    /// Records a jump between `fix` and the positioned fixes on either side of it in time (a fix
+    /// may arrive late and land between two others).
+    private mutating func noteJumps(around fix: Fix, limit: Double) {
+        let window = policy.gpsJumpWindow
+        if let previous = history.positioned(before: fix.time), let jump = GPSJump.between(previous, fix, limit: limit, window: window) {
+            jumps.append(jump)
+        }
+        if let next = history.positioned(after: fix.time), let jump = GPSJump.between(fix, next, limit: limit, window: window) {
+            jumps.append(jump)
+        }
+        guard !jumps.isEmpty else { return }
+        jumps.sort { $0.time < $1.time }
+        let horizon = (history.latest?.time ?? fix.time).advanced(by: .zero - retention)
+        jumps.removeAll { $0.time < horizon }
+    }
+
+    /// The latest jump that makes a scan at `t`, decided with fixes up to `until`, untrusted: one
+    /// at most `gpsJumpWindow` before the scan, or between the scan and the last fix it used.
+    private func jump(forScanAt t: Timestamp, until: Timestamp) -> GPSJump? {
+        guard !jumps.isEmpty else { return nil }
+        let from = t.advanced(by: .zero - policy.gpsJumpWindow)
+        return jumps.last { $0.time >= from && $0.time <= max(t, until) }
+    }
+
     private func attachFix(to verdict: inout Verdict) {
         let t = verdict.scan.time
         guard let fix = history.before(t), fix.hasPosition else { return }
@@ -145,6 +172,16 @@ public struct VerificationSession: Sendable {
         var verdict = verifier.decide(
             scan: waiting.scan, region: waiting.region, source: waiting.source, tagID: waiting.tagID,
             name: waiting.name, before: history.before(t), after: after)
+        // A GPS that jumped decides nothing, whatever it says now: the verdict of a scan decided
+        // with a fix is untrusted.
+        if !jumps.isEmpty, verdict.fix != nil,
+            let jump = jump(forScanAt: t, until: after?.time ?? t)
+        {
+            switch verdict.kind {
+            case .inconclusive(.noFix), .inconclusive(.staleFix): break
+            default: verdict.kind = .untrusted(.gpsJump(jump))
+            }
+        }
         if let gpsOutage, case .inconclusive(let reason) = verdict.kind {
             switch reason {
             case .noFix, .staleFix: verdict.kind = .inconclusive(.gpsUnavailable(gpsOutage))
@@ -205,6 +242,26 @@ struct FixHistory: Sendable {
     func before(_ time: Timestamp) -> Fix? {
         let index = firstIndex(after: time, orAt: false)
         return index > 0 ? fixes[index - 1] : nil
+    }
+
+    /// The last fix with a position strictly before `time`.
+    func positioned(before time: Timestamp) -> Fix? {
+        var index = firstIndex(after: time, orAt: true) - 1
+        while index >= 0 {
+            if fixes[index].hasPosition { return fixes[index] }
+            index -= 1
+        }
+        return nil
+    }
+
+    /// The first fix with a position strictly after `time`.
+    func positioned(after time: Timestamp) -> Fix? {
+        var index = firstIndex(after: time, orAt: false)
+        while index < fixes.count {
+            if fixes[index].hasPosition { return fixes[index] }
+            index += 1
+        }
+        return nil
     }
 
     /// The first fix after `time` (or at it, when `orAt`).

@@ -5,11 +5,18 @@ public struct Verifier: Sendable {
     /// The keys and counters SUN registry tags are checked with; `nil`: such a tag's scans are
     /// `inconclusive(sun_unchecked)`.
     public var sun: SUNCheck?
+    /// The site keys a location in a tag's URL must be signed with (`verify --trust-key`); `nil`
+    /// believes URL locations unsigned. Registry placements need no signature.
+    public var locationTrust: (any LocationSignatureChecker)?
 
-    public init(policy: VerificationPolicy = VerificationPolicy(), registry: any TagRegistry, sun: SUNCheck? = nil) {
+    public init(
+        policy: VerificationPolicy = VerificationPolicy(), registry: any TagRegistry, sun: SUNCheck? = nil,
+        locationTrust: (any LocationSignatureChecker)? = nil
+    ) {
         self.policy = policy
         self.registry = registry
         self.sun = sun
+        self.locationTrust = locationTrust
     }
 
     /// What a scan is checked against, found without any fix.
@@ -116,8 +123,28 @@ public struct Verifier: Sendable {
         if scan.ndefReadFailed, scan.url == nil {
             return verdict(.inconclusive(.readFailed(scan.ndefProblem ?? "its NDEF message could not be read")))
         }
-        if let region = location?.region { return .region(region, .url, tagID: tagID, name: nil, sun: nil) }
+        if let location, let region = location.region {
+            if let locationTrust, let reason = untrustedLocation(location, region: region, scan: scan, trust: locationTrust) {
+                return verdict(.untrusted(reason))
+            }
+            return .region(region, .url, tagID: tagID, name: nil, sun: nil)
+        }
         return verdict(.notRegistered)
+    }
+
+    /// With trusted site keys: why the URL's location is not signed by one of them, or `nil` when
+    /// it is. The signature covers `SignedLocation.canonical` of the region as decoded, the tag id
+    /// and, for a `u.` signature, this scan's UID.
+    func untrustedLocation(_ location: URLLocation, region: CircularRegion, scan: TagScan, trust: any LocationSignatureChecker)
+        -> UntrustedReason?
+    {
+        let tag = location.tagID ?? scan.uid.hex
+        guard let text = location.signature else { return .locationUnsigned(tag: tag) }
+        guard let signature = SignedLocation.Signature(parameter: text),
+            let message = SignedLocation.canonical(region: region, tagID: location.tagID, uid: signature.bindsUID ? scan.uid : nil),
+            trust.verifies(signature: signature.bytes, message: message)
+        else { return .locationSignatureInvalid(tag: tag) }
+        return nil
     }
 
     /// Under `requireGenuine`: why the scan's originality check does not pass, or `nil` when it does.
@@ -205,7 +232,7 @@ public struct Verifier: Sendable {
         let distance = Geodesic.fastDistance(from: center, to: position)
         let kind: Verdict.Kind
         if !policy.allowSimulatedFixes && chosen.status == .simulated {
-            kind = .inconclusive(.simulatedFix)
+            kind = .untrusted(.gpsSimulated)
         } else if let accuracy = chosen.horizontalAccuracy {
             if accuracy > policy.maximumAccuracy {
                 kind = .inconclusive(.poorAccuracy(accuracy: accuracy, limit: policy.maximumAccuracy))

@@ -38,6 +38,8 @@ public enum ExampleSite {
         policy.fixTimeout = .seconds(2)
         policy.interpolationWait = .milliseconds(400)
         policy.disallowedTags = ["T09"]
+        // The walk carries the tech from stop to stop between two fixes: no GPS jump check.
+        policy.maximumSpeed = nil
         return policy
     }
 
@@ -71,6 +73,8 @@ public enum ExampleSite {
         Stop(tagID: "T04", uid: "04C0FFEE123480", url: urlBase + "T04", sky: .degraded(40), expected: "inconclusive"),
         Stop(tagID: "T05", uid: "0477A1B2C3D480", url: urlBase + "T05", sky: .noFix, expected: "inconclusive"),
         Stop(tagID: "T09", uid: "04F00DBABE1180", url: urlBase + "T09", expected: "disallowed"),
+        // T07's URL copied onto another tag (another UID) and put at T07's spot.
+        Stop(tagID: "T07", uid: "04C09ECA11ED07", url: urlBase + "T07", expected: "untrusted"),
         // A tag nobody enrolled, whose URL carries no location.
         Stop(
             tagID: "X1", uid: "04E1E2E3E4E5E6", url: "https://tags.harbourworks.example/info",

@@ -110,7 +110,12 @@ public struct ScriptLine: Sendable, Hashable {
 ///     18   silent          # stops talking
 ///     21   talk
 ///     24   garbage  3      # three lines of garbage
-///     27   jump     86400  # its clock jumps a day
+///     27   jump     86400  # its clock jumps a day (also 86400s)
+///     30   jump     800m   # its position jumps 800 m east (jump 800m 45: north-east), and stays
+///     33   teleport 53.545 9.966  # it reports this place from now on, accuracy unchanged
+///
+/// `jump …m` and `teleport` are a GPS that lies: the position moves farther than anyone walks or
+/// drives between two fixes while the reported accuracy stays small (`untrusted(gps_jump)`).
 public struct NMEAScript: Sendable, Hashable {
     public enum Action: Sendable, Hashable {
         case fixLost(Bool)
@@ -118,6 +123,10 @@ public struct NMEAScript: Sendable, Hashable {
         case silent(Bool)
         case garbage(lines: Int)
         case jump(seconds: Double)
+        /// The position is displaced by `metres` towards `bearing` (degrees from north), from now on.
+        case displace(metres: Double, bearing: Double)
+        /// The position is this place from now on.
+        case teleport(Coordinate)
     }
 
     public struct Step: Sendable, Hashable {
@@ -133,12 +142,14 @@ public struct NMEAScript: Sendable, Hashable {
     /// The largest `jump`, seconds either way (about 30 years; a receiver's week-rollover bug is
     /// 19.6 years).
     public static let maximumJump = 1e9
+    /// The largest position `jump`, metres (half the Earth's circumference).
+    public static let maximumDisplacement = 20_000_000.0
 
     public static func parse(_ text: String) throws(DataFileError) -> NMEAScript {
         var steps: [Step] = []
         for line in try ScriptLine.parse(text) {
-            func value() throws(DataFileError) -> Double {
-                guard line.arguments.count == 1, let value = Double(line.arguments[0]), value.isFinite else {
+            func value(_ text: String? = nil) throws(DataFileError) -> Double {
+                guard line.arguments.count == 1, let value = Double(text ?? line.arguments[0]), value.isFinite else {
                     throw DataFileError(line: line.number, message: "\(line.action) needs a number")
                 }
                 return value
@@ -163,8 +174,32 @@ public struct NMEAScript: Sendable, Hashable {
                         line: line.number, message: "garbage needs a whole number of lines from 1 to \(NMEAScript.maximumGarbageLines)")
                 }
                 action = .garbage(lines: Int(lines))
+            case "jump" where line.arguments.first?.hasSuffix("m") == true:
+                guard (1...2).contains(line.arguments.count), let metres = Double(line.arguments[0].dropLast()), metres.isFinite,
+                    abs(metres) <= NMEAScript.maximumDisplacement
+                else {
+                    throw DataFileError(
+                        line: line.number,
+                        message: "jump METRESm [BEARING] needs metres within ±\(Int(NMEAScript.maximumDisplacement)), e.g. jump 800m 90")
+                }
+                var bearing = 90.0
+                if line.arguments.count == 2 {
+                    guard let degrees = Double(line.arguments[1]), (0...360).contains(degrees) else {
+                        throw DataFileError(line: line.number, message: "jump's bearing is degrees from north, 0 to 360")
+                    }
+                    bearing = degrees
+                }
+                action = .displace(metres: metres, bearing: bearing)
+            case "teleport":
+                guard line.arguments.count == 2, let latitude = Double(line.arguments[0]), let longitude = Double(line.arguments[1]),
+                    let place = try? Coordinate(latitude: latitude, longitude: longitude)
+                else {
+                    throw DataFileError(
+                        line: line.number, message: "teleport needs a latitude and a longitude in degrees, e.g. teleport 53.545 9.966")
+                }
+                action = .teleport(place)
             case "jump":
-                let seconds = try value()
+                let seconds = try value(line.arguments.first?.hasSuffix("s") == true ? String(line.arguments[0].dropLast()) : nil)
                 guard Duration.seconds(exactly: seconds) != nil, abs(seconds) <= NMEAScript.maximumJump else {
                     throw DataFileError(
                         line: line.number, message: "jump needs seconds within ±\(Int(NMEAScript.maximumJump)) (about 30 years)")
@@ -173,7 +208,7 @@ public struct NMEAScript: Sendable, Hashable {
             default:
                 throw DataFileError(
                     line: line.number,
-                    message: "unknown action \"\(line.action)\" (no-fix, fix, degrade, normal, silent, talk, garbage, jump)")
+                    message: "unknown action \"\(line.action)\" (no-fix, fix, degrade, normal, silent, talk, garbage, jump, teleport)")
             }
             steps.append(Step(at: line.at, action: action, line: line.number))
         }
@@ -190,6 +225,8 @@ extension NMEAEmulator {
         case .silent(let silent): setSilent(silent)
         case .garbage(let lines): sendGarbage(lines: lines)
         case .jump(let seconds): jumpTime(by: .seconds(exactly: seconds) ?? .zero)
+        case .displace(let metres, let bearing): displace(metres: metres, bearing: bearing)
+        case .teleport(let place): move(to: place)
         }
     }
 }

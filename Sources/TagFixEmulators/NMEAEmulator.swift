@@ -6,7 +6,8 @@ public import TagFixCore
 ///
 /// It writes only after `start()`: gpsd probes a new tty for about a second and throws away what
 /// arrives meanwhile, so a caller starts gpsd and its client first. Faults are injected from any
-/// thread: drop the fix, degrade accuracy, stop talking, send garbage, jump time.
+/// thread: drop the fix, degrade accuracy, stop talking, send garbage, jump time, jump or
+/// teleport the position.
 public final class NMEAEmulator: Sendable {
     /// Where positions come from.
     public enum Source: Sendable {
@@ -34,6 +35,8 @@ public final class NMEAEmulator: Sendable {
         var epochs = 0
         /// Where the receiver stands now, when moved there by `move(to:)`.
         var position: Coordinate?
+        /// Metres north and east added to every position (`displace`): a receiver that jumped.
+        var displacement = (north: 0.0, east: 0.0)
         /// When each epoch (by its NMEA time) was written, for latency benchmarks; the last 10 000.
         var writes: [(time: Timestamp, written: ContinuousClock.Instant)] = []
     }
@@ -69,6 +72,15 @@ public final class NMEAEmulator: Sendable {
     public func sendGarbage(lines: Int = 3) { state.withLock { $0.garbage += lines } }
     /// The receiver is carried to `position` (a fixed point or a route is left for it).
     public func move(to position: Coordinate) { state.withLock { $0.position = position } }
+    /// The receiver's position jumps `metres` towards `bearing` (degrees from north) and stays
+    /// there, its accuracy unchanged: a GPS that lies.
+    public func displace(metres: Double, bearing: Double) {
+        let radians = bearing * .pi / 180
+        state.withLock {
+            $0.displacement.north += metres * cos(radians)
+            $0.displacement.east += metres * sin(radians)
+        }
+    }
     /// The receiver's clock jumps.
     public func jumpTime(by offset: Duration) { state.withLock { $0.timeOffset += offset } }
     /// When each recent epoch went out on the line, by the time its sentences carry.
@@ -136,7 +148,8 @@ public final class NMEAEmulator: Sendable {
                 let now = Timestamp(secondsSinceEpoch: Date().timeIntervalSince1970)!.advanced(by: snapshot.timeOffset)
                 stamped = now
                 let sigma = snapshot.sigma ?? sigmaDefault
-                let north = generator.gaussian() * sigma, east = generator.gaussian() * sigma
+                let north = generator.gaussian() * sigma + snapshot.displacement.north
+                let east = generator.gaussian() * sigma + snapshot.displacement.east
                 let latitude = origin.latitude + north / 111_320
                 let longitude = origin.longitude + east / (111_320 * max(0.01, cos(origin.latitude * .pi / 180)))
                 var epoch = NMEA.Epoch(

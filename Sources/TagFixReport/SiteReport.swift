@@ -297,7 +297,7 @@ public struct SiteReport: Sendable {
             "<h2>Scans</h2>\n<table id=\"scans\"><tr><th>time</th><th>tag</th><th>verdict</th><th>distance</th><th>accuracy</th><th>message</th></tr>\n"
         for r in records {
             page +=
-                "<tr class=\"\(r.verdict)\"><td>\(r.time.formatted(fractionDigits: 0))</td><td>\(Self.x(r.tagKey))</td><td>\(r.verdict)</td>"
+                "<tr class=\"\(r.verdict)\"><td>\(r.time.formatted(fractionDigits: 0))</td><td>\(Self.x(r.tagKey))</td><td>\(r.verdict)\(r.reason.map { " (\(Self.x($0)))" } ?? "")</td>"
             page +=
                 "<td>\(r.distance.map { "\(Self.n1($0)) m" } ?? "")</td><td>\(r.accuracy.map { "±\(Self.n1($0)) m" } ?? "")</td><td>\(Self.x(r.message))</td></tr>\n"
         }

@@ -32,7 +32,9 @@ struct DemoTests {
         #expect(result.code == 0, "\(result.err)")
         let verdicts = try result.out.map { try JSONValue.parse($0) }
         #expect(verdicts.map { $0["verdict"]?.string ?? "" } == ExampleSite.stops.map(\.expected))
-        #expect(Set(verdicts.compactMap { $0["verdict"]?.string }).count == 5, "all five kinds")
+        #expect(Set(verdicts.compactMap { $0["verdict"]?.string }).count == 6, "all six kinds")
+        // T07's URL on a tag with another UID: a copy.
+        #expect(verdicts[6]["reason"]?.string == "uid_mismatch", "\(verdicts[6])")
         #expect(verdicts[3]["reason"]?.string == "poor_accuracy")
         #expect(verdicts[4]["reason"]?.string == "no_fix")
         #expect(verdicts.last?["region"]?["source"]?.string == "url")

@@ -131,14 +131,14 @@ struct WrongClockTests {
         #expect(!result.err.contains("dropped"), "\(result.err)")
     }
 
-    @Test("verify --demo under a wrong clock: one verdict a tap, all five kinds", arguments: wrongClocks)
+    @Test("verify --demo under a wrong clock: one verdict a tap, all six kinds", arguments: wrongClocks)
     func demo(_ clock: [String]) async throws {
         try #require(canFake, "needs faketime, gpsd and the built tagfix")
         let result = try runTagfix(["verify", "--demo", "--json"], clock: clock)
         #expect(result.status == 0, "\(result.err)")
         let kinds = try result.out.map { try JSONValue.parse($0)["verdict"]?.string ?? "" }
-        #expect(kinds.count == 8)
-        #expect(Set(kinds) == ["confirmed", "outside", "inconclusive", "notRegistered", "disallowed"])
+        #expect(kinds.count == 9)
+        #expect(Set(kinds) == ["confirmed", "outside", "inconclusive", "notRegistered", "disallowed", "untrusted"])
     }
 }
 

@@ -68,7 +68,7 @@ struct VerifierDecisionTests {
         Case(
             name: "no accuracy estimate", before: Site.fix(-0.5, accuracy: nil), after: nil, expected: "inconclusive",
             reason: "unknown_accuracy"),
-        Case(name: "simulated", before: Site.fix(-0.5, status: .simulated), after: nil, expected: "inconclusive", reason: "simulated_fix"),
+        Case(name: "simulated", before: Site.fix(-0.5, status: .simulated), after: nil, expected: "untrusted", reason: "gps_simulated"),
         Case(
             name: "nearest is the later one", before: Site.fix(-2.5, east: 300), after: Site.fix(0.2, east: 1, accuracy: 1),
             expected: "confirmed", reason: nil),

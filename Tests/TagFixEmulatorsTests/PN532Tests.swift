@@ -255,6 +255,19 @@ struct NMEAEmulatorTests {
         #expect(throws: DataFileError.self) { try NMEAScript.parse("1 explode") }
     }
 
+    @Test("a GPS that lies: jump METRESm [BEARING] moves the position, teleport LAT LON replaces it; jump SECONDS[s] is still the clock")
+    func lyingGPSScript() throws {
+        let script = try NMEAScript.parse("1 jump 800m\n2 jump 50m 180\n3 teleport 53.545 9.966\n4 jump 60s\n5 jump 30\n")
+        #expect(
+            script.steps.map(\.action) == [
+                .displace(metres: 800, bearing: 90), .displace(metres: 50, bearing: 180),
+                .teleport(Coordinate(validLatitude: 53.545, longitude: 9.966)), .jump(seconds: 60), .jump(seconds: 30),
+            ])
+        for bad in ["1 jump xm", "1 jump 800m 400", "1 jump 3e7m", "1 teleport 91 0", "1 teleport 53.5", "1 jump 800m 90 1"] {
+            #expect(throws: DataFileError.self, "\(bad)") { try NMEAScript.parse(bad) }
+        }
+    }
+
     /// Found by the fuzzer (`Fuzz/regressions/emulator-scripts/`): a line count too large for an
     /// Int trapped instead of being refused.
     @Test(
