@@ -46,7 +46,7 @@ final class VerdictPrinter: Sendable {
         switch event {
         case .verdict(let verdict):
             guard logFailure == nil else { return }
-            let record = log != nil || style.json ? VerdictFormat.json(verdict) : ""
+            let record = log != nil || style.json ? SessionRecord(verdict).encoded() : ""
             if let log {
                 do {
                     try log.append(record)
