@@ -317,22 +317,21 @@ struct EnrollCommand: Subcommand {
         let session = LibNFCTagSession(connstring: reader, clock: clock)
         let (timeout, reader) = (self.timeout, self.reader)
         let outcome = await race(deadline: clock.now.advanced(by: timeout), clock: clock) {
-            () async throws(CLIError) -> (TagScan, NDEFWrite?) in
+            () async -> Result<(TagScan, NDEFWrite?), CLIError> in
             // The session's events end with one of these; without one, it was stopped.
             for await event in session.run(writing: message) {
                 switch event {
                 case .ready(let description): io.err("reader: \(description)")
-                case .done(let scan, let written): return (scan, written)
-                case .writeFailed(let uid, let error): throw .unavailable("cannot write tag \(uid.hex): \(error)")
-                case .readFailed(let error): throw .unavailable("cannot read the tag: \(error)")
-                case .unavailable(let error): throw .unavailable("cannot open the reader \(reader): \(error)")
+                case .done(let scan, let written): return .success((scan, written))
+                case .writeFailed(let uid, let error): return .failure(.unavailable("cannot write tag \(uid.hex): \(error)"))
+                case .readFailed(let error): return .failure(.unavailable("cannot read the tag: \(error)"))
+                case .unavailable(let error): return .failure(.unavailable("cannot open the reader \(reader): \(error)"))
                 }
             }
-            throw .unavailable("the reader stopped")
+            return .failure(.unavailable("the reader stopped"))
         }
         switch outcome {
-        case .value(let read): return read
-        case .failed(let error): throw error
+        case .value(let read): return try read.get()
         case .timedOut: throw .timedOut("no tag within \(Coordinate.format(timeout.seconds, 0)) s: nothing was enrolled")
         case .cancelled: throw .unavailable("the reader stopped")
         }

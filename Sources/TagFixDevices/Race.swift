@@ -1,9 +1,12 @@
 /// How a race against a deadline ended: whichever came first.
-public enum RaceOutcome<Value: Sendable, Failure: Error>: Sendable {
+///
+/// A work that can fail returns a `Result` (`.value(.failure(error))`): the outcome has no case
+/// of its own for an error, so it is never instantiated with an uninhabited payload (`Never`),
+/// whose generic enum layout the Swift 6 compiler and runtime disagree on (a switch over a
+/// `RaceOutcome<T, Never>` in another module trapped with "unexpected enum case").
+public enum RaceOutcome<Value: Sendable>: Sendable {
     /// A racer returned first.
     case value(Value)
-    /// A racer threw first.
-    case failed(Failure)
     /// The deadline passed first.
     case timedOut
     /// The task running the race was cancelled before it took a racer's result (a racer that
@@ -11,33 +14,27 @@ public enum RaceOutcome<Value: Sendable, Failure: Error>: Sendable {
     case cancelled
 }
 
-extension RaceOutcome: Equatable where Value: Equatable, Failure: Equatable {}
+extension RaceOutcome: Equatable where Value: Equatable {}
 
 /// Runs `work` against `deadline` on `clock` (`nil`: no deadline) and the cancellation of the
 /// calling task. The first to come decides; the rest are then cancelled and awaited, so nothing
 /// of the race runs on once it returns. Cancellation is cooperative: the race returns when
 /// `work` does.
-public func race<C: Clock, Value: Sendable, Failure: Error>(
-    deadline: C.Instant?, clock: C, _ work: @escaping @Sendable () async throws(Failure) -> Value
-) async -> RaceOutcome<Value, Failure> {
+public func race<C: Clock, Value: Sendable>(
+    deadline: C.Instant?, clock: C, _ work: @escaping @Sendable () async -> Value
+) async -> RaceOutcome<Value> {
     await race(deadline: deadline, clock: clock, first: [work])
 }
 
 /// The first of several racers (a device's events, a stop signal, a count reached…) against
 /// `deadline` on `clock` and the cancellation of the calling task; see `race(deadline:clock:_:)`.
 /// With no racer and no deadline there is nothing to wait for: `.cancelled` at once.
-public func race<C: Clock, Value: Sendable, Failure: Error>(
-    deadline: C.Instant?, clock: C, first racers: [@Sendable () async throws(Failure) -> Value]
-) async -> RaceOutcome<Value, Failure> {
-    await withTaskGroup(of: RaceOutcome<Value, Failure>?.self) { group in
+public func race<C: Clock, Value: Sendable>(
+    deadline: C.Instant?, clock: C, first racers: [@Sendable () async -> Value]
+) async -> RaceOutcome<Value> {
+    await withTaskGroup(of: RaceOutcome<Value>?.self) { group in
         for racer in racers {
-            group.addTask {
-                do throws(Failure) {
-                    return .value(try await racer())
-                } catch {
-                    return .failed(error)
-                }
-            }
+            group.addTask { .value(await racer()) }
         }
         if let deadline {
             group.addTask {
@@ -46,7 +43,7 @@ public func race<C: Clock, Value: Sendable, Failure: Error>(
                 return .timedOut
             }
         }
-        var first: RaceOutcome<Value, Failure>?
+        var first: RaceOutcome<Value>?
         while first == nil, let next = await group.next() { first = next }
         group.cancelAll()
         // The flag is set before any racer hears of the cancellation, so a racer that returned

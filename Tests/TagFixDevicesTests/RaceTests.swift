@@ -54,13 +54,40 @@ struct RaceTests {
         #expect(clock.sleeperCount == 0)
     }
 
-    @Test("a work that throws first: failed with its error, typed")
-    func workThrows() async {
+    @Test("a work that fails first: its error, typed, as the value's failure")
+    func workFails() async {
         let clock = ManualClock()
-        let outcome = await race(deadline: clock.now.advanced(by: .seconds(5)), clock: clock) { () async throws(Broken) -> Int in
-            throw Broken()
+        let outcome = await race(deadline: clock.now.advanced(by: .seconds(5)), clock: clock) { () async -> Result<Int, Broken> in
+            .failure(Broken())
         }
-        #expect(outcome == .failed(Broken()))
+        #expect(outcome == .value(.failure(Broken())))
+    }
+
+    @Test("outcomes switched over in another module, with an empty value and with a payload", arguments: [false, true])
+    func switchedOver(timeout: Bool) async {
+        enum End: Sendable { case counted, stopped(String) }
+        let clock = ManualClock()
+        let (signals, signal) = AsyncStream<String>.makeStream()
+        let deadline = clock.now.advanced(by: .seconds(timeout ? 0 : 5))
+        if !timeout { signal.yield("SIGTERM") }
+        let ended = await race(deadline: deadline, clock: clock) { () async -> End in
+            for await name in signals { return .stopped(name) }
+            return .counted
+        }
+        let empty = await race(deadline: deadline, clock: clock) { () async -> Void in
+            if !timeout { return }
+            for await _ in AsyncStream<Int>.makeStream().stream {}
+        }
+        switch ended {
+        case .value(.stopped(let name)): #expect(!timeout && name == "SIGTERM")
+        case .value(.counted), .cancelled: Issue.record("\(ended)")
+        case .timedOut: #expect(timeout)
+        }
+        switch empty {
+        case .value: #expect(!timeout)
+        case .timedOut: #expect(timeout)
+        case .cancelled: Issue.record("cancelled")
+        }
     }
 
     @Test("the calling task is cancelled first: cancelled, even though the work then returns a value")
