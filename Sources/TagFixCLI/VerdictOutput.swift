@@ -34,26 +34,6 @@ enum VerdictFormat {
     }
 }
 
-/// Counts of each verdict kind, for the closing summary.
-struct VerdictTally {
-    var counts: [String: Int] = [:]
-    var total = 0
-
-    mutating func add(_ verdict: Verdict) {
-        counts[verdict.kind.name, default: 0] += 1
-        total += 1
-    }
-
-    var summary: String {
-        let order = [
-            ("confirmed", "confirmed"), ("outside", "outside"), ("inconclusive", "inconclusive"), ("notRegistered", "not registered"),
-            ("disallowed", "disallowed"), ("untrusted", "untrusted"),
-        ]
-        let parts = order.compactMap { key, label in counts[key].map { "\($0) \(label)" } }
-        return "\(total) scan\(total == 1 ? "" : "s"): " + (parts.isEmpty ? "none" : parts.joined(separator: ", "))
-    }
-}
-
 /// Reader and GPS events worth a line in human output.
 enum DeviceEventFormat {
     static func line(_ event: VerifierEvent) -> String? {

@@ -217,7 +217,9 @@ struct VerifyCommand: Subcommand {
 
     /// Opens the --log, runs `body` with the printer (JSON or lines, colours unless NO_COLOR, a
     /// bell on a live run unless --quiet), then clears the status line, stops on a log failure (exit 74) and
-    /// prints the tally.
+    /// prints the tally. The one place a session's sinks are put together: every verdict path
+    /// (live, --realtime, a replay, --demo) goes through this printer's fan-out, so a further sink
+    /// (a socket server, an MQTT publisher) is one more entry in `sinks:` here.
     func withPrinter(_ io: some TerminalOutput, _ body: (VerdictPrinter) async throws(CLIError) -> Void) async throws(CLIError) {
         let log = try openLog(io)
         defer { log?.close() }
@@ -247,7 +249,7 @@ struct VerifyCommand: Subcommand {
 }
 
 extension VerifyCommand {
-    /// Why a live session ended before its streams did.
+    /// How a live session ended (when --timeout did not end it first).
     enum LiveEnd: Sendable {
         /// The reader's and the GPS's streams ended.
         case finished
