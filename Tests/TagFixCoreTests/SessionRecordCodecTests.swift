@@ -82,17 +82,20 @@ struct SessionRecordCodecTests {
         #expect(read.encoded() == text)
     }
 
+    /// Over the kinds and reasons there were at 7e9ab4d: a sample added later (a new reason)
+    /// needs no golden line, only the round trip.
     @Test(
         "byte for byte the line verify --json and --log wrote before the encoder moved to the core",
-        arguments: VerdictSamples.all.map(\.name))
+        arguments: GoldenRecords.lines.keys.sorted())
     func golden(_ name: String) throws {
         let verdict = try #require(Self.samples[name])
-        let expected = try #require(Self.golden[name], "no golden line for \(name)")
-        #expect(SessionRecord(verdict).encoded() == expected)
+        #expect(SessionRecord(verdict).encoded() == GoldenRecords.lines[name])
     }
+}
 
-    /// Written by `VerdictFormat.json` in TagFixCLI before it moved here (commit 7e9ab4d).
-    static let golden: [String: String] = Dictionary(uniqueKeysWithValues: [
+/// Written by `VerdictFormat.json` in TagFixCLI before it moved to the core (commit 7e9ab4d).
+enum GoldenRecords {
+    static let lines: [String: String] = Dictionary(uniqueKeysWithValues: [
         (
             "confirmed (registry, interpolated, system clock)",
             #"{"time":"2026-05-14T08:00:00.123Z","verdict":"confirmed","reason":null,"message":"3.3 m ± 4.3 m from the centre, within 25 m","uid":"04A224B2C56480","tag_type":"ntag213","tag_id":"T01","url":"https://t.example/t/T01","reader":"pn532_uart:/dev/ttyUSB0","distance_m":3.302,"accuracy_m":4.25,"bearing_deg":14.3,"region":{"id":"T01","name":"Pump house \"B\" – Süd","lat":53.5451235,"lon":9.9669877,"radius_m":25,"source":"registry"},"fix_age_s":0.4,"interpolated":true,"fix":{"time":"2026-05-14T08:00:00.523Z","mode":"3d","lat":53.5451522,"lon":9.967,"accuracy_m":4.25,"status":"gps","satellites_used":9},"time_source":"system","clock_offset_s":0.012}"#
