@@ -271,23 +271,19 @@ struct EnrollCommand: Subcommand {
     static func collect<C: Clock>(_ source: any FixSource, for window: Duration, clock: C) async -> (fixes: [Fix], unreachable: String?)
     where C.Duration == Duration {
         let collected = CollectedFixes()
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                var connected = false
-                for await event in source.events() {
-                    switch event {
-                    case .fix(let fix): collected.fixes.withLock { $0.append(fix) }
-                    case .connected: connected = true
-                    case .unavailable(let why) where !connected && collected.fixes.withLock({ $0.isEmpty }):
-                        collected.unreachable.withLock { $0 = why }
-                        return
-                    default: break
-                    }
+        // The window's end, the source's end, or an unreachable gpsd: whichever comes first.
+        _ = await race(deadline: clock.now.advanced(by: window), clock: clock) { () async -> Void in
+            var connected = false
+            for await event in source.events() {
+                switch event {
+                case .fix(let fix): collected.fixes.withLock { $0.append(fix) }
+                case .connected: connected = true
+                case .unavailable(let why) where !connected && collected.fixes.withLock({ $0.isEmpty }):
+                    collected.unreachable.withLock { $0 = why }
+                    return
+                default: break
                 }
             }
-            group.addTask { try? await clock.sleep(for: window) }
-            await group.next()
-            group.cancelAll()
         }
         return (collected.fixes.withLock { $0 }, collected.unreachable.withLock { $0 })
     }
@@ -298,31 +294,25 @@ struct EnrollCommand: Subcommand {
     ) {
         let session = try ReaderOption.session(reader, clock: clock, command: Self.spec.name)
         let (timeout, reader) = (self.timeout, self.reader)
-        let outcome: Result<(TagScan, TagWritten?), CLIError> = await withTaskGroup(of: Result<(TagScan, TagWritten?), CLIError>?.self) {
-            group in
-            group.addTask {
-                for await event in session.run(writing: message) {
-                    switch event {
-                    case .ready(let description): io.err("reader: \(description)")
-                    case .done(let result): return .success((result.scan, result.written))
-                    case .writeFailed(let uid, let error): return .failure(.unavailable("cannot write tag \(uid.hex): \(error)"))
-                    case .readFailed(let error): return .failure(.unavailable("cannot read the tag: \(error)"))
-                    case .unavailable(let error): return .failure(.unavailable("cannot open the reader \(reader): \(error)"))
-                    }
+        let outcome = await race(deadline: clock.now.advanced(by: timeout), clock: clock) {
+            () async -> Result<(TagScan, TagWritten?), CLIError> in
+            // The session's events end with one of these; without one, it was stopped.
+            for await event in session.run(writing: message) {
+                switch event {
+                case .ready(let description): io.err("reader: \(description)")
+                case .done(let result): return .success((result.scan, result.written))
+                case .writeFailed(let uid, let error): return .failure(.unavailable("cannot write tag \(uid.hex): \(error)"))
+                case .readFailed(let error): return .failure(.unavailable("cannot read the tag: \(error)"))
+                case .unavailable(let error): return .failure(.unavailable("cannot open the reader \(reader): \(error)"))
                 }
-                return nil
             }
-            group.addTask {
-                try? await clock.sleep(for: timeout)
-                return Task.isCancelled
-                    ? nil : .failure(.timedOut("no tag within \(Coordinate.format(timeout.seconds, 0)) s: nothing was enrolled"))
-            }
-            var first: Result<(TagScan, TagWritten?), CLIError>?
-            while first == nil, let next = await group.next() { first = next }
-            group.cancelAll()
-            return first ?? .failure(.unavailable("the reader stopped"))
+            return .failure(.unavailable("the reader stopped"))
         }
-        return try outcome.get()
+        switch outcome {
+        case .value(let read): return try read.get()
+        case .timedOut: throw .timedOut("no tag within \(Coordinate.format(timeout.seconds, 0)) s: nothing was enrolled")
+        case .cancelled: throw .unavailable("the reader stopped")
+        }
     }
 }
 

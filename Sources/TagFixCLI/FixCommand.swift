@@ -52,40 +52,29 @@ struct FixCommand: Subcommand {
         let printed = Counter()
         let stop = StopSignals()
         defer { stop.cancel() }
-        let timedOut: Bool = await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                var watch = ClockWatch(systemClock: KernelClock())
-                for await event in source.events() {
-                    switch event {
-                    case .fix(let fix):
-                        if let reference = watch.observe(fix, axisNow: clock.now) { io.err("! \(ClockFormat.offset(reference))") }
-                        io.out(json ? Self.json(fix) : Self.line(fix))
-                        if let count, printed.increment() >= count { return false }
-                    case .rejected(let why): io.err("! dropped \(why)")
-                    case .restarted(let from, let to): io.err("· \(ClockFormat.restarted(from: from, to: to))")
-                    case .unavailable(let why): io.err("! GPS unavailable: \(why)")
-                    case .silent(let duration): io.err("! no fix data for \(Coordinate.format(duration.seconds, 0)) s")
-                    case .resumed: io.err("· GPS data resumed")
-                    case .connected(let what): io.err("gps: \(what)")
+        let outcome = await race(
+            deadline: timeout.map { clock.now.advanced(by: $0) }, clock: clock,
+            first: [
+                { @Sendable () async -> Void in
+                    var watch = ClockWatch(systemClock: KernelClock())
+                    for await event in source.events() {
+                        switch event {
+                        case .fix(let fix):
+                            if let reference = watch.observe(fix, axisNow: clock.now) { io.err("! \(ClockFormat.offset(reference))") }
+                            io.out(json ? Self.json(fix) : Self.line(fix))
+                            if let count, printed.increment() >= count { return }
+                        case .rejected(let why): io.err("! dropped \(why)")
+                        case .restarted(let from, let to): io.err("· \(ClockFormat.restarted(from: from, to: to))")
+                        case .unavailable(let why): io.err("! GPS unavailable: \(why)")
+                        case .silent(let duration): io.err("! no fix data for \(Coordinate.format(duration.seconds, 0)) s")
+                        case .resumed: io.err("· GPS data resumed")
+                        case .connected(let what): io.err("gps: \(what)")
+                        }
                     }
-                }
-                return false
-            }
-            if let timeout {
-                group.addTask {
-                    try? await clock.sleep(for: timeout)
-                    return !Task.isCancelled
-                }
-            }
-            group.addTask {
-                _ = await stop.wait()
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
-        }
-        if timedOut, let count, printed.value < count {
+                },
+                { @Sendable () async -> Void in _ = await stop.wait() },
+            ])
+        if case .timedOut = outcome, let count, printed.value < count {
             throw .timedOut("\(printed.value) of \(counted(count, "fix", "fixes")) within the timeout")
         }
     }

@@ -68,43 +68,42 @@ struct ScanCommand: Subcommand {
         let read = Counter()
         let stop = StopSignals()
         defer { stop.cancel() }
-        return await withTaskGroup(of: Outcome?.self) { group in
-            group.addTask {
-                var ready = false
-                for await event in device.events() {
-                    switch event {
-                    case .ready(let description):
-                        ready = true
-                        io.err("reader: \(description)")
-                    case .tagPresent(let scan):
-                        io.out(json ? scanJSON(scan) : scanText(scan))
-                        let total = read.increment()
-                        if let count, total >= count { return .done }
-                    case .tagRemoved:
-                        break
-                    case .failed(let error):
-                        io.err("! \(error)")
-                    case .disconnected(let error):
-                        if !ready { return .unavailable("cannot open the reader: \(error)") }
-                        io.err("! reader disconnected: \(error); reconnecting…")
-                        ready = false
+        let clock = MonotonicClock()
+        let outcome = await race(
+            deadline: timeout.map { clock.now.advanced(by: $0) }, clock: clock,
+            first: [
+                { @Sendable () async -> Outcome in
+                    var ready = false
+                    for await event in device.events() {
+                        switch event {
+                        case .ready(let description):
+                            ready = true
+                            io.err("reader: \(description)")
+                        case .tagPresent(let scan):
+                            io.out(json ? scanJSON(scan) : scanText(scan))
+                            let total = read.increment()
+                            if let count, total >= count { return .done }
+                        case .tagRemoved:
+                            break
+                        case .failed(let error):
+                            io.err("! \(error)")
+                        case .disconnected(let error):
+                            if !ready { return .unavailable("cannot open the reader: \(error)") }
+                            io.err("! reader disconnected: \(error); reconnecting…")
+                            ready = false
+                        }
                     }
-                }
-                return .done
-            }
-            if let timeout {
-                group.addTask {
-                    try? await MonotonicClock().sleep(for: timeout)
-                    return Task.isCancelled ? nil : .timedOut(read.value)
-                }
-            }
-            group.addTask {
-                _ = await stop.wait()
-                return .done
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first ?? .done
+                    return .done
+                },
+                { @Sendable () async -> Outcome in
+                    _ = await stop.wait()
+                    return .done
+                },
+            ])
+        switch outcome {
+        case .value(let outcome): return outcome
+        case .timedOut: return .timedOut(read.value)
+        case .cancelled: return .done
         }
     }
 

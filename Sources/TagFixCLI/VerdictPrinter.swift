@@ -3,13 +3,59 @@ import Synchronization
 import TagFixCore
 import TagFixDevices
 
-/// Shows verifier events as they come, keeps the tally and, with a session log, writes each
-/// verdict to the disk before it is shown.
+/// What a verify session's verdicts go through: a `VerdictFanOut` of the session log (when
+/// --log gives one: on the disk before anything is shown), the tally, the terminal, and any
+/// further sinks (`sinks`), in that order. The commands and the demo send every verifier event
+/// here (`print`); a new sink is one more `VerdictSink` in `sinks`, at the one place they are
+/// put together (`VerifyCommand.withPrinter`).
+final class VerdictPrinter: Sendable {
+    typealias Style = TerminalSink.Style
+
+    let terminal: TerminalSink
+    let tally = TallySink()
+    let fanOut: VerdictFanOut
+
+    init(io: any TerminalOutput, style: Style, log: SessionLog? = nil, sinks: [any VerdictSink] = []) {
+        let terminal = TerminalSink(io: io, style: style)
+        self.terminal = terminal
+        fanOut = VerdictFanOut(
+            (log.map { [SessionLogSink($0)] } ?? []) + [tally, terminal] + sinks,
+            onFailure: { failure in
+                switch failure {
+                case .stopped(let error):
+                    io.status("")
+                    io.err("error: \(error); stopping, so that no verdict is shown that is not in the log")
+                case .dropped(let error):
+                    terminal.note("! \(error.sink) gets no more verdicts: \(error)")
+                }
+            })
+    }
+
+    /// Whether the reader has said it is ready.
+    var readerReady: Bool { terminal.readerReady }
+    /// Why the session log stopped taking verdicts; from then on none is shown.
+    var logFailure: VerdictSinkError? { fanOut.stopped }
+    var summary: String { tally.counts.summary }
+
+    /// Hands `event` to the sinks; `now` is the session clock's time on a live run.
+    func print(_ event: VerifierEvent, now: Timestamp? = nil) { fanOut.send(event, now: now) }
+
+    /// Redraws the status line (a terminal only).
+    func redraw(now: Timestamp) { terminal.redraw(now: now) }
+
+    /// A note on standard error that does not collide with the status line.
+    func note(_ line: String) { terminal.note(line) }
+
+    /// Clears the status line before the closing summary.
+    func finish() { fanOut.finish() }
+}
+
+/// The terminal as a sink: verdict lines (or JSON Lines), device events, the status line.
 ///
 /// On a terminal: coloured verdict lines (unless NO_COLOR is set), a bell per verdict (unless
 /// --quiet) and a status line at the bottom (reader, GPS mode, satellites, accuracy, fix age).
 /// Through a pipe or into a file: plain lines only.
-final class VerdictPrinter: Sendable {
+final class TerminalSink: VerdictSink {
     struct Style: Sendable {
         var json = false
         var bell = true
@@ -18,53 +64,36 @@ final class VerdictPrinter: Sendable {
 
     let io: any TerminalOutput
     let style: Style
-    let log: SessionLog?
     private let state = Mutex(State())
 
     private struct State {
-        var tally = VerdictTally()
         var board = StatusBoard()
         var readerReady = false
-        var logFailure: SessionLogError?
     }
 
-    init(io: any TerminalOutput, style: Style, log: SessionLog? = nil) {
+    init(io: any TerminalOutput, style: Style) {
         self.io = io
         self.style = style
-        self.log = log
     }
 
     /// Whether the reader has said it is ready.
     var readerReady: Bool { state.withLock { $0.readerReady } }
-    /// Why the session log stopped taking verdicts; from then on none is shown.
-    var logFailure: SessionLogError? { state.withLock { $0.logFailure } }
-    var summary: String { state.withLock { $0.tally.summary } }
 
     private var live: Bool { io.isTerminal && !style.json }
 
-    func print(_ event: VerifierEvent, now: Timestamp? = nil) {
+    func receive(_ verdict: Verdict, now: Timestamp?) {
+        if style.json {
+            io.out(SessionRecord(verdict).encoded())
+            return
+        }
+        io.status("")
+        io.out(live ? decorate(verdict) : VerdictFormat.line(verdict))
+        redraw(now: now ?? verdict.scan.time)
+    }
+
+    func observe(_ event: VerifierEvent, now: Timestamp?) {
         switch event {
-        case .verdict(let verdict):
-            guard logFailure == nil else { return }
-            let record = log != nil || style.json ? VerdictFormat.json(verdict) : ""
-            if let log {
-                do {
-                    try log.append(record)
-                } catch {
-                    state.withLock { $0.logFailure = error }
-                    io.status("")
-                    io.err("error: \(error); stopping, so that no verdict is shown that is not in the log")
-                    return
-                }
-            }
-            state.withLock { $0.tally.add(verdict) }
-            if style.json {
-                io.out(record)
-                return
-            }
-            io.status("")
-            io.out(live ? decorate(verdict) : VerdictFormat.line(verdict))
-            redraw(now: now ?? verdict.scan.time)
+        case .verdict: return
         case .reader(let readerEvent):
             state.withLock {
                 $0.board.receive(readerEvent)

@@ -254,7 +254,9 @@ struct VerifyCommand: Subcommand {
 
     /// Opens the --log, runs `body` with the printer (JSON or lines, colours unless NO_COLOR, a
     /// bell on a live run unless --quiet), then clears the status line, stops on a log failure (exit 74) and
-    /// prints the tally.
+    /// prints the tally. The one place a session's sinks are put together: every verdict path
+    /// (live, --realtime, a replay, --demo) goes through this printer's fan-out, so a further sink
+    /// (a socket server, an MQTT publisher) is one more entry in `sinks:` here.
     func withPrinter(_ io: some TerminalOutput, _ body: (VerdictPrinter) async throws(CLIError) -> Void) async throws(CLIError) {
         let log = try openLog(io)
         defer { log?.close() }
@@ -284,6 +286,18 @@ struct VerifyCommand: Subcommand {
 }
 
 extension VerifyCommand {
+    /// How a live session ended (when --timeout did not end it first).
+    enum LiveEnd: Sendable {
+        /// The reader's and the GPS's streams ended.
+        case finished
+        /// --count verdicts, a stop signal, or the session log failed (withPrinter says so).
+        case done
+        /// The reader never opened.
+        case readerNeverOpened(ReaderError)
+        /// gpsd never answered.
+        case gpsdUnavailable(String)
+    }
+
     /// A real reader with the scenario's GPS replayed from now, through the live pipeline, until
     /// --count verdicts, --timeout, or SIGINT / SIGTERM.
     func live(
@@ -294,72 +308,65 @@ extension VerifyCommand {
         let gps: any FixSource =
             gpsd.map { GPSDFixSource(endpoint: $0, clock: clock) } ?? scenario.devices(clock: clock, origin: clock.now).gps
         let device = try ReaderOption.reader(reader, clock: clock, command: Self.spec.name)
-        let (done, signal) = AsyncStream<String?>.makeStream()
+        let (ended, end) = AsyncStream<LiveEnd>.makeStream()
         let verdicts = Counter()
         let gpsdAnswered = Counter()
         let checkGPSD = gpsd != nil
-        let outcome: String? = await withTaskGroup(of: String?.self) { group in
-            group.addTask {
-                await LiveVerifier(verifier: verifier, clock: clock, systemClock: KernelClock()).run(reader: device, gps: gps) { event in
-                    if case .reader(.disconnected(let error)) = event, verdicts.value == 0, !printer.readerReady {
-                        signal.yield("cannot open the reader: \(error)")
+        let session: @Sendable () async -> LiveEnd = {
+            await LiveVerifier(verifier: verifier, clock: clock, systemClock: KernelClock()).run(reader: device, gps: gps) { event in
+                if case .reader(.disconnected(let error)) = event, verdicts.value == 0, !printer.readerReady {
+                    end.yield(.readerNeverOpened(error))
+                    return
+                }
+                // gpsd that never answered ends the run as a reader that never opened does.
+                if checkGPSD, case .gps(let gpsEvent) = event {
+                    if case .connected = gpsEvent { _ = gpsdAnswered.increment() }
+                    if case .unavailable(let why) = gpsEvent, gpsdAnswered.value == 0, verdicts.value == 0 {
+                        end.yield(.gpsdUnavailable(why))
                         return
                     }
-                    // gpsd that never answered ends the run as a reader that never opened does.
-                    if checkGPSD, case .gps(let gpsEvent) = event {
-                        if case .connected = gpsEvent { _ = gpsdAnswered.increment() }
-                        if case .unavailable(let why) = gpsEvent, gpsdAnswered.value == 0, verdicts.value == 0 {
-                            signal.yield("unavailable: \(why)")
-                            return
-                        }
-                    }
-                    if case .reader(.ready(let description)) = event, !printer.readerReady {
-                        printer.note("reader: \(description)")
-                    }
-                    printer.print(event, now: clock.now)
-                    if printer.logFailure != nil { signal.yield("log") }
-                    if case .verdict = event, let count, verdicts.increment() >= count { signal.yield(nil) }
                 }
-                return nil
-            }
-            if io.isTerminal && !json {
-                // The status line's fix age keeps counting between events.
-                group.addTask {
-                    while !Task.isCancelled {
-                        try? await clock.sleep(for: .seconds(1))
-                        printer.redraw(now: clock.now)
-                    }
-                    return ""
+                if case .reader(.ready(let description)) = event, !printer.readerReady {
+                    printer.note("reader: \(description)")
                 }
+                printer.print(event, now: clock.now)
+                if printer.logFailure != nil { end.yield(.done) }
+                if case .verdict = event, let count, verdicts.increment() >= count { end.yield(.done) }
             }
-            group.addTask {
-                for await reason in done { return reason ?? "" }
-                return ""
-            }
-            group.addTask {
-                _ = await stop.wait()
-                return ""
-            }
-            if let timeout {
-                group.addTask {
-                    try? await clock.sleep(for: timeout)
-                    return Task.isCancelled ? "" : "timeout"
-                }
-            }
-            let first = await group.next() ?? nil
-            signal.finish()
-            group.cancelAll()
-            return first
+            return .finished
         }
+        var racers: [@Sendable () async -> LiveEnd] = [
+            session,
+            {
+                for await reason in ended { return reason }
+                return .done
+            },
+            {
+                _ = await stop.wait()
+                return .done
+            },
+        ]
+        if io.isTerminal && !json {
+            // The status line's fix age keeps counting between events: this runs alongside and
+            // ends only when the race is decided (cancelled), so it never decides it.
+            racers.append {
+                while !Task.isCancelled {
+                    try? await clock.sleep(for: .seconds(1))
+                    printer.redraw(now: clock.now)
+                }
+                return .done
+            }
+        }
+        let outcome = await race(deadline: timeout.map { clock.now.advanced(by: $0) }, clock: clock, first: racers)
+        end.finish()
         switch outcome {
-        case .some("timeout") where count != nil && verdicts.value < (count ?? 0):
-            throw .timedOut("\(verdicts.value) of \(counted(count ?? 0, "verdict")) within the timeout")
-        case .some(let reason) where reason.hasPrefix("cannot open"):
-            throw .unavailable(reason)
-        case .some(let reason) where reason.hasPrefix("unavailable: "):
-            throw .unavailable(String(reason.dropFirst("unavailable: ".count)))
-        default:
-            return
+        case .timedOut:
+            if let count, verdicts.value < count {
+                throw .timedOut("\(verdicts.value) of \(counted(count, "verdict")) within the timeout")
+            }
+        case .value(.readerNeverOpened(let error)): throw .unavailable("cannot open the reader: \(error)")
+        case .value(.gpsdUnavailable(let why)): throw .unavailable(why)
+        case .value(.finished), .value(.done), .cancelled: return
         }
     }
 }

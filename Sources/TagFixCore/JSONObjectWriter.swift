@@ -1,5 +1,6 @@
-/// Builds one JSON object in key order: the CLI's JSON Lines stay stable and readable.
-public struct JSONObjectWriter {
+/// Builds one JSON object in key order: TagFix's JSON Lines stay stable and readable. Numbers
+/// are written with `JSONValue.number` (a non-finite one as `null`: never NaN).
+public struct JSONObjectWriter: Sendable {
     private var parts: [String] = []
 
     public init() {}

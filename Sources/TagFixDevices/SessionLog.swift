@@ -90,8 +90,8 @@ public final class SessionLog: Sendable {
         return nil
     }
 
-    /// How every record starts (`VerdictFormat.json` writes `time` first).
-    static let recordPrefix = #"{"time":""#
+    /// How every record starts (`SessionRecord.encoded()` writes `time` first).
+    static let recordPrefix = SessionRecord.linePrefix
 
     /// Whether `value` is a verdict record: a JSON object with an ISO 8601 `time` and a `verdict`
     /// string (the members `SessionRecord` requires; schema in docs/verifier.md).

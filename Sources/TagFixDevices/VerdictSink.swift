@@ -1,0 +1,167 @@
+import Synchronization
+public import TagFixCore
+
+/// A place verdicts go: the session log, the tally, the terminal; a socket server or an MQTT
+/// publisher is one more type that conforms. Sinks are put together in a `VerdictFanOut`, which
+/// hands them each verdict in order and keeps the promise that a verdict is on the disk before
+/// it is shown or sent anywhere (docs/architecture.md, "The sink seam").
+public protocol VerdictSink: Sendable {
+    /// Whether the session stands or falls with this sink (the session log). The fan-out hands a
+    /// verdict to every durable sink before any other sink sees it, and when a durable sink fails
+    /// it passes on no verdict from then on. Default: `false`.
+    var isDurable: Bool { get }
+
+    /// Takes one verdict. Verdicts come one at a time, in the order they were decided, and each
+    /// only after every durable sink has it. `now` is the session clock's time when a live run
+    /// knows it.
+    /// - Throws: `VerdictSinkError` when the verdict could not be kept or passed on (see
+    ///   `VerdictFanOut` for what happens next).
+    func receive(_ verdict: Verdict, now: Timestamp?) throws(VerdictSinkError)
+
+    /// A reader, GPS or clock event, for a sink that shows the devices' state. Default: ignored.
+    func observe(_ event: VerifierEvent, now: Timestamp?)
+
+    /// The session is over: flush, clear a status line. Default: nothing.
+    func finish()
+}
+
+extension VerdictSink {
+    public var isDurable: Bool { false }
+    public func observe(_ event: VerifierEvent, now: Timestamp?) {}
+    public func finish() {}
+}
+
+/// A sink that could not take a verdict.
+public struct VerdictSinkError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The sink, for a person: "the session log", "MQTT broker mqtt://…".
+    public var sink: String
+    /// What went wrong and what to do, for a person.
+    public var message: String
+
+    public init(sink: String, message: String) {
+        self.sink = sink
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// What the fan-out did about a sink's failure.
+public enum VerdictSinkFailure: Sendable, Hashable {
+    /// A durable sink failed: no verdict is passed on from now (none is shown that is not on the
+    /// disk); the command ends with exit 74.
+    case stopped(VerdictSinkError)
+    /// A sink that is not durable failed: it gets no more verdicts; the others, and the
+    /// session, go on.
+    case dropped(VerdictSinkError)
+}
+
+/// The sinks of a session, in order: every durable sink first (in the order given), then the
+/// others (in the order given). Each verdict goes to all of them before the next one goes to any.
+public final class VerdictFanOut: Sendable {
+    private let sinks: [any VerdictSink]
+    private let onFailure: @Sendable (VerdictSinkFailure) -> Void
+    private let state = Mutex(State())
+
+    private struct State {
+        var stopped: VerdictSinkError?
+        var dropped: Set<Int> = []
+    }
+
+    /// - Parameter onFailure: told, once per failing sink, what the fan-out did about it.
+    public init(_ sinks: [any VerdictSink], onFailure: @escaping @Sendable (VerdictSinkFailure) -> Void = { _ in }) {
+        self.sinks = sinks.filter(\.isDurable) + sinks.filter { !$0.isDurable }
+        self.onFailure = onFailure
+    }
+
+    /// Why a durable sink stopped the session, if one did.
+    public var stopped: VerdictSinkError? { state.withLock { $0.stopped } }
+
+    /// Hands `event` on: a verdict to every sink's `receive` (durable ones first), any other event
+    /// to every sink's `observe`.
+    public func send(_ event: VerifierEvent, now: Timestamp? = nil) {
+        guard case .verdict(let verdict) = event else {
+            for sink in sinks { sink.observe(event, now: now) }
+            return
+        }
+        // One verdict at a time, to every sink, in order.
+        let failures = state.withLock { state -> [VerdictSinkFailure] in
+            guard state.stopped == nil else { return [] }
+            var failures: [VerdictSinkFailure] = []
+            for (index, sink) in sinks.enumerated() where !state.dropped.contains(index) {
+                do throws(VerdictSinkError) {
+                    try sink.receive(verdict, now: now)
+                } catch {
+                    if sink.isDurable {
+                        state.stopped = error
+                        failures.append(.stopped(error))
+                        break
+                    }
+                    state.dropped.insert(index)
+                    failures.append(.dropped(error))
+                }
+            }
+            return failures
+        }
+        for failure in failures { onFailure(failure) }
+    }
+
+    /// Tells every sink the session is over.
+    public func finish() {
+        for sink in sinks { sink.finish() }
+    }
+}
+
+/// The durable sink: each verdict appended to the session log and flushed to the disk
+/// (`SessionLog.append`) before any other sink sees it.
+public struct SessionLogSink: VerdictSink {
+    public let log: SessionLog
+
+    public init(_ log: SessionLog) { self.log = log }
+
+    public var isDurable: Bool { true }
+
+    public func receive(_ verdict: Verdict, now: Timestamp?) throws(VerdictSinkError) {
+        do {
+            try log.append(SessionRecord(verdict).encoded())
+        } catch {
+            throw VerdictSinkError(sink: "the session log \(log.path)", message: error.description)
+        }
+    }
+}
+
+/// Counts of each verdict kind, for the closing summary.
+public struct VerdictTally: Sendable, Hashable {
+    public var counts: [String: Int] = [:]
+    public var total = 0
+
+    public init() {}
+
+    public mutating func add(_ verdict: Verdict) {
+        counts[verdict.kind.name, default: 0] += 1
+        total += 1
+    }
+
+    /// "5 scans: 3 confirmed, 1 outside, 1 inconclusive".
+    public var summary: String {
+        let order = [
+            ("confirmed", "confirmed"), ("outside", "outside"), ("inconclusive", "inconclusive"), ("notRegistered", "not registered"),
+            ("disallowed", "disallowed"), ("untrusted", "untrusted"),
+        ]
+        let parts = order.compactMap { key, label in counts[key].map { "\($0) \(label)" } }
+        return "\(total) scan\(total == 1 ? "" : "s"): " + (parts.isEmpty ? "none" : parts.joined(separator: ", "))
+    }
+}
+
+/// The tally as a sink: counts the verdicts that reached it (after the log has them).
+public final class TallySink: VerdictSink {
+    private let tally = Mutex(VerdictTally())
+
+    public init() {}
+
+    public var counts: VerdictTally { tally.withLock { $0 } }
+
+    public func receive(_ verdict: Verdict, now: Timestamp?) {
+        tally.withLock { $0.add(verdict) }
+    }
+}
