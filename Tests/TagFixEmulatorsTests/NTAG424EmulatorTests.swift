@@ -251,6 +251,33 @@ struct NTAG424EmulatorTests {
         #expect(result.valid && result.counter == 42)
     }
 
+    /// AN12196's SDMENCFileData example (§3.4.4.2; the URL TagFixCryptoTests' SUN tests verify)
+    /// reproduced byte for byte: UID 04958CAA5C5E80, SDMReadCtr 8, all-zero keys, file data
+    /// "xxxxxxxxxxxxxxxx", the MAC over "enc" through "&cmac=", and the PICCData padding of the
+    /// example (A243C86DFC, read by decrypting its PICC data) as the tag's random bytes.
+    @Test func an12196EncryptedFileDataExampleReproduced() throws {
+        let url =
+            "https://www.my424dna.com/?picc_data=" + String(repeating: "0", count: 32) + "&enc=xxxxxxxxxxxxxxxx"
+            + String(repeating: "0", count: 16)
+            + "&cmac=" + String(repeating: "0", count: 16)
+        let template = SUNTemplate(url: url)
+        let enc = SUNTemplate.offset(in: template.file, after: "enc=")
+        let settings = NTAG424FileSettings(
+            commMode: .plain, read: 0x0E, write: 0x0E, readWrite: 0x0E, change: 0x00,
+            sdm: .init(
+                encryptFileData: true, metaRead: 0, fileRead: 0, piccDataOffset: template.piccDataOffset, macInputOffset: enc,
+                macOffset: template.macOffset, encOffset: enc, encLength: 32))
+        let random = FixedRandom([hex("A243C86DFC")])
+        let tag = try EmulatedNTAG424Tag(
+            uid: hex("04958CAA5C5E80"), ndefFile: template.file, ndefSettings: settings, sdmReadCounter: 7, random: { random.next($0) })
+        var commands = commander(tag)
+        try commands.selectApplication()
+        #expect(
+            try readURL(&commands)
+                == "https://www.my424dna.com/?picc_data=FD91EC264309878BE6345CBE53BADF40&enc=CEE9A53E3E463EF1F459635736738962&cmac=ECC1E7F6C6C73BF6"
+        )
+    }
+
     /// A tag declared in TagFix tag JSON, provisioned with other keys: it reads a valid SUN under
     /// them, and not under the factory key.
     @Test func declaredInTagJSON() throws {
