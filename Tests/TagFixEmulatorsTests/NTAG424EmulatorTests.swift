@@ -223,6 +223,32 @@ struct NTAG424EmulatorTests {
         #expect(tag.snapshot.keys[3] == .zero)
     }
 
+    /// Commands whose access condition is a key are refused without that key's session, with
+    /// the datasheet's status words; nothing changes.
+    @Test func refusedWithoutTheRightSession() throws {
+        let template = SUNTemplate()
+        let tag = try EmulatedNTAG424Tag(uid: uid, ndefFile: template.file)
+        // Authentication needs the application selected.
+        #expect(tag.transceive(hex("9071000002000000")) == .data([0x91, 0x9D]))
+        #expect(tag.transceive(NTAG424APDU.selectApplication) == .data([0x90, 0x00]))
+        // ChangeFileSettings (change: key 0) and ChangeKey without a session: 91 AE.
+        #expect(tag.transceive(NTAG424APDU.native(0x5F, [0x02] + template.settings.encoded())) == .data([0x91, 0xAE]))
+        #expect(tag.transceive(NTAG424APDU.native(0xC4, [0x01] + [UInt8](repeating: 0, count: 40))) == .data([0x91, 0xAE]))
+        // GetFileCounters on a file without SDM: 91 9D.
+        #expect(tag.transceive(NTAG424APDU.native(0xF6, [0x02])) == .data([0x91, 0x9D]))
+        // The proprietary file (read: key 2) cannot be read in plain: 69 82.
+        #expect(tag.transceive(NTAG424APDU.selectFile(0xE105)) == .data([0x90, 0x00]))
+        #expect(tag.transceive([0x00, 0xB0, 0x00, 0x00, 0x10]) == .data([0x69, 0x82]))
+        // A session with key 1 is not enough for ChangeFileSettings of file 2 (change: key 0).
+        var commands = commander(tag)
+        try commands.selectApplication()
+        try commands.authenticate(keyNumber: 1, key: .zero)
+        #expect(throws: NTAG424Error.status(command: 0x5F, sw1: 0x91, sw2: 0xAE)) {
+            try commands.changeFileSettings(file: 2, template.settings)
+        }
+        #expect(tag.snapshot.ndefSettings == .factoryNDEF && tag.snapshot.keys == [AES128Key](repeating: .zero, count: 5))
+    }
+
     @Test func getVersion() throws {
         let tag = try EmulatedNTAG424Tag(uid: uid)
         let version = try commander(tag).getVersion()
