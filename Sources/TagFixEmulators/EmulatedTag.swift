@@ -394,6 +394,7 @@ extension TagImage {
             // byte order).
             return EmulatedType2Tag(uid: uid, pages: padded, getVersion: getVersion, signature: signature)
         case .type4(let cc, let file):
+            if let ntag424 { return try EmulatedNTAG424Tag(declaration: ntag424, uid: uid, ccFile: cc, ndefFile: file) }
             return EmulatedType4Tag(uid: uid, ccFile: cc, ndefFile: file)
         case .mifareClassic(let bytes, _):
             return EmulatedMifareClassicTag(uid: uid, memory: bytes)

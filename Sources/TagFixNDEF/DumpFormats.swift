@@ -28,7 +28,7 @@ public enum TagDump {
                 if root["Created"]?.string?.lowercased().hasPrefix("proxmark") == true || root["blocks"]?.members != nil {
                     return try proxmark(root)
                 }
-                if root["memory_hex"] != nil || root["cc_file_hex"] != nil || root["blocks_hex"] != nil {
+                if root["memory_hex"] != nil || root["cc_file_hex"] != nil || root["blocks_hex"] != nil || root["ntag424"] != nil {
                     return try tagfixJSON(root)
                 }
                 throw DataFileError(
@@ -307,7 +307,16 @@ public enum TagDump {
         }
         let chip = root["chip"]?.string
         let memory: TagImage.Memory
-        if let ccFile = try hex("cc_file_hex") {
+        let ntag424 = try root["ntag424"].map { (value: JSONValue) throws(DataFileError) in try NTAG424Declaration(json: value) }
+        if let ntag424 {
+            let file = try hex("ndef_file_hex") ?? [0x00, 0x00]
+            guard file.count <= 256 else {
+                throw DataFileError(
+                    line: root["ndef_file_hex"]?.line, message: "an NTAG 424 DNA's NDEF file holds 256 bytes, not \(file.count)")
+            }
+            memory = .type4(
+                ccFile: try hex("cc_file_hex") ?? ntag424.ccFile, ndefFile: file + [UInt8](repeating: 0, count: 256 - file.count))
+        } else if let ccFile = try hex("cc_file_hex") {
             guard let ndefFile = try hex("ndef_file_hex") else {
                 throw DataFileError(line: root.line, message: "a Type 4 tag needs \"ndef_file_hex\" with \"cc_file_hex\"")
             }
@@ -335,6 +344,7 @@ public enum TagDump {
             format: .tagfixJSON, uid: uid, atqa: try hex("atqa_hex"), sak: try hex("sak_hex"), getVersion: try hex("get_version_hex"),
             signature: try hex("signature_hex"), declaredChip: chip, memory: memory)
         if case .type2(let pages) = memory { image.notes += uidNotes(uid, pages: pages) }
+        image.ntag424 = ntag424
         return image
     }
 }

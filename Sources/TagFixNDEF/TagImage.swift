@@ -24,6 +24,8 @@ public struct TagImage: Sendable, Hashable {
     public var memory: Memory
     /// Things a person should know about the file (an edited UID…).
     public var notes: [String] = []
+    /// An NTAG 424 DNA's keys and NDEF file settings, when the file declares one (memory `.type4`).
+    public var ntag424: NTAG424Declaration?
 
     public init(
         format: DumpFormat, uid: TagUID?, atqa: [UInt8]? = nil, sak: [UInt8]? = nil, getVersion: [UInt8]? = nil,

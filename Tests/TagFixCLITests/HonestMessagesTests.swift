@@ -132,10 +132,10 @@ struct HonestMessagesTests {
         let registry = (try temporaryFile("x", "") as NSString).deletingLastPathComponent + "/site.sqlite"
         // The README's step, with a shorter average: no --max-accuracy. Enroll wants 5 fixes; the
         // emulator sends one a second, so 5 s could hold only 4 of them (gpsd's first epoch, a
-        // loaded machine): 8 s holds at least 5.
+        // loaded machine, where gpsd also takes a while to start): 12 s holds at least 5.
         let result = await run([
             "enroll", "--id", "T01", "--name", "Main gate", "--radius", "25", "--reader", "pn532_uart:\(reader.path)", "--gps", gps,
-            "--registry", registry, "--average", "8", "--json",
+            "--registry", registry, "--average", "12", "--json",
         ])
         #expect(result.code == 0, "\(result.err)")
         let report = try JSONValue.parse(try #require(result.out.first))
