@@ -106,43 +106,23 @@ struct KeysCommand: Subcommand {
 enum SiteKeyFiles {
     /// Creates `path` (never replacing a file: O_EXCL) with `mode`, and writes `text`.
     static func create(_ path: String, _ text: String, mode: mode_t) throws(CLIError) {
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
-        guard fd >= 0 else {
-            let code = errno
-            if code == EEXIST {
-                throw .ioError("\(path) exists: tagfix never overwrites a key file; choose another name or move it away")
-            }
-            throw .ioError("cannot create \(path): \(String(cString: strerror(code)))")
+        do {
+            try SecretFile.create(path, text, mode: UInt32(mode))
+        } catch {
+            throw .ioError(error.description)
         }
-        defer { close(fd) }
-        // The umask may have taken bits away; never more than asked for.
-        _ = fchmod(fd, mode)
-        if let code = OutputFile.writeAll(fd, Array(text.utf8)) {
-            throw .ioError("cannot write \(path): \(String(cString: strerror(code)))")
-        }
-        guard fsync(fd) == 0 else { throw .ioError("cannot write \(path): \(String(cString: strerror(errno)))") }
     }
 
     /// The private site key in `path`, refused unless only its owner can read and write it.
     static func readPrivate(_ path: String) throws(CLIError) -> Ed25519PrivateKey {
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            throw .noInput(
-                DataFileError(
-                    file: path, line: nil, message: "cannot read the key file (\(String(cString: strerror(errno))))", unreadable: true))
-        }
-        guard info.st_mode & 0o077 == 0 else {
-            throw .noInput(
-                DataFileError(
-                    file: path, line: nil,
-                    message:
-                        "the private key file can be read or written by others (mode \(String(info.st_mode & 0o777, radix: 8))); chmod 600 it",
-                    unreadable: true))
+        let text: String
+        do {
+            text = try SecretFile.read(path)
+        } catch {
+            throw error.unreadable ? .noInput(error) : .file(error.file == nil ? error.inFile(path) : error)
         }
         do {
-            return try Ed25519PrivateKey(pem: try TextFile.read(path))
-        } catch let error as DataFileError {
-            throw .file(error.file == nil ? error.inFile(path) : error)
+            return try Ed25519PrivateKey(pem: text)
         } catch {
             throw .data(DataFileError(file: path, line: nil, message: "\(error)"))
         }

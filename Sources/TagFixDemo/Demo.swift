@@ -243,37 +243,33 @@ public struct DemoRun: Sendable {
         let reader = LibNFCReader(connstring: "pn532_uart:\(pn532.path)", clock: clock)
         let (events, feed) = AsyncStream<VerifierEvent>.makeStream()
         let (onEvent, limit, stop) = (self.onEvent, self.limit, self.stop)
-        let failure: DemoError? = await withTaskGroup(of: DemoError?.self) { group in
-            group.addTask {
+        // The walk (or the time limit, or a signal) ends the demo; the pipeline is then cancelled.
+        var racers: [@Sendable () async -> DemoError?] = [
+            {
                 await LiveVerifier(verifier: verifier, clock: clock, systemClock: KernelClock()).run(reader: reader, gps: gps) { event in
                     onEvent(event, clock.now)
                     feed.yield(event)
                 }
                 return nil
-            }
-            group.addTask {
+            },
+            {
                 var stream = events.makeAsyncIterator()
                 return await Self.walk(stops, registry: registry, pn532: pn532, receiver: receiver, events: &stream)
+            },
+        ]
+        if let stop {
+            racers.append {
+                _ = await stop.wait()
+                return nil
             }
-            group.addTask {
-                try? await clock.sleep(for: limit)
-                return Task.isCancelled ? nil : .timedOut("the demo did not finish within \(Coordinate.format(limit.seconds, 0)) s")
-            }
-            if let stop {
-                group.addTask {
-                    _ = await stop.wait()
-                    return nil
-                }
-            }
-            // The walk (or the time limit, or a signal) ends the demo; the pipeline is then cancelled.
-            var outcome: DemoError?
-            for await result in group {
-                outcome = result
-                break
-            }
-            group.cancelAll()
-            feed.finish()
-            return outcome
+        }
+        let outcome = await race(deadline: clock.now.advanced(by: limit), clock: clock, first: racers)
+        feed.finish()
+        let failure: DemoError?
+        switch outcome {
+        case .value(let ended): failure = ended
+        case .cancelled: failure = nil
+        case .timedOut: failure = .timedOut("the demo did not finish within \(Coordinate.format(limit.seconds, 0)) s")
         }
         if let failure { throw failure }
     }

@@ -21,4 +21,32 @@ public enum SecretFile {
         }
         return try TextFile.read(path)
     }
+
+    /// Why a key file could not be created.
+    public enum CreateError: Error, Sendable, Hashable, CustomStringConvertible {
+        /// The path exists: a key file is never replaced.
+        case exists(String)
+        case failed(String, String)
+
+        public var description: String {
+            switch self {
+            case .exists(let path): "\(path) exists: tagfix never overwrites a key file; choose another name or move it away"
+            case .failed(let path, let why): "cannot create \(path): \(why)"
+            }
+        }
+    }
+
+    /// Creates `path` (never replacing a file: O_EXCL) with `mode`, writes `text` and syncs it.
+    public static func create(_ path: String, _ text: String, mode: UInt32) throws(CreateError) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(mode))
+        guard fd >= 0 else {
+            let code = errno
+            throw code == EEXIST ? .exists(path) : .failed(path, String(cString: strerror(code)))
+        }
+        defer { close(fd) }
+        // The umask may have taken bits away; never more than asked for.
+        _ = fchmod(fd, mode_t(mode))
+        if let code = OutputFile.writeAll(fd, Array(text.utf8)) { throw .failed(path, String(cString: strerror(code))) }
+        guard fsync(fd) == 0 else { throw .failed(path, String(cString: strerror(errno))) }
+    }
 }

@@ -22,32 +22,24 @@ extension GPSDEndpoint {
         let source = GPSDFixSource(endpoint: endpoint, clock: clock)
         let name = endpoint.description
         let seen = ProbeState()
-        let decided: GPSProbe? = await withTaskGroup(of: GPSProbe?.self) { group in
-            group.addTask {
-                for await event in source.events() {
-                    switch event {
-                    case .connected: seen.state.withLock { $0.connected = true }
-                    case .unavailable(let why):
-                        if !seen.state.withLock({ $0.connected }) {
-                            return .unreachable(endpoint: name, why: GPSDEndpoint.reason(inNotAnswering: why))
-                        }
-                    case .fix(let fix):
-                        if fix.hasPosition { return .fix(endpoint: name, fix) }
-                        seen.state.withLock { $0.noFix = fix }
-                    default: break
+        // A fix or an unreachable gpsd decides at once; otherwise the wait ends it.
+        let outcome = await race(deadline: clock.now.advanced(by: wait), clock: clock) { () async -> GPSProbe? in
+            for await event in source.events() {
+                switch event {
+                case .connected: seen.state.withLock { $0.connected = true }
+                case .unavailable(let why):
+                    if !seen.state.withLock({ $0.connected }) {
+                        return .unreachable(endpoint: name, why: GPSDEndpoint.reason(inNotAnswering: why))
                     }
+                case .fix(let fix):
+                    if fix.hasPosition { return .fix(endpoint: name, fix) }
+                    seen.state.withLock { $0.noFix = fix }
+                default: break
                 }
-                return nil
             }
-            group.addTask {
-                try? await clock.sleep(for: wait)
-                return nil
-            }
-            // A fix or an unreachable gpsd decides at once; otherwise the wait ends it.
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            return first
+            return nil
         }
+        let decided: GPSProbe? = if case .value(let probe) = outcome { probe } else { nil }
         if let decided { return decided }
         let state = seen.state.withLock { $0 }
         if let noFix = state.noFix { return .noFix(endpoint: name, device: noFix.device) }
