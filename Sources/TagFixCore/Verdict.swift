@@ -69,7 +69,7 @@ public enum InconclusiveReason: Sendable, Hashable, CustomStringConvertible {
     case readFailed(String)
     /// The registry says the tag is a SUN tag checked with key set `keyName`, and this run has
     /// no such keys: nothing about the tag was proved.
-    case sunUnchecked(tag: String, keyName: String)
+    indirect case sunUnchecked(tag: String, keyName: String)
 
     /// A stable machine-readable code for JSON output.
     public var code: String {
@@ -124,10 +124,12 @@ public enum UntrustedReason: Sendable, Hashable, CustomStringConvertible {
     case signatureInvalid(key: String?, tag: String)
     /// The policy requires a genuine chip and this one gave no signature.
     case signatureMissing(status: Originality.Status?, tag: String)
-    /// The SUN message in the URL does not verify (altered, forged, or the wrong key).
-    case sunInvalid(tag: String, problem: SUNError)
+    /// The SUN message in the URL does not verify (altered, forged, or the wrong key). Indirect,
+    /// like `gpsJump`: `SUNError`'s strings in line made every verdict kind larger and each copy
+    /// of one a call to the enum's copy witness (callgrind: +61 instructions a verdict).
+    indirect case sunInvalid(tag: String, problem: SUNError)
     /// The SUN read counter is not above the last one accepted for this UID: a copied URL.
-    case sunReplayed(tag: String, counter: UInt32, last: UInt32)
+    indirect case sunReplayed(tag: String, counter: UInt32, last: UInt32)
     /// Site keys are trusted (`--trust-key`) and the URL's location carries no signature.
     case locationUnsigned(tag: String)
     /// The URL's location signature verifies with no trusted site key.
