@@ -149,6 +149,51 @@ struct SUNEndToEndTests {
         #expect(try await AttackSuiteTests.tap(tag, field: field, extra) == "confirmed")
         #expect(try SQLiteSUNCounters(path: registry, create: false).lastAccepted(uid: TagUID(bytes: Self.uid)) == 4)
     }
+
+    @Test("enroll --sun provisions a factory tag through libnfc, records it, and verify confirms its taps")
+    func enrollSUNThenVerify() async throws {
+        let field = try await AttackSuiteTests.Field(at: Self.spot)
+        defer { field.stop() }
+        let folder = (try temporaryFile("x", "") as NSString).deletingLastPathComponent
+        let registry = folder + "/enrolled.sqlite"
+        let keys = folder + "/site.keys"
+        try Self.keyFile.write(toFile: keys, atomically: true, encoding: .utf8)
+        chmod(keys, 0o600)
+        let tag = try EmulatedNTAG424Tag(uid: Self.uid)
+        let reader = try PN532Emulator(tags: [tag])
+        defer { reader.stop() }
+        let enrol = [
+            "enroll", "--id", "G7", "--reader", "pn532_uart:\(reader.path)", "--gps", field.url, "--registry", registry, "--average", "3",
+            "--max-accuracy", "15", "--timeout", "60", "--sun", "site", "--sun-keys", keys, "--json", "--write-url",
+            "https://tags.example.org/t/{id}?e={picc_data}&c={cmac}",
+        ]
+        let result = await run(enrol)
+        #expect(result.code == 0, "\(result.err)")
+        let report = try JSONValue.parse(try #require(result.out.first))
+        #expect(report["uid"]?.string == "045A11429C3D80")
+        #expect(report["sun"]?.string == "site;picc=e;cmac=c")
+        #expect(report["sun_counter"]?.double == 1)
+        // The tag holds the site's keys: key 1 diversified for its UID, key 2 the site's, key 0 no longer the factory's.
+        let snapshot = tag.snapshot
+        #expect(snapshot.keys[1] == (try KeyDiversification.aes128(master: Self.master, input: Self.uid + Self.suffix)))
+        #expect(snapshot.keys[2] == Self.metaKey && snapshot.keys[0] != .zero)
+        let entry = try SQLiteRegistry.withRegistry(path: registry, mode: .readOnly) { store throws(RegistryStoreError) in
+            try? store.entry(forID: "G7")
+        }
+        #expect(entry?.sun == SUNSettings(keyName: "site", names: SUNParameterNames(piccData: "e", cmac: "c")))
+        #expect(entry?.uid == (try TagUID(bytes: Self.uid)))
+        for line in result.out + result.err {
+            #expect(
+                !line.contains("5D1A0B9C2E3F40516273849506A7B8C9") && !line.contains("00112233445566778899AABBCCDDEEFF"),
+                "no key in any line")
+        }
+
+        // verify --sun-keys confirms the enrolled tag's taps (its next reads: counters 2 and 3).
+        let extra = ["--registry", registry, "--sun-keys", keys]
+        #expect(try await AttackSuiteTests.tap(tag, field: field, extra) == "confirmed")
+        #expect(try await AttackSuiteTests.tap(tag, field: field, extra) == "confirmed")
+        #expect(try SQLiteSUNCounters(path: registry, create: false).lastAccepted(uid: TagUID(bytes: Self.uid)) == 3)
+    }
 }
 
 /// Set once a task is done.
