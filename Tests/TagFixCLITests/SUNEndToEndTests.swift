@@ -27,6 +27,8 @@ struct SUNEndToEndTests {
     static let metaKey = AES128Key(hex: "5D1A0B9C2E3F40516273849506A7B8C9")!
     static let master = AES128Key(hex: "00112233445566778899AABBCCDDEEFF")!
     static let suffix: [UInt8] = [0x01]
+    /// PN532 exchanges with the tag before it leaves the field in the interrupted enrolment.
+    static let cutAfter = 18
     static let keyFile = """
         # the site's SUN keys
         [site]
@@ -167,12 +169,25 @@ struct SUNEndToEndTests {
             "--max-accuracy", "15", "--timeout", "60", "--sun", "site", "--sun-keys", keys, "--json", "--write-url",
             "https://tags.example.org/t/{id}?e={picc_data}&c={cmac}",
         ]
+        // First the tag is pulled away mid-provisioning: nothing is recorded, the message says to
+        // run the same command again, and the tag still opens with the factory key 0.
+        reader.removeAfter(exchanges: Self.cutAfter)
+        let cut = await run(enrol)
+        #expect(cut.code == 69, "\(cut.err)")
+        #expect(cut.err.contains { $0.contains("Run the same command again") }, "\(cut.err)")
+        #expect(
+            tag.snapshot.keys[0] == .zero && tag.snapshot.keys[1] != .zero && tag.snapshot.ndefSettings.sdm != nil,
+            "cut after key 1, before key 0: \(tag.snapshot.keys.map { $0 == .zero })")
+        #expect(!FileManager.default.fileExists(atPath: registry))
+        reader.setPresent(true)
         let result = await run(enrol)
         #expect(result.code == 0, "\(result.err)")
         let report = try JSONValue.parse(try #require(result.out.first))
         #expect(report["uid"]?.string == "045A11429C3D80")
         #expect(report["sun"]?.string == "site;picc=e;cmac=c")
-        #expect(report["sun_counter"]?.double == 1)
+        // The counter read back: the re-run's first read (SDM already on) counted too.
+        let enrolled = try #require(report["sun_counter"]?.double.map { UInt32($0) })
+        #expect(enrolled >= 1)
         // The tag holds the site's keys: key 1 diversified for its UID, key 2 the site's, key 0 no longer the factory's.
         let snapshot = tag.snapshot
         #expect(snapshot.keys[1] == (try KeyDiversification.aes128(master: Self.master, input: Self.uid + Self.suffix)))
@@ -188,11 +203,11 @@ struct SUNEndToEndTests {
                 "no key in any line")
         }
 
-        // verify --sun-keys confirms the enrolled tag's taps (its next reads: counters 2 and 3).
+        // verify --sun-keys confirms the enrolled tag's taps (its next two reads).
         let extra = ["--registry", registry, "--sun-keys", keys]
         #expect(try await AttackSuiteTests.tap(tag, field: field, extra) == "confirmed")
         #expect(try await AttackSuiteTests.tap(tag, field: field, extra) == "confirmed")
-        #expect(try SQLiteSUNCounters(path: registry, create: false).lastAccepted(uid: TagUID(bytes: Self.uid)) == 3)
+        #expect(try SQLiteSUNCounters(path: registry, create: false).lastAccepted(uid: TagUID(bytes: Self.uid)) == enrolled + 2)
     }
 }
 
@@ -201,4 +216,33 @@ private final class Finished: Sendable {
     private let flag = Mutex(false)
     var value: Bool { flag.withLock { $0 } }
     func set() { flag.withLock { $0 = true } }
+}
+
+/// `enroll --sun`'s options are checked before any waiting: each mistake is one line and its exit code.
+@Suite struct EnrollSUNUsageTests {
+    static let template = "https://t.example/t/{id}?picc_data={picc_data}&cmac={cmac}"
+
+    @Test(
+        arguments: [
+            (["--sun", "site"], 64, "--sun-keys"),
+            (["--sun-keys", "KEYS", "--write-url", template], 64, "--sun KEYSET"),
+            (["--sun", "site", "--sun-keys", "KEYS"], 64, "--write-url"),
+            (["--sun", "site", "--sun-keys", "KEYS", "--write-url", "https://t.example/t/{id}?e={picc_data}"], 64, "{cmac}"),
+            (["--sun", "other", "--sun-keys", "KEYS", "--write-url", template], 64, "no [other] key set"),
+            (["--sun", "site", "--sun-keys", "OPEN", "--write-url", template], 66, "chmod 600"),
+        ])
+    func mistakes(_ options: [String], code: Int32, says: String) async throws {
+        let keys = try temporaryFile("site.keys", SUNEndToEndTests.keyFile)
+        chmod(keys, 0o600)
+        let open = try temporaryFile("open.keys", SUNEndToEndTests.keyFile)
+        chmod(open, 0o644)
+        let registry = (try temporaryFile("x", "") as NSString).deletingLastPathComponent + "/site.sqlite"
+        let arguments = options.map { $0 == "KEYS" ? keys : $0 == "OPEN" ? open : $0 }
+        let result = await run(
+            ["enroll", "--id", "G1", "--reader", "pn532_uart:/nonexistent", "--gps", "gpsd://127.0.0.1:1", "--registry", registry]
+                + arguments)
+        #expect(result.code == code, "\(result.err)")
+        #expect(result.err.count == 1 && result.err.first?.contains(says) == true, "\(result.err)")
+        #expect(result.out.isEmpty && !FileManager.default.fileExists(atPath: registry))
+    }
 }
