@@ -59,7 +59,12 @@ struct EnrollCommand: Subcommand {
             --sign-key site.key signs the written URL's location (lat, lon, r and the tag id; the \
             template must carry {lat} {lon} {r}) for tagfix verify --trust-key; the key file must be \
             mode 0600. The signature does not bind the UID (the URL is made before the tag is \
-            read): tagfix sign-url --uid does (docs/trust.md).
+            read): tagfix sign-url --uid does (docs/trust.md). --sun KEYSET --sun-keys FILE provisions \
+            a factory-fresh NTAG 424 DNA instead: the --write-url template carries {picc_data} and \
+            {cmac} (e.g. ?picc_data={picc_data}&cmac={cmac}); enroll writes it, turns on SDM, sets \
+            keys 1 and 2 from the key set and key 0 last, reads one SUN back and verifies it, and \
+            records the tag's sun settings. Interrupted, the same command resumes \
+            (docs/trust.md#provisioning-states).
             """,
         options: [
             .init(name: "id", valueName: "ID", help: "The tag's id (as its URL names it)."),
@@ -75,6 +80,10 @@ struct EnrollCommand: Subcommand {
             .init(
                 name: "sign-key", valueName: "FILE",
                 help: "With --write-url: sign the URL's location with this site key (tagfix keys generate), for verify --trust-key."),
+            .init(
+                name: "sun", valueName: "KEYSET",
+                help: "Provision an NTAG 424 DNA for SUN with this key set; --write-url carries {picc_data} and {cmac}."),
+            .init(name: "sun-keys", valueName: "FILE", help: "With --sun: the SUN key file (mode 0600), as verify --sun-keys reads it."),
             .init(name: "average", valueName: "S", help: "Seconds of GPS to average; default 30."),
             .init(name: "max-accuracy", valueName: "M", help: "Worst averaged accuracy (95 %) to accept, metres; default 10."),
             .init(name: "min-fixes", valueName: "N", help: "Fewest usable fixes; default 5."),
@@ -100,6 +109,8 @@ struct EnrollCommand: Subcommand {
     var template: String?
     /// --sign-key: the site key the written URL's location is signed with.
     var signKey: Ed25519PrivateKey?
+    /// --sun: provision an NTAG 424 DNA (EnrollSUN.swift).
+    var sun: SUNEnrolment?
     var average: Duration
     var averager = PositionAverager()
     var by: String?
@@ -133,6 +144,7 @@ struct EnrollCommand: Subcommand {
         replace = arguments.flag("replace")
         timeout = try arguments.seconds("timeout", in: 0.1...86_400, command: command) ?? .seconds(120)
         json = arguments.flag("json")
+        sun = try SUNEnrolment(arguments, template: &template, command: command)
         if let template {
             // Try the template now, at a placeholder position: a bad one fails before any waiting.
             let trial = try Self.render(
@@ -215,7 +227,14 @@ struct EnrollCommand: Subcommand {
         }
         let message = url.map { NDEFMessage(records: [NDEFRecord.uri($0)]).encoded() }
         io.err(url.map { "tap the tag to write \($0)…" } ?? "tap the tag on the reader…")
-        let (scan, written) = try await tag(writing: message, clock: clock, io: io)
+        let (scan, written, sunRead): (TagScan, TagWritten?, SUNResult?)
+        if let sun, let url, let message {
+            let (read, proof) = try await sun.provision(url: url, message: message, reader: reader, timeout: timeout, clock: clock, io: io)
+            (scan, written, sunRead) = (read, nil, proof)
+        } else {
+            (scan, written) = try await tag(writing: message, clock: clock, io: io)
+            sunRead = nil
+        }
         if url == nil, let tagURL = scan.url, let found = (try? URLLocation(url: tagURL, defaultRadius: radius))?.tagID, found != id {
             throw .usage(
                 "the tag's URL \(tagURL) names tag \"\(found)\", not \"\(id)\": enrol it as --id \(found), or rewrite it with --write-url",
@@ -233,7 +252,7 @@ struct EnrollCommand: Subcommand {
             id: id, uid: scan.uid, region: region, name: name,
             enrolment: Enrolment(at: clock.now, by: by, accuracy: Self.millimetres(position.accuracy), fixes: position.kept), notes: notes,
             // A tag enrolled genuine must read genuine from now on (docs/trust.md).
-            originality: scan.originality?.status)
+            originality: scan.originality?.status, sun: sun?.settings)
         do {
             try registry.record(entry, replace: replace)
         } catch {
@@ -251,12 +270,17 @@ struct EnrollCommand: Subcommand {
             object.add("accuracy_m", position.accuracy)
             object.add("fixes", position.kept)
             object.add("rejected", position.rejected)
-            object.add("url", scan.url)
+            object.add("url", sunRead != nil ? url : scan.url)
             object.add("written", written != nil)
             object.add("pages_written", written?.pagesWritten)
+            object.add("sun", sun?.settings.description)
+            object.add("sun_counter", sunRead?.counter.map { Int($0) })
             object.add("registry", registryPath)
             io.out(object.text)
         } else {
+            if let sunRead, let url {
+                io.out("provisioned NTAG 424 DNA \(scan.uid.hex) with \(url): SUN read back and verified (counter \(sunRead.counter ?? 0))")
+            }
             if let written {
                 io.out("wrote \(scan.url ?? "") to \(written.chipName) \(scan.uid.hex) (\(written.pagesWritten) pages), read back: same")
             }

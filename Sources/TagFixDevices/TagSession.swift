@@ -31,10 +31,14 @@ public struct TagSessionRequest: Sendable, Hashable {
     /// is (the reader adds the framing): what a trust check asks the chip (`READ_SIG`,
     /// `GET_VERSION`, an ISO 7816 APDU). Their answers come back in `TagSessionResult.answers`.
     public var exchanges: [[UInt8]]
+    /// Run after the read, before `exchanges`, while the tag is still selected (backends that
+    /// cannot exchange commands skip it).
+    public var dialogue: TagDialogue?
 
-    public init(write: [UInt8]? = nil, exchanges: [[UInt8]] = []) {
+    public init(write: [UInt8]? = nil, exchanges: [[UInt8]] = [], dialogue: TagDialogue? = nil) {
         self.write = write
         self.exchanges = exchanges
+        self.dialogue = dialogue
     }
 }
 

@@ -88,6 +88,8 @@ public final class LibNFCTagSession<C: Clock>: TagSession, Sendable where C.Inst
                 let scan = read.scan(
                     readerID: readerID, uid: uid, time: started, duration: started.duration(to: clock.now),
                     extraBytes: written?.bytesMoved ?? 0)
+                let identity = TagIdentity(uid: uid, atqa: target.atqa, sak: target.sak, answerToSelect: target.ats)
+                request.dialogue?.run(identity) { command in try transport.transceive(command) }
                 var answers: [Result<[UInt8], ReaderError>] = []
                 for command in request.exchanges {
                     do throws(TagError) {
@@ -100,7 +102,7 @@ public final class LibNFCTagSession<C: Clock>: TagSession, Sendable where C.Inst
                 events.yield(
                     .done(
                         TagSessionResult(
-                            identity: TagIdentity(uid: uid, atqa: target.atqa, sak: target.sak, answerToSelect: target.ats), scan: scan,
+                            identity: identity, scan: scan,
                             written: written.map {
                                 TagWritten(
                                     chipName: $0.chipName, pagesWritten: $0.pagesWritten, bytesMoved: $0.bytesMoved, commands: $0.commands)
