@@ -28,14 +28,36 @@ public final class PrivateGPSD: Sendable {
         ["/usr/sbin/gpsd", "/usr/bin/gpsd", "/usr/local/sbin/gpsd"].first { FileManager.default.isExecutableFile(atPath: $0) }
     }
 
-    /// Starts gpsd on `device` and waits until it accepts connections.
+    /// Starts gpsd on `device` and waits until it listens. Without a `port`, a free one is chosen;
+    /// another program (a parallel test's gpsd) can take it between the choice and gpsd's bind, so
+    /// gpsd counts as started only when the listener on the port is gpsd's own socket, and is
+    /// started again on another port when it is not (before, a client could be sent to another
+    /// test's gpsd that happened to have the port, and wait for fixes that never came).
     public init(device: String, port: Int? = nil) throws(EmulatorError) {
         guard let gpsd = Self.installedPath else { throw .pty("gpsd is not installed (apt-get install gpsd)") }
-        let chosen = port ?? Self.freePort()
-        guard chosen > 0 else { throw .pty("no free TCP port on 127.0.0.1") }
         // gpsd started as root drops to its own user: let it open the pty.
         let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: device)) ?? device
         _ = chmod(target, 0o666)
+        var failure = EmulatorError.pty("no free TCP port on 127.0.0.1")
+        for _ in 0..<(port == nil ? 4 : 1) {
+            let chosen = port ?? Self.freePort()
+            guard chosen > 0 else { break }
+            switch Self.launch(gpsd: gpsd, device: target, port: chosen) {
+            case .success(let process):
+                self.process = process
+                self.port = chosen
+                self.device = target
+                watchdog = Mutex(Watchdog(guarding: process.pid, named: URL(fileURLWithPath: gpsd).lastPathComponent))
+                return
+            case .failure(let why):
+                failure = why
+            }
+        }
+        throw failure
+    }
+
+    /// Runs gpsd on `port` until its own socket listens there (at most 5 s), or says why not.
+    private static func launch(gpsd: String, device target: String, port chosen: Int) -> Result<ChildProcess, EmulatorError> {
         var arguments = ["-N", "-n", "-b", "-S", String(chosen), target]
         // TAGFIX_GPSD_LOG=DIR keeps gpsd's own debug log (level 3) in DIR/gpsd-PORT.log.
         let logDirectory = ProcessInfo.processInfo.environment["TAGFIX_GPSD_LOG"]
@@ -53,20 +75,15 @@ public final class PrivateGPSD: Sendable {
             process = try ChildProcess(
                 executable: gpsd, arguments: arguments, environment: environment, standardError: logFile >= 0 ? logFile : nil)
         } catch {
-            throw .pty(error.description)
+            return .failure(.pty(error.description))
         }
-        self.process = process
-        self.port = chosen
-        self.device = target
-        watchdog = Mutex(Watchdog(guarding: process.pid, named: URL(fileURLWithPath: gpsd).lastPathComponent))
-        // Ready when the port answers (at most 5 s).
         for _ in 0..<100 {
-            if Self.accepts(port: chosen) { return }
+            if Self.listening(port: chosen, pid: process.pid) { return .success(process) }
             guard process.isRunning else { break }
             Thread.sleep(forTimeInterval: 0.05)
         }
-        stop()
-        throw .pty("gpsd did not start listening on port \(chosen)")
+        process.stop(grace: .seconds(1))
+        return .failure(.pty("gpsd did not start listening on port \(chosen)"))
     }
 
     public var isRunning: Bool { process.isRunning }
@@ -134,6 +151,45 @@ public final class PrivateGPSD: Sendable {
             writer = -1
             process.waitUntilExit()
         }
+    }
+
+    /// Whether `pid` (any process, when nil) listens on TCP `port` (IPv4), from /proc/net/tcp and
+    /// the process's descriptors: no connection is made, so no server takes a probe for a client.
+    static func listening(port: Int, pid: Int32? = nil) -> Bool {
+        guard let table = readToEnd("/proc/net/tcp") else { return false }
+        let local = String(format: ":%04X", port)
+        for line in table.split(separator: "\n").dropFirst() {
+            let fields = line.split(separator: " ")
+            // sl, local_address, rem_address, st (0A is LISTEN), queues, timer, retransmits,
+            // uid, timeout, inode.
+            guard fields.count > 9, fields[1].hasSuffix(local), fields[3] == "0A" else { continue }
+            guard let pid else { return true }
+            let socket = "socket:[\(fields[9])]"
+            let descriptors = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []
+            if descriptors.contains(where: {
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/\(pid)/fd/\($0)")) == socket
+            }) {
+                return true
+            }
+        }
+        return false
+    }
+
+    /// The whole of a /proc file (its size reads as 0, so it is read until end of file).
+    static func readToEnd(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0, errno == EINTR { continue }
+            guard n >= 0 else { return nil }
+            if n == 0 { break }
+            bytes += chunk[0..<n]
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// A port the kernel says is free on 127.0.0.1 (for a private gpsd, or a test's gpsfake).
