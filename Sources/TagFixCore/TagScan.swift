@@ -7,6 +7,11 @@ public struct TagUID: Sendable, Hashable, Comparable, CustomStringConvertible {
         self.bytes = bytes
     }
 
+    /// Bytes known to be a UID's (4 to 10 of them): unpacked from one that was checked.
+    init(checkedBytes bytes: [UInt8]) {
+        self.bytes = bytes
+    }
+
     /// Parses hex with optional `:`, `-` or space separators, e.g. `04:A1:B2:C3:D4:E5:F6`.
     public init(hex text: String) throws(TagUIDError) {
         var bytes: [UInt8] = []

@@ -163,6 +163,17 @@ import Testing
         #expect(verdicts.map(\.kind) == [.inconclusive(.registryUnavailable(RegistryError("disk full")))])
     }
 
+    /// The evidence keeps a UID in two integers (no reference on the verdict path): every length
+    /// a UID can have comes back byte for byte.
+    @Test(arguments: ["04A1B2C3", "04DE5F1EACC040", "04112233445566778899", "FFFFFFFFFFFFFFFFFFFF", "00000000"])
+    func evidenceKeepsTheUID(hex: String) throws {
+        let uid = try TagUID(hex: hex)
+        let evidence = SUNEvidence(uid: uid, counter: 0xFF_FFFF)
+        #expect(evidence.uid == uid)
+        #expect(evidence.counter == 0xFF_FFFF)
+        #expect(SUNEvidence(uid: uid, counter: 1) != SUNEvidence(uid: try TagUID(hex: "04DE5F1EACC041"), counter: 1))
+    }
+
     /// Messages never carry key material or the MAC.
     @Test func messagesCarryNoSecrets() throws {
         let url = try Self.mint(counter: 5)
