@@ -115,8 +115,10 @@ struct SUNEndToEndTests {
                     "--json", "--count", "3", "--timeout", "90", "--fix-timeout", "30",
                 ], output: output)
         }
-        // Three taps: after each verdict the tag is lifted and put back (a new activation, a new read).
-        for tap in 1...3 {
+        // Three taps: after the first and the second verdict the tag is lifted and put back (a new
+        // activation, a new read). Not after the third: a read that started before verify stopped
+        // would still get its verdict (a fourth), as every scan does.
+        for tap in 1...2 {
             while output.stdout.count < tap, !finished.value { try await Task.sleep(for: .milliseconds(20)) }
             reader.setPresent(false)
             reader.setPresent(true)
