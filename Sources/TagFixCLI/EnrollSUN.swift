@@ -35,12 +35,7 @@ struct SUNEnrolment: Sendable {
         } catch {
             throw .usage(error.description, command: command)
         }
-        let keyring: SUNKeyring
-        do {
-            keyring = try SUNKeyring.parse(try SecretFile.read(keysPath))
-        } catch {
-            throw error.unreadable ? .noInput(error) : .file(error.file == nil ? error.inFile(keysPath) : error)
-        }
+        let keyring = try SunCommand.readKeyring(keysPath)
         guard let keys = keyring.sets[keyName] else {
             throw .usage(
                 "--sun \(keyName): \(keysPath) has no [\(keyName)] key set (it has: \(keyring.names.joined(separator: ", ")))",

@@ -102,6 +102,15 @@ struct SunCommand: Subcommand {
         }
     }
 
+    /// The key sets of `--sun-keys FILE` (verify, enroll --sun), refused unless only its owner can read it.
+    static func readKeyring(_ path: String) throws(CLIError) -> SUNKeyring {
+        do {
+            return try SUNKeyring.parse(try SecretFile.read(path))
+        } catch {
+            throw error.unreadable ? .noInput(error) : .file(error.file == nil ? error.inFile(path) : error)
+        }
+    }
+
     /// How `verify` checks SUN registry tags: the key sets from `--sun-keys` (refused unless
     /// 0600) and the counters in the SQLite registry itself, or in `--sun-counters FILE` for a
     /// CSV or JSON registry. `nil` without `--sun-keys`: SUN tags are then `sun_unchecked`.
@@ -112,12 +121,7 @@ struct SunCommand: Subcommand {
             if countersPath != nil { throw .usage("--sun-counters needs --sun-keys FILE", command: command) }
             return nil
         }
-        let keyring: SUNKeyring
-        do {
-            keyring = try SUNKeyring.parse(try SecretFile.read(keysPath))
-        } catch {
-            throw error.unreadable ? .noInput(error) : .file(error.file == nil ? error.inFile(keysPath) : error)
-        }
+        let keyring = try readKeyring(keysPath)
         let countersFile: String
         if let countersPath {
             countersFile = countersPath

@@ -36,7 +36,8 @@ public struct SUNKeyFile: Sendable, Hashable {
 }
 
 extension String {
-    fileprivate var trimmingBlanks: String {
+    /// Without leading and trailing spaces, tabs and carriage returns (key files' lines).
+    var trimmingBlanks: String {
         let scalars = unicodeScalars
         guard let first = scalars.firstIndex(where: { $0 != " " && $0 != "\t" && $0 != "\r" }),
             let last = scalars.lastIndex(where: { $0 != " " && $0 != "\t" && $0 != "\r" })

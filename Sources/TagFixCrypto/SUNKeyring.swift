@@ -33,7 +33,7 @@ public struct SUNKeyring: SUNAuthenticator, Sendable {
         var sections: [(name: String, pending: Pending)] = [("default", Pending(line: 1))]
         for (index, raw) in text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
             let number = index + 1
-            let line = trimmed(String(raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""))
+            let line = String(raw.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? "").trimmingBlanks
             guard !line.isEmpty else { continue }
             if line.hasPrefix("[") {
                 guard line.hasSuffix("]"), line.count > 2 else { throw DataFileError(line: number, message: "expected [NAME]") }
@@ -48,7 +48,7 @@ public struct SUNKeyring: SUNAuthenticator, Sendable {
                 sections.append((name, Pending(line: number)))
                 continue
             }
-            let parts = line.split(separator: "=", maxSplits: 1).map { trimmed(String($0)) }
+            let parts = line.split(separator: "=", maxSplits: 1).map { String($0).trimmingBlanks }
             guard parts.count == 2, ["key", "meta_key", "diversify"].contains(parts[0]) else {
                 throw DataFileError(line: number, message: "expected key = HEX, meta_key = HEX, diversify = HEX or [NAME]")
             }
@@ -73,7 +73,7 @@ public struct SUNKeyring: SUNAuthenticator, Sendable {
             let metaKey = try pending.values["meta_key"].map { value throws(DataFileError) in try aes(value, "meta_key") } ?? fileKey
             var readKey = SUNVerifier.FileReadKey.fixed(fileKey)
             if let suffix = pending.values["diversify"] {
-                guard let bytes = hexBytes(suffix.text), bytes.count <= 24 else {
+                guard let bytes = SUNHex.decode(Array(suffix.text.utf8)), bytes.count <= 24 else {
                     throw DataFileError(
                         line: suffix.line, message: "diversify is not hex of at most 24 bytes (UID ‖ it must fit AN10922's 31)")
                 }
@@ -83,24 +83,5 @@ public struct SUNKeyring: SUNAuthenticator, Sendable {
         }
         guard !keyring.sets.isEmpty else { throw DataFileError(line: nil, message: "no key = HEX line") }
         return keyring
-    }
-
-    private static func trimmed(_ text: String) -> String {
-        let scalars = text.unicodeScalars
-        guard let first = scalars.firstIndex(where: { $0 != " " && $0 != "\t" && $0 != "\r" }),
-            let last = scalars.lastIndex(where: { $0 != " " && $0 != "\t" && $0 != "\r" })
-        else { return "" }
-        return String(scalars[first...last])
-    }
-
-    private static func hexBytes(_ text: String) -> [UInt8]? {
-        let digits = Array(text.utf8)
-        guard digits.count % 2 == 0 else { return nil }
-        var bytes: [UInt8] = []
-        for i in stride(from: 0, to: digits.count, by: 2) {
-            guard let byte = UInt8(String(decoding: digits[i..<i + 2], as: UTF8.self), radix: 16) else { return nil }
-            bytes.append(byte)
-        }
-        return bytes
     }
 }
