@@ -31,6 +31,7 @@ let package = Package(
         .library(name: "TagFixEmulators", targets: ["TagFixEmulators"]),
         .library(name: "TagFixTags", targets: ["TagFixTags"]),
         .library(name: "TagFixNFC", targets: ["TagFixNFC"]),
+        .library(name: "TagFixPCSC", targets: ["TagFixPCSC"]),
         .library(name: "TagFixReaders", targets: ["TagFixReaders"]),
         .library(name: "TagFixGPSD", targets: ["TagFixGPSD"]),
         .library(name: "TagFixStore", targets: ["TagFixStore"]),
@@ -54,6 +55,9 @@ let package = Package(
         // `TagTransport` the backend supplies: no backend's C library.
         .target(name: "TagFixTags", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixCrypto"]),
         .target(name: "TagFixNFC", dependencies: ["CNFC", "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTags"]),
+        // pcsc-lite's client library: PC/SC readers through pcscd (ACR1252U, Omnikey, uTrust…).
+        .systemLibrary(name: "CPCSC", pkgConfig: "libpcsclite", providers: [.apt(["libpcsclite-dev"])]),
+        .target(name: "TagFixPCSC", dependencies: ["CPCSC", "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTags"]),
         .systemLibrary(name: "CGPS", pkgConfig: "libgps", providers: [.apt(["libgps-dev"])]),
         .target(name: "TagFixGPSD", dependencies: ["CGPS", "TagFixCore", "TagFixDevices"]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
@@ -74,12 +78,12 @@ let package = Package(
             dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixNFC", "TagFixGPSD"]),
         // The reader factory: a reader address (--reader) becomes a TagReader or a TagSession of
         // the backend that serves it; a new backend registers here.
-        .target(name: "TagFixReaders", dependencies: ["TagFixCore", "TagFixDevices", "TagFixNFC", "TagFixScenarios"]),
+        .target(name: "TagFixReaders", dependencies: ["TagFixCore", "TagFixDevices", "TagFixNFC", "TagFixPCSC", "TagFixScenarios"]),
         .target(
             name: "TagFixCLI",
             dependencies: [
-                "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixTags", "TagFixNFC", "TagFixReaders",
-                "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo",
+                "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixTags", "TagFixNFC", "TagFixPCSC",
+                "TagFixReaders", "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo",
             ]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
         .executableTarget(
@@ -108,6 +112,8 @@ let package = Package(
             name: "TagFixTagsTests", dependencies: ["TagFixTags", "TagFixEmulators", "TagFixNDEF", "TagFixTesting", "TagFixDevices", "TagFixCore"]),
         .testTarget(name: "TagFixNFCTests", dependencies: ["TagFixNFC", "TagFixTags", "TagFixEmulators", "TagFixNDEF", "TagFixTesting"]),
         .testTarget(
+            name: "TagFixPCSCTests", dependencies: ["TagFixPCSC", "TagFixEmulators", "TagFixNDEF", "TagFixCore", "TagFixTesting"]),
+        .testTarget(
             name: "TagFixReadersTests", dependencies: ["TagFixReaders", "TagFixDevices", "TagFixCore", "TagFixScenarios", "TagFixTesting"]),
         .testTarget(name: "TagFixDevicesTests", dependencies: ["TagFixDevices", "TagFixScenarios", "TagFixTesting"]),
         .testTarget(name: "TagFixTestingTests", dependencies: ["TagFixScenarios", "TagFixTesting"]),
@@ -121,7 +127,7 @@ let package = Package(
             name: "TagFixCLITests",
             dependencies: [
                 "TagFixCLI", "TagFixTesting", "TagFixScenarios", "TagFixEmulators", "TagFixNDEF", "TagFixNFC", "TagFixDevices", "TagFixGPSD",
-                "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo", "TagFixTags", "TagFixReaders",
+                "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo", "TagFixTags", "TagFixReaders", "TagFixPCSC",
             ]),
     ],
     swiftLanguageModes: [.v6]
