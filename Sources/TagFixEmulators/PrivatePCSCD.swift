@@ -114,7 +114,8 @@ public final class PrivatePCSCD: Sendable {
         // TAGFIX_PCSCD_LOG=DIR keeps pcscd's debug log in DIR/pcscd-PORT.log.
         var logFile: Int32 = -1
         if let directory = logDirectory {
-            logFile = open((directory as NSString).appendingPathComponent("pcscd-\(port).log"), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            logFile = open(
+                (directory as NSString).appendingPathComponent("pcscd-\(port).log"), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         }
         defer { if logFile >= 0 { close(logFile) } }
         try? FileManager.default.removeItem(atPath: run + "/pcscd.comm")

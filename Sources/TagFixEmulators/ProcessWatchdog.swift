@@ -37,7 +37,8 @@ struct ProcessWatchdog {
         defer { close(fds[0]) }
         do {
             process = try ChildProcess(
-                executable: "/bin/sh", arguments: ["-c", script, "tagfix-\(name.prefix(15))-watchdog", String(pid), String(name.prefix(15))],
+                executable: "/bin/sh",
+                arguments: ["-c", script, "tagfix-\(name.prefix(15))-watchdog", String(pid), String(name.prefix(15))],
                 standardInput: fds[0])
         } catch {
             close(fds[1])

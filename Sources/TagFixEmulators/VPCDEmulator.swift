@@ -243,16 +243,18 @@ public final class VPCDEmulator: Sendable {
         guard let header = readExactly(fd, 2) else { return nil }
         let length = Int(header[0]) << 8 | Int(header[1])
         guard length > 0 else { return [] }
-        let body = readExactly(fd, length)
-        // Delayed ACKs come back after each read: keep them off.
-        setFast(fd)
-        return body
+        return readExactly(fd, length)
     }
 
     private static func readExactly(_ fd: Int32, _ count: Int) -> [UInt8]? {
         var bytes = [UInt8](repeating: 0, count: count)
         var got = 0
         while got < count {
+            // vpcd writes the length and the bytes separately, and Nagle's algorithm holds the
+            // second write until the first is acknowledged: acknowledge at once. The kernel turns
+            // quick ACKs off again by itself, so this is set before every read.
+            var on: Int32 = 1
+            _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_QUICKACK, &on, socklen_t(MemoryLayout<Int32>.size))
             let n = bytes.withUnsafeMutableBytes { recv(fd, $0.baseAddress! + got, count - got, 0) }
             if n < 0, errno == EINTR { continue }
             guard n > 0 else { return nil }

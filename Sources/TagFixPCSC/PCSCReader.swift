@@ -139,7 +139,8 @@ public final class PCSCReader<C: Clock>: TagReader, Sendable where C.Instant == 
                     let what = selection == .any ? "pcscd has no reader" : "pcscd has no reader \(selection) (it has \(names.count))"
                     events.yield(
                         .disconnected(
-                            ReaderError(code: .notFound, message: what, hint: "plug the reader in; tagfix devices lists the readers pcscd has")))
+                            ReaderError(
+                                code: .notFound, message: what, hint: "plug the reader in; tagfix devices lists the readers pcscd has")))
                     reportedDown = true
                 }
                 announced = nil
@@ -228,7 +229,8 @@ public final class PCSCReader<C: Clock>: TagReader, Sendable where C.Instant == 
                 hint: "hold the tag still until the read completes")
         case .malformed(let detail):
             ReaderError(
-                code: .malformedTag, message: "tag \(uid.hex): \(detail)", hint: "rewrite the tag, or inspect a dump of it with tagfix inspect")
+                code: .malformedTag, message: "tag \(uid.hex): \(detail)",
+                hint: "rewrite the tag, or inspect a dump of it with tagfix inspect")
         }
     }
 }

@@ -80,7 +80,9 @@ public final class PCSCTagSession<C: Clock>: TagSession, Sendable where C.Instan
             guard !chosen.isEmpty else {
                 let what = selection == .any ? "pcscd has no reader" : "pcscd has no reader \(selection) (it has \(names.count))"
                 events.yield(
-                    .unavailable(ReaderError(code: .notFound, message: what, hint: "plug the reader in; tagfix devices lists the readers pcscd has")))
+                    .unavailable(
+                        ReaderError(code: .notFound, message: what, hint: "plug the reader in; tagfix devices lists the readers pcscd has"))
+                )
                 return nil
             }
             if !announced {

@@ -15,7 +15,9 @@ private func image(_ path: String) throws -> TagImage {
 
 @Suite("PC/SC Part 3: the ATR a reader makes up, read back")
 struct PCSCCardKindTests {
-    @Test("every shared NTAG dump's ATR names a Type 2 storage card, with a right TCK", .enabled(if: !flipperDumps.isEmpty, skip), arguments: flipperDumps)
+    @Test(
+        "every shared NTAG dump's ATR names a Type 2 storage card, with a right TCK", .enabled(if: !flipperDumps.isEmpty, skip),
+        arguments: flipperDumps)
     func type2(_ path: String) throws {
         let tag = try image(path).emulatedTag()
         let atr = PCSCPart3Reader.atr(for: tag)
@@ -35,15 +37,19 @@ struct PCSCCardKindTests {
         #expect(PCSCCardKind(atr: atr) == .isoDEP(historical: [0x80]))
     }
 
-    @Test("MIFARE Classic and foreign ATRs are not taken for Type 2", arguments: [
-        "3B8F8001804F0CA000000306030001000000006A", "3B8F8001804F0CA000000306030002000000006A", "3B6800000073C84013009000", "",
-    ])
+    @Test(
+        "MIFARE Classic and foreign ATRs are not taken for Type 2",
+        arguments: [
+            "3B8F8001804F0CA000000306030001000000006A", "3B8F8001804F0CA000000306030002000000006A", "3B6800000073C84013009000", "",
+        ])
     func notType2(_ hex: String) {
         let kind = PCSCCardKind(atr: Hex.decode(hex) ?? [])
         #expect(!kind.isType2)
     }
 
-    @Test("READ BINARY through the emulated reader gives the dump's pages; GET DATA its UID", .enabled(if: !flipperDumps.isEmpty, skip), arguments: flipperDumps)
+    @Test(
+        "READ BINARY through the emulated reader gives the dump's pages; GET DATA its UID", .enabled(if: !flipperDumps.isEmpty, skip),
+        arguments: flipperDumps)
     func readBinary(_ path: String) throws {
         let dump = try image(path)
         guard case .type2(let pages) = dump.memory else { return }
