@@ -134,7 +134,12 @@ public final class PrivatePCSCD: Sendable {
             guard process.isRunning else { break }
             Thread.sleep(forTimeInterval: 0.05)
         }
+        let exited = !process.isRunning
         process.stop(grace: .seconds(1))
+        if exited {
+            return .failure(
+                .link("pcscd exited at once: it runs in a mount namespace of its own (unshare --mount), which this system may not allow"))
+        }
         return .failure(.link("pcscd did not start listening for vpcd on port \(port)"))
     }
 
