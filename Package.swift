@@ -72,7 +72,7 @@ let package = Package(
         .target(name: "TagFixScenarios", dependencies: ["TagFixCore", "TagFixDevices"]),
         .target(name: "TagFixTesting", dependencies: ["TagFixCore", "TagFixDevices"]),
         // The doctor's checks and the demo's orchestration: libraries the thin CLI calls.
-        .target(name: "TagFixDoctor", dependencies: ["TagFixCore", "TagFixDevices", "TagFixNFC", "TagFixGPSD"]),
+        .target(name: "TagFixDoctor", dependencies: ["TagFixCore", "TagFixDevices", "TagFixNFC", "TagFixPCSC", "TagFixGPSD"]),
         .target(
             name: "TagFixDemo",
             dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixNFC", "TagFixGPSD"]),

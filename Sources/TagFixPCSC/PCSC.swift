@@ -1,5 +1,6 @@
 import CPCSC
 import Foundation
+import Synchronization
 import TagFixDevices
 import TagFixTags
 
@@ -123,9 +124,13 @@ struct PCSCContext: Sendable {
         let result = SCardEstablishContext(DWORD(SCARD_SCOPE_SYSTEM), nil, nil, &context)
         guard result == SCARD_S_SUCCESS else { throw PCSCError(code: Int(result), operation: "SCardEstablishContext") }
         handle = context
+        PCSCActivity.shared.opened(self)
     }
 
-    func release() { _ = SCardReleaseContext(handle) }
+    func release() {
+        _ = SCardReleaseContext(handle)
+        PCSCActivity.shared.released(self)
+    }
 
     /// Ends a running `waitForChange` at once (from any thread).
     func cancel() { _ = SCardCancel(handle) }
@@ -177,6 +182,49 @@ struct PCSCContext: Sendable {
             handle, reader, DWORD(SCARD_SHARE_SHARED), DWORD(SCARD_PROTOCOL_T0 | SCARD_PROTOCOL_T1), &card, &proto)
         guard result == SCARD_S_SUCCESS else { throw PCSCError(code: Int(result), operation: "SCardConnect \(reader)") }
         return PCSCCard(handle: card, activeProtocol: proto)
+    }
+}
+
+/// The pcsc-lite contexts this process has open, so that its end waits for them: libpcsclite's
+/// destructor frees its contexts when the process exits, and a device thread still inside
+/// `SCardGetStatusChange` then crashed (SIGSEGV at the end of `verify --count 1`, once in a
+/// while). At exit (an `atexit` handler, which runs before the libraries' destructors) every
+/// open context is cancelled and the exit waits, at most a second, for its thread to release it.
+final class PCSCActivity: Sendable {
+    static let shared = PCSCActivity()
+    private struct State {
+        var open: [SCARDCONTEXT: Int] = [:]
+        var exiting = false
+        var installed = false
+    }
+    private let state = Mutex(State())
+
+    /// Whether the process is ending: device loops stop.
+    var exiting: Bool { state.withLock { $0.exiting } }
+
+    func opened(_ context: PCSCContext) {
+        let install = state.withLock { state -> Bool in
+            state.open[context.handle, default: 0] += 1
+            defer { state.installed = true }
+            return !state.installed
+        }
+        if install { atexit { PCSCActivity.shared.drain() } }
+    }
+
+    func released(_ context: PCSCContext) {
+        state.withLock { state in
+            state.open[context.handle, default: 1] -= 1
+            if state.open[context.handle] == 0 { state.open[context.handle] = nil }
+        }
+    }
+
+    private func drain() {
+        let open = state.withLock { state -> [SCARDCONTEXT] in
+            state.exiting = true
+            return Array(state.open.keys)
+        }
+        for handle in open { _ = SCardCancel(handle) }
+        for _ in 0..<100 where state.withLock({ !$0.open.isEmpty }) { usleep(10_000) }
     }
 }
 

@@ -73,7 +73,7 @@ public final class PCSCReader<C: Clock>: TagReader, Sendable where C.Instant == 
         }
     }
 
-    private var isStopped: Bool { thread.isStopped }
+    private var isStopped: Bool { thread.isStopped || PCSCActivity.shared.exiting }
 
     /// What the pass-through of the reader named `name` is known to do.
     func passThrough(of name: String) -> PCSCPassThrough {

@@ -74,7 +74,7 @@ public final class PCSCTagSession<C: Clock>: TagSession, Sendable where C.Instan
     ) throws(PCSCError) -> (String, [UInt8])? {
         var announced = false
         var known: [String: DWORD] = [:]
-        while !thread.isStopped {
+        while !thread.isStopped && !PCSCActivity.shared.exiting {
             let names = try context.readers()
             let chosen = selection.pick(names)
             guard !chosen.isEmpty else {

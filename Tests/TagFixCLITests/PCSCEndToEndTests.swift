@@ -306,6 +306,68 @@ struct PCSCEndToEndTests {
         #expect(object["readers"]?.array?.contains { $0.string == "pcsc:\(PrivatePCSCD.readerName)" } == true, "\(result.out)")
     }
 
+    @Test("tagfix doctor names the readers pcscd has")
+    func doctor() async throws {
+        let bench = try await PCSCBench.start(tags: [])
+        defer { bench.stop() }
+        let result = try await TagfixProcess.run(["doctor", "--gps", "none", "--json"], pcscd: bench.pcscd)
+        let found = try result.out.map { try JSONValue.parse($0) }.first { $0["code"]?.string == "pcsc-readers" }
+        #expect(found?["message"]?.string?.contains("pcsc:\(PrivatePCSCD.readerName)") == true, "\(result.out)")
+    }
+
+    @Test(
+        "tagfix emulate pcsc --pcscd: its card is read through the socket it prints; its script takes the tag away and back",
+        .enabled(if: !flipperDumps.isEmpty, skip))
+    func emulateCommand() async throws {
+        let dump = try #require(flipperDumps.first)
+        // Away from the start, back at 3 s, away at 6 s, back at 8 s: two taps, whenever the scan starts
+        // in the first 6 s.
+        let script = try temporaryFile("faults.txt", "0 remove 0\n3 present 0\n6 remove 0\n8 present 0\n")
+        let emulator = Process()
+        emulator.executableURL = URL(fileURLWithPath: binary)
+        emulator.arguments = ["emulate", "pcsc", "--tag", dump, "--pcscd", "--script", script]
+        let out = Pipe()
+        emulator.standardOutput = out
+        emulator.standardError = FileHandle.nullDevice
+        try emulator.run()
+        defer {
+            emulator.terminate()
+            emulator.waitUntilExit()
+        }
+        let reading = out.fileHandleForReading
+        let socket: String = try await offPool {
+            var text = ""
+            while !text.contains("reader: ") {
+                let data = reading.availableData
+                if data.isEmpty { break }
+                text += String(decoding: data, as: UTF8.self)
+            }
+            guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("pcscd: PCSCLITE_CSOCK_NAME=") }) else {
+                throw EmulateOutput.noSocket(text)
+            }
+            return String(line.dropFirst("pcscd: PCSCLITE_CSOCK_NAME=".count))
+        }
+        let image = try TagDump.load(Array(try #require(FileManager.default.contents(atPath: dump))))
+        let lines = try await offPool { () -> [String] in
+            let child = Process()
+            child.executableURL = URL(fileURLWithPath: binary)
+            child.arguments = ["scan", "--reader", "pcsc:", "--json", "--count", "2", "--timeout", "30"]
+            child.environment = ProcessInfo.processInfo.environment.merging(["PCSCLITE_CSOCK_NAME": socket]) { $1 }
+            let pipe = Pipe()
+            child.standardOutput = pipe
+            child.standardError = FileHandle.nullDevice
+            try child.run()
+            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            child.waitUntilExit()
+            return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+        }
+        // Read each time the script puts it back.
+        #expect(lines.count == 2, "\(lines)")
+        for line in lines { #expect(try JSONValue.parse(line)["uid"]?.string == image.uid?.hex) }
+    }
+
+    enum EmulateOutput: Error { case noSocket(String) }
+
     @Test(
         "Debian's pcsc_scan and python3-pyscard see the card and read the same bytes",
         .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/pcsc_scan")))
