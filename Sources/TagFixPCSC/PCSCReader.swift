@@ -187,6 +187,11 @@ public final class PCSCReader<C: Clock>: TagReader, Sendable where C.Instant == 
             events.yield(.failed(error))
             return try waitForRemoval(context, state, events, uid: nil)
         }
+        if let unsupported = tag.unsupported {
+            tag.disconnect()
+            events.yield(.failed(unsupported))
+            return try waitForRemoval(context, state, events, uid: tag.uid)
+        }
         switch tag.read() {
         case .success(let read):
             let duration = started.duration(to: clock.now)

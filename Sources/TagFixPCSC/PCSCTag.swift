@@ -254,5 +254,15 @@ struct PCSCTag {
 
     var identity: TagIdentity { TagIdentity(uid: uid, answerToSelect: atr) }
 
+    /// Why this card is not read through PC/SC, when it is not (MIFARE Classic, FeliCa, a
+    /// contact card): said as an unsupported tag, not as a broken one.
+    var unsupported: ReaderError? {
+        guard !kind.isType2, !kind.isISODEP else { return nil }
+        return ReaderError(
+            code: .unsupportedTag,
+            message: "tag \(uid.hex) is \(kind): only Type 2 (NTAG, Ultralight) and Type 4 tags are read through PC/SC",
+            hint: "read MIFARE Classic and FeliCa tags with a libnfc reader (--reader pn532_uart:…)")
+    }
+
     func disconnect() { link.card.disconnect() }
 }

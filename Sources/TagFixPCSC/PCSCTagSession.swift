@@ -100,6 +100,10 @@ public final class PCSCTagSession<C: Clock>: TagSession, Sendable where C.Instan
     }
 
     private func handle(_ tag: PCSCTag, _ request: TagSessionRequest, _ events: AsyncStream<TagSessionEvent>.Continuation) {
+        if let unsupported = tag.unsupported {
+            events.yield(request.write == nil ? .readFailed(unsupported) : .writeFailed(uid: tag.uid, unsupported))
+            return
+        }
         let started = clock.now
         var written: NDEFWrite?
         if let message = request.write {

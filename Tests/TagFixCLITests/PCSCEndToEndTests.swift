@@ -8,6 +8,9 @@ import Testing
 
 /// The NTAG dumps in the shared data.
 private let flipperDumps = TestData.files(in: "nfc/flipper", suffix: ".nfc")
+/// Every Type 2 dump in the shared data: the Flipper ones and the Proxmark3 ones.
+private let type2Dumps = flipperDumps + TestData.files(in: "nfc/proxmark", suffix: ".json")
+private let classicDump = TestData.files(in: "nfc/tags", suffix: "mifare_classic_1k_mad_ndef.json").first
 private let skip = Comment(rawValue: TestData.skipReason)
 private let binary = packageRoot + "/.build/debug/tagfix"
 /// A private pcscd with vpcd, and the built tagfix to run as its client.
@@ -124,8 +127,8 @@ private func essentials(_ object: JSONValue) -> [String] {
     .timeLimit(.minutes(3)))
 struct PCSCEndToEndTests {
     @Test(
-        "scan and verify give the same tag and verdict as through libnfc, for every shared NTAG dump",
-        .enabled(if: !flipperDumps.isEmpty, skip), arguments: flipperDumps)
+        "scan and verify give the same tag and verdict as through libnfc, for every shared NTAG dump (Flipper, Proxmark3)",
+        .enabled(if: !type2Dumps.isEmpty, skip), arguments: type2Dumps)
     func sameAsLibNFC(_ path: String) async throws {
         let image = try TagDump.load(Array(try #require(FileManager.default.contents(atPath: path))))
         let bench = try await PCSCBench.start(tags: [try image.emulatedTag()])
@@ -188,6 +191,19 @@ struct PCSCEndToEndTests {
         #expect(object["tag_type"]?.string == "type4")
         #expect(object["uid"]?.string == "04A1B2C3D4E5F6")
         #expect(object["url"]?.string == url)
+    }
+
+    @Test("a MIFARE Classic card through PC/SC: an unsupported tag, said so, not a broken one", .enabled(if: classicDump != nil, skip))
+    func classic() async throws {
+        let path = try #require(classicDump)
+        let image = try TagDump.load(Array(try #require(FileManager.default.contents(atPath: path))))
+        let bench = try await PCSCBench.start(tags: [try image.emulatedTag()])
+        defer { bench.stop() }
+        let result = try await TagfixProcess.run(
+            ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "4"], pcscd: bench.pcscd)
+        #expect(result.out.isEmpty, "\(result.out)")
+        #expect(result.err.contains("only Type 2 (NTAG, Ultralight) and Type 4 tags are read through PC/SC"), "\(result.err)")
+        #expect(result.err.contains("MIFARE Classic"), "\(result.err)")
     }
 
     @Test("a reader without pass-through: pages by READ BINARY, and the scan says originality cannot be asked")
