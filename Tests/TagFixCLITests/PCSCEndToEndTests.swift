@@ -230,6 +230,9 @@ struct PCSCEndToEndTests {
         let headers = bench.card.traffic.headers
         #expect(headers.filter { $0.starts(with: [0xFF, 0x00]) }.count == 1, "\(headers.map { Hex.encode($0) })")
         #expect(headers.contains { $0.starts(with: [0xFF, 0xB0]) })
+        // And in words: a new process asks the reader once again, and says what it could not ask.
+        let text = try await TagfixProcess.run(["scan", "--reader", "pcsc:", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+        #expect(text.out.first?.contains("originality: unsupported by this reader") == true, "\(text.out)")
     }
 
     @Test("enroll --write-url writes the tag through pcscd and reads it back; scan then reads the new URL")
