@@ -1,0 +1,149 @@
+import Foundation
+import Synchronization
+import TagFixCore
+
+/// The fleet's verdicts in one SQLite file (`tagfix collect --db`): each message stored once,
+/// whatever the broker re-delivers, because its `id` (device, session, sequence: docs/fleet.md) is
+/// the primary key and a second copy is ignored. WAL, `synchronous = NORMAL`: a commit is one
+/// write to the WAL, synced at checkpoints; collectors sharing the file wait for each other's
+/// writes (busy timeout 5 s), never for a reader.
+public final class FleetStore: Sendable {
+    public let path: String
+    private let connection: Mutex<SQLiteConnection>
+
+    /// `PRAGMA application_id`: marks the file as a TagFix fleet store ("TFFL").
+    static let applicationID: Int64 = 0x5446_464C
+
+    static let schema = """
+        CREATE TABLE IF NOT EXISTS fleet_verdict (
+            id TEXT PRIMARY KEY NOT NULL CHECK (length(id) > 0),
+            site TEXT NOT NULL,
+            device TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            received_ns INTEGER NOT NULL
+        ) STRICT;
+        CREATE INDEX IF NOT EXISTS fleet_verdict_site ON fleet_verdict (site, device);
+        """
+
+    /// A stored message.
+    public struct Stored: Sendable, Hashable {
+        public var id: String
+        public var site: String
+        public var device: String
+        /// The message as received (a session-log record with `id` and `device`).
+        public var payload: String
+    }
+
+    /// Opens the store at `path`, creating it when `create` (and it is missing).
+    /// - Throws: `FleetStoreError`: missing, not a fleet store (a registry given by mistake…),
+    ///   unreadable.
+    public init(path: String, create: Bool) throws(FleetStoreError) {
+        self.path = path
+        if !create, !FileManager.default.fileExists(atPath: path) { throw .missing(path) }
+        let opened: SQLiteConnection
+        do {
+            opened = try SQLiteConnection(path: path, mode: create ? .create : .readOnly)
+            opened.setBusyTimeout(milliseconds: 5000)
+            var application: Int64 = 0
+            var tables = 0
+            try opened.query("PRAGMA application_id") { application = $0.integer(0) }
+            try opened.query("SELECT count(*) FROM sqlite_master") { tables = Int($0.integer(0)) }
+            if application != Self.applicationID && (tables > 0 || !create) {
+                throw FleetStoreError.notAFleetStore(path)
+            }
+            if create {
+                try opened.execute("PRAGMA journal_mode = WAL")
+                try opened.execute("PRAGMA synchronous = NORMAL")
+                try opened.execute("PRAGMA application_id = \(Self.applicationID)")
+                try opened.execute(Self.schema)
+            }
+        } catch let error as FleetStoreError {
+            throw error
+        } catch let error as SQLiteError {
+            throw error.code.primary == .notADatabase ? .notAFleetStore(path) : .sqlite(path, error)
+        } catch {
+            throw .notAFleetStore(path)
+        }
+        connection = Mutex(opened)
+    }
+
+    /// Whether the file at `path` is a fleet store (its SQLite header and application id).
+    public static func isFleetStore(_ path: String) -> Bool {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
+        defer { try? handle.close() }
+        guard let head = try? handle.read(upToCount: 100), head.count == 100 else { return false }
+        let bytes = Array(head)
+        guard bytes.starts(with: Array("SQLite format 3\0".utf8)) else { return false }
+        let application = bytes[68..<72].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        return application == applicationID
+    }
+
+    /// Stores one message unless its id is stored already.
+    /// - Returns: `true` when stored, `false` when it was a copy of one stored before.
+    public func store(id: String, site: String, device: String, payload: String, receivedNanoseconds: Int64) throws(SQLiteError) -> Bool {
+        let result = connection.withLock { db -> Result<Bool, SQLiteError> in
+            do throws(SQLiteError) {
+                try db.query(
+                    "INSERT OR IGNORE INTO fleet_verdict (id, site, device, payload, received_ns) VALUES (?1, ?2, ?3, ?4, ?5)",
+                    [.text(id), .text(site), .text(device), .text(payload), .integer(receivedNanoseconds)])
+                return .success(db.changes == 1)
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
+    /// How many messages are stored.
+    public func count() throws(SQLiteError) -> Int {
+        let result = connection.withLock { db -> Result<Int, SQLiteError> in
+            do throws(SQLiteError) {
+                var count = 0
+                try db.query("SELECT count(*) FROM fleet_verdict") { count = Int($0.integer(0)) }
+                return .success(count)
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
+    /// Every stored message, by site, device and arrival.
+    public func all() throws(SQLiteError) -> [Stored] {
+        let result = connection.withLock { db -> Result<[Stored], SQLiteError> in
+            do throws(SQLiteError) {
+                var rows: [Stored] = []
+                try db.query("SELECT id, site, device, payload FROM fleet_verdict ORDER BY site, device, rowid") { row in
+                    rows.append(
+                        Stored(id: row.text(0) ?? "", site: row.text(1) ?? "", device: row.text(2) ?? "", payload: row.text(3) ?? ""))
+                }
+                return .success(rows)
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+}
+
+/// A fleet store that cannot be used.
+public enum FleetStoreError: Error, Sendable, Hashable, CustomStringConvertible {
+    case missing(String)
+    case notAFleetStore(String)
+    case sqlite(String, SQLiteError)
+
+    /// A file given in the wrong place (not a fleet store), as opposed to one that failed.
+    public var isWrongFile: Bool {
+        if case .notAFleetStore = self { return true }
+        return false
+    }
+
+    public var description: String {
+        switch self {
+        case .missing(let path): "fleet store \(path) does not exist: tagfix collect --db \(path) creates it"
+        case .notAFleetStore(let path):
+            "\(path) is not a TagFix fleet store (tagfix collect --db makes one); it was left as it was"
+        case .sqlite(let path, let error): "fleet store \(path): \(error): check the disk and the file's permissions"
+        }
+    }
+}
