@@ -25,6 +25,8 @@ public final class FleetCollector: Sendable {
         public var rejected = 0
         /// Connections the broker accepted (1 + reconnections).
         public var connections = 0
+        /// Subscriptions the broker granted (one per connection).
+        public var subscriptions = 0
 
         /// "stored 9 verdicts (2 copies ignored)".
         public var summary: String {
@@ -96,7 +98,17 @@ final class CollectorCore: MQTTClientDelegate {
         counts.withLock { $0.connections += 1 }
         let result = link.subscribe(filter)
         if result != .success { note("cannot subscribe to \(filter): \(result)") }
-        if lostBefore.withLock({ $0 }) { note("connected again; subscribed to \(filter)") }
+        if lostBefore.withLock({ $0 }) { note("connected again") }
+    }
+
+    func subscribed(granted: [Int32]) {
+        if granted.allSatisfy({ $0 < 0x80 }) {
+            counts.withLock { $0.subscriptions += 1 }
+            note("subscribed to \(filter)")
+        } else {
+            note(
+                "the broker refused the subscription to \(filter) (reason code \(granted.first ?? 0x80)): is this user allowed to read it?")
+        }
     }
 
     func wake(_ link: MQTTLink) {}

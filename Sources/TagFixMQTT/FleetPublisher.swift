@@ -214,6 +214,7 @@ final class PublisherCore: MQTTClientDelegate {
     }
 
     func received(topic: String, payload: UnsafeRawBufferPointer) {}
+    func subscribed(granted: [Int32]) {}
 
     func disconnected(_ why: String) {
         state.withLock { state in

@@ -105,6 +105,8 @@ protocol MQTTClientDelegate: AnyObject, Sendable {
     func wake(_ link: MQTTLink)
     /// The broker acknowledged message `mid` (PUBACK) with `reason` (0: accepted).
     func published(mid: Int32, reason: Int32, _ link: MQTTLink)
+    /// The broker answered a subscription (SUBACK): the granted QoS per filter (0x80 and up: refused).
+    func subscribed(granted: [Int32])
     /// A message arrived on a subscription.
     func received(topic: String, payload: UnsafeRawBufferPointer)
     /// The connection is gone, or could not be made: why, for a person. Every message in flight
@@ -266,6 +268,10 @@ final class MQTTClient: Sendable {
         mosquitto_publish_v5_callback_set(handle) { handle, object, mid, reason, _ in
             guard let handle, let context = Context.from(object) else { return }
             context.delegate.published(mid: mid, reason: reason, MQTTLink(handle: handle))
+        }
+        mosquitto_subscribe_v5_callback_set(handle) { _, object, _, count, granted, _ in
+            guard let context = Context.from(object) else { return }
+            context.delegate.subscribed(granted: granted.map { Array(UnsafeBufferPointer(start: $0, count: Int(count))) } ?? [])
         }
         mosquitto_message_v5_callback_set(handle) { _, object, message, _ in
             guard let context = Context.from(object), let message = message?.pointee, let topic = message.topic else { return }

@@ -52,9 +52,11 @@ public final class FleetStore: Sendable {
                 throw FleetStoreError.notAFleetStore(path)
             }
             if create {
+                // The id first, while the header is still written to the file itself: in WAL mode
+                // it would sit in the WAL until a checkpoint.
+                if application != Self.applicationID { try opened.execute("PRAGMA application_id = \(Self.applicationID)") }
                 try opened.execute("PRAGMA journal_mode = WAL")
                 try opened.execute("PRAGMA synchronous = NORMAL")
-                try opened.execute("PRAGMA application_id = \(Self.applicationID)")
                 try opened.execute(Self.schema)
             }
         } catch let error as FleetStoreError {
@@ -67,15 +69,13 @@ public final class FleetStore: Sendable {
         connection = Mutex(opened)
     }
 
-    /// Whether the file at `path` is a fleet store (its SQLite header and application id).
+    /// Whether the file at `path` is a fleet store: a SQLite file whose application id (read by
+    /// SQLite, so a header still in the WAL counts) is the fleet store's.
     public static func isFleetStore(_ path: String) -> Bool {
         guard let handle = FileHandle(forReadingAtPath: path) else { return false }
         defer { try? handle.close() }
-        guard let head = try? handle.read(upToCount: 100), head.count == 100 else { return false }
-        let bytes = Array(head)
-        guard bytes.starts(with: Array("SQLite format 3\0".utf8)) else { return false }
-        let application = bytes[68..<72].reduce(Int64(0)) { $0 << 8 | Int64($1) }
-        return application == applicationID
+        guard let head = try? handle.read(upToCount: 16), Array(head) == Array("SQLite format 3\0".utf8) else { return false }
+        return (try? FleetStore(path: path, create: false)) != nil
     }
 
     /// Stores one message unless its id is stored already.

@@ -66,6 +66,8 @@ func collector(
         version: nil, clientID: id)
     let collector = try FleetCollector(settings: settings, group: group, store: store, clock: MonotonicClock())
     collector.start()
+    // Subscribed before anything is published (a message before its first subscription is not its).
+    #expect(eventually { collector.counts.subscriptions >= 1 }, "the collector never subscribed")
     return collector
 }
 
@@ -351,7 +353,7 @@ struct FleetBrokerTests {
             // its shared subscription: until a collector subscribes again, the group has no member
             // and a verdict published then is dropped (docs/fleet.md). So the second half goes once
             // both collectors are back.
-            #expect(eventually { collectors.allSatisfy { $0.counts.connections >= 2 } })
+            #expect(eventually { collectors.allSatisfy { $0.counts.subscriptions >= 2 } })
             for (_, fanOut, _) in publishers { for verdict in verdicts[half...] { fanOut.send(.verdict(verdict)) } }
             let total = 50 * verdicts.count
             #expect(try eventually(.seconds(120)) { try stores[0].count() == total })
