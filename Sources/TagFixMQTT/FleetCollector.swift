@@ -82,6 +82,8 @@ final class CollectorCore: MQTTClientDelegate {
     let now: @Sendable () -> Timestamp
     let counts = Mutex(FleetCollector.Counts())
     private let lostBefore = Mutex(false)
+    /// Messages read since the last commit: stored together at the end of the read (`wake`).
+    private let batch = Mutex<[FleetStore.Stored]>([])
 
     init(
         filter: String, store: FleetStore, now: @escaping @Sendable () -> Timestamp, note: @escaping @Sendable (String) -> Void,
@@ -111,11 +113,32 @@ final class CollectorCore: MQTTClientDelegate {
         }
     }
 
-    func wake(_ link: MQTTLink) {}
+    func wake(_ link: MQTTLink) { flush() }
+
+    /// Stores the messages the last read brought, in one transaction.
+    private func flush() {
+        let messages = batch.withLock { batch in
+            defer { batch = [] }
+            return batch
+        }
+        guard !messages.isEmpty else { return }
+        do {
+            let stored = try store.store(messages, receivedNanoseconds: now().nanosecondsSinceEpoch)
+            let new = stored.filter { $0 }.count
+            counts.withLock {
+                $0.stored += new
+                $0.duplicates += stored.count - new
+            }
+            for (message, isNew) in zip(messages, stored) where isNew { self.stored(message.id) }
+        } catch {
+            note("cannot store \(messages.count) verdict(s) in \(store.path): \(error)")
+        }
+    }
     func published(mid: Int32, reason: Int32, _ link: MQTTLink) {}
-    func stopping(_ link: MQTTLink) {}
+    func stopping(_ link: MQTTLink) { flush() }
 
     func disconnected(_ why: String) {
+        flush()
         let first = lostBefore.withLock { lost in
             defer { lost = true }
             return !lost
@@ -130,13 +153,7 @@ final class CollectorCore: MQTTClientDelegate {
             counts.withLock { $0.rejected += 1 }
             return
         }
-        let text = String(decoding: payload, as: UTF8.self)
-        do {
-            let new = try store.store(id: id, site: site, device: device, payload: text, receivedNanoseconds: now().nanosecondsSinceEpoch)
-            counts.withLock { new ? ($0.stored += 1) : ($0.duplicates += 1) }
-            if new { stored(id) }
-        } catch {
-            note("cannot store \(id) in \(store.path): \(error)")
-        }
+        let message = FleetStore.Stored(id: id, site: site, device: device, payload: String(decoding: payload, as: UTF8.self))
+        batch.withLock { $0.append(message) }
     }
 }

@@ -75,8 +75,8 @@ public final class FleetPublisher: VerdictSink {
     /// Connects (on the client's own thread) and starts sending what waits.
     public func start() { client.start() }
 
-    /// Verdicts not acknowledged yet.
-    public var unacknowledged: Int { core.state.withLock { $0.queue.unacknowledged } }
+    /// Verdicts not acknowledged yet (or acknowledged and not yet recorded in `LOG.acks`).
+    public var unacknowledged: Int { core.state.withLock { $0.unsettled } }
 
     /// Verdicts acknowledged during this run.
     public var acknowledged: Int { core.state.withLock { $0.acknowledged } }
@@ -132,6 +132,8 @@ public final class FleetPublisher: VerdictSink {
 final class PublisherCore: MQTTClientDelegate {
     struct State {
         var queue: OutboxQueue
+        /// Acknowledged by the broker, not yet on the disk in `LOG.acks`.
+        var settled: [Int] = []
         var nextSequence: Int
         var session: String?
         var acknowledged = 0
@@ -139,6 +141,8 @@ final class PublisherCore: MQTTClientDelegate {
         var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
         var cancelled: Set<Int> = []
         var nextWaiter = 0
+
+        var unsettled: Int { queue.unacknowledged + settled.count }
     }
 
     let topics: FleetTopics
@@ -160,7 +164,7 @@ final class PublisherCore: MQTTClientDelegate {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let now = state.withLock { state -> Bool in
-                    if state.queue.unacknowledged == 0 || state.cancelled.remove(id) != nil { return true }
+                    if state.unsettled == 0 || state.cancelled.remove(id) != nil { return true }
                     state.waiters[id] = continuation
                     return false
                 }
@@ -192,7 +196,10 @@ final class PublisherCore: MQTTClientDelegate {
         send(link)
     }
 
-    func wake(_ link: MQTTLink) { send(link) }
+    func wake(_ link: MQTTLink) {
+        settle()
+        send(link)
+    }
 
     func published(mid: Int32, reason: Int32, _ link: MQTTLink) {
         guard reason < 0x80 else {
@@ -201,22 +208,36 @@ final class PublisherCore: MQTTClientDelegate {
             state.withLock { $0.problem = "the broker refused a verdict (MQTT reason code \(reason))" }
             return
         }
-        let (sequence, waiters) = state.withLock { state -> (Int?, [CheckedContinuation<Void, Never>]) in
-            guard let sequence = state.queue.acknowledged(mid: mid) else { return (nil, []) }
+        state.withLock { state in
+            guard let sequence = state.queue.acknowledged(mid: mid) else { return }
             state.acknowledged += 1
-            guard state.queue.unacknowledged == 0 else { return (sequence, []) }
-            defer { state.waiters = [:] }
-            return (sequence, Array(state.waiters.values))
+            state.settled.append(sequence)
         }
-        if let sequence { acks.withLock { $0.record(sequence) } }
+    }
+
+    /// Records the acknowledgements the last read brought (one fsync), then wakes a `drain`
+    /// waiting for an empty outbox.
+    private func settle() {
+        acks.withLock { acks in
+            let settled = state.withLock { state in
+                defer { state.settled = [] }
+                return state.settled
+            }
+            acks.record(settled)
+        }
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            guard state.unsettled == 0 else { return [] }
+            defer { state.waiters = [:] }
+            return Array(state.waiters.values)
+        }
         for waiter in waiters { waiter.resume() }
-        send(link)
     }
 
     func received(topic: String, payload: UnsafeRawBufferPointer) {}
     func subscribed(granted: [Int32]) {}
 
     func disconnected(_ why: String) {
+        settle()
         state.withLock { state in
             state.queue.connectionLost()
             state.problem = why
@@ -224,6 +245,7 @@ final class PublisherCore: MQTTClientDelegate {
     }
 
     func stopping(_ link: MQTTLink) {
+        settle()
         _ = link.publish(topics.status, Array("offline".utf8), retain: true)
     }
 }

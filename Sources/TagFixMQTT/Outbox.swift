@@ -83,7 +83,8 @@ public struct OutboxQueue: Sendable {
 }
 
 /// Which records of a session log the broker has acknowledged: `LOG.acks` beside the log, one
-/// sequence number a line, appended and synced on the publisher's thread after each PUBACK. Its
+/// sequence number a line, appended and synced on the publisher's thread after the PUBACKs one
+/// read from the socket brought (one fsync for all of them). Its
 /// first line names the device the log is published as, so a later run cannot send the same
 /// records under other ids. A `kill -9` between a PUBACK and the sync loses at most that line:
 /// the verdict is sent again, with the same id and bytes, and the collector keeps one.
@@ -128,10 +129,11 @@ final class AcknowledgementFile {
 
     deinit { close(descriptor) }
 
-    /// Records `sequence` as acknowledged, on the disk before it returns.
-    func record(_ sequence: Int) {
-        acknowledged.insert(sequence)
-        append("\(sequence)\n")
+    /// Records `sequences` as acknowledged, on the disk (one write, one fsync) before it returns.
+    func record(_ sequences: [Int]) {
+        guard !sequences.isEmpty else { return }
+        acknowledged.formUnion(sequences)
+        append(sequences.map { "\($0)\n" }.joined())
     }
 
     private func append(_ text: String) {

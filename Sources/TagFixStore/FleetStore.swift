@@ -27,6 +27,13 @@ public final class FleetStore: Sendable {
 
     /// A stored message.
     public struct Stored: Sendable, Hashable {
+        public init(id: String, site: String, device: String, payload: String) {
+            self.id = id
+            self.site = site
+            self.device = device
+            self.payload = payload
+        }
+
         public var id: String
         public var site: String
         public var device: String
@@ -87,6 +94,37 @@ public final class FleetStore: Sendable {
                     "INSERT OR IGNORE INTO fleet_verdict (id, site, device, payload, received_ns) VALUES (?1, ?2, ?3, ?4, ?5)",
                     [.text(id), .text(site), .text(device), .text(payload), .integer(receivedNanoseconds)])
                 return .success(db.changes == 1)
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
+    /// Stores each message unless its id is stored already, all in one transaction.
+    /// - Returns: for each message, `true` when stored, `false` when it was a copy.
+    public func store(_ messages: [Stored], receivedNanoseconds: Int64) throws(SQLiteError) -> [Bool] {
+        guard !messages.isEmpty else { return [] }
+        let result = connection.withLock { db -> Result<[Bool], SQLiteError> in
+            do throws(SQLiteError) {
+                try db.execute("BEGIN IMMEDIATE")
+                var stored: [Bool] = []
+                do throws(SQLiteError) {
+                    for message in messages {
+                        try db.query(
+                            "INSERT OR IGNORE INTO fleet_verdict (id, site, device, payload, received_ns) VALUES (?1, ?2, ?3, ?4, ?5)",
+                            [
+                                .text(message.id), .text(message.site), .text(message.device), .text(message.payload),
+                                .integer(receivedNanoseconds),
+                            ])
+                        stored.append(db.changes == 1)
+                    }
+                    try db.execute("COMMIT")
+                } catch {
+                    try? db.execute("ROLLBACK")
+                    throw error
+                }
+                return .success(stored)
             } catch {
                 return .failure(error)
             }

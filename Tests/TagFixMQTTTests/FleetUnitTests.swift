@@ -159,7 +159,7 @@ struct OutboxQueueTests {
         #expect(entries.map(\.sequence) == Array(1...entries.count))
         #expect(entries.count == (try exampleVerdicts()).count)
         // Acknowledge three, as the client's thread does.
-        first.core.acks.withLock { acks in for sequence in [1, 2, 4] { acks.record(sequence) } }
+        first.core.acks.withLock { $0.record([1, 2, 4]) }
         let second = try FleetPublisher(settings: settings, site: "harbour", device: "pi", logPath: log)
         let again = second.core.state.withLock { state in
             var all: [OutboxQueue.Entry] = []
