@@ -133,6 +133,8 @@ final class MQTTClient: Sendable {
     private struct Control {
         var stopping = false
         var started = false
+        /// A byte is in the wake pipe and not yet read: another `wake()` need not write one.
+        var wakePending = false
     }
 
     init(settings: MQTTSettings, delegate: any MQTTClientDelegate) {
@@ -169,8 +171,20 @@ final class MQTTClient: Sendable {
 
     /// Asks the thread to call the delegate's `wake` (from any thread; never waits).
     func wake() {
+        let needed = control.withLock { control in
+            defer { control.wakePending = true }
+            return !control.wakePending
+        }
+        guard needed else { return }
         var byte: UInt8 = 1
         _ = write(wakeWrite, &byte, 1)
+    }
+
+    /// Reads what is in the wake pipe; the next `wake()` writes again.
+    private func drainWakePipe() {
+        control.withLock { $0.wakePending = false }
+        var sink = [UInt8](repeating: 0, count: 256)
+        while read(wakeRead, &sink, sink.count) > 0 {}
     }
 
     /// Stops the thread: a connected client says its last words (`stopping`) and disconnects.
@@ -180,7 +194,8 @@ final class MQTTClient: Sendable {
             control.stopping = true
             return control.started
         }
-        wake()
+        var byte: UInt8 = 1
+        _ = write(wakeWrite, &byte, 1)
         guard started else { return }
         let nanoseconds = UInt64(timeout.components.seconds) * 1_000_000_000 + UInt64(timeout.components.attoseconds / 1_000_000_000)
         _ = finished.wait(timeout: .now() + .nanoseconds(Int(nanoseconds)))
@@ -303,13 +318,20 @@ final class MQTTClient: Sendable {
             let ready = poll(&fds, 2, 1000)
             if ready < 0, Glibc.errno != EINTR { return "poll failed (\(String(cString: strerror(Glibc.errno))))" }
             var result = MOSQ_ERR_SUCCESS.rawValue
-            if fds[0].revents & Int16(POLLIN | POLLERR | POLLHUP) != 0 { result = mosquitto_loop_read(handle, 1) }
+            if fds[0].revents & Int16(POLLIN | POLLERR | POLLHUP) != 0 {
+                result = mosquitto_loop_read(handle, 1)
+                // Whatever else already waits on the socket is read now, so the delegate's `wake`
+                // handles a burst at once (one commit, one fsync) instead of one packet at a time.
+                var more = [pollfd(fd: socket, events: Int16(POLLIN), revents: 0)]
+                var packets = 1
+                while result == MOSQ_ERR_SUCCESS.rawValue, packets < 512, poll(&more, 1, 0) > 0, more[0].revents & Int16(POLLIN) != 0 {
+                    result = mosquitto_loop_read(handle, 1)
+                    packets += 1
+                }
+            }
             if result == MOSQ_ERR_SUCCESS.rawValue, mosquitto_want_write(handle) { result = mosquitto_loop_write(handle, 1) }
             if result == MOSQ_ERR_SUCCESS.rawValue { result = mosquitto_loop_misc(handle) }
-            if fds[1].revents & Int16(POLLIN) != 0 {
-                var sink = [UInt8](repeating: 0, count: 256)
-                while read(wakeRead, &sink, sink.count) > 0 {}
-            }
+            if fds[1].revents & Int16(POLLIN) != 0 { drainWakePipe() }
             guard result == MOSQ_ERR_SUCCESS.rawValue else {
                 if let refusal = context.refusal { return "\(settings.address) refused the connection: \(refusal)" }
                 return "lost the connection to \(settings.address) (\(MQTTResultCode(rawValue: result)))"
@@ -323,8 +345,7 @@ final class MQTTClient: Sendable {
         let milliseconds = Int32(delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000)
         var fds = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
         _ = poll(&fds, 1, milliseconds)
-        var sink = [UInt8](repeating: 0, count: 256)
-        while read(wakeRead, &sink, sink.count) > 0 {}
+        drainWakePipe()
     }
 }
 
