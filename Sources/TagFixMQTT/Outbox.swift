@@ -102,9 +102,16 @@ final class AcknowledgementFile {
         let header = "# tagfix outbox: device \(device)"
         var seen = Set<Int>()
         var hasHeader = false
+        var complete = 0
         if let data = FileManager.default.contents(atPath: path) {
-            for (index, line) in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: true).enumerated()
-            {
+            // Only whole lines count: a last line without its newline was cut by a kill while it
+            // was written ("12" torn to "1" must not settle record 1), and is cut off below.
+            let bytes = Array(data)
+            complete = (bytes.lastIndex(of: 0x0A) ?? -1) + 1
+            let lines = bytes[..<complete].split(separator: 0x0A, omittingEmptySubsequences: true).map {
+                String(decoding: $0, as: UTF8.self)
+            }
+            for (index, line) in lines.enumerated() {
                 if index == 0, line.hasPrefix("# tagfix outbox: device ") {
                     guard line == header else {
                         throw .otherDevice(log: log, recorded: String(line.dropFirst("# tagfix outbox: device ".count)), given: device)
@@ -113,17 +120,17 @@ final class AcknowledgementFile {
                 } else if let number = Int(line), number > 0 {
                     seen.insert(number)
                 }
-                // Anything else: a line torn by a kill, not a settled verdict.
             }
         }
         let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw .acknowledgements(path, String(cString: strerror(errno))) }
+        var status = stat()
+        if fstat(fd, &status) == 0, Int(status.st_size) > complete, ftruncate(fd, off_t(complete)) != 0 {
+            close(fd)
+            throw .acknowledgements(path, "cannot cut off a torn last line: \(String(cString: strerror(errno)))")
+        }
         descriptor = fd
         acknowledged = seen
-        // A torn last line (no newline) is ended, so the next number starts a line of its own.
-        if let data = FileManager.default.contents(atPath: path), let last = data.last, last != 0x0A {
-            append("\n")
-        }
         if !hasHeader { append(header + "\n") }
     }
 

@@ -177,6 +177,32 @@ struct OutboxQueueTests {
         #expect(throws: FleetPublishError.self) { try FleetPublisher(settings: settings, site: "harbour", device: "other", logPath: log) }
     }
 
+    @Test("a line of LOG.acks torn by a kill settles nothing, and is cut off", arguments: ["1", "1\r", "# tagfix out"])
+    func tornAcknowledgement(torn: String) throws {
+        let folder = try temporaryFolder()
+        let log = folder + "/session.jsonl"
+        let sessionLog = try SessionLog(path: log)
+        for verdict in try exampleVerdicts() { try sessionLog.append(SessionRecord(verdict).encoded()) }
+        let header = torn.hasPrefix("#") ? "" : "# tagfix outbox: device pi\n2\n"
+        try (header + torn).write(toFile: log + ".acks", atomically: true, encoding: .utf8)
+        let settings = try MQTTSettings.parse(
+            address: "mqtt://127.0.0.1:1/tagfix", passwordFile: nil, caFile: nil, version: nil, clientID: "t")
+        let publisher = try FleetPublisher(settings: settings, site: "harbour", device: "pi", logPath: log)
+        let waiting = publisher.core.state.withLock { state in
+            var sequences: [Int] = []
+            var queue = state.queue
+            while let next = queue.next() {
+                sequences.append(next.sequence)
+                queue.sent(next.sequence, mid: Int32(next.sequence))
+            }
+            return sequences
+        }
+        #expect(waiting.first == 1, "record 1 was never acknowledged: \(waiting)")
+        #expect(waiting.contains(2) == torn.hasPrefix("#"))
+        let text = try String(contentsOfFile: log + ".acks", encoding: .utf8)
+        #expect(text == (torn.hasPrefix("#") ? "" : header) + (torn.hasPrefix("#") ? "# tagfix outbox: device pi\n" : ""))
+    }
+
     @Test("at the end it waits --publish-linger on the session's clock, then says how many are unsent")
     func linger() async throws {
         let folder = try temporaryFolder()
