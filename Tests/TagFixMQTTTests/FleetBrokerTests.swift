@@ -58,12 +58,12 @@ func eventually(_ limit: Duration = .seconds(60), _ condition: () throws -> Bool
 /// A collector on `broker` storing into `store`.
 func collector(
     _ broker: PrivateMosquitto, store: FleetStore, id: String, group: String? = nil, tls: String? = nil, user: String? = nil,
-    passwordFile: String? = nil
+    passwordFile: String? = nil, version: String? = nil
 ) throws -> FleetCollector {
     let scheme = tls == nil ? "mqtt" : "mqtts"
     let settings = try MQTTSettings.parse(
         address: "\(scheme)://\(user.map { "\($0)@" } ?? "")127.0.0.1:\(broker.port)/tagfix", passwordFile: passwordFile, caFile: tls,
-        version: nil, clientID: id)
+        version: version, clientID: id)
     let collector = try FleetCollector(settings: settings, group: group, store: store, clock: MonotonicClock())
     collector.start()
     // Subscribed before anything is published (a message before its first subscription is not its).
@@ -164,18 +164,21 @@ struct FleetBrokerTests {
         }
     }
 
-    @Test("the broker killed mid-session and started again: every verdict arrives, and the collector stores each once")
-    func brokerKilled() async throws {
+    @Test(
+        "the broker killed mid-session and started again: every verdict arrives, and the collector stores each once",
+        arguments: ["5", "3.1.1"])
+    func brokerKilled(version: String) async throws {
         try await offPool {
             let broker = try PrivateMosquitto()
             defer { broker.stop() }
             let folder = try temporaryFolder()
             let store = try FleetStore(path: folder + "/fleet.sqlite", create: true)
-            let office = try collector(broker, store: store, id: "office-1")
+            let office = try collector(broker, store: store, id: "office-1", version: version)
             let log = folder + "/session.jsonl"
             let sessionLog = try SessionLog(path: log)
             let settings = try MQTTSettings.parse(
-                address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: nil, clientID: "x")
+                address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: version, clientID: "x")
+            #expect(settings.version.rawValue == version)
             let publisher = try FleetPublisher(settings: settings, site: "harbour", device: "pi-1", logPath: log)
             publisher.start()
             let fanOut = VerdictFanOut([SessionLogSink(sessionLog), publisher])
