@@ -53,6 +53,7 @@ public final class FleetCollector: Sendable {
         self.store = store
         var connection = settings
         connection.cleanSession = false
+        connection.receiveMaximum = connection.receiveMaximum ?? 500
         core = CollectorCore(filter: filter, store: store, now: { clock.now }, note: note, stored: stored)
         client = MQTTClient(settings: connection, delegate: core)
     }

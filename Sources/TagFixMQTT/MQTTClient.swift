@@ -59,6 +59,9 @@ public struct MQTTSettings: Sendable {
     public var sessionExpiry: UInt32 = 7 * 24 * 3600
     public var will: Will?
     public var keepAlive: Int32 = 20
+    /// MQTT 5: how many QoS 1 messages the broker may send before this client acknowledges them
+    /// (libmosquitto's default: 20). A collector takes more, so one read brings a larger batch.
+    public var receiveMaximum: Int32?
     /// The first wait before connecting again; doubled up to `maximumRetryDelay`.
     public var retryDelay: Duration = .milliseconds(200)
     public var maximumRetryDelay: Duration = .seconds(5)
@@ -258,6 +261,12 @@ final class MQTTClient: Sendable {
     /// Sets the protocol version, TLS, the user and password, the Last Will and the callbacks.
     private func configure(_ handle: OpaquePointer) -> String? {
         _ = mosquitto_int_option(handle, MOSQ_OPT_PROTOCOL_VERSION, settings.version.option)
+        // Small packets go out at once: with Nagle's algorithm the second of a verdict's two
+        // messages could wait for the first's TCP acknowledgement (up to 40 ms, delayed ACK).
+        _ = mosquitto_int_option(handle, MOSQ_OPT_TCP_NODELAY, 1)
+        if let receiveMaximum = settings.receiveMaximum {
+            _ = mosquitto_int_option(handle, MOSQ_OPT_RECEIVE_MAXIMUM, receiveMaximum)
+        }
         if settings.address.tls {
             let result = mosquitto_tls_set(handle, settings.caFile, settings.caFile == nil ? "/etc/ssl/certs" : nil, nil, nil, nil)
             guard result == MOSQ_ERR_SUCCESS.rawValue else {
