@@ -41,8 +41,11 @@ enum FleetOptions {
         }
     }
 
+    /// The linger, which SIGINT or SIGTERM (a second Ctrl-C) cuts short.
     static func finish(_ publisher: FleetPublisher, _ request: FleetPublishRequest) async -> String {
-        let outcome = await publisher.finish(linger: request.linger, clock: MonotonicClock())
+        let again = StopSignals(StopSignals.standard)
+        defer { again.cancel() }
+        let outcome = await publisher.finish(linger: request.linger, clock: MonotonicClock()) { _ = await again.wait() }
         return outcome.summary(address: request.address, log: publisher.logPath, linger: request.linger)
     }
 }

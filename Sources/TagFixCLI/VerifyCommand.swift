@@ -101,7 +101,9 @@ struct VerifyCommand: Subcommand {
             .init(name: "site", valueName: "NAME", help: "With --publish: the site's topic level (no /, + or #); default default."),
             .init(
                 name: "device-id", valueName: "ID", help: "With --publish: this device in topics and message ids; default the host name."),
-            .init(name: "publish-linger", valueName: "S", help: "With --publish: at the end, wait up to S s for the broker; default 10."),
+            .init(
+                name: "publish-linger", valueName: "S",
+                help: "With --publish: at the end, wait up to S s for the broker (a second Ctrl-C ends it); default 10."),
         ] + FleetOptions.mqtt,
         examples: [
             "tagfix verify --demo",

@@ -99,18 +99,21 @@ public final class FleetPublisher: VerdictSink {
 
     // MARK: - The end of a session
 
-    /// Waits until every verdict is acknowledged or `linger` has passed on `clock`, whichever is
-    /// first, and returns how many are still unacknowledged.
-    public func drain<C: Clock>(within linger: C.Duration, clock: C) async -> Int {
+    /// Waits until every verdict is acknowledged, `linger` has passed on `clock`, or `interrupt`
+    /// returns (a second Ctrl-C), whichever is first, and returns how many are still
+    /// unacknowledged.
+    public func drain<C: Clock>(within linger: C.Duration, clock: C, interrupt: (@Sendable () async -> Void)? = nil) async -> Int {
         if unacknowledged == 0 { return 0 }
-        _ = await race(deadline: clock.now.advanced(by: linger), clock: clock) { [core] in await core.allAcknowledged() }
+        var racers: [@Sendable () async -> Void] = [{ [core] in await core.allAcknowledged() }]
+        if let interrupt { racers.append(interrupt) }
+        _ = await race(deadline: clock.now.advanced(by: linger), clock: clock, first: racers)
         return unacknowledged
     }
 
     /// `drain`, then the client says `offline` and disconnects (its thread stopped off the
     /// cooperative pool).
-    public func finish<C: Clock>(linger: C.Duration, clock: C) async -> Outcome {
-        let unsent = await drain(within: linger, clock: clock)
+    public func finish<C: Clock>(linger: C.Duration, clock: C, interrupt: (@Sendable () async -> Void)? = nil) async -> Outcome {
+        let unsent = await drain(within: linger, clock: clock, interrupt: interrupt)
         await stop()
         return core.state.withLock { Outcome(acknowledged: $0.acknowledged, unsent: unsent, problem: unsent > 0 ? $0.problem : nil) }
     }

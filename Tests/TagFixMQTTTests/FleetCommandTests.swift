@@ -99,6 +99,33 @@ struct FleetCommandTests {
         }
     }
 
+    @Test("SIGINT during the linger ends it at once: exit 0, and the closing line says how many are unsent")
+    func interruptedLinger() async throws {
+        try await offPool {
+            let folder = try temporaryFolder()
+            let output = Pipe()
+            let errors = Pipe()
+            // Nothing listens on the port: the linger would last ten minutes.
+            let run = try ChildProcess(
+                executable: tagfixBinary,
+                arguments: [
+                    "verify", "--scenario", Self.scenario, "--json", "--log", folder + "/day.jsonl", "--publish",
+                    "mqtt://127.0.0.1:\(PrivateGPSD.freePort())/tagfix", "--publish-linger", "600",
+                ], standardOutput: output.fileHandleForWriting.fileDescriptor, standardError: errors.fileHandleForWriting.fileDescriptor)
+            try output.fileHandleForWriting.close()
+            try errors.fileHandleForWriting.close()
+            defer { run.stop() }
+            let shown = LineReader(output.fileHandleForReading)
+            let said = LineReader(errors.fileHandleForReading)
+            let expected = try exampleVerdicts().count
+            #expect(eventually { shown.all.count == expected }, "the replay's verdicts, shown before the linger")
+            #expect(run.isRunning, "lingering for the broker")
+            run.signal(SIGINT)
+            #expect(eventually(.seconds(30)) { !run.isRunning })
+            #expect(eventually { said.all.contains { $0.contains("\(expected) unsent") } }, "\(said.all)")
+        }
+    }
+
     @Test(
         "collect stores what a fleet publishes, stops on SIGTERM, and report shows each site and device",
         .enabled(if: haveBroker, "needs mosquitto"))
