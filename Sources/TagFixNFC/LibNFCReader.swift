@@ -169,7 +169,9 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
     private func read(_ transport: inout DeviceTransport, _ target: ISO14443ATarget) -> Result<NDEFRead, NDEFReadError> {
         let link = transport
         do {
-            if target.isISODEP { return .success(try Type4NDEFReader.read(&transport)) }
+            if target.isISODEP {
+                return .success(try Type4NDEFReader.read(&transport, known: .layout(answerToSelect: target.ats)))
+            }
             if target.isMifareClassic {
                 return .success(
                     try MifareClassicNDEFReader.read(&transport, uid: target.uid, sectors: target.sak & 0x10 != 0 ? 40 : 16) {
