@@ -200,8 +200,11 @@ public enum Type4NDEFReader {
     ///   (`Type4CapabilityContainer.layout(answerToSelect:)`): the CC file is then neither
     ///   selected nor read, which saves three of a SUN tap's seven exchanges (the CC is 23 bytes: two reads). When the NDEF file
     ///   cannot be selected or read as that CC says, the whole procedure runs as for any tag.
+    /// - Parameter expectedLength: with `known`, the message length the reader expects (the last
+    ///   one it read: a site's tags share a URL template): NLEN and that many bytes are asked for
+    ///   in one READ BINARY, and only what NLEN says is kept (the rest is read when NLEN says more).
     public static func read<T: TagTransport>(
-        _ transport: inout T, known: Type4CapabilityContainer? = nil
+        _ transport: inout T, known: Type4CapabilityContainer? = nil, expectedLength: Int? = nil
     ) throws(NDEFReadError) -> NDEFRead {
         var link = CountingTransport(base: transport)
         defer { transport = link.base }
@@ -226,15 +229,16 @@ public enum Type4NDEFReader {
                 return trusted ? nil : none("the NDEF file cannot be selected")
             }
             let chunk = max(1, min(cc.maxResponseLength, 0xFF))
-            let lengthField = try apdu([0x00, 0xB0, 0x00, 0x00, UInt8(cc.lengthFieldSize)])
-            guard lengthField.ok, lengthField.data.count == cc.lengthFieldSize else {
+            let expected = trusted ? min(max(expectedLength ?? 0, 0), cc.capacity, chunk - cc.lengthFieldSize) : 0
+            let head = try apdu([0x00, 0xB0, 0x00, 0x00, UInt8(cc.lengthFieldSize + expected)])
+            guard head.ok, head.data.count >= cc.lengthFieldSize else {
                 if trusted { return nil }
                 throw .malformed("NLEN cannot be read")
             }
-            let length = lengthField.data.reduce(0) { $0 << 8 | Int($1) }
+            let length = head.data.prefix(cc.lengthFieldSize).reduce(0) { $0 << 8 | Int($1) }
             guard length <= cc.capacity else { throw .malformed("NLEN \(length) exceeds the file's capacity \(cc.capacity)") }
-            var message: [UInt8] = []
-            var offset = cc.lengthFieldSize
+            var message = Array(head.data.dropFirst(cc.lengthFieldSize).prefix(length))
+            var offset = cc.lengthFieldSize + message.count
             while message.count < length {
                 let count = min(chunk, length - message.count)
                 let part = try apdu([0x00, 0xB0, UInt8(offset >> 8), UInt8(offset & 0xFF), UInt8(count)])

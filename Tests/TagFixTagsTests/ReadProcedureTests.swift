@@ -174,6 +174,25 @@ struct Type4ProcedureTests {
     }
 
     @Test(
+        "an expected length (the last tap's) reads NLEN and the message in one READ BINARY; a wrong guess still reads the message",
+        .enabled(if: !messages.isEmpty, Comment(rawValue: TestData.skipReason)), arguments: messages)
+    func expectedLength(_ message: [UInt8]) throws {
+        let file = [UInt8(message.count >> 8), UInt8(message.count & 0xFF)] + message
+        let tag = try EmulatedNTAG424Tag(uid: [0x04, 0x5A, 0x11, 0x42, 0x9C, 0x3D, 0x80], ndefFile: file)
+        var plain = DirectTransport(tag)
+        let known = try Type4NDEFReader.read(&plain, known: .ntag424DNA)
+        for guess in [message.count, 0, message.count / 2, message.count + 7, 1000] {
+            tag.reset()
+            var transport = DirectTransport(tag)
+            let read = try Type4NDEFReader.read(&transport, known: .ntag424DNA, expectedLength: guess)
+            #expect(read.message == message, "guess \(guess)")
+            if guess == message.count, message.count <= 253 {
+                #expect(read.commands == known.commands - 1, "NLEN and the message in one READ BINARY")
+            }
+        }
+    }
+
+    @Test(
         "a chip that answers like an NTAG 424 DNA but keeps its NDEF file elsewhere is read by the whole procedure",
         .enabled(if: !messages.isEmpty, Comment(rawValue: TestData.skipReason)), arguments: messages)
     func knownLayoutWrong(_ message: [UInt8]) throws {
