@@ -126,7 +126,7 @@ let package = Package(
                 "TagFixScenarios",
             ]),
         .testTarget(
-            name: "TagFixCryptoTests", dependencies: ["TagFixCrypto", "TagFixCore", "TagFixNDEF", "TagFixTesting"],
+            name: "TagFixCryptoTests", dependencies: ["TagFixCrypto", "TagFixCore", "TagFixNDEF", "TagFixTesting", "TagFixDevices"],
             exclude: ["nxp_originality.py", "ntag424_an12196.py"]),
         .testTarget(name: "TagFixFuzzTests", dependencies: ["TagFixFuzzTargets", "TagFixTesting", "TagFixCore"]),
         .testTarget(
