@@ -39,6 +39,7 @@ let package = Package(
         .library(name: "TagFixCrypto", targets: ["TagFixCrypto"]),
         .library(name: "TagFixDoctor", targets: ["TagFixDoctor"]),
         .library(name: "TagFixDemo", targets: ["TagFixDemo"]),
+        .library(name: "TagFixMQTT", targets: ["TagFixMQTT"]),
         .executable(name: "tagfix", targets: ["tagfix"]),
     ],
     targets: [
@@ -63,6 +64,9 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "TagFixStore", dependencies: ["CSQLite", "TagFixCore"]),
         .target(name: "TagFixReport", dependencies: ["TagFixCore", "TagFixNDEF"]),
+        // Fleets over MQTT (libmosquitto 2.0): the publisher (verify --publish) and the collector.
+        .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
+        .target(name: "TagFixMQTT", dependencies: ["CMosquitto", "TagFixCore", "TagFixDevices", "TagFixStore", "TagFixReport"]),
         // OpenSSL 3's libcrypto (trust: originality signatures, SUN, signed locations).
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .target(name: "TagFixCrypto", dependencies: ["CCrypto", "TagFixCore"]),
@@ -83,14 +87,14 @@ let package = Package(
             name: "TagFixCLI",
             dependencies: [
                 "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixTags", "TagFixNFC", "TagFixPCSC",
-                "TagFixReaders", "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo",
+                "TagFixReaders", "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo", "TagFixMQTT",
             ]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
         .executableTarget(
             name: "TagFixBench",
             dependencies: [
                 "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixTags", "TagFixNFC", "TagFixGPSD",
-                "TagFixStore", "TagFixCrypto",
+                "TagFixStore", "TagFixCrypto", "TagFixMQTT",
             ],
             path: "Benchmarks/TagFixBench"),
         // Test tooling: the parsers' fuzz targets (a library the corpus tests also run), and
@@ -121,7 +125,13 @@ let package = Package(
         .testTarget(name: "TagFixStoreTests", dependencies: ["TagFixStore", "TagFixCore"]),
         .testTarget(name: "TagFixReportTests", dependencies: ["TagFixReport", "TagFixCore"]),
         .testTarget(
-            name: "TagFixCryptoTests", dependencies: ["TagFixCrypto", "TagFixCore", "TagFixNDEF", "TagFixTesting"],
+            name: "TagFixMQTTTests",
+            dependencies: [
+                "TagFixMQTT", "TagFixEmulators", "TagFixStore", "TagFixDevices", "TagFixCore", "TagFixTesting", "TagFixReport",
+                "TagFixScenarios",
+            ]),
+        .testTarget(
+            name: "TagFixCryptoTests", dependencies: ["TagFixCrypto", "TagFixCore", "TagFixNDEF", "TagFixTesting", "TagFixDevices"],
             exclude: ["nxp_originality.py", "ntag424_an12196.py"]),
         .testTarget(name: "TagFixFuzzTests", dependencies: ["TagFixFuzzTargets", "TagFixTesting", "TagFixCore"]),
         .testTarget(

@@ -11,7 +11,7 @@ set -euo pipefail
 #   libsqlite3-dev  build: the CSQLite system library (the registry of tag placements)
 #   libssl-dev    build: the CCrypto system library (OpenSSL 3 libcrypto: trust checks)
 #   faketime      tests: a wrong wall clock (with DONT_FAKE_MONOTONIC=1) around tagfix
-TAGFIX_DEBIAN_PACKAGES=(libnfc-dev pkg-config libnfc-bin libnfc-examples python3-venv libgps-dev gpsd gpsd-clients libsqlite3-dev libssl-dev faketime libpcsclite-dev pcscd vsmartcard-vpcd pcsc-tools python3-pyscard)
+TAGFIX_DEBIAN_PACKAGES=(libnfc-dev pkg-config libnfc-bin libnfc-examples python3-venv libgps-dev gpsd gpsd-clients libsqlite3-dev libssl-dev faketime mosquitto libmosquitto-dev mosquitto-clients libpcsclite-dev pcscd vsmartcard-vpcd pcsc-tools python3-pyscard)
 
 tagfix_root() { cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd; }
 

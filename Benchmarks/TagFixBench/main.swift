@@ -5,10 +5,16 @@
 //   TagFixBench fix-latency [SECONDS] NMEA epoch written → fix delivered, TagFix against gpspipe -w
 //   TagFixBench verifier-loop TAGS SECONDS   only the verifier's hot loop, for `perf record`
 //   TagFixBench sun [ROUNDS]          checking one NTAG 424 DNA SUN URL (AES, CMAC), µs per URL
+//   TagFixBench sun-tap [ROUNDS]      an NTAG 424 DNA SUN tap → verdict on the PN532 emulator at 115200 baud
+//   TagFixBench fleet [VERDICTS] [ROUNDS]  MQTT: collector vs mosquitto_sub, publisher CPU, verdict → stored
 import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
+case "fleet":
+    let count = arguments.dropFirst().first.flatMap { Int($0) } ?? 20_000
+    let rounds = arguments.dropFirst(2).first.flatMap { Int($0) } ?? 200
+    for line in await fleetBenchmark(verdicts: count, latencyRounds: rounds) { print(line) }
 case "fix-latency":
     await fixLatencyBenchmark(seconds: arguments.dropFirst().first.flatMap { Int($0) } ?? 20)
 case "tag-read":
@@ -16,6 +22,8 @@ case "tag-read":
         rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15, python: ProcessInfo.processInfo.environment["TAGFIX_BENCH_PYTHON"])
 case "sun":
     for line in sunBenchmark(rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15) { print(line) }
+case "sun-tap":
+    print(await sunTapBenchmark(rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15))
 case "verifier-loop":
     let tags = arguments.dropFirst().first.flatMap { Int($0) } ?? 1_000_000
     let seconds = arguments.dropFirst(2).first.flatMap { Double($0) } ?? 10

@@ -19,7 +19,7 @@ private let why = Comment(rawValue: "needs pcscd, vsmartcard-vpcd, unshare and t
 
 /// Runs `body` on a thread of its own and awaits it: start-ups and waits that block (a daemon
 /// coming up, a process ending) never hold a thread of the cooperative pool.
-func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+private func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
         Thread { continuation.resume(with: Result { try body() }) }.start()
     }
@@ -28,7 +28,7 @@ func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async thro
 /// The built tagfix as a client of `pcscd` (libpcsclite reads PCSCLITE_CSOCK_NAME once per
 /// process, so a PC/SC client runs as a process of its own), waited for off the pool. Standard
 /// output is written to a file, readable while it runs (`lines`).
-final class TagfixProcess: Sendable {
+private final class TagfixProcess: Sendable {
     let process: Process
     let outFile: String
     let errFile: String
@@ -88,7 +88,7 @@ final class TagfixProcess: Sendable {
 }
 
 /// Waits (polling, off the pool) until `condition` holds, at most `seconds`: progress, not timing.
-func eventually(_ seconds: Double = 30, _ condition: @escaping @Sendable () -> Bool) async -> Bool {
+private func eventually(_ seconds: Double = 30, _ condition: @escaping @Sendable () -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + .seconds(seconds)
     while ContinuousClock.now < deadline {
         if condition() { return true }
@@ -98,7 +98,7 @@ func eventually(_ seconds: Double = 30, _ condition: @escaping @Sendable () -> B
 }
 
 /// A private pcscd and a card behind its vpcd, both stopped however the test ends.
-struct PCSCBench: Sendable {
+private struct PCSCBench: Sendable {
     let pcscd: PrivatePCSCD
     let card: VPCDEmulator
 
@@ -404,9 +404,7 @@ struct PCSCEndToEndTests {
         defer { bench.stop() }
         let environment = bench.pcscd.environment
         // pcsc_scan runs until stopped: its first report is enough.
-        let scanned = try await offPool {
-            try runProgram("/usr/bin/timeout", ["-s", "KILL", "3", "/usr/bin/pcsc_scan"], environment: environment)
-        }
+        let scanned = try await runProgram("/usr/bin/timeout", ["-s", "KILL", "3", "/usr/bin/pcsc_scan"], environment: environment)
         let atr = PCSCPart3Reader.atr(for: tag).map { Hex.encode([$0]) }.joined(separator: " ")
         #expect(scanned?.output.contains(atr) == true, "\(scanned?.output ?? "")")
         let script = """
@@ -421,7 +419,7 @@ struct PCSCEndToEndTests {
             print(bytes(uid).hex().upper())
             print(bytes(pages).hex().upper())
             """
-        let python = try await offPool { try runProgram("/usr/bin/python3", ["-c", script], environment: environment) }
+        let python = try await runProgram("/usr/bin/python3", ["-c", script], environment: environment)
         let lines = python?.output.split(separator: "\n").map(String.init) ?? []
         #expect(lines.first == Hex.encode(tag.uid), "\(python?.output ?? "")")
         #expect(lines.last == Hex.encode(tag.pages.prefix(64)), "\(python?.output ?? "")")

@@ -29,11 +29,11 @@ struct SystemdUnitTests {
             if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze")
                 && FileManager.default.isExecutableFile(atPath: packageRoot + "/.build/debug/tagfix"),
             "needs systemd-analyze and the built tagfix"))
-    func systemdAnalyze() throws {
+    func systemdAnalyze() async throws {
         let copy = (try temporaryFile("x", "") as NSString).deletingLastPathComponent + "/tagfix-verify.service"
         try Self.unit.replacingOccurrences(of: "/usr/local/bin/tagfix", with: packageRoot + "/.build/debug/tagfix")
             .write(toFile: copy, atomically: true, encoding: .utf8)
-        let result = try #require(try runProgram("/usr/bin/systemd-analyze", ["verify", "--man=no", copy]))
+        let result = try #require(try await runProgram("/usr/bin/systemd-analyze", ["verify", "--man=no", copy]))
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.isEmpty, "\(result.output)")
     }
