@@ -57,7 +57,8 @@ let package = Package(
         .target(name: "TagFixTags", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixCrypto"]),
         .target(name: "TagFixNFC", dependencies: ["CNFC", "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTags"]),
         // pcsc-lite's client library: PC/SC readers through pcscd (ACR1252U, Omnikey, uTrust…).
-        .systemLibrary(name: "CPCSC", pkgConfig: "libpcsclite", providers: [.apt(["libpcsclite-dev"])]),
+        // pcsc-lite (Debian libpcsclite-dev): a C target, not a system library: see Sources/CPCSC/include/pcsclite.h.
+        .target(name: "CPCSC", linkerSettings: [.linkedLibrary("pcsclite")]),
         .target(name: "TagFixPCSC", dependencies: ["CPCSC", "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTags"]),
         .systemLibrary(name: "CGPS", pkgConfig: "libgps", providers: [.apt(["libgps-dev"])]),
         .target(name: "TagFixGPSD", dependencies: ["CGPS", "TagFixCore", "TagFixDevices"]),

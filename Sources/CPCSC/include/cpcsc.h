@@ -3,7 +3,7 @@
 
 // pcsc-lite's client library (Debian libpcsclite-dev 1.9.9) for Swift. Only what Swift cannot use
 // directly is wrapped; every helper says why it exists.
-#include <winscard.h>
+#include <PCSC/winscard.h>
 #include <string.h>
 
 /// SCARD_PCI_T0 / SCARD_PCI_T1 / SCARD_PCI_RAW are macros taking the address of a global, which

@@ -1,0 +1,2 @@
+// See pcsclite.h beside this file.
+#include <PCSC/wintypes.h>
