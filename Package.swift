@@ -38,6 +38,7 @@ let package = Package(
         .library(name: "TagFixCrypto", targets: ["TagFixCrypto"]),
         .library(name: "TagFixDoctor", targets: ["TagFixDoctor"]),
         .library(name: "TagFixDemo", targets: ["TagFixDemo"]),
+        .library(name: "TagFixServe", targets: ["TagFixServe"]),
         .executable(name: "tagfix", targets: ["tagfix"]),
     ],
     targets: [
@@ -72,6 +73,9 @@ let package = Package(
         .target(
             name: "TagFixDemo",
             dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixNFC", "TagFixGPSD"]),
+        // tagfix serve: the event socket, the HTTP server and the live page, as a sink of the
+        // session's fan-out.
+        .target(name: "TagFixServe", dependencies: ["TagFixCore", "TagFixDevices", "TagFixReport"]),
         // The reader factory: a reader address (--reader) becomes a TagReader or a TagSession of
         // the backend that serves it; a new backend registers here.
         .target(name: "TagFixReaders", dependencies: ["TagFixCore", "TagFixDevices", "TagFixNFC", "TagFixScenarios"]),
@@ -79,7 +83,7 @@ let package = Package(
             name: "TagFixCLI",
             dependencies: [
                 "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixTags", "TagFixNFC", "TagFixReaders",
-                "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo",
+                "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo", "TagFixServe",
             ]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
         .executableTarget(
