@@ -82,7 +82,8 @@ let package = Package(
         .target(
             name: "TagFixCLI",
             dependencies: [
-                "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixTags", "TagFixNFC", "TagFixReaders",
+                "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixTags", "TagFixNFC",
+                "TagFixReaders",
                 "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo", "TagFixServe",
             ]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
@@ -97,7 +98,7 @@ let package = Package(
         // tagfix-fuzz, which runs them under libFuzzer (Fuzz/run builds it with -DFUZZING) or
         // replays files through them (an ordinary build).
         .target(
-            name: "TagFixFuzzTargets", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixScenarios", "TagFixEmulators"],
+            name: "TagFixFuzzTargets", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixScenarios", "TagFixEmulators", "TagFixServe"],
             path: "Fuzz/Targets"),
         .executableTarget(
             name: "tagfix-fuzz", dependencies: ["TagFixFuzzTargets"], path: "Fuzz/Entry",
@@ -109,7 +110,8 @@ let package = Package(
         .testTarget(
             name: "TagFixGPSDTests", dependencies: ["TagFixGPSD", "TagFixEmulators", "TagFixCore", "TagFixDevices", "TagFixTesting"]),
         .testTarget(
-            name: "TagFixTagsTests", dependencies: ["TagFixTags", "TagFixEmulators", "TagFixNDEF", "TagFixTesting", "TagFixDevices", "TagFixCore"]),
+            name: "TagFixTagsTests",
+            dependencies: ["TagFixTags", "TagFixEmulators", "TagFixNDEF", "TagFixTesting", "TagFixDevices", "TagFixCore"]),
         .testTarget(name: "TagFixNFCTests", dependencies: ["TagFixNFC", "TagFixTags", "TagFixEmulators", "TagFixNDEF", "TagFixTesting"]),
         .testTarget(
             name: "TagFixReadersTests", dependencies: ["TagFixReaders", "TagFixDevices", "TagFixCore", "TagFixScenarios", "TagFixTesting"]),
@@ -120,11 +122,14 @@ let package = Package(
         .testTarget(
             name: "TagFixCryptoTests", dependencies: ["TagFixCrypto", "TagFixCore", "TagFixNDEF", "TagFixTesting"],
             exclude: ["nxp_originality.py", "ntag424_an12196.py"]),
+        .testTarget(
+            name: "TagFixServeTests", dependencies: ["TagFixServe", "TagFixCore", "TagFixDevices", "TagFixScenarios", "TagFixTesting"]),
         .testTarget(name: "TagFixFuzzTests", dependencies: ["TagFixFuzzTargets", "TagFixTesting", "TagFixCore"]),
         .testTarget(
             name: "TagFixCLITests",
             dependencies: [
-                "TagFixCLI", "TagFixTesting", "TagFixScenarios", "TagFixEmulators", "TagFixNDEF", "TagFixNFC", "TagFixDevices", "TagFixGPSD",
+                "TagFixCLI", "TagFixTesting", "TagFixScenarios", "TagFixEmulators", "TagFixNDEF", "TagFixNFC", "TagFixDevices",
+                "TagFixGPSD",
                 "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo", "TagFixTags", "TagFixReaders",
             ]),
     ],

@@ -32,7 +32,8 @@ struct ServeCommand: Subcommand {
                 help: "gpsd://HOST:PORT[/DEVICE] (default gpsd://localhost:2947), or a scenario file whose GPS is replayed (mock GPS)."),
             .init(name: "gpsd", valueName: "URL", help: "The same as --gps."),
             .init(name: "registry", valueName: "FILE", help: "Registry of tag placements (SQLite, CSV or JSON); SIGHUP reloads it."),
-            .init(name: "log", valueName: "FILE", help: "Append each verdict to FILE (JSON Lines), on the disk before it is sent anywhere."),
+            .init(
+                name: "log", valueName: "FILE", help: "Append each verdict to FILE (JSON Lines), on the disk before it is sent anywhere."),
             .init(
                 name: "socket", valueName: "PATH",
                 help: "The event socket (Unix, mode 0660); default /run/tagfix/tagfix.sock as root, else $XDG_RUNTIME_DIR/tagfix.sock."),
@@ -148,7 +149,8 @@ struct ServeCommand: Subcommand {
         reloader.cancel()
         SystemdNotify.send("STOPPING=1")
         let signal = stop.received.map { $0 == SIGINT ? "SIGINT" : $0 == SIGTERM ? "SIGTERM" : "signal \($0)" }
-        await hub.stop(reason: failure.map { "error: \($0.message)" } ?? signal.map { "stopped by \($0); the log is complete" } ?? "session over")
+        await hub.stop(
+            reason: failure.map { "error: \($0.message)" } ?? signal.map { "stopped by \($0); the log is complete" } ?? "session over")
         if let failure { throw failure }
     }
 

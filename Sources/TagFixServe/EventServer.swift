@@ -45,7 +45,8 @@ public struct ServeConfiguration: Sendable {
             if let address, !address.isLoopback, token == nil {
                 throw ServeError(
                     .usage,
-                    "--\(option) \(address) can be reached from other machines: give --token FILE (a bearer token) too, or listen on 127.0.0.1")
+                    "--\(option) \(address) can be reached from other machines: give --token FILE (a bearer token) too, or listen on 127.0.0.1"
+                )
             }
         }
     }
@@ -340,7 +341,8 @@ public final class EventServer: Sendable {
                 var yes: Int32 = 1
                 if listener.kind != .unix { setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &yes, socklen_t(MemoryLayout<Int32>.size)) }
                 guard clients.count < configuration.maximumClients else {
-                    let refusal = Array((ServeMessage.error("too many clients (\(configuration.maximumClients)); try again later") + "\n").utf8)
+                    let refusal = Array(
+                        (ServeMessage.error("too many clients (\(configuration.maximumClients)); try again later") + "\n").utf8)
                     _ = refusal.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
                     close(fd)
                     continue
@@ -395,8 +397,8 @@ public final class EventServer: Sendable {
                 switch command {
                 case .auth(let token):
                     guard let expected = configuration.token, Self.same(token, expected) else {
-                        reply(client, [ServeMessage.error("wrong token; closing")])
                         client.closeWhenFlushed = true
+                        reply(client, [ServeMessage.error("wrong token; closing")])
                         return
                     }
                     client.authenticated = true

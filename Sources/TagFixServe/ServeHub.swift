@@ -1,6 +1,6 @@
+import Synchronization
 public import TagFixCore
 public import TagFixDevices
-import Synchronization
 
 /// `tagfix serve`'s sink: one more `VerdictSink` in the session's fan-out, behind the durable
 /// session log (docs/architecture.md, "The sink seam"). It keeps the session's state

@@ -107,6 +107,9 @@ public struct CommandFramer: Sendable {
 
     public init(limit: Int = ClientCommand.maximumLength) { self.limit = limit }
 
+    /// The bytes of the command not yet ended.
+    public var pendingCount: Int { pending.count }
+
     /// Feeds bytes; returns the commands (and overlong ones) they complete, in order.
     public mutating func feed(_ bytes: some Sequence<UInt8>) -> [Piece] {
         var pieces: [Piece] = []
