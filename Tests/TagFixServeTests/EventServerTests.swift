@@ -3,84 +3,11 @@ import Synchronization
 import TagFixCore
 import TagFixDevices
 import TagFixServe
+import TagFixTesting
 import Testing
 
 /// A fresh socket path.
 func socketPath() -> String { "/tmp/tagfix-serve-\(UUID().uuidString.prefix(8)).sock" }
-
-/// A client of the event socket (or of HTTP) whose lines are read on its own thread, never on
-/// the cooperative pool.
-final class LineClient: Sendable {
-    let fd: Int32
-    private let state = Mutex((lines: [String](), closed: false))
-
-    /// Connects to a Unix socket (`path`) or to 127.0.0.1:`port`; with `reading: false` nothing
-    /// is ever read.
-    init(path: String? = nil, port: Int? = nil, reading: Bool = true) throws {
-        if let path {
-            fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_un()
-            address.sun_family = sa_family_t(AF_UNIX)
-            withUnsafeMutableBytes(of: &address.sun_path) { raw in
-                for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
-            }
-            let result = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-            }
-            guard result == 0 else { throw ClientError.connect(String(cString: strerror(errno))) }
-        } else {
-            fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = UInt16(port ?? 0).bigEndian
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let result = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            guard result == 0 else { throw ClientError.connect(String(cString: strerror(errno))) }
-        }
-        guard reading else { return }
-        Thread.detachNewThread { [self] in
-            var buffer = [UInt8](repeating: 0, count: 65_536)
-            var partial: [UInt8] = []
-            while true {
-                let count = recv(fd, &buffer, buffer.count, 0)
-                if count <= 0 { break }
-                partial += buffer[0..<count]
-                var lines: [String] = []
-                var start = 0
-                while let newline = partial[start...].firstIndex(of: 10) {
-                    lines.append(String(decoding: partial[start..<newline], as: UTF8.self))
-                    start = newline + 1
-                }
-                partial.removeFirst(start)
-                state.withLock { $0.lines += lines }
-            }
-            state.withLock { $0.closed = true }
-        }
-    }
-
-    enum ClientError: Error { case connect(String) }
-
-    func send(_ text: String) { send(Array(text.utf8)) }
-
-    func send(_ bytes: [UInt8]) {
-        var offset = 0
-        while offset < bytes.count {
-            let sent = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL)) }
-            if sent <= 0 { return }
-            offset += sent
-        }
-    }
-
-    var lines: [String] { state.withLock { $0.lines } }
-    var closed: Bool { state.withLock { $0.closed } }
-    func lines(ofClass name: String) -> [String] { lines.filter { $0.hasPrefix(#"{"class":"\#(name)""#) } }
-
-    func close() { shutdown(fd, Int32(SHUT_RDWR)) }
-
-    deinit { Glibc.close(fd) }
-}
 
 /// Waits (polling, up to a minute) until `condition` holds.
 func eventually(_ condition: () -> Bool) async -> Bool {
@@ -121,9 +48,9 @@ struct EventServerTests {
         configuration.bufferLimit = 256 * 1024
         let server = try EventServer(configuration, responder: QuietResponder(), log: log.add)
         server.start()
-        let clients = try (0..<50).map { _ in try LineClient(path: path) }
-        let idle = try LineClient(path: path, reading: false)
-        let bystander = try LineClient(path: path)  // never asks to watch
+        let clients = try (0..<50).map { _ in try SocketLineClient(path: path) }
+        let idle = try SocketLineClient(path: path, reading: false)
+        let bystander = try SocketLineClient(path: path)  // never asks to watch
         for client in clients + [idle] { client.send(#"?WATCH={"enable":true};"# + "\n") }
         #expect(await eventually { clients.allSatisfy { $0.lines(ofClass: "WATCH").count == 1 } })
         // Enough for the idle client to pass its buffer and the kernel's.
@@ -153,19 +80,19 @@ struct EventServerTests {
             log: { _ in })
         server.start()
         defer { Task { await server.stop(reason: "test over") } }
-        let good = try LineClient(path: path)
+        let good = try SocketLineClient(path: path)
         good.send(#"?WATCH={"enable":true};"#)
-        let garbage = try LineClient(path: path)
+        let garbage = try SocketLineClient(path: path)
         garbage.send([0xFF, 0x00, 0x3F, 0x0A] + Array("hello\n?NOPE;\n?WATCH={\"enable\":\"maybe\"};\n".utf8))
-        let long = try LineClient(path: path)
+        let long = try SocketLineClient(path: path)
         long.send([UInt8](repeating: UInt8(ascii: "?"), count: 10_000_000) + Array("\n?POLL;\n".utf8))
-        let halfOpen = try LineClient(path: path, reading: false)
+        let halfOpen = try SocketLineClient(path: path, reading: false)
         halfOpen.send(#"?WATCH={"ena"#)
-        let halfHTTP = try LineClient(port: server.httpPort, reading: false)
+        let halfHTTP = try SocketLineClient(port: server.httpPort, reading: false)
         halfHTTP.send("GET /metr")
-        let hugeHTTP = try LineClient(port: server.httpPort)
+        let hugeHTTP = try SocketLineClient(port: server.httpPort)
         hugeHTTP.send("GET / HTTP/1.1\r\nX: " + String(repeating: "y", count: 100_000) + "\r\n\r\n")
-        let badHTTP = try LineClient(port: server.httpPort)
+        let badHTTP = try SocketLineClient(port: server.httpPort)
         badHTTP.send("BREW /pot HTCPCP/1.0\r\n\r\n")
 
         #expect(await eventually { garbage.lines(ofClass: "ERROR").count == 4 }, "\(garbage.lines)")
@@ -178,7 +105,7 @@ struct EventServerTests {
         // A client that disappears without a word is forgotten.
         halfOpen.close()
         halfHTTP.close()
-        let later = try LineClient(path: path)
+        let later = try SocketLineClient(path: path)
         later.send("?VERSION;")
         #expect(await eventually { later.lines(ofClass: "VERSION").count == 2 })
     }
@@ -191,18 +118,18 @@ struct EventServerTests {
             responder: QuietResponder(), log: { _ in })
         server.start()
         defer { Task { await server.stop(reason: "test over") } }
-        let early = try LineClient(port: server.listenPort)
+        let early = try SocketLineClient(port: server.listenPort)
         early.send(#"?WATCH={"enable":true};"#)
         #expect(await eventually { early.lines(ofClass: "ERROR").first?.contains("AUTH") == true })
         early.send(#"?AUTH="s3cret";?WATCH={"enable":true};"#)
         #expect(await eventually { early.lines(ofClass: "WATCH").count == 1 })
-        let wrong = try LineClient(port: server.listenPort)
+        let wrong = try SocketLineClient(port: server.listenPort)
         wrong.send(#"?AUTH="guess";"#)
         #expect(await eventually { wrong.closed })
-        let anonymous = try LineClient(port: server.httpPort)
+        let anonymous = try SocketLineClient(port: server.httpPort)
         anonymous.send("GET /metrics HTTP/1.1\r\n\r\n")
         #expect(await eventually { anonymous.lines.first?.hasPrefix("HTTP/1.1 401") == true })
-        let bearer = try LineClient(port: server.httpPort)
+        let bearer = try SocketLineClient(port: server.httpPort)
         bearer.send("GET /metrics HTTP/1.1\r\nAuthorization: Bearer s3cret\r\n\r\n")
         #expect(await eventually { bearer.lines.first?.hasPrefix("HTTP/1.1 200") == true })
     }
