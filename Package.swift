@@ -130,7 +130,7 @@ let package = Package(
             dependencies: [
                 "TagFixCLI", "TagFixTesting", "TagFixScenarios", "TagFixEmulators", "TagFixNDEF", "TagFixNFC", "TagFixDevices",
                 "TagFixGPSD",
-                "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo", "TagFixTags", "TagFixReaders",
+                "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo", "TagFixTags", "TagFixReaders", "TagFixServe",
             ]),
     ],
     swiftLanguageModes: [.v6]

@@ -3,6 +3,7 @@ import Synchronization
 import TagFixCore
 import TagFixEmulators
 import TagFixNDEF
+import TagFixReport
 import TagFixTesting
 import Testing
 
@@ -216,5 +217,53 @@ struct ServeEndToEndTests {
         client.send("GET /metrics HTTP/1.1\r\n\r\n")
         _ = await RunningTagFix.poll(upTo: .seconds(10)) { client.closed }
         return client.lines.contains(line)
+    }
+
+    static let seleniumPython = ProcessInfo.processInfo.environment["TAGFIX_SELENIUM_PYTHON"]
+
+    @Test(
+        "the live page in headless Chromium: a tap turns its tag's circle from grey to green (screenshot in .build/test-artefacts)",
+        .enabled(
+            if: runnable && seleniumPython != nil && FileManager.default.isExecutableFile(atPath: "/usr/bin/chromedriver"),
+            "needs the built tagfix, gpsd, chromium-driver and TAGFIX_SELENIUM_PYTHON (scripts/test sets it up)"))
+    func browser() async throws {
+        let registry = try temporaryFile(
+            "site.csv", "id,uid,lat,lon,radius_m,name\nE1,,53.545,9.966,30,Gate\nE2,,53.5476949,9.966,30,Shed\n")
+        let rig = try await ServeRig(extra: ["--registry", registry])
+        let artefacts = packageRoot + "/.build/test-artefacts"
+        try FileManager.default.createDirectory(atPath: artefacts, withIntermediateDirectories: true)
+        let shot = artefacts + "/serve-live-map.png"
+        try? FileManager.default.removeItem(atPath: shot)
+        let browser = Process()
+        browser.executableURL = URL(fileURLWithPath: try #require(Self.seleniumPython))
+        browser.arguments = [
+            packageRoot + "/Tests/Browser/live_map.py", "http://127.0.0.1:\(rig.httpPort)/", "E1", SiteReport.colour("confirmed"), shot,
+        ]
+        let out = Pipe()
+        browser.standardOutput = out
+        let err = Pipe()
+        browser.standardError = err
+        try browser.run()
+        let printed = Mutex("")
+        for (pipe, prefix) in [(out, ""), (err, "stderr: ")] {
+            let handle = pipe.fileHandleForReading
+            Thread.detachNewThread {
+                while true {
+                    let chunk = handle.availableData
+                    if chunk.isEmpty { break }
+                    printed.withLock { $0 += prefix + String(decoding: chunk, as: UTF8.self) }
+                }
+            }
+        }
+        let text = { printed.withLock { $0 } }
+        #expect(await RunningTagFix.poll { text().contains("READY") || !browser.isRunning }, "\(text())")
+        #expect(text().contains("READY \(SiteReport.colour(nil))"), "the circle was not grey before the tap: \(text())")
+        #expect(await rig.tap(expecting: 1))
+        #expect(await RunningTagFix.poll { text().contains("CHANGED") || !browser.isRunning }, "\(text())")
+        #expect(text().contains("CHANGED \(SiteReport.colour("confirmed"))"), "\(text())")
+        _ = await RunningTagFix.poll { !browser.isRunning }
+        if browser.isRunning { browser.terminate() }
+        #expect(await rig.stop())
+        #expect(FileManager.default.fileExists(atPath: shot), "no screenshot at \(shot)")
     }
 }

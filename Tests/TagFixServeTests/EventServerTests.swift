@@ -154,3 +154,31 @@ struct EventServerTests {
         #expect(FileManager.default.contents(atPath: file) == Data("keep".utf8))
     }
 }
+
+@Suite("sd_notify without libsystemd")
+struct SystemdNotifyTests {
+    @Test("READY=1 reaches $NOTIFY_SOCKET as one datagram; without NOTIFY_SOCKET nothing is sent")
+    func ready() throws {
+        let path = socketPath()
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        defer {
+            close(fd)
+            unlink(path)
+        }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        #expect(bound == 0)
+        #expect(SystemdNotify.send("READY=1\nSTATUS=serving", environment: ["NOTIFY_SOCKET": path]))
+        var buffer = [UInt8](repeating: 0, count: 256)
+        let count = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+        #expect(count > 0)
+        #expect(String(decoding: buffer.prefix(max(0, count)), as: UTF8.self) == "READY=1\nSTATUS=serving")
+        #expect(!SystemdNotify.send("READY=1", environment: [:]))
+    }
+}
