@@ -91,7 +91,7 @@ let package = Package(
             name: "TagFixBench",
             dependencies: [
                 "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixTags", "TagFixNFC", "TagFixGPSD",
-                "TagFixStore", "TagFixCrypto",
+                "TagFixStore", "TagFixCrypto", "TagFixServe",
             ],
             path: "Benchmarks/TagFixBench"),
         // Test tooling: the parsers' fuzz targets (a library the corpus tests also run), and

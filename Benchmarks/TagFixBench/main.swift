@@ -4,6 +4,7 @@
 //   TagFixBench tag-read [ROUNDS]     tag placed → verdict on the PN532 emulator at 115200 baud
 //   TagFixBench fix-latency [SECONDS] NMEA epoch written → fix delivered, TagFix against gpspipe -w
 //   TagFixBench verifier-loop TAGS SECONDS   only the verifier's hot loop, for `perf record`
+//   TagFixBench serve-fan-out [N]     a VERDICT to 1 and 100 tagfix serve clients, beside gpsd's TPV fan-out
 //   TagFixBench sun [ROUNDS]          checking one NTAG 424 DNA SUN URL (AES, CMAC), µs per URL
 import Foundation
 
@@ -11,6 +12,8 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
 case "fix-latency":
     await fixLatencyBenchmark(seconds: arguments.dropFirst().first.flatMap { Int($0) } ?? 20)
+case "serve-fan-out":
+    await fanOutBenchmark(verdicts: arguments.dropFirst().first.flatMap { Int($0) } ?? 500)
 case "tag-read":
     await tagReadBenchmark(
         rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15, python: ProcessInfo.processInfo.environment["TAGFIX_BENCH_PYTHON"])

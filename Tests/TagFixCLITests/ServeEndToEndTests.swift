@@ -79,7 +79,7 @@ final class ServeRig: Sendable {
 
 /// The record of a VERDICT line (without `class` and `id`): the session log's line.
 private func record(ofVerdict line: String) -> String? {
-    guard line.hasPrefix(#"{"class":"VERDICT","id":"#), let comma = line.dropFirst(25).firstIndex(of: ",") else { return nil }
+    guard line.hasPrefix(#"{"class":"VERDICT","id":"#), let comma = line.dropFirst(24).firstIndex(of: ",") else { return nil }
     return "{" + line[line.index(after: comma)...]
 }
 
