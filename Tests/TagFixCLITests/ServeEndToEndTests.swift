@@ -18,7 +18,8 @@ final class ServeRig: Sendable {
     ]
 
     let receiver: NMEAEmulator
-    let gpsd: PrivateGPSD
+    private let gpsd: Mutex<PrivateGPSD>
+    let gpsdPort: Int
     let reader: PN532Emulator
     let serve: RunningTagFix
     let socket: String
@@ -28,7 +29,9 @@ final class ServeRig: Sendable {
 
     init(extra: [String] = []) async throws {
         receiver = try NMEAEmulator(source: .at(Self.here, noise: 0.5, seed: 11), rate: 5)
-        gpsd = try PrivateGPSD(device: receiver.path)
+        let gpsd = try PrivateGPSD(device: receiver.path)
+        self.gpsd = Mutex(gpsd)
+        gpsdPort = gpsd.port
         receiver.start()
         let tags = try Self.urls.map { try EmulatedType2Tag.ntag(215, message: NDEFMessage(records: [NDEFRecord.uri($0)]).encoded()) }
         reader = try PN532Emulator(tags: tags)
@@ -63,6 +66,16 @@ final class ServeRig: Sendable {
         return await RunningTagFix.poll { self.logLines.count >= count }
     }
 
+    /// Stops gpsd (`start: false`), or starts a new one on the same port.
+    func gpsd(start: Bool) throws {
+        if start {
+            let next = try PrivateGPSD(device: receiver.path, port: gpsdPort)
+            gpsd.withLock { $0 = next }
+        } else {
+            gpsd.withLock { $0.stop() }
+        }
+    }
+
     var logLines: [String] {
         (try? String(contentsOfFile: log, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? []
     }
@@ -70,7 +83,7 @@ final class ServeRig: Sendable {
     func stop() async -> Bool {
         let exited = await serve.stop(with: SIGTERM)
         reader.stop()
-        gpsd.stop()
+        gpsd.withLock { $0.stop() }
         receiver.stop()
         try? FileManager.default.removeItem(atPath: log)
         return exited
@@ -170,6 +183,30 @@ struct ServeEndToEndTests {
         #expect(await RunningTagFix.poll { tags.closed })
         #expect(tags.lines.contains("tagfix_verdicts_total{verdict=\"confirmed\"} 1"), "\(tags.lines)")
         #expect(tags.lines.contains("tagfix_verdicts_total{verdict=\"outside\"} 1"))
+        #expect(await rig.stop())
+        #expect(rig.serve.exitedCleanly, "\(rig.serve.ending)")
+    }
+
+    @Test(
+        "gpsd restarted under tagfix serve: clients are told (GPS unavailable, then connected), fixes and verdicts resume",
+        .enabled(if: runnable, "needs the built tagfix and gpsd"))
+    func gpsdRestarts() async throws {
+        let rig = try await ServeRig()
+        let client = try SocketLineClient(path: rig.socket)
+        client.send(#"?WATCH={"enable":true};"#)
+        #expect(await RunningTagFix.poll { !client.lines(ofClass: "FIX").isEmpty })
+        try rig.gpsd(start: false)
+        #expect(
+            await RunningTagFix.poll { client.lines(ofClass: "GPS").contains { $0.contains(#""status":"unavailable""#) } },
+            "\(client.lines)")
+        let fixesBefore = client.lines(ofClass: "FIX").count
+        try rig.gpsd(start: true)
+        #expect(
+            await RunningTagFix.poll { client.lines(ofClass: "GPS").last?.contains(#""status":"connected""#) == true }, "\(client.lines)")
+        #expect(await RunningTagFix.poll { client.lines(ofClass: "FIX").count > fixesBefore })
+        #expect(await rig.tap(expecting: 1))
+        #expect(await RunningTagFix.poll { client.lines(ofClass: "VERDICT").count == 1 })
+        #expect(rig.serve.process.isRunning, "\(rig.serve.ending)")
         #expect(await rig.stop())
         #expect(rig.serve.exitedCleanly, "\(rig.serve.ending)")
     }
