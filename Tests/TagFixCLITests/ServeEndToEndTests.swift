@@ -212,6 +212,32 @@ struct ServeEndToEndTests {
     }
 
     @Test(
+        "SIGHUP reloads the registry: a tag placed elsewhere is outside, then confirmed once the registry moves it; a broken registry keeps the last one",
+        .enabled(if: runnable, "needs the built tagfix and gpsd"))
+    func reload() async throws {
+        // E1 registered 300 m north of where it is (and where the GPS is): outside.
+        let registry = try temporaryFile("site.csv", "id,uid,lat,lon,radius_m,name\nE1,,53.5476949,9.966,30,Gate\n")
+        let rig = try await ServeRig(extra: ["--registry", registry])
+        #expect(await rig.tap(expecting: 1))
+        try "id,uid,lat,lon,radius_m,name\nE1,,53.545,9.966,30,Gate\n".write(toFile: registry, atomically: true, encoding: .utf8)
+        kill(rig.serve.pid, SIGHUP)
+        #expect(await RunningTagFix.poll { rig.serve.stderr.contains("registry reloaded") }, "\(rig.serve.stderr)")
+        #expect(await rig.tap(expecting: 2))  // E2: not in the registry; its URL decides
+        #expect(await rig.tap(expecting: 3))
+        try "id,uid,lat,lon\nbroken".write(toFile: registry, atomically: true, encoding: .utf8)
+        kill(rig.serve.pid, SIGHUP)
+        #expect(await RunningTagFix.poll { rig.serve.stderr.contains("was not reloaded") }, "\(rig.serve.stderr)")
+        #expect(await rig.tap(expecting: 4))
+        #expect(await rig.tap(expecting: 5))
+        let verdicts = try rig.logLines.map { try JSONValue.parse($0) }
+        let e1 = verdicts.filter { $0["tag_id"]?.string == "E1" }.map { $0["verdict"]?.string ?? "" }
+        #expect(e1 == ["outside", "confirmed", "confirmed"], "\(rig.logLines)")
+        #expect(rig.serve.process.isRunning, "\(rig.serve.ending)")
+        #expect(await rig.stop())
+        #expect(rig.serve.exitedCleanly, "\(rig.serve.ending)")
+    }
+
+    @Test(
         "docs/protocol.md's Python client, run as written, prints each verdict",
         .enabled(if: runnable && FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"), "needs the built tagfix, gpsd, python3"))
     func pythonClient() async throws {
