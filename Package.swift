@@ -123,7 +123,8 @@ let package = Package(
             name: "TagFixCryptoTests", dependencies: ["TagFixCrypto", "TagFixCore", "TagFixNDEF", "TagFixTesting"],
             exclude: ["nxp_originality.py", "ntag424_an12196.py"]),
         .testTarget(
-            name: "TagFixServeTests", dependencies: ["TagFixServe", "TagFixCore", "TagFixDevices", "TagFixScenarios", "TagFixTesting"]),
+            name: "TagFixServeTests",
+            dependencies: ["TagFixServe", "TagFixCore", "TagFixDevices", "TagFixScenarios", "TagFixTesting", "TagFixReport"]),
         .testTarget(name: "TagFixFuzzTests", dependencies: ["TagFixFuzzTargets", "TagFixTesting", "TagFixCore"]),
         .testTarget(
             name: "TagFixCLITests",

@@ -21,9 +21,11 @@ public struct ServeEvent: Sendable, Hashable {
     }
 }
 
-/// What `tagfix serve` knows of its session: the readers, the GPS, the last fix, the verdicts
-/// so far (the newest `historyLimit` of them) and the counts `/metrics` shows. Pure: events in,
-/// the lines to send out.
+/// What `tagfix serve` knows of its session: the readers, the GPS, the last fix, the newest
+/// `historyLimit` verdicts (for `/api/verdicts` and an event stream that reconnects), each tag's
+/// last verdict (for the map), and the counts `/metrics` shows. Its memory is bounded by the
+/// history and the number of tags, not by how long it runs (the session log keeps everything).
+/// Pure: events in, the lines to send out.
 public struct ServeState: Sendable {
     public struct Logged: Sendable, Hashable {
         public var id: Int
@@ -37,6 +39,8 @@ public struct ServeState: Sendable {
     public var fix: Fix?
     public var lastScans: [String: TagScan] = [:]
     public private(set) var history: [Logged] = []
+    /// Each tag's last verdict, by `SessionRecord.tagKey`.
+    public private(set) var lastByTag: [String: Logged] = [:]
     public private(set) var lastID = 0
     public let historyLimit: Int
     public var placements: [RegistryEntry]
@@ -47,7 +51,7 @@ public struct ServeState: Sendable {
     public private(set) var readerErrors = 0
     public private(set) var gpsProblems = 0
 
-    public init(readers: [String], gps: String?, placements: [RegistryEntry] = [], historyLimit: Int = 10_000) {
+    public init(readers: [String], gps: String?, placements: [RegistryEntry] = [], historyLimit: Int = 1_000) {
         self.readers = readers.map { ReaderState(path: $0, status: .opening) }
         self.gps = gps.map { GPSState(path: $0, status: .connecting) }
         self.placements = placements
@@ -59,8 +63,10 @@ public struct ServeState: Sendable {
         lastID += 1
         let record = SessionRecord(verdict)
         let line = ServeMessage.verdict(id: lastID, record: record.encoded())
-        history.append(Logged(id: lastID, line: line, record: record))
-        if history.count > historyLimit { history.removeFirst(history.count - historyLimit) }
+        let logged = Logged(id: lastID, line: line, record: record)
+        history.append(logged)
+        if history.count > 2 * historyLimit { history.removeFirst(history.count - historyLimit) }
+        lastByTag[record.tagKey] = logged
         verdictsByKind[record.verdict, default: 0] += 1
         return ServeEvent(kind: .verdict, line: line, id: lastID)
     }
@@ -148,9 +154,10 @@ public struct ServeState: Sendable {
         return [ServeEvent(kind: .gps, line: ServeMessage.gps(gps))]
     }
 
-    /// The verdicts after `id`, oldest first (the newest `historyLimit` are kept).
+    /// The verdicts after `id`, oldest first (at least the newest `historyLimit` are kept).
     public func verdicts(since id: Int) -> ArraySlice<Logged> {
-        guard let first = history.firstIndex(where: { $0.id > id }) else { return [] }
+        guard let newest = history.last, newest.id > id else { return [] }
+        let first = max(history.startIndex, history.endIndex - (newest.id - id))
         return history[first...]
     }
 
@@ -164,19 +171,20 @@ public struct ServeState: Sendable {
     /// The answer to `?DEVICES;`.
     public var devices: String { ServeMessage.devices(readers: readers, gps: gps) }
 
-    /// The site as the HTML report sees it: the registry's tags and the verdicts kept.
+    /// The site as the HTML report sees it: the registry's tags, each tag's last verdict and the
+    /// newest verdicts.
     public var site: SiteReport {
-        SiteReport(records: history.map(\.record), placements: placements, title: "TagFix live")
+        let recent = history.suffix(historyLimit)
+        let older = lastByTag.values.filter { $0.id < (recent.first?.id ?? 0) }.sorted { $0.id < $1.id }
+        return SiteReport(records: (older + recent).map(\.record), placements: placements, title: "TagFix live")
     }
 
     /// `/api/tags`: each registry tag (`registry list --json`'s object) with its last verdict.
     public var tagsJSON: String {
-        var last: [String: Logged] = [:]
-        for logged in history { last[logged.record.tagKey] = logged }
         let objects = placements.map { entry in
             var head = JSONObjectWriter()
-            head.add("status", last[entry.id]?.record.verdict)
-            head.add("verdict_id", last[entry.id]?.id)
+            head.add("status", lastByTag[entry.id]?.record.verdict)
+            head.add("verdict_id", lastByTag[entry.id]?.id)
             return ServeMessage.splice(head, RegistryEntryReport.json(entry))
         }
         return "[" + objects.joined(separator: ",") + "]"

@@ -1,6 +1,7 @@
 import Foundation
 import TagFixCore
 import TagFixDevices
+import TagFixReport
 import TagFixScenarios
 import TagFixServe
 import Testing
@@ -115,6 +116,32 @@ struct ServeProtocolTests {
         #expect(count > 3)
         #expect(state.verdicts(since: 0).count == count)
         #expect(state.verdicts(since: count - 2).map(\.id) == [count - 1, count])
+    }
+
+    @Test("the history is bounded: the newest verdicts replay from any id, each tag keeps its last verdict for the map")
+    func boundedHistory() throws {
+        var state = ServeState(readers: ["r"], gps: nil, historyLimit: 3)
+        var last: [String: String] = [:]
+        var count = 0
+        for _ in 0..<5 {
+            for case .verdict(let verdict) in try exampleEvents() {
+                let event = state.receive(verdict)
+                count += 1
+                last[SessionRecord(verdict).tagKey] = event.line
+            }
+        }
+        #expect(state.history.count <= 6)
+        for since in [0, count - 3, count - 1, count] {
+            let ids = state.verdicts(since: since).map(\.id)
+            #expect(ids.last == (since < count ? count : nil))
+            #expect(ids == Array(ids.indices.map { (ids.first ?? 0) + $0 }), "ids in order without a gap")
+            #expect(ids.count >= min(3, count - since))
+        }
+        #expect(state.lastByTag.mapValues(\.line) == last)
+        #expect(Set(state.site.tags.map(\.key)) == Set(last.keys))
+        for tag in state.site.tags {
+            #expect(try JSONValue.parse(try #require(last[tag.key]))["verdict"]?.string == tag.status, "\(tag.key)")
+        }
     }
 
     @Test("SCAN, FIX, READER and GPS objects carry their class first and parse as JSON")
