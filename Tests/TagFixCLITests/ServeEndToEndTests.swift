@@ -238,6 +238,22 @@ struct ServeEndToEndTests {
     }
 
     @Test(
+        "tagfix serve refuses what it cannot do safely: another machine's address without --token (64), a token file others can read, no --reader",
+        arguments: [
+            (["--http", "0.0.0.0:8080"], Int32(64), "--token"), (["--listen", "192.168.1.2:2948"], 64, "--token"),
+            (["--http", "nowhere"], 64, "HOST:PORT"), (["--http", "127.0.0.1:8080", "--token", "/nonexistent/token"], 66, "token"),
+        ])
+    func refusals(_ options: [String], _ code: Int32, _ says: String) async throws {
+        let socket = "/tmp/tagfix-serve-refusal-\(UUID().uuidString.prefix(8)).sock"
+        let result = await run(["serve", "--reader", "pn532_uart:/dev/null", "--socket", socket] + options)
+        #expect(result.code == code, "\(result)")
+        #expect(result.err.joined().contains(says), "\(result.err)")
+        #expect(!FileManager.default.fileExists(atPath: socket))
+        let missing = await run(["serve", "--socket", socket])
+        #expect(missing.code == 64)
+    }
+
+    @Test(
         "docs/protocol.md's Python client, run as written, prints each verdict",
         .enabled(if: runnable && FileManager.default.isExecutableFile(atPath: "/usr/bin/python3"), "needs the built tagfix, gpsd, python3"))
     func pythonClient() async throws {
