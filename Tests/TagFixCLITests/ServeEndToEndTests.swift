@@ -20,7 +20,9 @@ final class ServeRig: Sendable {
     let receiver: NMEAEmulator
     private let gpsd: Mutex<PrivateGPSD>
     let gpsdPort: Int
-    let reader: PN532Emulator
+    private let reader: Mutex<PN532Emulator>
+    /// The reader's device: a symbolic link to the emulator's pty, as udev's /dev/nfc-pn532 is.
+    let link: String
     let serve: RunningTagFix
     let socket: String
     let log: String
@@ -33,15 +35,16 @@ final class ServeRig: Sendable {
         self.gpsd = Mutex(gpsd)
         gpsdPort = gpsd.port
         receiver.start()
-        let tags = try Self.urls.map { try EmulatedType2Tag.ntag(215, message: NDEFMessage(records: [NDEFRecord.uri($0)]).encoded()) }
-        reader = try PN532Emulator(tags: tags)
-        for index in tags.indices { reader.setPresent(false, tag: index) }
+        let reader = try Self.emulator()
+        self.reader = Mutex(reader)
         let name = UUID().uuidString.prefix(8)
+        link = "/tmp/tagfix-serve-\(name).pn532"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: reader.path)
         socket = "/tmp/tagfix-serve-\(name).sock"
         log = FileManager.default.temporaryDirectory.appendingPathComponent("tagfix-serve-\(name).jsonl").path
         let serve = try RunningTagFix(
             [
-                "serve", "--reader", "pn532_uart:\(reader.path)", "--gps", "gpsd://127.0.0.1:\(gpsd.port)", "--socket", socket, "--http",
+                "serve", "--reader", "pn532_uart:\(link)", "--gps", "gpsd://127.0.0.1:\(gpsd.port)", "--socket", socket, "--http",
                 "127.0.0.1:0", "--log", log, "--quiet", "--json", "--fix-timeout", "30",
             ] + extra)
         var port: Int?
@@ -54,6 +57,28 @@ final class ServeRig: Sendable {
         httpPort = port ?? 0
     }
 
+    /// The PN532 emulator with both tags, out of the field.
+    static func emulator() throws -> PN532Emulator {
+        let tags = try urls.map { try EmulatedType2Tag.ntag(215, message: NDEFMessage(records: [NDEFRecord.uri($0)]).encoded()) }
+        let reader = try PN532Emulator(tags: tags)
+        for index in tags.indices { reader.setPresent(false, tag: index) }
+        return reader
+    }
+
+    /// Unplugs the reader (the emulator stops and the link goes, as udev removes it), or plugs a
+    /// new one in.
+    func reader(plugged: Bool) throws {
+        if plugged {
+            let next = try Self.emulator()
+            reader.withLock { $0 = next }
+            present.withLock { $0 = -1 }
+            try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: next.path)
+        } else {
+            reader.withLock { $0.stop() }
+            try FileManager.default.removeItem(atPath: link)
+        }
+    }
+
     /// Taps the next tag: the other one leaves the field as it comes, so the reader sees one go
     /// and the next arrive. Returns once the log holds `count` verdicts.
     func tap(expecting count: Int) async -> Bool {
@@ -61,8 +86,10 @@ final class ServeRig: Sendable {
             index = (index + 1) % Self.urls.count
             return index
         }
-        reader.setPresent(true, tag: next)
-        for other in Self.urls.indices where other != next { reader.setPresent(false, tag: other) }
+        reader.withLock { reader in
+            reader.setPresent(true, tag: next)
+            for other in Self.urls.indices where other != next { reader.setPresent(false, tag: other) }
+        }
         return await RunningTagFix.poll { self.logLines.count >= count }
     }
 
@@ -82,7 +109,8 @@ final class ServeRig: Sendable {
 
     func stop() async -> Bool {
         let exited = await serve.stop(with: SIGTERM)
-        reader.stop()
+        reader.withLock { $0.stop() }
+        try? FileManager.default.removeItem(atPath: link)
         gpsd.withLock { $0.stop() }
         receiver.stop()
         try? FileManager.default.removeItem(atPath: log)
@@ -212,6 +240,28 @@ struct ServeEndToEndTests {
     }
 
     @Test(
+        "a reader unplugged and plugged back under tagfix serve: READER removed, then attached, and taps are verified again",
+        .enabled(if: runnable, "needs the built tagfix and gpsd"))
+    func readerReplugged() async throws {
+        let rig = try await ServeRig()
+        let client = try SocketLineClient(path: rig.socket)
+        client.send(#"?WATCH={"enable":true};"#)
+        #expect(await rig.tap(expecting: 1))
+        try rig.reader(plugged: false)
+        #expect(
+            await RunningTagFix.poll { client.lines(ofClass: "READER").contains { $0.contains(#""status":"removed""#) } }, "\(client.lines)"
+        )
+        try rig.reader(plugged: true)
+        #expect(
+            await RunningTagFix.poll { client.lines(ofClass: "READER").last?.contains(#""status":"attached""#) == true }, "\(client.lines)")
+        #expect(await rig.tap(expecting: 2))
+        #expect(await RunningTagFix.poll { client.lines(ofClass: "VERDICT").count == 2 })
+        #expect(rig.serve.process.isRunning, "\(rig.serve.ending)")
+        #expect(await rig.stop())
+        #expect(rig.serve.exitedCleanly, "\(rig.serve.ending)")
+    }
+
+    @Test(
         "SIGHUP reloads the registry: a tag placed elsewhere is outside, then confirmed once the registry moves it; a broken registry keeps the last one",
         .enabled(if: runnable, "needs the built tagfix and gpsd"))
     func reload() async throws {
@@ -238,7 +288,7 @@ struct ServeEndToEndTests {
     }
 
     @Test(
-        "tagfix serve refuses what it cannot do safely: another machine's address without --token (64), a token file others can read, no --reader",
+        "tagfix serve refuses what it cannot do safely: another machine's address without --token (64), a missing token file (66), no --reader",
         arguments: [
             (["--http", "0.0.0.0:8080"], Int32(64), "--token"), (["--listen", "192.168.1.2:2948"], 64, "--token"),
             (["--http", "nowhere"], 64, "HOST:PORT"), (["--http", "127.0.0.1:8080", "--token", "/nonexistent/token"], 66, "token"),
