@@ -477,11 +477,7 @@ public final class EventServer: Sendable {
                 return
             }
             var response = server.responder.respond(to: request, stats: currentStats())
-            if request.method == "HEAD" {
-                let length = response.body.count
-                response.body = []
-                response.extraHeaders.append(("X-Content-Length", String(length)))
-            }
+            response.headOnly = request.method == "HEAD"
             respond(client, response)
         }
 

@@ -79,6 +79,8 @@ public struct HTTPResponse: Sendable {
     public var contentType: String
     public var body: [UInt8]
     public var extraHeaders: [(String, String)] = []
+    /// The answer to HEAD: the head GET would have, without the body.
+    public var headOnly = false
 
     public init(status: Int, contentType: String = "text/plain; charset=utf-8", body: String, headers: [(String, String)] = []) {
         self.status = status
@@ -105,7 +107,7 @@ public struct HTTPResponse: Sendable {
         var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Type: \(contentType)\r\nContent-Length: \(body.count)\r\n"
         head += "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n"
         for (name, value) in extraHeaders { head += "\(name): \(value)\r\n" }
-        return Array((head + "\r\n").utf8) + body
+        return Array((head + "\r\n").utf8) + (headOnly ? [] : body)
     }
 
     /// The head of `/events`: a stream that stays open.

@@ -99,6 +99,8 @@ struct EventServerTests {
         halfHTTP.send("GET /metr")
         let hugeHTTP = try SocketLineClient(port: server.httpPort)
         Thread.detachNewThread { hugeHTTP.send("GET / HTTP/1.1\r\nX: " + String(repeating: "y", count: 100_000) + "\r\n\r\n") }
+        let head = try SocketLineClient(port: server.httpPort)
+        head.send("HEAD /healthz HTTP/1.1\r\n\r\n")
         let badHTTP = try SocketLineClient(port: server.httpPort)
         badHTTP.send("BREW /pot HTCPCP/1.0\r\n\r\n")
 
@@ -106,6 +108,10 @@ struct EventServerTests {
         #expect(await eventually { long.lines(ofClass: "ERROR").count == 1 && long.lines(ofClass: "POLL").count == 1 }, "\(long.lines)")
         #expect(await eventually { hugeHTTP.lines.first?.hasPrefix("HTTP/1.1 431") == true }, "\(hugeHTTP.lines)")
         #expect(await eventually { badHTTP.lines.first?.hasPrefix("HTTP/1.1 400") == true }, "\(badHTTP.lines)")
+        #expect(await eventually { head.closed })
+        #expect(head.lines.first?.hasPrefix("HTTP/1.1 200") == true)
+        #expect(head.lines.contains("Content-Length: 3\r"), "HEAD says GET's length: \(head.lines)")
+        #expect(!head.lines.contains("ok"), "HEAD has no body: \(head.lines)")
         #expect(await eventually { good.lines(ofClass: "WATCH").count == 1 })
         server.broadcast(Self.events(1...3))
         #expect(await eventually { good.lines(ofClass: "VERDICT").count == 3 })
