@@ -142,12 +142,15 @@ struct EventServerTests {
         let anonymous = try SocketLineClient(port: server.httpPort)
         anonymous.send("GET /metrics HTTP/1.1\r\n\r\n")
         #expect(await eventually { anonymous.lines.first?.hasPrefix("HTTP/1.1 401") == true })
+        let health = try SocketLineClient(port: server.httpPort)
+        health.send("GET /healthz HTTP/1.1\r\n\r\n")
+        #expect(await eventually { health.lines.first?.hasPrefix("HTTP/1.1 200") == true }, "/healthz needs no token")
         let bearer = try SocketLineClient(port: server.httpPort)
         bearer.send("GET /metrics HTTP/1.1\r\nAuthorization: Bearer s3cret\r\n\r\n")
         #expect(await eventually { bearer.lines.first?.hasPrefix("HTTP/1.1 200") == true })
     }
 
-    @Test("a socket path in use is refused, a file that is not a socket left alone, the socket is 0660")
+    @Test("a socket path in use is refused, a stale one replaced, a file that is not a socket left alone, the socket is 0660")
     func socketFile() async throws {
         let path = socketPath()
         let first = try EventServer(ServeConfiguration(socketPath: path, release: "t"), responder: QuietResponder(), log: { _ in })
@@ -158,6 +161,23 @@ struct EventServerTests {
         var info = stat()
         #expect(stat(path, &info) == 0 && info.st_mode & 0o777 == 0o660)
         await first.stop(reason: "over")
+        // A stale socket file (its server killed before it could remove it) is replaced.
+        let stale = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
+        }
+        _ = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(stale, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        close(stale)
+        #expect(FileManager.default.fileExists(atPath: path))
+        let second = try EventServer(ServeConfiguration(socketPath: path, release: "t"), responder: QuietResponder(), log: { _ in })
+        second.start()
+        let client = try SocketLineClient(path: path)
+        #expect(await eventually { client.lines(ofClass: "VERSION").count == 1 })
+        await second.stop(reason: "over")
         let file = socketPath()
         _ = FileManager.default.createFile(atPath: file, contents: Data("keep".utf8))
         defer { try? FileManager.default.removeItem(atPath: file) }
