@@ -381,7 +381,9 @@ public final class EventServer: Sendable {
                 guard clients[client.fd] != nil, !client.closeWhenFlushed else { return }
                 switch piece {
                 case .tooLong:
-                    reply(client, [ServeMessage.error("command longer than \(ClientCommand.maximumLength) bytes; skipped to its end")])
+                    reply(
+                        client,
+                        [ServeMessage.error("command longer than \(ClientCommand.maximumLength) bytes; skipped to the end of its line")])
                 case .command(let text):
                     do throws(ProtocolError) {
                         try run(ClientCommand.parse(text), for: client)
