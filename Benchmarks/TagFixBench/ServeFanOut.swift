@@ -123,7 +123,7 @@ func fanOutBenchmark(verdicts: Int) async {
         guard
             let receiver = try? NMEAEmulator(
                 source: .at(Coordinate(validLatitude: 53.545, longitude: 9.966), noise: 0.5, seed: 3), rate: 10),
-            let gpsd = try? PrivateGPSD(device: receiver.path)
+            let gpsd = try? await PrivateGPSD.start(device: receiver.path)
         else { return }
         let watchers = (0..<clients).map { _ in StampingClient.tcp(port: gpsd.port, hello: #"?WATCH={"enable":true,"json":true};"# + "\n") }
         try? await Task.sleep(for: .seconds(2))

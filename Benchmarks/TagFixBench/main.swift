@@ -6,6 +6,7 @@
 //   TagFixBench verifier-loop TAGS SECONDS   only the verifier's hot loop, for `perf record`
 //   TagFixBench serve-fan-out [N]     a VERDICT to 1 and 100 tagfix serve clients, beside gpsd's TPV fan-out
 //   TagFixBench sun [ROUNDS]          checking one NTAG 424 DNA SUN URL (AES, CMAC), µs per URL
+//   TagFixBench sun-tap [ROUNDS]      an NTAG 424 DNA SUN tap → verdict on the PN532 emulator at 115200 baud
 import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -19,6 +20,8 @@ case "tag-read":
         rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15, python: ProcessInfo.processInfo.environment["TAGFIX_BENCH_PYTHON"])
 case "sun":
     for line in sunBenchmark(rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15) { print(line) }
+case "sun-tap":
+    print(await sunTapBenchmark(rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15))
 case "verifier-loop":
     let tags = arguments.dropFirst().first.flatMap { Int($0) } ?? 1_000_000
     let seconds = arguments.dropFirst(2).first.flatMap { Double($0) } ?? 10

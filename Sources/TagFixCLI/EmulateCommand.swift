@@ -158,7 +158,7 @@ struct NMEAOptions: Sendable {
         io.out("NMEA emulator on \(lab.emulator.path)" + (link.map { " (link \($0))" } ?? ""))
         var gpsd: PrivateGPSD?
         if startGPSD {
-            gpsd = try lab.startGPSD()
+            gpsd = try await lab.startGPSD()
             io.out("gpsd: gpsd://127.0.0.1:\(gpsd?.port ?? 0)")
         }
         defer { gpsd?.stop() }

@@ -202,10 +202,10 @@ struct EnrollCommand: Subcommand {
         // 1. The position.
         io.err(
             "averaging GPS fixes for \(Coordinate.format(average.seconds, 0)) s from \(fixSource.sourceID): stand still at the tag's spot…")
-        let (fixes, unreachable) = await Self.collect(fixSource, for: average, clock: clock)
-        if let unreachable { throw .unavailable("nothing was enrolled: \(unreachable)") }
+        let window = await FixWindow.collect(from: fixSource, for: average, clock: clock)
+        if let unreachable = window.unreachable { throw .unavailable("nothing was enrolled: \(unreachable)") }
         let position: PositionAverager.Result
-        switch averager.average(fixes) {
+        switch averager.average(window.fixes) {
         case .success(let result): position = result
         case .failure(let refusal): throw .timedOut("enrolment refused: \(refusal)")
         }
@@ -290,28 +290,6 @@ struct EnrollCommand: Subcommand {
         }
     }
 
-    /// The fixes a source delivers during `window`, measured on `clock`; or, as soon as it says so,
-    /// why a source that never connected cannot be reached (gpsd is not running there).
-    static func collect<C: Clock>(_ source: any FixSource, for window: Duration, clock: C) async -> (fixes: [Fix], unreachable: String?)
-    where C.Duration == Duration {
-        let collected = CollectedFixes()
-        // The window's end, the source's end, or an unreachable gpsd: whichever comes first.
-        _ = await race(deadline: clock.now.advanced(by: window), clock: clock) { () async -> Void in
-            var connected = false
-            for await event in source.events() {
-                switch event {
-                case .fix(let fix): collected.fixes.withLock { $0.append(fix) }
-                case .connected: connected = true
-                case .unavailable(let why) where !connected && collected.fixes.withLock({ $0.isEmpty }):
-                    collected.unreachable.withLock { $0 = why }
-                    return
-                default: break
-                }
-            }
-        }
-        return (collected.fixes.withLock { $0 }, collected.unreachable.withLock { $0 })
-    }
-
     /// Waits for the tag, writes it when asked, reads it back.
     private func tag(writing message: [UInt8]?, clock: MonotonicClock, io: some TerminalOutput) async throws(CLIError) -> (
         TagScan, TagWritten?
@@ -338,10 +316,4 @@ struct EnrollCommand: Subcommand {
         case .cancelled: throw .unavailable("the reader stopped")
         }
     }
-}
-
-/// Fixes gathered by one task while another waits.
-private final class CollectedFixes: Sendable {
-    let fixes = Mutex<[Fix]>([])
-    let unreachable = Mutex<String?>(nil)
 }

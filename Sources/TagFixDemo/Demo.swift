@@ -220,7 +220,7 @@ public struct DemoRun: Sendable {
         if PrivateGPSD.installedPath != nil, !mockGPS {
             do {
                 let nmea = try NMEAEmulator(source: .at(first, noise: 0.8, seed: 7), rate: 5)
-                let gpsd = try PrivateGPSD(device: nmea.path)
+                let gpsd = try await PrivateGPSD.start(device: nmea.path)
                 receiver = EmulatedReceiver(nmea: nmea, gpsd: gpsd)
                 gps = GPSDFixSource(endpoint: GPSDEndpoint(host: "127.0.0.1", port: gpsd.port), clock: clock)
                 nmea.start()

@@ -44,3 +44,24 @@ public final class DeviceThread: Sendable {
         }
     }
 }
+
+/// Runs a blocking call (a child's exit, a daemon's start-up, a pipe read to its end) on a thread
+/// of its own and waits for it without holding a thread of the cooperative pool. The pool has one
+/// thread per core (two on a Pi): one `waitUntilExit()` on it stalls every task that shares it,
+/// a verifier's fix stream among them.
+public func offThePool<Value: Sendable, Failure: Error>(
+    _ name: String = "blocking call", _ body: @escaping @Sendable () throws(Failure) -> Value
+) async throws(Failure) -> Value {
+    let result: Result<Value, Failure> = await withCheckedContinuation { continuation in
+        let thread = Thread {
+            do throws(Failure) {
+                continuation.resume(returning: .success(try body()))
+            } catch {
+                continuation.resume(returning: .failure(error))
+            }
+        }
+        thread.name = name
+        thread.start()
+    }
+    return try result.get()
+}

@@ -118,9 +118,9 @@ public struct NMEALab: Sendable {
     }
 
     /// Starts a private gpsd on the emulator's pty.
-    public func startGPSD() throws(EmulatorLabError) -> PrivateGPSD {
+    public func startGPSD() async throws(EmulatorLabError) -> PrivateGPSD {
         do {
-            return try PrivateGPSD(device: emulator.path)
+            return try await PrivateGPSD.start(device: emulator.path)
         } catch {
             throw .unavailable(error.description)
         }

@@ -33,6 +33,12 @@ public final class PrivateGPSD: Sendable {
     /// gpsd counts as started only when the listener on the port is gpsd's own socket, and is
     /// started again on another port when it is not (before, a client could be sent to another
     /// test's gpsd that happened to have the port, and wait for fixes that never came).
+    /// Starts gpsd as `init(device:port:)` does, from async code: the wait for gpsd's listener
+    /// (up to five seconds) runs on a thread of its own, not on the cooperative pool.
+    public static func start(device: String, port: Int? = nil) async throws(EmulatorError) -> PrivateGPSD {
+        try await offThePool("private gpsd start") { () throws(EmulatorError) in try PrivateGPSD(device: device, port: port) }
+    }
+
     public init(device: String, port: Int? = nil) throws(EmulatorError) {
         guard let gpsd = Self.installedPath else { throw .pty("gpsd is not installed (apt-get install gpsd)") }
         // gpsd started as root drops to its own user: let it open the pty.

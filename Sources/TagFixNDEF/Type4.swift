@@ -62,6 +62,23 @@ public struct Type4CapabilityContainer: Sendable, Hashable {
         bytes = Array(file.prefix(ccLength))
     }
 
+    /// NTAG 424 DNA's capability container as NXP ships it (NT4H2421Gx datasheet, "CC file"):
+    /// the NDEF file E104 of 256 bytes, MLe 256, MLc 255, free read and write access. The chip's
+    /// file layout is fixed, so a reader that recognises the chip (`layout(answerToSelect:)`) may
+    /// take it instead of selecting and reading E103.
+    public static let ntag424DNA = try! Type4CapabilityContainer([
+        0x00, 0x17, 0x20, 0x01, 0x00, 0x00, 0xFF, 0x04, 0x06, 0xE1, 0x04, 0x01, 0x00, 0x00, 0x00, 0x05, 0x06, 0xE1, 0x05, 0x00, 0x80,
+        0x82, 0x83,
+    ])
+
+    /// The capability container a chip with this answer to select (ATS) is known to have, or
+    /// `nil`. NTAG 424 DNA answers `06 77 77 71 02 80` (TL T0 TA TB TC and one historical byte);
+    /// libnfc hands the ATS over without TL, PC/SC readers with it, so both are taken.
+    public static func layout(answerToSelect ats: [UInt8]) -> Type4CapabilityContainer? {
+        let body: [UInt8] = [0x77, 0x77, 0x71, 0x02, 0x80]
+        return ats == body || ats == [0x06] + body ? ntag424DNA : nil
+    }
+
     /// Read access 00 is granted; anything else (80–FE proprietary, FF none) is not.
     public var readable: Bool { readAccess == 0x00 }
     public var writable: Bool { writeAccess == 0x00 }

@@ -93,6 +93,9 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
     /// Polls for tags, reads each, waits for it to leave. Returns when stopped; throws when the
     /// device fails (the caller reopens it).
     private func poll(_ device: NFCDeviceHandle, _ events: AsyncStream<ReaderEvent>.Continuation) throws(NFCError) {
+        // The last Type 4 message's length: a site's tags share a URL template, so the next NTAG
+        // 424 DNA's NLEN and message come in one READ BINARY (Type4NDEFReader's expectedLength).
+        var lastType4Length: Int?
         while !isStopped {
             guard let target = try device.selectISO14443A() else {
                 if let felica = try pollFeliCa(device) {
@@ -112,8 +115,9 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
                 continue
             }
             var transport = DeviceTransport(device: device)
-            switch read(&transport, target) {
+            switch read(&transport, target, expectedLength: lastType4Length) {
             case .success(let result):
+                if result.tagType == .type4, let message = result.message { lastType4Length = message.count }
                 let duration = started.duration(to: clock.now)
                 DebugLog.debug(
                     "read \(uid.hex) (\(result.chipName)): \(result.commands) commands, \(result.bytesMoved) bytes moved, \(Coordinate.format(duration.seconds * 1000, 1)) ms"
@@ -166,10 +170,15 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
         events.yield(.tagRemoved(uid, at: clock.now))
     }
 
-    private func read(_ transport: inout DeviceTransport, _ target: ISO14443ATarget) -> Result<NDEFRead, NDEFReadError> {
+    private func read(
+        _ transport: inout DeviceTransport, _ target: ISO14443ATarget, expectedLength: Int?
+    ) -> Result<NDEFRead, NDEFReadError> {
         let link = transport
         do {
-            if target.isISODEP { return .success(try Type4NDEFReader.read(&transport)) }
+            if target.isISODEP {
+                return .success(
+                    try Type4NDEFReader.read(&transport, known: .layout(answerToSelect: target.ats), expectedLength: expectedLength))
+            }
             if target.isMifareClassic {
                 return .success(
                     try MifareClassicNDEFReader.read(&transport, uid: target.uid, sectors: target.sak & 0x10 != 0 ? 40 : 16) {

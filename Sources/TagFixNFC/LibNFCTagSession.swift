@@ -78,7 +78,7 @@ public final class LibNFCTagSession<C: Clock>: TagSession, Sendable where C.Inst
                 if target.isType2 {
                     read = try Type2NDEFReader.read(&transport, reselect: reselect)
                 } else if target.isISODEP {
-                    read = try Type4NDEFReader.read(&transport)
+                    read = try Type4NDEFReader.read(&transport, known: .layout(answerToSelect: target.ats))
                 } else {
                     events.yield(
                         .readFailed(

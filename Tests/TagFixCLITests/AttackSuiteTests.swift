@@ -46,7 +46,7 @@ struct AttackSuiteTests {
 
         init(at place: Coordinate) async throws {
             receiver = try NMEAEmulator(source: .at(place, noise: 0.5, seed: 11), rate: 5)
-            gpsd = try PrivateGPSD(device: receiver.path)
+            gpsd = try await PrivateGPSD.start(device: receiver.path)
             receiver.start()
             _ = try await Self.fix(port: gpsd.port) { _ in true }
         }

@@ -188,7 +188,7 @@ struct DoctorLiveTests {
     func gpsd() async throws {
         let receiver = try NMEAEmulator(source: .at(Coordinate(validLatitude: 53.5, longitude: 9.9), noise: 0.5, seed: 1), rate: 5)
         defer { receiver.stop() }
-        let gpsd = try PrivateGPSD(device: receiver.path)
+        let gpsd = try await PrivateGPSD.start(device: receiver.path)
         defer { gpsd.stop() }
         receiver.start()
         let endpoint = try GPSDEndpoint("gpsd://127.0.0.1:\(gpsd.port)")
@@ -208,7 +208,7 @@ struct DoctorLiveTests {
         }
         let mute = try NMEAEmulator(source: .at(Coordinate(validLatitude: 1, longitude: 1), noise: 1, seed: 1))
         defer { mute.stop() }
-        let quiet = try PrivateGPSD(device: mute.path)
+        let quiet = try await PrivateGPSD.start(device: mute.path)
         defer { quiet.stop() }
         guard case .silent = try await GPSDEndpoint("gpsd://127.0.0.1:\(quiet.port)").probe(wait: .seconds(2)) else {
             Issue.record("a silent receiver was expected")
@@ -242,13 +242,13 @@ struct DoctorLiveTests {
     func devices() async throws {
         let receiver = try NMEAEmulator(source: .at(Coordinate(validLatitude: 53.5, longitude: 9.9), noise: 0.5, seed: 1), rate: 5)
         defer { receiver.stop() }
-        let gpsd = try PrivateGPSD(device: receiver.path)
+        let gpsd = try await PrivateGPSD.start(device: receiver.path)
         defer { gpsd.stop() }
         receiver.start()
         let emulator = try PN532Emulator(tags: [try EmulatedType2Tag.ntag(213, message: [])])
         defer { emulator.stop() }
         let result = try #require(
-            try runProgram(
+            try await runProgram(
                 packageRoot + "/.build/debug/tagfix", ["devices", "--gps", "gpsd://127.0.0.1:\(gpsd.port)", "--json"],
                 environment: ["LIBNFC_DEVICE": "pn532_uart:\(emulator.path)"]))
         #expect(result.status == 0, "\(result.output)")

@@ -14,7 +14,7 @@ private let gpsdInstalled = PrivateGPSD.installedPath != nil
 /// A receiver standing at `spot`, a private gpsd reading it, and its gpsd:// URL once it has a fix.
 private func receiver(at spot: Coordinate) async throws -> (NMEAEmulator, PrivateGPSD, String) {
     let receiver = try NMEAEmulator(source: .at(spot, noise: 0.8, seed: 5), rate: 5)
-    let gpsd = try PrivateGPSD(device: receiver.path)
+    let gpsd = try await PrivateGPSD.start(device: receiver.path)
     receiver.start()
     var probe = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: MonotonicClock()).events().makeAsyncIterator()
     while let event = await probe.next() {

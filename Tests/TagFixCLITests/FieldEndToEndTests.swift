@@ -16,7 +16,7 @@ struct FieldEndToEndTests {
         let here = Coordinate(validLatitude: 53.545, longitude: 9.966)
         let receiver = try NMEAEmulator(source: .at(here, noise: 0.5, seed: 11), rate: 5)
         defer { receiver.stop() }
-        let gpsd = try PrivateGPSD(device: receiver.path)
+        let gpsd = try await PrivateGPSD.start(device: receiver.path)
         defer { gpsd.stop() }
         receiver.start()
         let gps = "gpsd://127.0.0.1:\(gpsd.port)"
@@ -61,7 +61,7 @@ struct FieldEndToEndTests {
     func fixCommand() async throws {
         let receiver = try NMEAEmulator(source: .at(Coordinate(validLatitude: 1.5, longitude: 103.8), noise: 0.5, seed: 2), rate: 5)
         defer { receiver.stop() }
-        let gpsd = try PrivateGPSD(device: receiver.path)
+        let gpsd = try await PrivateGPSD.start(device: receiver.path)
         defer { gpsd.stop() }
         receiver.start()
         let result = await run(["fix", "--gps", "gpsd://127.0.0.1:\(gpsd.port)", "--json", "--count", "3", "--timeout", "60"])
@@ -84,24 +84,29 @@ struct EmulatorCommandTests {
     static let binary = packageRoot + "/.build/debug/tagfix"
 
     /// Starts `tagfix ARGUMENTS` and returns it with the first stdout line containing `marker`.
-    static func start(_ arguments: [String], until marker: String) throws -> (Process, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        var text = ""
-        while !text.contains(marker) || !text.contains("\n") {
-            let chunk = pipe.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            text += String(decoding: chunk, as: UTF8.self)
-            if let line = text.split(separator: "\n").first(where: { $0.contains(marker) }), text.hasSuffix("\n") {
-                return (process, String(line))
+    /// The start-up (tagfix, then gpsd or the emulator) takes seconds: it is waited for on a
+    /// thread of its own, never on the cooperative pool that in-process verifiers of a parallel
+    /// run share.
+    static func start(_ arguments: [String], until marker: String) async throws -> (Process, String) {
+        try await offThePool("tagfix start") { () throws -> (Process, String) in
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: binary)
+            process.arguments = arguments
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            var text = ""
+            while !text.contains(marker) || !text.contains("\n") {
+                let chunk = pipe.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                text += String(decoding: chunk, as: UTF8.self)
+                if let line = text.split(separator: "\n").first(where: { $0.contains(marker) }), text.hasSuffix("\n") {
+                    return (process, String(line))
+                }
             }
+            return (process, text.split(separator: "\n").first { $0.contains(marker) }.map(String.init) ?? "")
         }
-        return (process, text.split(separator: "\n").first { $0.contains(marker) }.map(String.init) ?? "")
     }
 
     @Test(
@@ -111,7 +116,7 @@ struct EmulatorCommandTests {
     )
     func nmeaWithGPSD() async throws {
         let route = try temporaryFile("walk.geojson", #"{"type":"LineString","coordinates":[[9.966,53.545],[9.976,53.545]]}"#)
-        let (process, line) = try Self.start(
+        let (process, line) = try await Self.start(
             ["emulate", "nmea", "--route", route, "--speed", "20", "--rate", "5", "--gpsd"], until: "gpsd://")
         defer {
             process.terminate()
@@ -133,7 +138,7 @@ struct EmulatorCommandTests {
             if: PrivateGPSD.installedPath != nil && FileManager.default.isExecutableFile(atPath: binary), "needs gpsd and the built tagfix")
     )
     func gpsdStopsWithItsOwner() async throws {
-        let (process, line) = try Self.start(["emulate", "nmea", "--at", "53.545,9.966", "--rate", "5", "--gpsd"], until: "gpsd://")
+        let (process, line) = try await Self.start(["emulate", "nmea", "--at", "53.545,9.966", "--rate", "5", "--gpsd"], until: "gpsd://")
         let port = try #require(line.split(separator: ":").last.flatMap { Int($0) }, "\(line)")
         let gpsd = try #require(Self.gpsd(servingPort: port), "no gpsd process serves port \(port)")
         #expect(Self.isRunning(gpsd))
@@ -182,7 +187,7 @@ struct EmulatorCommandTests {
             #"{"chip":"NTAG213","uid_hex":"04A224B2C56480","get_version_hex":"0004040201000F03","memory_hex":"04A2240AB2C5648093480000E11012000315D1011155046578616D706C652E6F72672F742F4131FE"}"#
         )
         let link = FileManager.default.temporaryDirectory.appendingPathComponent("pn532-\(UUID().uuidString)").path
-        let (process, line) = try Self.start(["emulate", "pn532", "--tag", dump, "--link", link], until: "connstring:")
+        let (process, line) = try await Self.start(["emulate", "pn532", "--tag", dump, "--link", link], until: "connstring:")
         defer {
             process.terminate()
             process.waitUntilExit()

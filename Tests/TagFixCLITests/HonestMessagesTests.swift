@@ -121,7 +121,8 @@ struct HonestMessagesTests {
             if: gpsdInstalled && FileManager.default.isExecutableFile(atPath: EmulatorCommandTests.binary),
             "needs gpsd and the built tagfix"))
     func emulatorPassesEnroll() async throws {
-        let (process, line) = try EmulatorCommandTests.start(["emulate", "nmea", "--at", "53.5461,9.9702", "--gpsd"], until: "gpsd://")
+        let (process, line) = try await EmulatorCommandTests.start(
+            ["emulate", "nmea", "--at", "53.5461,9.9702", "--gpsd"], until: "gpsd://")
         defer {
             process.terminate()
             process.waitUntilExit()
@@ -145,9 +146,11 @@ struct HonestMessagesTests {
         enroll.standardOutput = standardOutput
         enroll.standardError = standardError
         try enroll.run()
-        let out = standardOutput.fileHandleForReading.readDataToEndOfFile()
-        let err = standardError.fileHandleForReading.readDataToEndOfFile()
-        enroll.waitUntilExit()
+        // Read stderr beside stdout (neither pipe can fill and stall enroll), off the pool.
+        async let errData = offThePool { standardError.fileHandleForReading.readDataToEndOfFile() }
+        let out = await offThePool { standardOutput.fileHandleForReading.readDataToEndOfFile() }
+        let err = await errData
+        await offThePool { enroll.waitUntilExit() }
         let result = (
             code: enroll.terminationStatus, out: String(decoding: out, as: UTF8.self).split(separator: "\n").map(String.init),
             err: String(decoding: err, as: UTF8.self).split(separator: "\n").map(String.init)
@@ -244,8 +247,8 @@ struct HonestMessagesTests {
             process.standardOutput = pipe
             process.standardError = FileHandle.nullDevice
             try process.run()
-            let output = pipe.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
+            let output = await offThePool { pipe.fileHandleForReading.readDataToEndOfFile() }
+            await offThePool { process.waitUntilExit() }
             #expect(process.terminationStatus == 0)
             let line = try #require(String(decoding: output, as: UTF8.self).split(separator: "\n").first)
             urls.append(try JSONValue.parse(String(line))["url"]?.string ?? "?")

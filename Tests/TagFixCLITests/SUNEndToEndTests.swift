@@ -28,7 +28,7 @@ struct SUNEndToEndTests {
     static let master = AES128Key(hex: "00112233445566778899AABBCCDDEEFF")!
     static let suffix: [UInt8] = [0x01]
     /// PN532 exchanges with the tag before it leaves the field in the interrupted enrolment.
-    static let cutAfter = 18
+    static let cutAfter = 15
     static let keyFile = """
         # the site's SUN keys
         [site]

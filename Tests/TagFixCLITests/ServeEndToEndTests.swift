@@ -31,7 +31,7 @@ final class ServeRig: Sendable {
 
     init(extra: [String] = []) async throws {
         receiver = try NMEAEmulator(source: .at(Self.here, noise: 0.5, seed: 11), rate: 5)
-        let gpsd = try PrivateGPSD(device: receiver.path)
+        let gpsd = try await PrivateGPSD.start(device: receiver.path)
         self.gpsd = Mutex(gpsd)
         gpsdPort = gpsd.port
         receiver.start()
@@ -94,9 +94,9 @@ final class ServeRig: Sendable {
     }
 
     /// Stops gpsd (`start: false`), or starts a new one on the same port.
-    func gpsd(start: Bool) throws {
+    func gpsd(start: Bool) async throws {
         if start {
-            let next = try PrivateGPSD(device: receiver.path, port: gpsdPort)
+            let next = try await PrivateGPSD.start(device: receiver.path, port: gpsdPort)
             gpsd.withLock { $0 = next }
         } else {
             gpsd.withLock { $0.stop() }
@@ -223,12 +223,12 @@ struct ServeEndToEndTests {
         let client = try SocketLineClient(path: rig.socket)
         client.send(#"?WATCH={"enable":true};"#)
         #expect(await RunningTagFix.poll { !client.lines(ofClass: "FIX").isEmpty })
-        try rig.gpsd(start: false)
+        try await rig.gpsd(start: false)
         #expect(
             await RunningTagFix.poll { client.lines(ofClass: "GPS").contains { $0.contains(#""status":"unavailable""#) } },
             "\(client.lines)")
         let fixesBefore = client.lines(ofClass: "FIX").count
-        try rig.gpsd(start: true)
+        try await rig.gpsd(start: true)
         #expect(
             await RunningTagFix.poll { client.lines(ofClass: "GPS").last?.contains(#""status":"connected""#) == true }, "\(client.lines)")
         #expect(await RunningTagFix.poll { client.lines(ofClass: "FIX").count > fixesBefore })

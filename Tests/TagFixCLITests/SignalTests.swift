@@ -301,7 +301,7 @@ struct SignalTests {
     func fixTerminated(signal: Int32) async throws {
         let receiver = try NMEAEmulator(source: .at(Coordinate(validLatitude: 53.545, longitude: 9.966), noise: 0.5, seed: 4), rate: 5)
         defer { receiver.stop() }
-        let gpsd = try PrivateGPSD(device: receiver.path)
+        let gpsd = try await PrivateGPSD.start(device: receiver.path)
         defer { gpsd.stop() }
         receiver.start()
         let tagfix = try RunningTagFix(["fix", "--gps", "gpsd://127.0.0.1:\(gpsd.port)", "--json"])

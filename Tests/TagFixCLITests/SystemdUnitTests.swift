@@ -45,17 +45,17 @@ struct SystemdUnitTests {
             if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze")
                 && FileManager.default.isExecutableFile(atPath: packageRoot + "/.build/debug/tagfix"),
             "needs systemd-analyze and the built tagfix"))
-    func systemdAnalyze() throws {
+    func systemdAnalyze() async throws {
         for (name, unit) in [("tagfix-verify.service", Self.unit), ("tagfix-serve.service", Self.serveUnit)] {
-            try analyze(name, unit)
+            try await analyze(name, unit)
         }
     }
 
-    func analyze(_ name: String, _ unit: String) throws {
+    func analyze(_ name: String, _ unit: String) async throws {
         let copy = (try temporaryFile("x", "") as NSString).deletingLastPathComponent + "/" + name
         try unit.replacingOccurrences(of: "/usr/local/bin/tagfix", with: packageRoot + "/.build/debug/tagfix")
             .write(toFile: copy, atomically: true, encoding: .utf8)
-        let result = try #require(try runProgram("/usr/bin/systemd-analyze", ["verify", "--man=no", copy]))
+        let result = try #require(try await runProgram("/usr/bin/systemd-analyze", ["verify", "--man=no", copy]))
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.isEmpty, "\(result.output)")
     }

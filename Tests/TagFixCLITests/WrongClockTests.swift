@@ -17,31 +17,33 @@ private let canFake =
 
 /// Runs the built `tagfix` (under `faketime` when `clock` is given, with the monotonic clock left
 /// alone, as on a machine whose wall clock is wrong) and returns its status and output.
-func runTagfix(_ arguments: [String], clock: [String]? = nil) throws -> (status: Int32, out: [String], err: String) {
-    let process = Process()
-    if let clock {
-        process.executableURL = URL(fileURLWithPath: faketimePath)
-        process.arguments = clock + [tagfixPath] + arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(["DONT_FAKE_MONOTONIC": "1"]) { $1 }
-    } else {
-        process.executableURL = URL(fileURLWithPath: tagfixPath)
-        process.arguments = arguments
+func runTagfix(_ arguments: [String], clock: [String]? = nil) async throws -> (status: Int32, out: [String], err: String) {
+    try await offThePool { () throws -> (status: Int32, out: [String], err: String) in
+        let process = Process()
+        if let clock {
+            process.executableURL = URL(fileURLWithPath: faketimePath)
+            process.arguments = clock + [tagfixPath] + arguments
+            process.environment = ProcessInfo.processInfo.environment.merging(["DONT_FAKE_MONOTONIC": "1"]) { $1 }
+        } else {
+            process.executableURL = URL(fileURLWithPath: tagfixPath)
+            process.arguments = arguments
+        }
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        // Read stderr on its own thread so neither pipe can fill and stall the child.
+        let errText = Mutex("")
+        let reader = Thread { errText.withLock { $0 = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) } }
+        reader.start()
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        while errText.withLock({ $0.isEmpty }) && !reader.isFinished { usleep(10_000) }
+        let lines = String(decoding: outData, as: UTF8.self).split(separator: "\n").map(String.init)
+        return (process.terminationStatus, lines, errText.withLock { $0 })
     }
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    // Read stderr on its own thread so neither pipe can fill and stall the child.
-    let errText = Mutex("")
-    let reader = Thread { errText.withLock { $0 = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) } }
-    reader.start()
-    let outData = out.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    while errText.withLock({ $0.isEmpty }) && !reader.isFinished { usleep(10_000) }
-    let lines = String(decoding: outData, as: UTF8.self).split(separator: "\n").map(String.init)
-    return (process.terminationStatus, lines, errText.withLock { $0 })
 }
 
 /// The wrong clocks of issue 17: a Pi whose fake-hwclock is ten days behind, one three years
@@ -53,18 +55,18 @@ struct WrongClockTests {
     static let here = Coordinate(validLatitude: 53.545, longitude: 9.966)
 
     /// The NMEA emulator (on the real clock) read by a private gpsd, ready once gpsd delivers fixes.
-    static func receiver() throws -> (NMEAEmulator, PrivateGPSD) {
+    static func receiver() async throws -> (NMEAEmulator, PrivateGPSD) {
         let receiver = try NMEAEmulator(source: .at(here, noise: 0.5, seed: 11), rate: 5)
-        let gpsd = try PrivateGPSD(device: receiver.path)
+        let gpsd = try await PrivateGPSD.start(device: receiver.path)
         receiver.start()
         return (receiver, gpsd)
     }
 
-    static func verdict(url: String, gps: String, clock: [String]?, log: String) throws -> (JSONValue, String) {
+    static func verdict(url: String, gps: String, clock: [String]?, log: String) async throws -> (JSONValue, String) {
         let tag = try EmulatedType2Tag.ntag(215, message: NDEFMessage(records: [NDEFRecord.uri(url)]).encoded())
         let reader = try PN532Emulator(tags: [tag])
         defer { reader.stop() }
-        let result = try runTagfix(
+        let result = try await runTagfix(
             [
                 "verify", "--reader", "pn532_uart:\(reader.path)", "--gps", gps, "--json", "--count", "1", "--timeout", "60",
                 "--fix-timeout", "30", "--log", log,
@@ -76,7 +78,7 @@ struct WrongClockTests {
     @Test("verify gives the same verdicts as with the right clock, says the offset once, stamps GPS time", arguments: wrongClocks)
     func verify(_ clock: [String]) async throws {
         try #require(canFake, "needs faketime, gpsd and the built tagfix")
-        let (receiver, gpsd) = try Self.receiver()
+        let (receiver, gpsd) = try await Self.receiver()
         defer {
             gpsd.stop()
             receiver.stop()
@@ -88,8 +90,8 @@ struct WrongClockTests {
         defer { try? FileManager.default.removeItem(atPath: log) }
         let realNow = Date().timeIntervalSince1970
         for (url, kind) in [(inside, "confirmed"), (moved, "outside")] {
-            let (right, _) = try Self.verdict(url: url, gps: gps, clock: nil, log: log)
-            let (wrong, err) = try Self.verdict(url: url, gps: gps, clock: clock, log: log)
+            let (right, _) = try await Self.verdict(url: url, gps: gps, clock: nil, log: log)
+            let (wrong, err) = try await Self.verdict(url: url, gps: gps, clock: clock, log: log)
             #expect(right["verdict"]?.string == kind, "\(right)")
             #expect(wrong["verdict"]?.string == kind, "\(wrong)")
             #expect(abs((wrong["distance_m"]?.double ?? -1) - (right["distance_m"]?.double ?? 1)) < 5)
@@ -112,14 +114,14 @@ struct WrongClockTests {
     @Test("fix prints every fix with the receiver's time, and --timeout keeps its promise", arguments: wrongClocks)
     func fix(_ clock: [String]) async throws {
         try #require(canFake, "needs faketime, gpsd and the built tagfix")
-        let (receiver, gpsd) = try Self.receiver()
+        let (receiver, gpsd) = try await Self.receiver()
         defer {
             gpsd.stop()
             receiver.stop()
         }
         let realNow = Date().timeIntervalSince1970
         // More fixes than 2 s can bring: the timeout, on the monotonic clock, ends it (exit 75).
-        let result = try runTagfix(
+        let result = try await runTagfix(
             ["fix", "--gps", "gpsd://127.0.0.1:\(gpsd.port)", "--json", "--count", "100000", "--timeout", "2"], clock: clock)
         #expect(result.status == 75, "\(result.err)")
         #expect(result.out.count >= 2, "fixes are printed, not dropped: \(result.err)")
@@ -134,7 +136,7 @@ struct WrongClockTests {
     @Test("verify --demo under a wrong clock: one verdict a tap, all six kinds", arguments: wrongClocks)
     func demo(_ clock: [String]) async throws {
         try #require(canFake, "needs faketime, gpsd and the built tagfix")
-        let result = try runTagfix(["verify", "--demo", "--json"], clock: clock)
+        let result = try await runTagfix(["verify", "--demo", "--json"], clock: clock)
         #expect(result.status == 0, "\(result.err)")
         let kinds = try result.out.map { try JSONValue.parse($0)["verdict"]?.string ?? "" }
         #expect(kinds.count == 9)
@@ -171,7 +173,7 @@ struct GPSFakeTests {
             }
             if !fake.isRunning { fake.waitUntilExit() }
         }
-        let result = try runTagfix(
+        let result = try await runTagfix(
             ["fix", "--gps", "gpsd://127.0.0.1:\(port)", "--json", "--count", String(expected.count), "--timeout", "60"])
         #expect(result.status == 0, "\(result.err)")
         #expect(result.out.count == expected.count)
@@ -202,7 +204,7 @@ struct RecordingFixCommandTests {
         let data = try #require(FileManager.default.contents(atPath: path))
         let receiver = try NMEAEmulator(source: NMEAEmulator.recording(Array(data)), rate: 20)
         defer { receiver.stop() }
-        let gpsd = try PrivateGPSD(device: receiver.path)
+        let gpsd = try await PrivateGPSD.start(device: receiver.path)
         defer { gpsd.stop() }
         // The recording plays once: start it when fix is watching, so it sees every epoch.
         let output = CapturedOutput()
@@ -239,7 +241,8 @@ struct RecordingFixCommandTests {
             "needs gpsd, the built tagfix and TAGFIX_TESTDATA"), arguments: gpsfakeLogs)
     func emulateLog(_ path: String) async throws {
         let expected = try TestData.gpsdCheckTPVs(forLog: path)
-        let (process, line) = try EmulatorCommandTests.start(["emulate", "nmea", "--log", path, "--rate", "5", "--gpsd"], until: "gpsd://")
+        let (process, line) = try await EmulatorCommandTests.start(
+            ["emulate", "nmea", "--log", path, "--rate", "5", "--gpsd"], until: "gpsd://")
         defer {
             process.terminate()
             process.waitUntilExit()

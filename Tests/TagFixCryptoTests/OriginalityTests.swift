@@ -1,23 +1,26 @@
 import Foundation
 import TagFixCore
 import TagFixCrypto
+import TagFixDevices
 import TagFixNDEF
 import TagFixTesting
 import Testing
 
 /// The independent check: nxp_originality.py, ECDSA on secp128r1 in plain Python integers (no
 /// OpenSSL, no TagFix code). Prints the name of the key that verifies, "zero" or "none".
-func independentVerdict(uid: [UInt8], signature: [UInt8]) throws -> String {
-    let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("nxp_originality.py").path
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["python3", script, Hex.encode(uid), Hex.encode(signature)]
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    try process.run()
-    let output = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+func independentVerdict(uid: [UInt8], signature: [UInt8]) async throws -> String {
+    try await offThePool { () throws -> String in
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("nxp_originality.py").path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", script, Hex.encode(uid), Hex.encode(signature)]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let output = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
 }
 
 @Suite("NXP originality signatures (secp128r1 ECDSA over the UID)")
@@ -28,12 +31,12 @@ struct OriginalityTests {
     @Test(
         "every shared Flipper (and Proxmark) dump: TagFix's status is the independent verification's",
         arguments: dumpsWithSignatures)
-    func flipperDump(_ path: String) throws {
+    func flipperDump(_ path: String) async throws {
         let image = try TagDump.load(Array(FileManager.default.contents(atPath: path) ?? Data()))
         let uid = try #require(image.uid)
         let signature = try #require(image.signature, "every shared Flipper and Proxmark dump has a signature")
         let originality = NXPOriginality.check(uid: uid, signature: signature, type: image.chip.type)
-        let independent = try independentVerdict(uid: uid.bytes, signature: signature)
+        let independent = try await independentVerdict(uid: uid.bytes, signature: signature)
         switch independent {
         case "zero": #expect(originality == Originality(status: .absent, key: "NXP NTAG21x"))
         case "none": #expect(originality.status == .invalid)
@@ -56,7 +59,7 @@ struct OriginalityTests {
 
     /// Tampering: one bit of the UID or of the signature, checked by both implementations.
     @Test("a changed UID bit or signature bit no longer verifies", arguments: 0..<8)
-    func tampered(_ bit: Int) throws {
+    func tampered(_ bit: Int) async throws {
         let uid = try TagUID(hex: "04B8313A307380")
         let signature = try #require(Hex.decode("31B5998B1D1C6AF2C6C7AEC2E14429952FA9E757292BFB39E16DDC43E2CEC580"))
         #expect(NXPOriginality.check(uid: uid, signature: signature, type: .ntag216).status == .genuine)
@@ -64,11 +67,11 @@ struct OriginalityTests {
         otherUID[6] ^= UInt8(1 << bit)
         let copied = NXPOriginality.check(uid: try TagUID(bytes: otherUID), signature: signature, type: .ntag216)
         #expect(copied == Originality(status: .invalid, key: "NXP NTAG21x"))
-        #expect(try independentVerdict(uid: otherUID, signature: signature) == "none")
+        #expect(try await independentVerdict(uid: otherUID, signature: signature) == "none")
         var otherSignature = signature
         otherSignature[bit * 4] ^= 0x01
         #expect(NXPOriginality.check(uid: uid, signature: otherSignature, type: .ntag216).status == .invalid)
-        #expect(try independentVerdict(uid: uid.bytes, signature: otherSignature) == "none")
+        #expect(try await independentVerdict(uid: uid.bytes, signature: otherSignature) == "none")
     }
 
     @Test("absent and unsupported: no answer, zeros, and chips without a signature")

@@ -1,6 +1,7 @@
 import Foundation
 import TagFixCore
 import TagFixCrypto
+import TagFixDevices
 import TagFixTesting
 import Testing
 
@@ -33,16 +34,18 @@ private func scratch(_ name: String) throws -> String {
 }
 
 /// `/usr/bin/openssl ARGUMENTS`: its status, or nil when it is not installed.
-private func openssl(_ arguments: [String]) throws -> Int32? {
-    guard FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") else { return nil }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-    process.arguments = arguments
-    process.standardOutput = FileHandle.nullDevice
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    process.waitUntilExit()
-    return process.terminationStatus
+private func openssl(_ arguments: [String]) async throws -> Int32? {
+    try await offThePool { () throws -> Int32? in
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") else { return nil }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
 }
 
 @Suite("Ed25519 site keys through libcrypto")
@@ -64,7 +67,7 @@ struct Ed25519Tests {
     }
 
     @Test("a generated key round-trips through PEM, and openssl verifies its signature independently")
-    func opensslInterop() throws {
+    func opensslInterop() async throws {
         let key = try Ed25519PrivateKey.generate()
         let again = try Ed25519PrivateKey(pem: try key.pem())
         #expect(try again.publicKey == key.publicKey)
@@ -76,11 +79,11 @@ struct Ed25519Tests {
         try Data(message).write(to: URL(fileURLWithPath: messagePath))
         try Data(signature).write(to: URL(fileURLWithPath: signaturePath))
         let verify = ["pkeyutl", "-verify", "-pubin", "-inkey", publicPath, "-rawin", "-in", messagePath, "-sigfile", signaturePath]
-        guard let status = try openssl(verify) else { return }
+        guard let status = try await openssl(verify) else { return }
         #expect(status == 0, "openssl pkeyutl -verify rejects TagFix's Ed25519 signature")
         // And a key openssl made is one TagFix reads.
         let opensslKey = try scratch("openssl.key")
-        guard try openssl(["genpkey", "-algorithm", "ed25519", "-out", opensslKey]) == 0 else { return }
+        guard try await openssl(["genpkey", "-algorithm", "ed25519", "-out", opensslKey]) == 0 else { return }
         _ = try Ed25519PrivateKey(pem: try String(contentsOfFile: opensslKey, encoding: .utf8))
     }
 

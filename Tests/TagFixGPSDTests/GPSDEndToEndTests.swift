@@ -22,7 +22,7 @@ struct GPSDEndToEndTests {
         let point = Coordinate(validLatitude: 53.545, longitude: 9.966)
         let receiver = try NMEAEmulator(source: .at(point, noise: 1.0, seed: 7), rate: 5)
         defer { receiver.stop() }
-        let gpsd = try PrivateGPSD(device: receiver.path)
+        let gpsd = try await PrivateGPSD.start(device: receiver.path)
         defer { gpsd.stop() }
         receiver.start()
         let source = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: MonotonicClock())
@@ -52,7 +52,7 @@ struct GPSDEndToEndTests {
         let point = Coordinate(validLatitude: -33.86, longitude: 151.21)
         let receiver = try NMEAEmulator(source: .at(point, noise: 1.0, seed: 3), rate: 5)
         defer { receiver.stop() }
-        let gpsd = try PrivateGPSD(device: receiver.path)
+        let gpsd = try await PrivateGPSD.start(device: receiver.path)
         defer { gpsd.stop() }
         receiver.start()
         var events = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: MonotonicClock()).events().makeAsyncIterator()
@@ -86,7 +86,7 @@ struct GPSDEndToEndTests {
         let point = Coordinate(validLatitude: 48.85, longitude: 2.29)
         let receiver = try NMEAEmulator(source: .at(point, noise: 1.0, seed: 5), rate: 5)
         defer { receiver.stop() }
-        var gpsd = try PrivateGPSD(device: receiver.path)
+        var gpsd = try await PrivateGPSD.start(device: receiver.path)
         let port = gpsd.port
         receiver.start()
         var events = GPSDFixSource(endpoint: GPSDEndpoint(port: port), clock: MonotonicClock()).events().makeAsyncIterator()
@@ -100,7 +100,7 @@ struct GPSDEndToEndTests {
             }
         }
         #expect(unavailable)
-        gpsd = try PrivateGPSD(device: receiver.path, port: port)
+        gpsd = try await PrivateGPSD.start(device: receiver.path, port: port)
         defer { gpsd.stop() }
         var resumed = false
         while let event = await events.next() {
@@ -116,7 +116,7 @@ struct GPSDEndToEndTests {
     func jumpAndDegrade() async throws {
         let receiver = try NMEAEmulator(source: .at(Coordinate(validLatitude: 35.68, longitude: 139.76), noise: 1, seed: 4), rate: 5)
         defer { receiver.stop() }
-        let gpsd = try PrivateGPSD(device: receiver.path)
+        let gpsd = try await PrivateGPSD.start(device: receiver.path)
         defer { gpsd.stop() }
         receiver.start()
         let clock = MonotonicClock()
@@ -162,7 +162,7 @@ struct GPSDEndToEndTests {
     func stalled() async throws {
         let receiver = try NMEAEmulator(source: .at(Coordinate(validLatitude: 10, longitude: 10), noise: 1, seed: 9), rate: 5)
         defer { receiver.stop() }
-        let gpsd = try PrivateGPSD(device: receiver.path)
+        let gpsd = try await PrivateGPSD.start(device: receiver.path)
         defer { gpsd.stop() }
         receiver.start()
         var options = GPSDFixSource<MonotonicClock>.Options()

@@ -19,7 +19,7 @@ struct GPSDRegressionLogTests {
         let data = try #require(FileManager.default.contents(atPath: path))
         let receiver = try NMEAEmulator(source: NMEAEmulator.recording(Array(data)), rate: 20)
         defer { receiver.stop() }
-        let gpsd = try PrivateGPSD(device: receiver.path)
+        let gpsd = try await PrivateGPSD.start(device: receiver.path)
         defer { gpsd.stop() }
         // No option for the recordings' dates (2002-2034): the default source takes any date.
         var events = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: MonotonicClock()).events().makeAsyncIterator()
@@ -76,7 +76,7 @@ struct GarbageNMEATests {
     static func fixesBeforeSentinel(_ lines: [String]) async throws -> [FixEvent] {
         let receiver = try NMEAEmulator(source: .log(lines + sentinel.map { $0.trimmingCharacters(in: .newlines) }), rate: 20)
         defer { receiver.stop() }
-        let gpsd = try PrivateGPSD(device: receiver.path)
+        let gpsd = try await PrivateGPSD.start(device: receiver.path)
         defer { gpsd.stop() }
         var events = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: MonotonicClock()).events().makeAsyncIterator()
         while let event = await events.next() {

@@ -148,6 +148,71 @@ struct Type4ProcedureTests {
         #expect(transport.log.first?.prefix(4) == [0x00, 0xA4, 0x04, 0x00])
     }
 
+    /// The shared tags' real messages that fit an NTAG 424 DNA's 256-byte NDEF file.
+    static let messages: [[UInt8]] = sharedType2.compactMap { path in
+        (try? JSONValue.parse(try TextFile.read(path)))?["expected_ndef_message_hex"]?.string.flatMap(Hex.decode)
+    }.filter { !$0.isEmpty && $0.count <= 254 }
+
+    @Test(
+        "NTAG 424 DNA, recognised by its ATS: the same message without the CC, three exchanges fewer",
+        .enabled(if: !messages.isEmpty, Comment(rawValue: TestData.skipReason)), arguments: messages)
+    func knownLayout(_ message: [UInt8]) throws {
+        let file = [UInt8(message.count >> 8), UInt8(message.count & 0xFF)] + message
+        let tag = try EmulatedNTAG424Tag(uid: [0x04, 0x5A, 0x11, 0x42, 0x9C, 0x3D, 0x80], ndefFile: file)
+        let known = try #require(Type4CapabilityContainer.layout(answerToSelect: tag.ats ?? []))
+        #expect(known == .ntag424DNA)
+        var full = DirectTransport(tag)
+        let procedure = try Type4NDEFReader.read(&full)
+        tag.reset()
+        var short = DirectTransport(tag)
+        let fast = try Type4NDEFReader.read(&short, known: known)
+        #expect(procedure.message == message)
+        #expect(fast.message == message)
+        #expect(fast.commands == procedure.commands - 3, "no SELECT of E103, no READ BINARY of its 23 bytes (15, then 8)")
+        #expect(!short.log.contains([0x00, 0xA4, 0x00, 0x0C, 0x02, 0xE1, 0x03]))
+        #expect(fast.bytesMoved < procedure.bytesMoved)
+    }
+
+    @Test(
+        "an expected length (the last tap's) reads NLEN and the message in one READ BINARY; a wrong guess still reads the message",
+        .enabled(if: !messages.isEmpty, Comment(rawValue: TestData.skipReason)), arguments: messages)
+    func expectedLength(_ message: [UInt8]) throws {
+        let file = [UInt8(message.count >> 8), UInt8(message.count & 0xFF)] + message
+        let tag = try EmulatedNTAG424Tag(uid: [0x04, 0x5A, 0x11, 0x42, 0x9C, 0x3D, 0x80], ndefFile: file)
+        var plain = DirectTransport(tag)
+        let known = try Type4NDEFReader.read(&plain, known: .ntag424DNA)
+        for guess in [message.count, 0, message.count / 2, message.count + 7, 1000] {
+            tag.reset()
+            var transport = DirectTransport(tag)
+            let read = try Type4NDEFReader.read(&transport, known: .ntag424DNA, expectedLength: guess)
+            #expect(read.message == message, "guess \(guess)")
+            if guess == message.count, message.count <= 253 {
+                #expect(read.commands == known.commands - 1, "NLEN and the message in one READ BINARY")
+            }
+        }
+    }
+
+    @Test(
+        "a chip that answers like an NTAG 424 DNA but keeps its NDEF file elsewhere is read by the whole procedure",
+        .enabled(if: !messages.isEmpty, Comment(rawValue: TestData.skipReason)), arguments: messages)
+    func knownLayoutWrong(_ message: [UInt8]) throws {
+        let cc: [UInt8] = [0x00, 0x0F, 0x20, 0x00, 0xFF, 0x00, 0xFF, 0x04, 0x06, 0xE1, 0x05, 0x04, 0x00, 0x00, 0x00]
+        let file = [UInt8(message.count >> 8), UInt8(message.count & 0xFF)] + message + [UInt8](repeating: 0, count: 1024)
+        var transport = DirectTransport(EmulatedType4Tag(uid: [0x04, 1, 2, 3, 4, 5, 6], ccFile: cc, ndefFile: file))
+        let result = try Type4NDEFReader.read(&transport, known: .ntag424DNA)
+        #expect(result.message == message)
+        #expect(transport.log.contains([0x00, 0xA4, 0x00, 0x0C, 0x02, 0xE1, 0x03]), "the CC, once E104 was refused")
+    }
+
+    @Test("only NTAG 424 DNA's ATS (with or without TL) names a known layout; DESFire's does not")
+    func layouts() {
+        #expect(Type4CapabilityContainer.layout(answerToSelect: [0x06, 0x77, 0x77, 0x71, 0x02, 0x80]) == .ntag424DNA)
+        #expect(Type4CapabilityContainer.layout(answerToSelect: [0x77, 0x77, 0x71, 0x02, 0x80]) == .ntag424DNA)
+        #expect(Type4CapabilityContainer.layout(answerToSelect: [0x06, 0x75, 0x77, 0x81, 0x02, 0x80]) == nil)
+        #expect(Type4CapabilityContainer.layout(answerToSelect: []) == nil)
+        #expect(Type4CapabilityContainer.ntag424DNA.ndefFileID == 0xE104 && Type4CapabilityContainer.ntag424DNA.ndefFileMaxSize == 256)
+    }
+
     @Test("no NDEF application: no message, with the reason")
     func noApplication() throws {
         let tag = EmulatedType4Tag(uid: [0x04, 1, 2, 3, 4, 5, 6], ccFile: [], ndefFile: [])
