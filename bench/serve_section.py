@@ -46,9 +46,9 @@ def render(rows, soak=None):
                   f"| {s['verdicts_logged']:,} | {s['verdicts_seen']:,} | {'yes' if s['logged_once'] else 'NO'} | "
                   f"{'yes' if s['client_saw_the_log'] else 'NO'} | {s['rss_kib_min']:,}–{s['rss_kib_max']:,} KiB | "
                   f"{s['fds_min']}–{s['fds_max']} |", ""]
-        goals.append((s["rss_flat"] and s["fds_flat"], f"soak: memory and descriptors within 10 % after warm-up "
+        goals.append((s["rss_flat"] and s["fds_flat"], f"soak ({s['verdicts_logged']:,} verdicts): memory and descriptors within 10 % after warm-up "
                       f"({s['rss_kib_max'] / s['rss_kib_min']:.2f}×, {s['fds_min']}–{s['fds_max']})"))
-        goals.append((s["logged_once"] and s["client_saw_the_log"], "soak: every verdict logged once, and sent as logged"))
+        goals.append((s["logged_once"] and s["client_saw_the_log"], f"soak ({s['verdicts_logged']:,} verdicts): every verdict logged once, and sent as logged"))
     return "\n".join(lines) + "\n", goals
 
 
@@ -57,4 +57,4 @@ if __name__ == "__main__":
     text, goals = render(load(sys.argv[1]), load(sys.argv[2]) if len(sys.argv) > 2 else None)
     print(text)
     for ok, goal in goals:
-        print(f"- {'met' if ok else 'missed'}: {goal}")
+        print(f"- {'**met**' if ok else '**missed**'}: {goal}")
