@@ -38,6 +38,7 @@ let package = Package(
         .library(name: "TagFixCrypto", targets: ["TagFixCrypto"]),
         .library(name: "TagFixDoctor", targets: ["TagFixDoctor"]),
         .library(name: "TagFixDemo", targets: ["TagFixDemo"]),
+        .library(name: "TagFixMQTT", targets: ["TagFixMQTT"]),
         .library(name: "TagFixServe", targets: ["TagFixServe"]),
         .executable(name: "tagfix", targets: ["tagfix"]),
     ],
@@ -60,6 +61,9 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "TagFixStore", dependencies: ["CSQLite", "TagFixCore"]),
         .target(name: "TagFixReport", dependencies: ["TagFixCore", "TagFixNDEF"]),
+        // Fleets over MQTT (libmosquitto 2.0): the publisher (verify --publish) and the collector.
+        .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
+        .target(name: "TagFixMQTT", dependencies: ["CMosquitto", "TagFixCore", "TagFixDevices", "TagFixStore", "TagFixReport"]),
         // OpenSSL 3's libcrypto (trust: originality signatures, SUN, signed locations).
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .target(name: "TagFixCrypto", dependencies: ["CCrypto", "TagFixCore"]),
@@ -84,14 +88,14 @@ let package = Package(
             dependencies: [
                 "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixTags", "TagFixNFC",
                 "TagFixReaders",
-                "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo", "TagFixServe",
+                "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo", "TagFixMQTT", "TagFixServe",
             ]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
         .executableTarget(
             name: "TagFixBench",
             dependencies: [
                 "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixTags", "TagFixNFC", "TagFixGPSD",
-                "TagFixStore", "TagFixCrypto", "TagFixServe",
+                "TagFixStore", "TagFixCrypto", "TagFixMQTT", "TagFixServe",
             ],
             path: "Benchmarks/TagFixBench"),
         // Test tooling: the parsers' fuzz targets (a library the corpus tests also run), and
@@ -119,6 +123,12 @@ let package = Package(
         .testTarget(name: "TagFixTestingTests", dependencies: ["TagFixScenarios", "TagFixTesting"]),
         .testTarget(name: "TagFixStoreTests", dependencies: ["TagFixStore", "TagFixCore"]),
         .testTarget(name: "TagFixReportTests", dependencies: ["TagFixReport", "TagFixCore"]),
+        .testTarget(
+            name: "TagFixMQTTTests",
+            dependencies: [
+                "TagFixMQTT", "TagFixEmulators", "TagFixStore", "TagFixDevices", "TagFixCore", "TagFixTesting", "TagFixReport",
+                "TagFixScenarios",
+            ]),
         .testTarget(
             name: "TagFixCryptoTests", dependencies: ["TagFixCrypto", "TagFixCore", "TagFixNDEF", "TagFixTesting", "TagFixDevices"],
             exclude: ["nxp_originality.py", "ntag424_an12196.py"]),

@@ -305,6 +305,12 @@ if os.path.exists(f"{out}/sun.jsonl"):
     print(text)
     goals += sun_goals
 
+if os.path.exists(f"{out}/fleet.jsonl"):
+    import fleet_section
+    text, fleet_goals = fleet_section.render(rows("fleet.jsonl"))
+    print(text)
+    goals += fleet_goals
+
 if os.path.exists(f"{out}/serve.jsonl"):
     import serve_section
     soak = rows("serve-soak.jsonl") if os.path.exists(f"{out}/serve-soak.jsonl") else None

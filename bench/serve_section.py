@@ -11,7 +11,7 @@ import json, sys
 
 def render(rows, soak=None):
     """Returns the section's text and its goals as (met, text) pairs."""
-    lines = ["## 8. tagfix serve: a verdict to its clients, beside gpsd's own fan-out\n",
+    lines = ["## 9. tagfix serve: a verdict to its clients, beside gpsd's own fan-out\n",
              "`TagFixBench serve-fan-out`: a `ServeHub` (tagfix serve's sink) takes a verdict, as the session's "
              "fan-out hands it on after the log, 50 times a second; 1, then 100 clients watch its Unix socket, "
              "each reading on its own thread and stamping every line as it arrives. Beside it, in the same run, "

@@ -7,10 +7,15 @@
 //   TagFixBench serve-fan-out [N]     a VERDICT to 1 and 100 tagfix serve clients, beside gpsd's TPV fan-out
 //   TagFixBench sun [ROUNDS]          checking one NTAG 424 DNA SUN URL (AES, CMAC), µs per URL
 //   TagFixBench sun-tap [ROUNDS]      an NTAG 424 DNA SUN tap → verdict on the PN532 emulator at 115200 baud
+//   TagFixBench fleet [VERDICTS] [ROUNDS]  MQTT: collector vs mosquitto_sub, publisher CPU, verdict → stored
 import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
+case "fleet":
+    let count = arguments.dropFirst().first.flatMap { Int($0) } ?? 20_000
+    let rounds = arguments.dropFirst(2).first.flatMap { Int($0) } ?? 200
+    for line in await fleetBenchmark(verdicts: count, latencyRounds: rounds) { print(line) }
 case "fix-latency":
     await fixLatencyBenchmark(seconds: arguments.dropFirst().first.flatMap { Int($0) } ?? 20)
 case "serve-fan-out":

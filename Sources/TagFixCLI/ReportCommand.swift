@@ -1,7 +1,9 @@
 import Foundation
 import TagFixCore
 import TagFixDevices
+import TagFixMQTT
 import TagFixReport
+import TagFixStore
 
 /// `tagfix report`: a session log as a map and tables people look at.
 struct ReportCommand: Subcommand {
@@ -30,7 +32,9 @@ struct ReportCommand: Subcommand {
                 help: "Write to FILE instead of standard output (replaced atomically; a FIFO or device is written in place)."),
             .init(name: "title", valueName: "TEXT", help: "The report's title; default from the log's name."),
         ],
-        positionals: [.init(name: "SESSION", help: "A session log (verify --log FILE).")],
+        positionals: [
+            .init(name: "SESSION", help: "A session log (verify --log FILE), or a fleet store (collect --db FILE): html or csv.")
+        ],
         examples: [
             "tagfix report today.jsonl --registry site.sqlite --output today.html",
             "tagfix report today.jsonl --format geojson --output today.geojson",
@@ -60,6 +64,7 @@ struct ReportCommand: Subcommand {
     }
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
+        if FleetStore.isFleetStore(session) { return try fleet(io) }
         let contents: SessionLogContents
         do {
             contents = try SessionLog.read(path: session)
@@ -89,9 +94,34 @@ struct ReportCommand: Subcommand {
         case .svg: text = report.svg()
         case .html: text = report.html()
         }
+        try emit(text, io, summary: "\(counted(records.count, "scan")) of \(counted(report.tags.count, "tag"))")
+    }
+
+    /// A fleet store: per site its map and a table per device (html), or every scan with its
+    /// site and device (csv).
+    func fleet(_ io: some TerminalOutput) throws(CLIError) {
+        guard format == .html || format == .csv else { throw .usage("a fleet store is reported as html or csv", command: Self.spec.name) }
+        let rows: [FleetReport.Row]
+        do {
+            let store = try FleetStore(path: session, create: false)
+            let read = try store.reportRows()
+            if read.skipped > 0 { io.err("note: \(session): skipped \(counted(read.skipped, "message")) that are not verdict records") }
+            rows = read.rows
+        } catch let error as FleetStoreError {
+            throw .ioError(error.description)
+        } catch {
+            throw .ioError("\(session): \(error)")
+        }
+        let report = FleetReport(rows: rows, title: title ?? "TagFix fleet report")
+        try emit(
+            format == .csv ? report.csv() : report.html(), io,
+            summary: "\(counted(rows.count, "verdict")) from \(counted(report.sites.count, "site"))")
+    }
+
+    private func emit(_ text: String, _ io: some TerminalOutput, summary: String) throws(CLIError) {
         if let output {
             try writeOutput(text, to: output)
-            io.err("wrote \(output): \(counted(records.count, "scan")) of \(counted(report.tags.count, "tag")) (\(format.rawValue))")
+            io.err("wrote \(output): \(summary) (\(format.rawValue))")
         } else {
             var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
             if lines.last?.isEmpty == true { lines.removeLast() }

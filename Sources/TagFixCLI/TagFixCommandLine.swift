@@ -9,7 +9,8 @@ public enum TagFixCommandLine {
     static var subcommands: [any Subcommand.Type] {
         [
             VerifyCommand.self, ServeCommand.self, ScanCommand.self, FixCommand.self, DevicesCommand.self, InspectCommand.self,
-            SunCommand.self, EnrollCommand.self, ReportCommand.self, RegistryCommand.self, DoctorCommand.self, EmulateCommand.self,
+            SunCommand.self, EnrollCommand.self, ReportCommand.self, CollectCommand.self, RegistryCommand.self, DoctorCommand.self,
+            EmulateCommand.self,
             KeysCommand.self, SignURLCommand.self,
         ]
     }

@@ -4,6 +4,7 @@ import TagFixCore
 import TagFixDemo
 import TagFixDevices
 import TagFixGPSD
+import TagFixMQTT
 import TagFixScenarios
 
 /// `tagfix verify`: confirm each tag scan against where the tag should be.
@@ -92,7 +93,18 @@ struct VerifyCommand: Subcommand {
             .init(
                 name: "disallow", valueName: "TAG",
                 help: "Turn confirmation off for a tag id, or a UID in hex (any case, separators allowed).", repeatable: true),
-        ],
+            .init(
+                name: "publish", valueName: "URL",
+                help:
+                    "Send each verdict to an MQTT broker, mqtt://[USER@]HOST[:PORT]/PREFIX or mqtts://… (QoS 1, after the --log has it; "
+                    + "the log is the outbox: what the broker has not acknowledged goes with the next run on it). docs/fleet.md."),
+            .init(name: "site", valueName: "NAME", help: "With --publish: the site's topic level (no /, + or #); default default."),
+            .init(
+                name: "device-id", valueName: "ID", help: "With --publish: this device in topics and message ids; default the host name."),
+            .init(
+                name: "publish-linger", valueName: "S",
+                help: "With --publish: at the end, wait up to S s for the broker (a second Ctrl-C ends it); default 10."),
+        ] + FleetOptions.mqtt,
         examples: [
             "tagfix verify --demo",
             "tagfix verify --reader pn532_uart:/dev/ttyUSB0 --gps gpsd://localhost:2947 --registry site.sqlite --log today.jsonl",
@@ -119,6 +131,8 @@ struct VerifyCommand: Subcommand {
     var overrides: (inout VerificationPolicy) -> Void
     /// --trust-key files: the site keys URL locations must be signed with.
     var trustKeyPaths: [String]
+    /// --publish and its options.
+    var publish: FleetPublishRequest?
 
     init(_ arguments: ParsedArguments) throws(CLIError) {
         let name = Self.spec.name
@@ -184,6 +198,8 @@ struct VerifyCommand: Subcommand {
             if allowUnsigned { policy.allowUnsignedTags = true }
             policy.disallowedTags.formUnion(disallowed)
         }
+        publish = try FleetOptions.publish(arguments, command: name)
+        if publish != nil, logPath == nil { throw .usage("--publish needs --log FILE: the session log is its outbox", command: name) }
         if let defaultRadius, let maxRadius, defaultRadius > maxRadius {
             throw .usage("--default-url-radius \(defaultRadius) is above --max-radius \(maxRadius)", command: name)
         }
@@ -276,9 +292,18 @@ struct VerifyCommand: Subcommand {
         let style = VerdictPrinter.Style(
             json: json, bell: !quiet && (reader != nil || demo),
             colour: ProcessInfo.processInfo.environment["NO_COLOR"].map(\.isEmpty) ?? true)
-        let printer = VerdictPrinter(io: io, style: style, log: log, sinks: sinks)
-        try await body(printer)
+        let publisher = try log.flatMap { log throws(CLIError) in try FleetOptions.start(publish, log: log.path) }
+        let printer = VerdictPrinter(io: io, style: style, log: log, sinks: (publisher.map { [$0] } ?? []) + sinks)
+        let failure: CLIError?
+        do {
+            try await body(printer)
+            failure = nil
+        } catch {
+            failure = error
+        }
         printer.finish()
+        if let publisher, let publish { io.err(await FleetOptions.finish(publisher, publish)) }
+        if let failure { throw failure }
         if let failure = printer.logFailure { throw .ioError(failure.description) }
         if !json { io.out(printer.summary) }
     }

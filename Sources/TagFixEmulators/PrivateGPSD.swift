@@ -113,7 +113,7 @@ public final class PrivateGPSD: Sendable {
     /// `sh` waiting on a pipe for `done`: anything else, end of file included, means the owner
     /// is gone, and it sends gpsd SIGTERM, then SIGKILL. It checks the pid's name first, so a pid
     /// the kernel has given to another program since gpsd exited is left alone.
-    private struct Watchdog {
+    struct Watchdog {
         /// The pipe's write end; closed once, by `dismiss()` (under the owner's lock).
         private var writer: Int32
         private let process: ChildProcess

@@ -1,0 +1,51 @@
+import TagFixDevices
+import TagFixMQTT
+
+/// The MQTT options `verify --publish` and `collect` share, and their wiring (the logic is in
+/// TagFixMQTT).
+enum FleetOptions {
+    static let mqtt: [CommandSpec.Option] = [
+        .init(name: "mqtt-ca", valueName: "FILE", help: "With mqtts://: the CA certificate (PEM) the broker's certificate must chain to."),
+        .init(
+            name: "mqtt-password-file", valueName: "FILE",
+            help: "The broker password for USER@ (mode 0600, refused otherwise; never logged)."),
+        .init(name: "mqtt-version", valueName: "V", help: "MQTT protocol version: 5 (default) or 3.1.1."),
+    ]
+
+    static func publish(_ arguments: ParsedArguments, command: String) throws(CLIError) -> FleetPublishRequest? {
+        guard let address = arguments.value("publish") else {
+            for name in ["site", "device-id", "publish-linger", "mqtt-ca", "mqtt-password-file", "mqtt-version"]
+            where arguments.value(name) != nil {
+                throw .usage("--\(name) only applies with --publish", command: command)
+            }
+            return nil
+        }
+        let linger = try arguments.seconds("publish-linger", in: 0...86_400, command: command)
+        do {
+            return try FleetPublishRequest(
+                address: address, site: arguments.value("site"), device: arguments.value("device-id"),
+                passwordFile: arguments.value("mqtt-password-file"), caFile: arguments.value("mqtt-ca"),
+                version: arguments.value("mqtt-version"),
+                linger: linger)
+        } catch {
+            if let file = error.fileError { throw .file(file) }
+            throw error.exitsAsUsage ? .usage(error.description, command: command) : .ioError(error.description)
+        }
+    }
+
+    static func start(_ request: FleetPublishRequest?, log: String) throws(CLIError) -> FleetPublisher? {
+        do {
+            return try request?.start(logPath: log)
+        } catch {
+            throw error.exitsAsUsage ? .usage(error.description, command: "verify") : .ioError(error.description)
+        }
+    }
+
+    /// The linger, which SIGINT or SIGTERM (a second Ctrl-C) cuts short.
+    static func finish(_ publisher: FleetPublisher, _ request: FleetPublishRequest) async -> String {
+        let again = StopSignals(StopSignals.standard)
+        defer { again.cancel() }
+        let outcome = await publisher.finish(linger: request.linger, clock: MonotonicClock()) { _ = await again.wait() }
+        return outcome.summary(address: request.address, log: publisher.logPath, linger: request.linger)
+    }
+}

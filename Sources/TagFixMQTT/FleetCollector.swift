@@ -1,0 +1,160 @@
+import Foundation
+import Synchronization
+public import TagFixCore
+import TagFixDevices
+public import TagFixStore
+
+/// `tagfix collect`: subscribes to every site's verdicts under a prefix (a shared subscription
+/// `$share/GROUP/…` when a group is given, so collectors split one stream) and stores each
+/// message once in a `FleetStore`, whatever the broker delivers twice. Its session is kept by
+/// the broker (not clean; MQTT 5 with a session expiry), so what is published while it is away
+/// waits for it.
+public final class FleetCollector: Sendable {
+    public let filter: String
+    public let store: FleetStore
+    private let core: CollectorCore
+    private let client: MQTTClient
+
+    /// What a collector did.
+    public struct Counts: Sendable, Hashable {
+        /// Messages stored (first copies).
+        public var stored = 0
+        /// Copies of messages stored before (QoS 1's at-least-once), ignored.
+        public var duplicates = 0
+        /// Messages that are not TagFix verdicts (no `id`, not JSON), ignored.
+        public var rejected = 0
+        /// Connections the broker accepted (1 + reconnections).
+        public var connections = 0
+        /// Subscriptions the broker granted (one per connection).
+        public var subscriptions = 0
+
+        /// "stored 9 verdicts (2 copies ignored)".
+        public var summary: String {
+            var parts: [String] = []
+            if duplicates > 0 { parts.append("\(duplicates) cop\(duplicates == 1 ? "y" : "ies") ignored") }
+            if rejected > 0 { parts.append("\(rejected) message\(rejected == 1 ? "" : "s") that are not TagFix verdicts ignored") }
+            return "stored \(stored) verdict\(stored == 1 ? "" : "s")" + (parts.isEmpty ? "" : " (\(parts.joined(separator: ", ")))")
+        }
+    }
+
+    /// - Parameters:
+    ///   - settings: the broker and the client id (stable across runs, so the broker keeps the
+    ///     session: what arrives while the collector is away waits for it).
+    ///   - group: the shared subscription's group, if any (one level: no `/`, `+`, `#`).
+    ///   - note: told about connections and problems, for a person.
+    ///   - stored: told each newly stored message (its id), on the client's thread.
+    ///   - clock: stamps each message's arrival (`received_ns`).
+    public init<C: Clock>(
+        settings: MQTTSettings, group: String?, store: FleetStore, clock: C, note: @escaping @Sendable (String) -> Void = { _ in },
+        stored: @escaping @Sendable (String) -> Void = { _ in }
+    ) throws(FleetTopicError) where C.Instant == Timestamp {
+        if let group { try FleetTopics.checkLevel(group, what: "group") }
+        filter = FleetTopics.collectorFilter(prefix: settings.address.prefix, group: group)
+        self.store = store
+        var connection = settings
+        connection.cleanSession = false
+        connection.receiveMaximum = connection.receiveMaximum ?? 500
+        core = CollectorCore(filter: filter, store: store, now: { clock.now }, note: note, stored: stored)
+        client = MQTTClient(settings: connection, delegate: core)
+    }
+
+    /// Connects and subscribes, on the client's own thread.
+    public func start() { client.start() }
+
+    public var counts: Counts { core.counts.withLock { $0 } }
+
+    /// Stops the client's thread (waiting for it on a thread of its own).
+    public func stop() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let thread = Thread { [client] in
+                client.stop()
+                continuation.resume()
+            }
+            thread.start()
+        }
+    }
+}
+
+final class CollectorCore: MQTTClientDelegate {
+    let filter: String
+    let store: FleetStore
+    let note: @Sendable (String) -> Void
+    let stored: @Sendable (String) -> Void
+    let now: @Sendable () -> Timestamp
+    let counts = Mutex(FleetCollector.Counts())
+    private let lostBefore = Mutex(false)
+    /// Messages read since the last commit: stored together at the end of the read (`wake`).
+    private let batch = Mutex<[FleetStore.Stored]>([])
+
+    init(
+        filter: String, store: FleetStore, now: @escaping @Sendable () -> Timestamp, note: @escaping @Sendable (String) -> Void,
+        stored: @escaping @Sendable (String) -> Void
+    ) {
+        self.filter = filter
+        self.now = now
+        self.store = store
+        self.note = note
+        self.stored = stored
+    }
+
+    func connected(_ link: MQTTLink, sessionPresent: Bool) {
+        counts.withLock { $0.connections += 1 }
+        let result = link.subscribe(filter)
+        if result != .success { note("cannot subscribe to \(filter): \(result)") }
+        if lostBefore.withLock({ $0 }) { note("connected again") }
+    }
+
+    func subscribed(granted: [Int32]) {
+        if granted.allSatisfy({ $0 < 0x80 }) {
+            counts.withLock { $0.subscriptions += 1 }
+            note("subscribed to \(filter)")
+        } else {
+            note(
+                "the broker refused the subscription to \(filter) (reason code \(granted.first ?? 0x80)): is this user allowed to read it?")
+        }
+    }
+
+    func wake(_ link: MQTTLink) { flush() }
+
+    /// Stores the messages the last read brought, in one transaction.
+    private func flush() {
+        let messages = batch.withLock { batch in
+            defer { batch = [] }
+            return batch
+        }
+        guard !messages.isEmpty else { return }
+        do {
+            let stored = try store.store(messages, receivedNanoseconds: now().nanosecondsSinceEpoch)
+            let new = stored.filter { $0 }.count
+            counts.withLock {
+                $0.stored += new
+                $0.duplicates += stored.count - new
+            }
+            for (message, isNew) in zip(messages, stored) where isNew { self.stored(message.id) }
+        } catch {
+            note("cannot store \(messages.count) verdict(s) in \(store.path): \(error)")
+        }
+    }
+    func published(mid: Int32, reason: Int32, _ link: MQTTLink) {}
+    func stopping(_ link: MQTTLink) { flush() }
+
+    func disconnected(_ why: String) {
+        flush()
+        let first = lostBefore.withLock { lost in
+            defer { lost = true }
+            return !lost
+        }
+        if first { note("\(why); trying again") }
+    }
+
+    func received(topic: String, payload: UnsafeRawBufferPointer) {
+        guard let site = FleetTopics.site(ofVerdictTopic: topic), let value = try? JSONValue.parse(payload),
+            let id = value["id"]?.string, !id.isEmpty, let device = value["device"]?.string, SessionLog.isRecord(value)
+        else {
+            counts.withLock { $0.rejected += 1 }
+            return
+        }
+        let message = FleetStore.Stored(id: id, site: site, device: device, payload: String(decoding: payload, as: UTF8.self))
+        batch.withLock { $0.append(message) }
+    }
+}

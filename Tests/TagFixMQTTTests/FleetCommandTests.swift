@@ -1,0 +1,206 @@
+import Foundation
+import Synchronization
+import TagFixCore
+import TagFixDevices
+import TagFixEmulators
+import TagFixStore
+import Testing
+
+@testable import TagFixMQTT
+
+@Suite(
+    "tagfix verify --publish, collect and report of a fleet store",
+    .enabled(if: FileManager.default.isExecutableFile(atPath: tagfixBinary), "needs the built tagfix"), .timeLimit(.minutes(3)))
+struct FleetCommandTests {
+    static let scenario = packageRoot + "/Examples/site/scenario.json"
+
+    @Test(
+        "a publish that cannot work is one clear line and exit 64, before anything runs",
+        arguments: [
+            (["--publish", "mqtt://127.0.0.1/tagfix"], "needs --log"),
+            (["--publish", "mqtt://127.0.0.1/tagfix", "--log", "L", "--site", "north/yard"], "the site \"north/yard\""),
+            (["--publish", "mqtt://127.0.0.1/tagfix", "--log", "L", "--device-id", "van#7"], "device id"),
+            (["--publish", "mqtt://127.0.0.1/a/b", "--log", "L"], "prefix"),
+            (["--publish", "http://127.0.0.1/tagfix", "--log", "L"], "not an MQTT broker address"),
+            (["--publish", "mqtt://u:pw@127.0.0.1/tagfix", "--log", "L"], "--mqtt-password-file"),
+            (["--site", "yard"], "only applies with --publish"),
+        ])
+    func usage(arguments: [String], says: String) async throws {
+        let folder = try temporaryFolder()
+        let result = try await offPool {
+            try runProgram(
+                tagfixBinary, ["verify", "--scenario", Self.scenario] + arguments.map { $0 == "L" ? folder + "/log.jsonl" : $0 })
+        }
+        #expect(result.status == 64, "\(result.err)")
+        #expect(result.err.contains(says), "\(result.err)")
+        #expect(result.err.split(separator: "\n").count <= 2, "one clear line (and the usage hint)")
+        #expect(!FileManager.default.fileExists(atPath: folder + "/log.jsonl.acks"))
+    }
+
+    @Test("collect --db with a registry (or any other SQLite file) refuses it and leaves it as it was")
+    func wrongDatabase() async throws {
+        let folder = try temporaryFolder()
+        let registry = folder + "/site.sqlite"
+        _ = try SQLiteRegistry(path: registry, mode: .create)
+        let before = try Data(contentsOf: URL(fileURLWithPath: registry))
+        let result = try await offPool { try runProgram(tagfixBinary, ["collect", "mqtt://127.0.0.1:1/tagfix", "--db", registry]) }
+        #expect(result.status == 64, "\(result.err)")
+        #expect(result.err.contains("not a TagFix fleet store"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: registry)) == before)
+        #expect(!FleetStore.isFleetStore(registry))
+    }
+
+    @Test("a password file others may read is refused, and the password never reaches the message")
+    func openPasswordFile() async throws {
+        let folder = try temporaryFolder()
+        try SecretFile.create(folder + "/pw", "hunter2-secret\n", mode: 0o644)
+        let result = try await offPool {
+            try runProgram(
+                tagfixBinary,
+                [
+                    "verify", "--scenario", Self.scenario, "--log", folder + "/log.jsonl", "--publish", "mqtt://tech@127.0.0.1/tagfix",
+                    "--mqtt-password-file", folder + "/pw",
+                ])
+        }
+        #expect(result.status == 66, "\(result.err)")
+        #expect(result.err.contains("chmod 600"))
+        #expect(!result.err.contains("hunter2"))
+    }
+
+    @Test(
+        "the broker down for the whole run: the verdicts are shown and logged, the run says how many are unsent, and the next run sends them",
+        .enabled(if: haveBroker, "needs mosquitto"))
+    func brokerDownThenUp() async throws {
+        try await offPool {
+            let folder = try temporaryFolder()
+            let log = folder + "/day.jsonl"
+            let port = PrivateGPSD.freePort()
+            let publish = ["--publish", "mqtt://127.0.0.1:\(port)/tagfix", "--site", "harbour", "--device-id", "van-1"]
+            let down = try runProgram(
+                tagfixBinary, ["verify", "--scenario", Self.scenario, "--json", "--log", log, "--publish-linger", "1"] + publish)
+            #expect(down.status == 0, "\(down.err)")
+            let shown = down.out.count
+            #expect(shown > 0)
+            #expect(down.err.contains("\(shown) unsent"), "\(down.err)")
+            #expect(try SessionLog.read(path: log).records.count == shown, "publishing never held a verdict back")
+
+            let broker = try PrivateMosquitto()
+            defer { broker.stop() }
+            let store = try FleetStore(path: folder + "/fleet.sqlite", create: true)
+            let office = try collector(broker, store: store, id: "office-late")
+            let up = try runProgram(
+                tagfixBinary,
+                ["verify", "--scenario", Self.scenario, "--json", "--log", log, "--publish", "mqtt://127.0.0.1:\(broker.port)/tagfix"]
+                    + ["--site", "harbour", "--device-id", "van-1"])
+            #expect(up.status == 0, "\(up.err)")
+            #expect(up.err.contains("\(2 * shown) verdicts acknowledged"), "\(up.err)")
+            #expect(try eventually { try store.count() == 2 * shown })
+            blockingStop(office)
+        }
+    }
+
+    @Test("SIGINT during the linger ends it at once: exit 0, and the closing line says how many are unsent")
+    func interruptedLinger() async throws {
+        try await offPool {
+            let folder = try temporaryFolder()
+            let output = Pipe()
+            let errors = Pipe()
+            // Nothing listens on the port: the linger would last ten minutes.
+            let run = try ChildProcess(
+                executable: tagfixBinary,
+                arguments: [
+                    "verify", "--scenario", Self.scenario, "--json", "--log", folder + "/day.jsonl", "--publish",
+                    "mqtt://127.0.0.1:\(PrivateGPSD.freePort())/tagfix", "--publish-linger", "600",
+                ], standardOutput: output.fileHandleForWriting.fileDescriptor, standardError: errors.fileHandleForWriting.fileDescriptor)
+            try output.fileHandleForWriting.close()
+            try errors.fileHandleForWriting.close()
+            defer { run.stop() }
+            let shown = LineReader(output.fileHandleForReading)
+            let said = LineReader(errors.fileHandleForReading)
+            let expected = try exampleVerdicts().count
+            #expect(eventually { shown.all.count == expected }, "the replay's verdicts, shown before the linger")
+            #expect(run.isRunning, "lingering for the broker")
+            run.signal(SIGINT)
+            #expect(eventually(.seconds(30)) { !run.isRunning })
+            #expect(eventually { said.all.contains { $0.contains("\(expected) unsent") } }, "\(said.all)")
+        }
+    }
+
+    @Test(
+        "collect stores what a fleet publishes, stops on SIGTERM, and report shows each site and device",
+        .enabled(if: haveBroker, "needs mosquitto"))
+    func collectAndReport() async throws {
+        try await offPool {
+            let broker = try PrivateMosquitto()
+            defer { broker.stop() }
+            let folder = try temporaryFolder()
+            let db = folder + "/fleet.sqlite"
+            let output = Pipe()
+            let errors = Pipe()
+            let collect = try ChildProcess(
+                executable: tagfixBinary,
+                arguments: [
+                    "collect", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--db", db, "--group", "office", "--client-id", "office-cli",
+                ],
+                standardOutput: output.fileHandleForWriting.fileDescriptor, standardError: errors.fileHandleForWriting.fileDescriptor)
+            try output.fileHandleForWriting.close()
+            try errors.fileHandleForWriting.close()
+            defer { collect.stop() }
+            let verdicts = try exampleVerdicts()
+            let settings = try MQTTSettings.parse(
+                address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: nil, clientID: "x")
+            // The collector's session must exist before the first message: wait for its store.
+            let said = LineReader(errors.fileHandleForReading)
+            #expect(eventually { said.all.contains { $0.contains("subscribed to $share/office/tagfix/+/verdict/+") } }, "\(said.all)")
+            for (site, device) in [("harbour", "van-1"), ("harbour", "van-2"), ("depot", "pi-9")] {
+                let log = folder + "/\(device).jsonl"
+                let sessionLog = try SessionLog(path: log)
+                let publisher = try FleetPublisher(settings: settings, site: site, device: device, logPath: log)
+                publisher.start()
+                let fanOut = VerdictFanOut([SessionLogSink(sessionLog), publisher])
+                for verdict in verdicts { fanOut.send(.verdict(verdict)) }
+                #expect(try finishFromThread(publisher) == 0)
+            }
+            let store = try FleetStore(path: db, create: false)
+            #expect(try eventually { try store.count() == 3 * verdicts.count })
+            collect.signal(SIGTERM)
+            let summary = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            collect.waitUntilExit()
+            #expect(summary.contains("stored \(3 * verdicts.count) verdicts"), "\(summary)")
+
+            let html = try runProgram(tagfixBinary, ["report", db])
+            #expect(html.status == 0, "\(html.err)")
+            let page = html.out.joined(separator: "\n")
+            #expect(page.contains("data-site=\"harbour\"") && page.contains("data-site=\"depot\""))
+            for device in ["van-1", "van-2", "pi-9"] { #expect(page.contains("data-device=\"\(device)\"")) }
+            let csv = try runProgram(tagfixBinary, ["report", db, "--format", "csv"])
+            #expect(csv.out.count == 1 + 3 * verdicts.count)
+            #expect(
+                csv.out.dropFirst().filter { $0.hasPrefix("\"depot\",\"pi-9\",") || $0.hasPrefix("depot,pi-9,") }.count == verdicts.count)
+        }
+    }
+}
+
+/// The lines a child writes to a pipe, read on a thread of their own as they come.
+final class LineReader: Sendable {
+    private let lines = Mutex<[String]>([])
+
+    init(_ handle: FileHandle) {
+        let thread = Thread { [self] in
+            var buffer = Data()
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                buffer += chunk
+                while let newline = buffer.firstIndex(of: 0x0A) {
+                    let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+                    lines.withLock { $0.append(line) }
+                    buffer = Data(buffer[(newline + 1)...])
+                }
+            }
+        }
+        thread.start()
+    }
+
+    var all: [String] { lines.withLock { $0 } }
+}
