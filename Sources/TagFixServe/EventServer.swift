@@ -14,8 +14,10 @@ public struct ServeConfiguration: Sendable {
     public var token: String?
     /// What a client may have unread before it is cut off.
     public var bufferLimit = 1 << 20
-    /// Connections beyond this many are refused.
-    public var maximumClients = 1024
+    /// Connections beyond this many are refused. libnfc and libgps wait with select(2), which
+    /// aborts the process on a descriptor above 1023; a reader or gpsd reconnecting while the
+    /// clients hold the low ones would get one. 512 keeps them clear.
+    public var maximumClients = 512
     /// The VERSION object's release.
     public var release: String
 
