@@ -31,6 +31,7 @@ let package = Package(
         .library(name: "TagFixEmulators", targets: ["TagFixEmulators"]),
         .library(name: "TagFixTags", targets: ["TagFixTags"]),
         .library(name: "TagFixNFC", targets: ["TagFixNFC"]),
+        .library(name: "TagFixPCSC", targets: ["TagFixPCSC"]),
         .library(name: "TagFixReaders", targets: ["TagFixReaders"]),
         .library(name: "TagFixGPSD", targets: ["TagFixGPSD"]),
         .library(name: "TagFixStore", targets: ["TagFixStore"]),
@@ -56,6 +57,9 @@ let package = Package(
         // `TagTransport` the backend supplies: no backend's C library.
         .target(name: "TagFixTags", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixCrypto"]),
         .target(name: "TagFixNFC", dependencies: ["CNFC", "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTags"]),
+        // pcsc-lite's client library: PC/SC readers through pcscd (ACR1252U, Omnikey, uTrust…).
+        .systemLibrary(name: "CPCSC", pkgConfig: "libpcsclite", providers: [.apt(["libpcsclite-dev"])]),
+        .target(name: "TagFixPCSC", dependencies: ["CPCSC", "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTags"]),
         .systemLibrary(name: "CGPS", pkgConfig: "libgps", providers: [.apt(["libgps-dev"])]),
         .target(name: "TagFixGPSD", dependencies: ["CGPS", "TagFixCore", "TagFixDevices"]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
@@ -73,7 +77,7 @@ let package = Package(
         .target(name: "TagFixScenarios", dependencies: ["TagFixCore", "TagFixDevices"]),
         .target(name: "TagFixTesting", dependencies: ["TagFixCore", "TagFixDevices"]),
         // The doctor's checks and the demo's orchestration: libraries the thin CLI calls.
-        .target(name: "TagFixDoctor", dependencies: ["TagFixCore", "TagFixDevices", "TagFixNFC", "TagFixGPSD"]),
+        .target(name: "TagFixDoctor", dependencies: ["TagFixCore", "TagFixDevices", "TagFixNFC", "TagFixPCSC", "TagFixGPSD"]),
         .target(
             name: "TagFixDemo",
             dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixNFC", "TagFixGPSD"]),
@@ -82,13 +86,13 @@ let package = Package(
         .target(name: "TagFixServe", dependencies: ["TagFixCore", "TagFixDevices", "TagFixReport"]),
         // The reader factory: a reader address (--reader) becomes a TagReader or a TagSession of
         // the backend that serves it; a new backend registers here.
-        .target(name: "TagFixReaders", dependencies: ["TagFixCore", "TagFixDevices", "TagFixNFC", "TagFixScenarios"]),
+        .target(name: "TagFixReaders", dependencies: ["TagFixCore", "TagFixDevices", "TagFixNFC", "TagFixPCSC", "TagFixScenarios"]),
         .target(
             name: "TagFixCLI",
             dependencies: [
-                "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixTags", "TagFixNFC",
-                "TagFixReaders",
-                "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo", "TagFixMQTT", "TagFixServe",
+                "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixTags", "TagFixNFC", "TagFixPCSC",
+                "TagFixReaders", "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo", "TagFixMQTT",
+                "TagFixServe",
             ]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
         .executableTarget(
@@ -118,6 +122,8 @@ let package = Package(
             dependencies: ["TagFixTags", "TagFixEmulators", "TagFixNDEF", "TagFixTesting", "TagFixDevices", "TagFixCore"]),
         .testTarget(name: "TagFixNFCTests", dependencies: ["TagFixNFC", "TagFixTags", "TagFixEmulators", "TagFixNDEF", "TagFixTesting"]),
         .testTarget(
+            name: "TagFixPCSCTests", dependencies: ["TagFixPCSC", "TagFixEmulators", "TagFixNDEF", "TagFixCore", "TagFixTesting"]),
+        .testTarget(
             name: "TagFixReadersTests", dependencies: ["TagFixReaders", "TagFixDevices", "TagFixCore", "TagFixScenarios", "TagFixTesting"]),
         .testTarget(name: "TagFixDevicesTests", dependencies: ["TagFixDevices", "TagFixScenarios", "TagFixTesting"]),
         .testTarget(name: "TagFixTestingTests", dependencies: ["TagFixScenarios", "TagFixTesting"]),
@@ -141,7 +147,8 @@ let package = Package(
             dependencies: [
                 "TagFixCLI", "TagFixTesting", "TagFixScenarios", "TagFixEmulators", "TagFixNDEF", "TagFixNFC", "TagFixDevices",
                 "TagFixGPSD",
-                "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo", "TagFixTags", "TagFixReaders", "TagFixServe",
+                "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo", "TagFixTags", "TagFixReaders", "TagFixPCSC",
+                "TagFixServe",
             ]),
     ],
     swiftLanguageModes: [.v6]

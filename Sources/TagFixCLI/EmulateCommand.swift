@@ -8,12 +8,19 @@ import TagFixNDEF
 struct EmulateCommand: Subcommand {
     static let spec = CommandSpec(
         name: "emulate",
-        abstract: "Emulate hardware on a pseudo-terminal: a PN532 NFC reader (emulate pn532) or a GNSS receiver (emulate nmea).",
+        abstract:
+            "Emulate hardware: a PN532 NFC reader on a pseudo-terminal (emulate pn532), a card behind pcscd's virtual reader (emulate pcsc) or a GNSS receiver (emulate nmea).",
         discussion: """
             emulate pn532 opens a pseudo-terminal and answers on it as a PN532 does over its UART, \
             presenting the tags of the dumps given with --tag (Flipper .nfc, Proxmark3 JSON, \
             nfc-mfultralight binary, TagFix tag JSON). Point libnfc at it with \
             LIBNFC_DEVICE=pn532_uart:PATH, or tagfix scan --reader pn532_uart:PATH.
+            emulate pcsc presents the same dumps as a contactless card behind pcscd's virtual reader \
+            (Debian vsmartcard-vpcd): it connects to vpcd's --port (default 35963, the system \
+            pcscd's vpcd) and answers as a PC/SC Part 3 reader (ATR, GET DATA, READ/UPDATE BINARY, \
+            the direct-transmit pseudo-APDU). With --pcscd it starts a private pcscd and prints \
+            the PCSCLITE_CSOCK_NAME its clients need; a removed tag stays away 1 s, as pcscd needs \
+            to see it go.
             emulate nmea writes NMEA 0183 (GGA, GSA, GST, RMC, GSV, with checksums) at --rate, from \
             --at LAT,LON or along a --route (GeoJSON LineString or GPX track, at --speed), with \
             --noise metres and --seed, or from a recorded --log. Point gpsd at it: \
@@ -33,8 +40,10 @@ struct EmulateCommand: Subcommand {
             .init(
                 name: "script", valueName: "FILE",
                 help:
-                    "Faults on a timeline. pn532: remove/present N, remove-after N, hang, resume, corrupt, hangup. nmea: no-fix, fix, degrade M, normal, silent, talk, garbage N, jump S."
+                    "Faults on a timeline. pn532, pcsc: remove/present N, remove-after N, hang, resume, corrupt, hangup. nmea: no-fix, fix, degrade M, normal, silent, talk, garbage N, jump S."
             ),
+            .init(name: "port", valueName: "N", help: "pcsc: vpcd's port (the reader's CHANNELID); default 35963."),
+            .init(name: "pcscd", valueName: nil, help: "pcsc: also start a private pcscd with vpcd and print its socket."),
             .init(name: "at", valueName: "LAT,LON", help: "nmea: the receiver's position."),
             .init(name: "route", valueName: "FILE", help: "nmea: walk a GeoJSON LineString or GPX track."),
             .init(name: "speed", valueName: "M/S", help: "nmea: walking speed along --route; default 1.4."),
@@ -51,10 +60,11 @@ struct EmulateCommand: Subcommand {
             .init(name: "seed", valueName: "N", help: "nmea: seed of the noise; default 1."),
             .init(name: "gpsd", valueName: nil, help: "nmea: also start a private gpsd on the pty and print its gpsd:// URL."),
         ],
-        positionals: [.init(name: "DEVICE", help: "What to emulate: pn532 or nmea.")],
+        positionals: [.init(name: "DEVICE", help: "What to emulate: pn532, pcsc or nmea.")],
         examples: [
             "tagfix emulate pn532 --tag Call_112.nfc --link /tmp/pn532",
             "LIBNFC_DEVICE=pn532_uart:/tmp/pn532 nfc-list",
+            "tagfix emulate pcsc --tag Call_112.nfc --pcscd",
             "tagfix emulate nmea --at 53.545,9.966 --rate 5 --gpsd",
         ])
 
@@ -64,18 +74,22 @@ struct EmulateCommand: Subcommand {
     var link: String?
     var baud: Int?
     var script: String?
+    var port: Int?
+    var privatePCSCD: Bool
 
     init(_ arguments: ParsedArguments) throws(CLIError) {
         device = arguments.positionals[0]
-        guard device == "pn532" || device == "nmea" else {
-            throw .usage("tagfix emulates pn532 or nmea, not \"\(device)\"", command: "emulate")
+        guard ["pn532", "pcsc", "nmea"].contains(device) else {
+            throw .usage("tagfix emulates pn532, pcsc or nmea, not \"\(device)\"", command: "emulate")
         }
         tags = arguments.all("tag")
         if device == "nmea" {
             nmea = try NMEAOptions(arguments)
         } else {
-            guard !tags.isEmpty else { throw .usage("emulate pn532 needs at least one --tag FILE", command: "emulate") }
+            guard !tags.isEmpty else { throw .usage("emulate \(device) needs at least one --tag FILE", command: "emulate") }
         }
+        port = try arguments.number("port", in: 1...65534, command: "emulate").map { Int($0) }
+        privatePCSCD = arguments.flag("pcscd")
         link = arguments.value("link")
         baud = try arguments.number("baud", in: 300...4_000_000, command: "emulate").map { Int($0) }
         script = arguments.value("script")
@@ -87,6 +101,7 @@ struct EmulateCommand: Subcommand {
         defer { stop.cancel() }
         do throws(EmulatorLabError) {
             if let nmea { return try await nmea.run(io, link: link, stop: stop) }
+            if device == "pcsc" { return try await runPCSC(io, stop: stop) }
             let lab = try PN532Lab(tagFiles: tags, script: script, baud: baud)
             defer { lab.emulator.stop() }
             try EmulatorLab.makeLink(link, to: lab.emulator.path)
@@ -103,6 +118,21 @@ struct EmulateCommand: Subcommand {
             case .unavailable(let message): throw .unavailable(message)
             }
         }
+    }
+}
+
+extension EmulateCommand {
+    /// `emulate pcsc`: the card behind vpcd, and the private pcscd with --pcscd.
+    func runPCSC(_ io: some TerminalOutput, stop: StopSignals) async throws(EmulatorLabError) {
+        let lab = try PCSCLab(tagFiles: tags, script: script, port: port, privatePCSCD: privatePCSCD)
+        defer { lab.stop() }
+        io.out("PC/SC card for vpcd on port \(lab.emulator.options.port)")
+        for image in lab.images {
+            io.out("  tag \(image.uid?.hex ?? "?") \(image.chip.name)")
+        }
+        if let pcscd = lab.pcscd { io.out("pcscd: PCSCLITE_CSOCK_NAME=\(pcscd.socketPath)") }
+        io.out("reader: pcsc:\(PrivatePCSCD.readerName)")
+        await lab.run(until: stop) { io.err($0) }
     }
 }
 

@@ -5,6 +5,7 @@ import TagFixDevices
 import TagFixGPSD
 import TagFixNDEF
 import TagFixNFC
+import TagFixPCSC
 import TagFixReport
 
 /// `tagfix scan`: read tags with a real reader (or the PN532 emulator) and print what they hold.
@@ -123,13 +124,14 @@ final class Counter: Sendable {
     }
 }
 
-/// `tagfix devices`: the readers libnfc finds.
+/// `tagfix devices`: the readers libnfc finds and those pcscd has.
 struct DevicesCommand: Subcommand {
     static let spec = CommandSpec(
         name: "devices",
-        abstract: "List the NFC readers libnfc finds and the GPS receivers gpsd reads, with their connstrings.",
+        abstract: "List the NFC readers libnfc finds and pcscd has, and the GPS receivers gpsd reads, with their --reader addresses.",
         discussion: """
-            Readers come from libnfc (nfc_list_devices: USB readers, LIBNFC_DEVICE, libnfc.conf); \
+            Readers come from libnfc (nfc_list_devices: USB readers, LIBNFC_DEVICE, libnfc.conf) \
+            and from pcscd (SCardListReaders, each as pcsc:NAME); \
             receivers from gpsd's DEVICES list (--gps, default gpsd://localhost:2947; --gps none \
             skips it). Exit code 69 when no reader is found, with the usual reasons: not plugged \
             in, held by the kernel's pn533_usb / nfc modules (see hardware.md#kernel-modules), no \
@@ -151,11 +153,15 @@ struct DevicesCommand: Subcommand {
     }
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
-        let found: [String]
+        var found: [String]
         do {
             found = try LibNFC.devices()
         } catch {
             throw .unavailable(error.description)
+        }
+        switch await PCSC.readers() {
+        case .success(let names): found += names.map { "pcsc:\($0)" }
+        case .failure(let error): if !error.serviceGone { io.err("note: PC/SC: \(error)") }
         }
         var receivers: [GPSDDevice] = []
         var gpsProblem: String?

@@ -6,8 +6,9 @@ public import TagFixCore
 ///   (`ReaderAddress.libnfcDrivers`): `pn532_uart:/dev/ttyUSB0`, `pn532_i2c:/dev/i2c-1`,
 ///   `pn532_spi:/dev/spidev0.0:500000`, `pn53x_usb`, `pn53x_usb:003:002`, `acr122_usb`,
 ///   `acr122s:/dev/ttyUSB0`, `arygon:/dev/ttyUSB0`. A driver alone lets libnfc find the device.
-/// - `pcsc:` (the first PC/SC reader), `pcsc:N` (the N-th, from 0) or `pcsc:NAME` (the reader
-///   whose name contains NAME): recognised, and served once a PC/SC backend is built in.
+/// - `pcsc:` (whichever PC/SC reader holds a card), `pcsc:N` (the N-th, from 0) or `pcsc:NAME`
+///   (the reader of that name, or the first whose name contains NAME): served by the PC/SC backend
+///   (TagFixPCSC, registered in TagFixReaders).
 /// - `mock:SCENARIO`: the reader events of a scenario file (docs/scenarios.md), played from now.
 /// - No `--reader`: libnfc's default (`LIBNFC_DEVICE`, `/etc/nfc/libnfc.conf`, the first found).
 public enum ReaderAddress: Sendable, Hashable, CustomStringConvertible {

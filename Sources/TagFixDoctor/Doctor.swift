@@ -3,6 +3,7 @@ import TagFixCore
 import TagFixDevices
 public import TagFixGPSD
 import TagFixNFC
+import TagFixPCSC
 
 /// One thing the doctor found.
 public struct Finding: Sendable, Hashable {
@@ -58,6 +59,8 @@ public enum Doctor {
         var gpsResult = GPSProbe.notAsked
         if let gps { gpsResult = await gps.probe(wait: gpsWait) }
         facts.clockSynchronised = KernelClock().read().synchronised
+        // pcscd is asked about this system only, not about a copied tree.
+        if root == "/", case .success(let names) = await PCSC.readers() { facts.pcscReaders = names }
         var systemMinusGPS: Duration?
         if case .fix(_, let fix) = gpsResult {
             var watch = ClockWatch(systemClock: KernelClock())
@@ -74,6 +77,7 @@ public enum Doctor {
         checkup.libnfc(libnfc)
         checkup.usb()
         checkup.kernelModules()
+        checkup.pcsc()
         checkup.piUART()
         checkup.readerPresence()
         checkup.readerOpens()
@@ -140,7 +144,7 @@ private struct Checkup {
                     add(
                         .blocking, "pcscd-holds-reader", "reader busy: pcscd (the PC/SC daemon) holds \(id) (\(known.name))",
                         fix:
-                            "sudo systemctl stop pcscd.socket pcscd (and disable them for good), then --reader acr122_usb:"
+                            "read it through pcscd: --reader pcsc: (see hardware.md#pcsc-readers); or, for libnfc, sudo systemctl stop pcscd.socket pcscd (and disable them for good), then --reader acr122_usb:"
                     )
                     continue
                 }
@@ -152,6 +156,21 @@ private struct Checkup {
                     continue
                 }
                 add(.ok, "reader", "\(known.name) (\(id)): --reader \(driver):\(String(format: "%03d:%03d", device.bus, device.address))")
+            case .pcscReader:
+                readers += 1
+                if let module = device.drivers.first(where: KnownDevice.kernelNFCModules.contains) {
+                    add(
+                        .blocking, "kernel-module-holds-reader", "reader busy: the \(module) kernel module holds \(id) (\(known.name))",
+                        fix: modulesFix)
+                    continue
+                }
+                guard facts.processes.contains("pcscd") else {
+                    add(
+                        .blocking, "pcscd-not-running", "\(known.name) (\(id)) is a PC/SC reader, and pcscd does not run",
+                        fix: "sudo apt-get install pcscd libccid && sudo systemctl enable --now pcscd.socket; see hardware.md#pcsc-readers")
+                    continue
+                }
+                add(.ok, "pcsc-reader", "\(known.name) (\(id)) through pcscd: --reader pcsc:\(known.name)")
             case .serialBridge, .gps:
                 let isGPS = known.kind == .gps
                 if !isGPS { readers += 1 }
@@ -186,6 +205,24 @@ private struct Checkup {
                 .warning, "kernel-modules-loaded",
                 "the kernel's NFC modules are loaded (\(loaded.joined(separator: ", "))): they claim PN533, SCL3711 and ACR122U readers when plugged in",
                 fix: modulesFix)
+        }
+    }
+
+    /// pcscd and the readers it has.
+    mutating func pcsc() {
+        if let names = facts.pcscReaders, !names.isEmpty {
+            add(.ok, "pcsc-readers", "pcscd has \(names.map { "pcsc:\($0)" }.joined(separator: ", "))")
+            return
+        }
+        let pcscPresent = facts.usb.contains { device in
+            KnownDevice.all.contains { $0.vendor == device.vendor && $0.product == device.product && $0.kind == .pcscReader }
+        }
+        if pcscPresent, facts.processes.contains("pcscd"), facts.pcscReaders != nil {
+            add(
+                .warning, "pcscd-no-reader", "pcscd runs but has no reader",
+                fix:
+                    "its CCID driver may be missing (sudo apt-get install libccid), or a kernel NFC module holds the reader (\(modulesFix)); then sudo systemctl restart pcscd"
+            )
         }
     }
 

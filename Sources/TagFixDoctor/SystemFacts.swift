@@ -6,6 +6,8 @@ struct KnownDevice: Sendable, Hashable {
     enum Kind: Sendable, Hashable {
         /// An NFC reader libnfc drives over USB (`driver` in connstrings).
         case nfcReader(driver: String)
+        /// A contactless reader pcscd drives (`--reader pcsc:NAME`), with its CCID driver.
+        case pcscReader
         /// A USB-serial bridge, as on PN532 breakout boards.
         case serialBridge
         case gps
@@ -22,6 +24,13 @@ struct KnownDevice: Sendable, Hashable {
         KnownDevice(vendor: "04cc", product: "2533", name: "NXP PN533", kind: .nfcReader(driver: "pn53x_usb")),
         KnownDevice(vendor: "04e6", product: "5591", name: "SCM SCL3711", kind: .nfcReader(driver: "pn53x_usb")),
         KnownDevice(vendor: "072f", product: "2200", name: "ACS ACR122U", kind: .nfcReader(driver: "acr122_usb")),
+        // PC/SC readers, as Debian 12's CCID driver (libccid 1.5.2) lists them.
+        KnownDevice(vendor: "072f", product: "223b", name: "ACS ACR1252", kind: .pcscReader),
+        KnownDevice(vendor: "072f", product: "223e", name: "ACS ACR1252", kind: .pcscReader),
+        KnownDevice(vendor: "076b", product: "5022", name: "HID Global OMNIKEY 5022", kind: .pcscReader),
+        KnownDevice(vendor: "076b", product: "5422", name: "HID Global OMNIKEY 5422", kind: .pcscReader),
+        KnownDevice(vendor: "076b", product: "5427", name: "HID OMNIKEY 5427 CK", kind: .pcscReader),
+        KnownDevice(vendor: "04e6", product: "5790", name: "Identiv uTrust 3700 F", kind: .pcscReader),
         KnownDevice(vendor: "1a86", product: "7523", name: "CH340 USB-serial", kind: .serialBridge),
         KnownDevice(vendor: "10c4", product: "ea60", name: "CP2102 USB-serial", kind: .serialBridge),
         KnownDevice(vendor: "0403", product: "6001", name: "FTDI FT232 USB-serial", kind: .serialBridge),
@@ -96,6 +105,8 @@ struct SystemFacts: Sendable, Hashable {
     var udevRulesInstalled = false
     var blacklistInstalled = false
     var libnfcConfig: String?
+    /// The readers pcscd has (SCardListReaders); `nil` when pcscd was not asked or not reached.
+    var pcscReaders: [String]?
     /// The kernel's word on the system clock (`ntp_adjtime`): synchronised, not, or unknown.
     var clockSynchronised: Bool?
     /// chrony is configured (/etc/chrony/chrony.conf), and takes gpsd's time (`refclock SHM`

@@ -27,26 +27,8 @@ public struct PN532Lab: Sendable {
 
     /// Loads the dumps and the script, then starts the emulator.
     public init(tagFiles: [String], script: String?, baud: Int?) throws(EmulatorLabError) {
-        var images: [TagImage] = []
-        for path in tagFiles {
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw .file(DataFileError(file: path, line: nil, message: "no such file or not readable", unreadable: true))
-            }
-            do {
-                images.append(try TagDump.load(Array(data)))
-            } catch {
-                throw .file(error.inFile(path))
-            }
-        }
-        if let script {
-            do {
-                faults = try FaultScript.parse(try TextFile.read(script), tagCount: images.count)
-            } catch {
-                throw .file(error.file == nil ? error.inFile(script) : error)
-            }
-        } else {
-            faults = nil
-        }
+        let images = try Self.loadDumps(tagFiles)
+        faults = try Self.loadScript(script, tagCount: images.count)
         do {
             emulator = try PN532Emulator(dumps: images, options: .init(baud: baud))
         } catch {
@@ -63,6 +45,88 @@ public struct PN532Lab: Sendable {
         ) {
             emulator.apply($0)
         }
+    }
+}
+
+extension PN532Lab {
+    /// The tag dumps `--tag` names, in order.
+    static func loadDumps(_ tagFiles: [String]) throws(EmulatorLabError) -> [TagImage] {
+        var images: [TagImage] = []
+        for path in tagFiles {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw .file(DataFileError(file: path, line: nil, message: "no such file or not readable", unreadable: true))
+            }
+            do {
+                images.append(try TagDump.load(Array(data)))
+            } catch {
+                throw .file(error.inFile(path))
+            }
+        }
+        return images
+    }
+
+    /// The fault script `--script` names, if any.
+    static func loadScript(_ script: String?, tagCount: Int) throws(EmulatorLabError) -> FaultScript? {
+        guard let script else { return nil }
+        do {
+            return try FaultScript.parse(try TextFile.read(script), tagCount: tagCount)
+        } catch {
+            throw .file(error.file == nil ? error.inFile(script) : error)
+        }
+    }
+}
+
+/// `tagfix emulate pcsc`: a contactless card behind pcscd's virtual reader (vpcd), from dump
+/// files, with the PN532 emulator's fault script; optionally with a private pcscd.
+public struct PCSCLab: Sendable {
+    /// The port of Debian's own vpcd reader (/etc/reader.conf.d/vpcd: CHANNELID 0x8C7B).
+    public static let systemVPCDPort = 0x8C7B
+
+    public let emulator: VPCDEmulator
+    public let images: [TagImage]
+    /// The private pcscd, with `--pcscd`.
+    public let pcscd: PrivatePCSCD?
+    let faults: FaultScript?
+
+    /// Loads the dumps and the script, starts the private pcscd when asked, then the card.
+    /// - Parameter port: vpcd's port; with `privatePCSCD` the private pcscd's is used.
+    public init(tagFiles: [String], script: String?, port: Int?, privatePCSCD: Bool, passesThrough: Bool = true)
+        throws(EmulatorLabError)
+    {
+        images = try PN532Lab.loadDumps(tagFiles)
+        faults = try PN532Lab.loadScript(script, tagCount: images.count)
+        var daemon: PrivatePCSCD?
+        if privatePCSCD {
+            do {
+                daemon = try PrivatePCSCD()
+            } catch {
+                throw .unavailable(error.description)
+            }
+        }
+        pcscd = daemon
+        do {
+            emulator = try VPCDEmulator(
+                dumps: images, options: .init(port: daemon?.port ?? port ?? Self.systemVPCDPort, passesThrough: passesThrough))
+        } catch {
+            daemon?.stop()
+            throw .unavailable(error.description)
+        }
+    }
+
+    /// Runs until one of `stop`'s signals (or a scripted hang-up), telling `note` each script step.
+    public func run(until stop: StopSignals, note: @escaping @Sendable (String) -> Void) async {
+        let emulator = self.emulator
+        await EmulatorLab.runUntilInterrupted(
+            stop, script: faults?.steps.map { ($0.at, $0.line, "\($0.action)", $0.action) } ?? [], note: note
+        ) {
+            emulator.apply($0)
+        }
+    }
+
+    /// Stops the card, then the private pcscd.
+    public func stop() {
+        emulator.stop()
+        pcscd?.stop()
     }
 }
 

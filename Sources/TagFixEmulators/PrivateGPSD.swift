@@ -21,7 +21,7 @@ public final class PrivateGPSD: Sendable {
     public let device: String
     private let process: ChildProcess
     /// The watchdog until `stop()` dismisses it; `stop()` runs under this lock, one call at a time.
-    private let watchdog: Mutex<Watchdog?>
+    private let watchdog: Mutex<ProcessWatchdog?>
 
     /// gpsd's path, if installed (Debian's `gpsd` package).
     public static var installedPath: String? {
@@ -53,7 +53,7 @@ public final class PrivateGPSD: Sendable {
                 self.process = process
                 self.port = chosen
                 self.device = target
-                watchdog = Mutex(Watchdog(guarding: process.pid, named: URL(fileURLWithPath: gpsd).lastPathComponent))
+                watchdog = Mutex(ProcessWatchdog(guarding: process.pid, named: URL(fileURLWithPath: gpsd).lastPathComponent))
                 return
             case .failure(let why):
                 failure = why
@@ -110,54 +110,8 @@ public final class PrivateGPSD: Sendable {
 
     deinit { stop() }
 
-    /// `sh` waiting on a pipe for `done`: anything else, end of file included, means the owner
-    /// is gone, and it sends gpsd SIGTERM, then SIGKILL. It checks the pid's name first, so a pid
-    /// the kernel has given to another program since gpsd exited is left alone.
-    struct Watchdog {
-        /// The pipe's write end; closed once, by `dismiss()` (under the owner's lock).
-        private var writer: Int32
-        private let process: ChildProcess
-
-        /// `nil` when the pipe or the shell cannot be had: gpsd then runs as it did before, stopped
-        /// only by `stop()`.
-        init?(guarding pid: Int32, named name: String) {
-            var fds: [Int32] = [-1, -1]
-            // Close-on-exec on both ends: no program spawned later, by this process or by another
-            // thread, inherits the write end and keeps the pipe open after the owner dies. The
-            // read end reaches the shell as its standard input, which the spawn duplicates.
-            guard cpty_pipe_cloexec(&fds) == 0 else { return nil }
-            writer = fds[1]
-            let script = """
-                read -r word
-                [ "$word" = done ] && exit 0
-                alive() { [ "$(cat /proc/$1/comm 2>/dev/null)" = "$2" ]; }
-                alive "$1" "$2" || exit 0
-                kill -TERM "$1"
-                for _ in 1 2 3 4 5 6 7 8 9 10; do sleep 0.1; alive "$1" "$2" || exit 0; done
-                kill -KILL "$1"
-                """
-            // The shell gets the read end as its standard input; this process's copy is closed at
-            // once (the spawn duplicated it).
-            defer { close(fds[0]) }
-            do {
-                process = try ChildProcess(
-                    executable: "/bin/sh", arguments: ["-c", script, "tagfix-gpsd-watchdog", String(pid), String(name.prefix(15))],
-                    standardInput: fds[0])
-            } catch {
-                close(fds[1])
-                return nil
-            }
-        }
-
-        /// Tells the watchdog the owner stopped gpsd itself, and lets it exit.
-        mutating func dismiss() {
-            guard writer >= 0 else { return }
-            _ = Array("done\n".utf8).withUnsafeBytes { write(writer, $0.baseAddress, $0.count) }
-            close(writer)
-            writer = -1
-            process.waitUntilExit()
-        }
-    }
+    /// The private daemons' watchdog (`ProcessWatchdog`), by the name `PrivateMosquitto` uses.
+    typealias Watchdog = ProcessWatchdog
 
     /// Whether `pid` (any process, when nil) listens on TCP `port` (IPv4), from /proc/net/tcp and
     /// the process's descriptors: no connection is made, so no server takes a probe for a client.

@@ -1,6 +1,7 @@
 public import TagFixCore
 public import TagFixDevices
 import TagFixNFC
+import TagFixPCSC
 import TagFixScenarios
 
 /// A reader backend as the factory knows it: which addresses it serves, and how it opens a
@@ -24,9 +25,8 @@ public struct ReaderFactory: Sendable {
 
     public init(backends: [any ReaderBackend]) { self.backends = backends }
 
-    /// The backends built into tagfix. A PC/SC backend goes into this list when it lands; until
-    /// then a `pcsc:` address gives `ReaderAddressError.noBackend`.
-    public static let standard = ReaderFactory(backends: [LibNFCBackend(), MockBackend()])
+    /// The backends built into tagfix: libnfc, PC/SC (pcsc-lite) and the scenario mock.
+    public static let standard = ReaderFactory(backends: [LibNFCBackend(), PCSCBackend(), MockBackend()])
 
     /// The backend that serves `address`, or why none does.
     public func backend(for address: ReaderAddress) throws(ReaderAddressError) -> any ReaderBackend {
@@ -68,6 +68,32 @@ public struct LibNFCBackend: ReaderBackend {
     public func session<C: Clock>(_ address: ReaderAddress, clock: C) throws(ReaderAddressError) -> any TagSession
     where C.Instant == Timestamp, C.Duration == Duration {
         LibNFCTagSession(connstring: address.connstring, clock: clock)
+    }
+}
+
+/// PC/SC through pcsc-lite (TagFixPCSC): `pcsc:` (whichever reader holds a card), `pcsc:N`,
+/// `pcsc:NAME`.
+public struct PCSCBackend: ReaderBackend {
+    public init() {}
+    public var kind: ReaderAddress.Backend { .pcsc }
+
+    static func selection(_ address: ReaderAddress) throws(ReaderAddressError) -> PCSCSelection {
+        guard case .pcsc(let reader) = address else { throw .noBackend(address.backend, address: address.description) }
+        switch reader {
+        case .first: return .any
+        case .index(let index): return .index(index)
+        case .name(let name): return .name(name)
+        }
+    }
+
+    public func reader<C: Clock>(_ address: ReaderAddress, clock: C) throws(ReaderAddressError) -> any TagReader
+    where C.Instant == Timestamp, C.Duration == Duration {
+        PCSCReader(selection: try Self.selection(address), clock: clock)
+    }
+
+    public func session<C: Clock>(_ address: ReaderAddress, clock: C) throws(ReaderAddressError) -> any TagSession
+    where C.Instant == Timestamp, C.Duration == Duration {
+        PCSCTagSession(selection: try Self.selection(address), clock: clock)
     }
 }
 

@@ -245,7 +245,14 @@ public enum ScanReport {
         var line = "\(scan.uid.hex)  \(scan.tagType.rawValue)  \(scan.url ?? "(no URL)")"
         if let message { line += "  \(message.records.count) record\(message.records.count == 1 ? "" : "s")" }
         if scan.ndefMessage == nil { line += "  (no NDEF message: \(scan.ndefProblem ?? "none on the tag"))" }
-        if let originality = scan.originality, originality.status != .unsupported { line += "  signature \(originality.status.rawValue)" }
+        if let originality = scan.originality {
+            if originality.status != .unsupported {
+                line += "  signature \(originality.status.rawValue)"
+            } else if let why = originality.key {
+                // A reader that could not ask (PC/SC without pass-through) says so.
+                line += "  originality: \(why)"
+            }
+        }
         if let duration = scan.readDuration { line += "  \(Coordinate.format(duration.seconds * 1000, 1)) ms" }
         return line
     }

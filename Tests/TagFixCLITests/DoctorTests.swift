@@ -89,6 +89,39 @@ struct DoctorTests {
         #expect(!findings.contains { $0.code == "kernel-modules-loaded" }, "said once")
     }
 
+    @Test(
+        "a PC/SC reader: usable through pcscd when it runs, blocking without it or under the kernel's NFC module",
+        arguments: [("076b", "5422"), ("072f", "223b"), ("04e6", "5790")])
+    func pcscReader(_ vendor: String, _ product: String) throws {
+        let running = try FakeSystem()
+        try running.write("proc/812/comm", "pcscd\n")
+        try running.usb("1-3", vendor: vendor, product: product, bus: 1, address: 9)
+        try running.node("dev/bus/usb/001/009", mode: 0o664, group: "plugdev")
+        var facts = try running.facts(userInGroups: ["plugdev"])
+        let ok = try #require(Self.check(facts).first { $0.code == "pcsc-reader" })
+        #expect(ok.severity == .ok)
+        #expect(ok.message.contains("\(vendor):\(product)") && ok.message.contains("--reader pcsc:"), "\(ok.message)")
+        #expect(codes(Self.check(facts), .blocking).isEmpty)
+        // pcscd runs and was asked, but has no reader: its driver, or the kernel, is in the way.
+        facts.pcscReaders = []
+        #expect(Self.check(facts).contains { $0.code == "pcscd-no-reader" && $0.severity == .warning })
+        facts.pcscReaders = ["HID Global OMNIKEY 5422 Smartcard Reader [OMNIKEY 5422 Smartcard Reader] 00 00"]
+        #expect(Self.check(facts).contains { $0.code == "pcsc-readers" && $0.message.contains("pcsc:HID Global OMNIKEY 5422") })
+
+        let stopped = try FakeSystem()
+        try stopped.usb("1-3", vendor: vendor, product: product, bus: 1, address: 9)
+        try stopped.node("dev/bus/usb/001/009", mode: 0o664, group: "plugdev")
+        let blocking = Self.check(try stopped.facts(userInGroups: ["plugdev"]))
+        #expect(codes(blocking, .blocking) == ["pcscd-not-running"])
+        #expect(blocking.first { $0.code == "pcscd-not-running" }?.fix?.contains("pcscd.socket") == true)
+
+        let held = try FakeSystem()
+        try held.write("proc/812/comm", "pcscd\n")
+        try held.usb("1-3", vendor: vendor, product: product, bus: 1, address: 9, driver: "pn533_usb")
+        try held.node("dev/bus/usb/001/009", mode: 0o664, group: "plugdev")
+        #expect(codes(Self.check(try held.facts(userInGroups: ["plugdev"])), .blocking) == ["kernel-module-holds-reader"])
+    }
+
     @Test("pcscd holding an ACR122U is blocking")
     func pcscd() throws {
         let system = try FakeSystem()
@@ -175,7 +208,7 @@ struct DoctorTests {
                 guard let vendor = value(line, "idVendor"), let product = value(line, "idProduct") else { return nil }
                 return "\(vendor):\(product)"
             })
-        #expect(pairs.count == 12)
+        #expect(pairs.count == 18)
         #expect(pairs == Set(KnownDevice.all.map { "\($0.vendor):\($0.product)" }))
     }
 }

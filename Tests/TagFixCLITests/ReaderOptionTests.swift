@@ -1,5 +1,6 @@
 import Foundation
 import TagFixDevices
+import TagFixReaders
 import Testing
 
 @testable import TagFixCLI
@@ -49,11 +50,29 @@ struct ReaderOptionTests {
         #expect(result.err.joined(separator: "\n").hasPrefix("error: \(expected)\n(see 'tagfix help \(name)')"), "\(result.err)")
     }
 
-    @Test("pcsc: is understood, and refused as a backend this build lacks (exit 69)", arguments: ["verify", "enroll", "scan", "doctor"])
-    func noPCSC(_ name: String) async {
-        let result = await run(Self.command(name, reader: "pcsc:0"))
-        #expect(result.code == 69)
-        #expect(result.err.first?.hasPrefix("error: pcsc:0: this build has no PC/SC backend") == true, "\(result.err)")
+    @Test("a backend this build lacks is refused with exit 69 and the factory's words")
+    func noBackend() throws {
+        let without = ReaderFactory(backends: ReaderFactory.standard.backends.filter { $0.kind != .pcsc })
+        do {
+            _ = try without.address("pcsc:0")
+            Issue.record("a factory without PC/SC took pcsc:0")
+        } catch {
+            let refused = ReaderOption.error(error, command: "scan")
+            #expect(refused.exitCode == 69)
+            #expect(refused.message.hasPrefix("error: pcsc:0: this build has no PC/SC backend"), "\(refused.message)")
+        }
+    }
+
+    @Test("pcsc: addresses reach the PC/SC backend in every command that reads tags", arguments: ["verify", "enroll", "scan"])
+    func pcsc(_ name: String) throws {
+        #expect(try ReaderOption.address("pcsc:0", command: name) == .pcsc(.index(0)))
+    }
+
+    @Test("doctor probes libnfc readers only: a pcsc: address is refused (exit 64)")
+    func doctorPCSC() async {
+        let result = await run(Self.command("doctor", reader: "pcsc:0"))
+        #expect(result.code == 64)
+        #expect(result.err.first?.contains("doctor opens libnfc readers only") == true, "\(result.err)")
     }
 
     @Test("doctor probes libnfc readers only: a mock reader is refused")

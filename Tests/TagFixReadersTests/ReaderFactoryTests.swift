@@ -11,7 +11,7 @@ private let packageRoot = URL(fileURLWithPath: #filePath).deletingLastPathCompon
 private let example = packageRoot + "/Examples/site/scenario.json"
 
 /// A backend registered in one place: a factory with it serves its addresses, and nothing else
-/// changes. It stands for the PC/SC backend to come.
+/// changes. It stands for any new backend (here in the PC/SC backend's place).
 private struct FakePCSCBackend: ReaderBackend {
     var kind: ReaderAddress.Backend { .pcsc }
     func reader<C: Clock>(_ address: ReaderAddress, clock: C) throws(ReaderAddressError) -> any TagReader
@@ -26,23 +26,37 @@ private struct FakePCSCBackend: ReaderBackend {
 
 @Suite("The reader factory")
 struct ReaderFactoryTests {
-    @Test("pcsc: is recognised, and this build says it has no PC/SC backend", arguments: ["pcsc:", "pcsc:1", "pcsc:ACS ACR122U"])
+    /// A build without the PC/SC backend: the standard list less it.
+    static let withoutPCSC = ReaderFactory(backends: ReaderFactory.standard.backends.filter { $0.kind != .pcsc })
+
+    @Test("a factory without a PC/SC backend refuses pcsc: addresses, saying so", arguments: ["pcsc:", "pcsc:1", "pcsc:ACS ACR122U"])
     func noPCSC(_ text: String) throws {
         let address = try ReaderAddress(text)
         #expect(address.backend == .pcsc)
         #expect {
-            _ = try ReaderFactory.standard.address(text)
+            _ = try Self.withoutPCSC.address(text)
         } throws: { error in
             (error as? ReaderAddressError)?.description
                 == "\(address): this build has no PC/SC backend; use a libnfc reader (pn532_uart, pn532_i2c, pn532_spi, pn53x_usb, acr122_usb, acr122s, arygon)"
         }
-        #expect(throws: ReaderAddressError.self) { _ = try ReaderFactory.standard.reader(address, clock: ManualClock()) }
-        #expect(throws: ReaderAddressError.self) { _ = try ReaderFactory.standard.session(address, clock: ManualClock()) }
+        #expect(throws: ReaderAddressError.self) { _ = try Self.withoutPCSC.reader(address, clock: ManualClock()) }
+        #expect(throws: ReaderAddressError.self) { _ = try Self.withoutPCSC.session(address, clock: ManualClock()) }
+    }
+
+    @Test(
+        "the standard factory serves pcsc:, pcsc:N and pcsc:NAME with the PC/SC backend, named as given",
+        arguments: ["pcsc:", "pcsc:1", "pcsc:ACS ACR122U"])
+    func pcsc(_ text: String) throws {
+        let address = try ReaderFactory.standard.address(text)
+        #expect(try ReaderFactory.standard.backend(for: address).kind == .pcsc)
+        // Made, not opened: nothing talks to pcscd until the stream is read.
+        #expect(try ReaderFactory.standard.reader(address, clock: ManualClock()).readerID == text)
+        #expect(try ReaderFactory.standard.session(address, clock: ManualClock()).readerID == text)
     }
 
     @Test("a backend added to the factory's list serves its addresses")
     func registered() throws {
-        let factory = ReaderFactory(backends: ReaderFactory.standard.backends + [FakePCSCBackend()])
+        let factory = ReaderFactory(backends: Self.withoutPCSC.backends + [FakePCSCBackend()])
         let address = try factory.address("pcsc:0")
         #expect(try factory.reader(address, clock: ManualClock()).readerID == "pcsc:0")
         #expect(try factory.session(address, clock: ManualClock()).readerID == "pcsc:0")

@@ -1,0 +1,268 @@
+import Synchronization
+import TagFixCore
+import TagFixDevices
+import TagFixNDEF
+import TagFixTags
+
+/// Whether a reader passes raw tag commands through (the direct-transmit pseudo-APDU carrying a
+/// PN532 `InCommunicateThru`, as the ACR122U and ACR1252U do), learnt from its first answer and
+/// kept for the reader's life: a reader that refuses it is not asked again.
+public final class PCSCPassThrough: Sendable {
+    public enum State: Sendable, Hashable { case unknown, supported, unsupported }
+    private let state = Mutex(State.unknown)
+
+    public init() {}
+    public var current: State { state.withLock { $0 } }
+    func learn(_ supported: Bool) { state.withLock { $0 = supported ? .supported : .unsupported } }
+}
+
+/// The connection to one card, shared by the transports over it and the procedures' `reselect`.
+/// Used on the device thread only.
+final class PCSCLink {
+    var card: PCSCCard
+    let passThrough: PCSCPassThrough
+    /// A raw command was refused: the tag is idle until the reader selects it again.
+    var tagIdle = false
+    /// APDUs sent, for the debug log.
+    var apdus = 0
+
+    init(card: PCSCCard, passThrough: PCSCPassThrough) {
+        self.card = card
+        self.passThrough = passThrough
+    }
+}
+
+/// A Type 2 tag behind a PC/SC reader as a `TagTransport` for the procedures in TagFixTags: the
+/// tag's commands become the reader's pseudo-APDUs (PC/SC Part 3) — READ (30) becomes
+/// `FF B0 00 page 10`, WRITE (A2) `FF D6 00 page 04 …`; FAST_READ, READ_SIG and GET_VERSION go
+/// through the reader's pass-through where it has one (`FF 00 00 00 Lc D4 42 …`), and FAST_READ
+/// becomes READ BINARY where it has not. pcsc-lite's and the reader's errors become `TagError`s.
+struct PCSCType2Transport: TagTransport {
+    let link: PCSCLink
+    var passThrough: PCSCPassThrough { link.passThrough }
+
+    init(link: PCSCLink) { self.link = link }
+
+    mutating func transceive(_ command: [UInt8]) throws(TagError) -> [UInt8] {
+        guard let code = command.first else { throw TagError(.protocolError, detail: "an empty command") }
+        switch code {
+        case 0x30 where command.count == 2:
+            return try readBinary(page: command[1], bytes: 16)
+        case 0xA2 where command.count == 6:
+            _ = try apdu([0xFF, 0xD6, 0x00, command[1], 0x04] + command[2...], expect: 0)
+            return [0x0A]
+        case 0x3A where command.count == 3 && passThrough.current == .unsupported:
+            return try fastReadByReadBinary(first: Int(command[1]), last: Int(command[2]))
+        default:
+            guard passThrough.current != .unsupported else {
+                throw TagError(.refused, detail: "this reader does not pass \(Hex.encode([code])) through")
+            }
+            guard let answer = try direct(command) else {
+                if code == 0x3A, command.count == 3 { return try fastReadByReadBinary(first: Int(command[1]), last: Int(command[2])) }
+                throw TagError(.refused, detail: "this reader does not pass \(Hex.encode([code])) through")
+            }
+            return answer
+        }
+    }
+
+    /// Selects the tag again after a refused raw command (a reset of the card: the reader selects
+    /// it anew); nothing to do when nothing was refused.
+    func reselect() throws(TagError) {
+        guard link.tagIdle else { return }
+        do {
+            try link.card.reset()
+        } catch {
+            throw error.tagError
+        }
+        link.tagIdle = false
+    }
+
+    /// `FF 00 00 00 Lc D4 42 command`: the answer's data, or `nil` when the reader does not pass
+    /// raw commands through (it answers anything but `D5 43`).
+    private mutating func direct(_ command: [UInt8]) throws(TagError) -> [UInt8]? {
+        let frame: [UInt8] = [0xD4, 0x42] + command
+        let answer = try send([0xFF, 0x00, 0x00, 0x00, UInt8(frame.count)] + frame)
+        guard answer.count >= 5, answer[0] == 0xD5, answer[1] == 0x43, answer.suffix(2) == [0x90, 0x00] else {
+            if passThrough.current == .unknown { passThrough.learn(false) }
+            return nil
+        }
+        if passThrough.current == .unknown { passThrough.learn(true) }
+        let status = answer[2] & 0x3F
+        let data = Array(answer[3..<(answer.count - 2)])
+        switch status {
+        case 0x00:
+            // A 4-bit NAK: the tag refused, and is idle now.
+            if data.count == 1, data[0] & 0xF0 == 0, data[0] != 0x0A {
+                link.tagIdle = true
+                throw TagError(.refused, detail: "NAK \(Hex.encode(data))")
+            }
+            return data
+        case 0x01:
+            link.tagIdle = true
+            throw TagError(.timeout, detail: "PN53x status 01 (no answer from the tag)")
+        default:
+            link.tagIdle = true
+            throw TagError(.refused, detail: "PN53x status \(Hex.encode([status]))")
+        }
+    }
+
+    private mutating func readBinary(page: UInt8, bytes: Int) throws(TagError) -> [UInt8] {
+        try apdu([0xFF, 0xB0, 0x00, page, UInt8(bytes)], expect: bytes)
+    }
+
+    /// FAST_READ on a reader without pass-through: READ BINARY four pages at a time.
+    private mutating func fastReadByReadBinary(first: Int, last: Int) throws(TagError) -> [UInt8] {
+        guard first <= last else { throw TagError(.protocolError, detail: "FAST_READ \(first)–\(last)") }
+        var data: [UInt8] = []
+        var page = first
+        while page <= last {
+            let answer = try readBinary(page: UInt8(page), bytes: 16)
+            data += answer.prefix(min(4, last - page + 1) * 4)
+            page += 4
+        }
+        return data
+    }
+
+    /// Sends a pseudo-APDU that answers `expect` data bytes and 90 00.
+    private mutating func apdu(_ bytes: [UInt8], expect: Int) throws(TagError) -> [UInt8] {
+        let answer = try send(bytes)
+        guard answer.count >= 2 else { throw TagError(.protocolError, detail: "an answer without a status word") }
+        let status = Array(answer.suffix(2))
+        guard status == [0x90, 0x00] else {
+            // 63 00: the reader's operation failed (the tag did not answer); 6A 82, 6B 00…: the
+            // address is outside the tag.
+            throw TagError(status == [0x63, 0x00] ? .tagLost : .refused, detail: "SW \(Hex.encode(status))")
+        }
+        let data = Array(answer.dropLast(2))
+        guard expect == 0 || data.count == expect else {
+            throw TagError(.protocolError, detail: "\(data.count) bytes where \(expect) were asked")
+        }
+        return data
+    }
+
+    private mutating func send(_ bytes: [UInt8]) throws(TagError) -> [UInt8] {
+        link.apdus += 1
+        do {
+            return try link.card.transmit(bytes)
+        } catch {
+            throw error.tagError
+        }
+    }
+}
+
+/// An ISO 14443-4 card behind a PC/SC reader: APDUs go to it as they are.
+struct PCSCAPDUTransport: TagTransport {
+    let link: PCSCLink
+
+    mutating func transceive(_ command: [UInt8]) throws(TagError) -> [UInt8] {
+        link.apdus += 1
+        do {
+            return try link.card.transmit(command)
+        } catch {
+            throw error.tagError
+        }
+    }
+}
+
+/// A card in a PC/SC reader, connected: who it is (ATR, `GET DATA` UID) and the shared
+/// procedures over it. Used on the device thread only.
+struct PCSCTag {
+    let link: PCSCLink
+    let atr: [UInt8]
+    let kind: PCSCCardKind
+    let uid: TagUID
+    var passThrough: PCSCPassThrough { link.passThrough }
+    var apdus: Int { link.apdus }
+
+    /// Identifies the card: its kind from the ATR, its UID from `FF CA 00 00 00`.
+    init(card: PCSCCard, atr: [UInt8], passThrough: PCSCPassThrough) throws(ReaderError) {
+        link = PCSCLink(card: card, passThrough: passThrough)
+        self.atr = atr
+        kind = PCSCCardKind(atr: atr)
+        let answer: [UInt8]
+        link.apdus += 1
+        do {
+            answer = try card.transmit([0xFF, 0xCA, 0x00, 0x00, 0x00])
+        } catch {
+            throw ReaderError(code: .incompleteRead, message: "GET DATA (UID) failed (\(error.name))", hint: error.hint)
+        }
+        guard answer.count >= 2, answer.suffix(2) == [0x90, 0x00] else {
+            throw ReaderError(
+                code: .unsupportedTag, message: "the reader gave no UID (GET DATA answered \(Hex.encode(answer.suffix(2))))",
+                hint: "only contactless cards are read")
+        }
+        do {
+            uid = try TagUID(bytes: Array(answer.dropLast(2)))
+        } catch {
+            throw ReaderError(code: .unsupportedTag, message: "a tag with a \(answer.count - 2)-byte UID")
+        }
+    }
+
+    /// Reads the NDEF message with the shared procedure for the card's kind.
+    func read(readSignature: Bool = true) -> Result<NDEFRead, NDEFReadError> {
+        do {
+            if kind.isType2 {
+                var transport = PCSCType2Transport(link: link)
+                let reselecting = transport
+                var read = try Type2NDEFReader.read(&transport, readSignature: readSignature && passThrough.current != .unsupported) {
+                    () throws(TagError) -> Void in try reselecting.reselect()
+                }
+                if passThrough.current == .unsupported { read.askedSignature = false }
+                return .success(read)
+            }
+            if kind.isISODEP {
+                var transport = PCSCAPDUTransport(link: link)
+                return .success(try Type4NDEFReader.read(&transport))
+            }
+            return .failure(.malformed("\(kind): only Type 2 (NTAG, Ultralight) and Type 4 tags are read through PC/SC"))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// Writes an NDEF message (Type 2 only), then reads it back, with the shared procedure.
+    func write(_ message: [UInt8]) -> Result<NDEFWrite, NDEFWriteError> {
+        guard kind.isType2 else { return .failure(.unsupported("\(kind)")) }
+        var transport = PCSCType2Transport(link: link)
+        let reselecting = transport
+        do {
+            return .success(try Type2NDEFWriter.write(message, &transport) { () throws(TagError) -> Void in try reselecting.reselect() })
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// One raw command to the tag: a Type 2 command through the reader's pass-through, an APDU
+    /// to an ISO 14443-4 card as it is.
+    func exchange(_ command: [UInt8]) throws(TagError) -> [UInt8] {
+        if kind.isType2 {
+            var transport = PCSCType2Transport(link: link)
+            return try transport.transceive(command)
+        }
+        var transport = PCSCAPDUTransport(link: link)
+        return try transport.transceive(command)
+    }
+
+    /// The scan for a read, with what the reader could not ask said plainly.
+    func scan(_ read: NDEFRead, readerID: String, time: Timestamp, duration: Duration, extraBytes: Int = 0) -> TagScan {
+        var scan = read.scan(readerID: readerID, uid: uid, time: time, duration: duration, extraBytes: extraBytes)
+        if kind.isType2, passThrough.current == .unsupported {
+            scan.originality = Originality(status: .unsupported, key: "unsupported by this reader")
+        }
+        return scan
+    }
+
+    var identity: TagIdentity { TagIdentity(uid: uid, answerToSelect: atr) }
+
+    /// Why this card is not read through PC/SC, when it is not (MIFARE Classic, FeliCa, a
+    /// contact card): said as an unsupported tag, not as a broken one.
+    var unsupported: ReaderError? {
+        guard !kind.isType2, !kind.isISODEP else { return nil }
+        return ReaderError(
+            code: .unsupportedTag,
+            message: "tag \(uid.hex) is \(kind): only Type 2 (NTAG, Ultralight) and Type 4 tags are read through PC/SC",
+            hint: "read MIFARE Classic and FeliCa tags with a libnfc reader (--reader pn532_uart:…)")
+    }
+
+    func disconnect() { link.card.disconnect() }
+}

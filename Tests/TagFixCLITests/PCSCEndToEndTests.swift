@@ -1,0 +1,433 @@
+import Foundation
+import Synchronization
+import TagFixCore
+import TagFixEmulators
+import TagFixNDEF
+import TagFixTesting
+import Testing
+
+/// The NTAG dumps in the shared data.
+private let flipperDumps = TestData.files(in: "nfc/flipper", suffix: ".nfc")
+/// Every Type 2 dump in the shared data: the Flipper ones and the Proxmark3 ones.
+private let type2Dumps = flipperDumps + TestData.files(in: "nfc/proxmark", suffix: ".json")
+private let classicDump = TestData.files(in: "nfc/tags", suffix: "mifare_classic_1k_mad_ndef.json").first
+private let skip = Comment(rawValue: TestData.skipReason)
+private let binary = packageRoot + "/.build/debug/tagfix"
+/// A private pcscd with vpcd, and the built tagfix to run as its client.
+private let canRun = PrivatePCSCD.available && FileManager.default.isExecutableFile(atPath: binary)
+private let why = Comment(rawValue: "needs pcscd, vsmartcard-vpcd, unshare and the built tagfix")
+
+/// Runs `body` on a thread of its own and awaits it: start-ups and waits that block (a daemon
+/// coming up, a process ending) never hold a thread of the cooperative pool.
+private func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
+    }
+}
+
+/// The built tagfix as a client of `pcscd` (libpcsclite reads PCSCLITE_CSOCK_NAME once per
+/// process, so a PC/SC client runs as a process of its own), waited for off the pool. Standard
+/// output is written to a file, readable while it runs (`lines`).
+private final class TagfixProcess: Sendable {
+    let process: Process
+    let outFile: String
+    let errFile: String
+    private let exit = ExitBox()
+
+    /// The exit status once known, and who waits for it.
+    final class ExitBox: Sendable {
+        let state = Mutex<(status: Int32?, waiter: CheckedContinuation<Int32, Never>?)>((nil, nil))
+    }
+
+    init(_ arguments: [String], pcscd: PrivatePCSCD) throws {
+        let folder = (try temporaryFile("x", "") as NSString).deletingLastPathComponent
+        outFile = folder + "/out"
+        errFile = folder + "/err"
+        _ = FileManager.default.createFile(atPath: outFile, contents: nil)
+        _ = FileManager.default.createFile(atPath: errFile, contents: nil)
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: binary)
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(pcscd.environment) { $1 }
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outFile))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errFile))
+        process.standardInput = FileHandle.nullDevice
+        process.terminationHandler = { [exit] process in
+            let code = process.terminationStatus
+            let waiter = exit.state.withLock { state in
+                state.status = code
+                return state.waiter
+            }
+            waiter?.resume(returning: code)
+        }
+        try process.run()
+    }
+
+    /// Waits for the exit, off the pool.
+    func wait() async -> Int32 {
+        await withCheckedContinuation { continuation in
+            let done = exit.state.withLock { state -> Int32? in
+                if state.status == nil { state.waiter = continuation }
+                return state.status
+            }
+            if let done { continuation.resume(returning: done) }
+        }
+    }
+
+    var lines: [String] { (try? String(contentsOfFile: outFile, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? [] }
+    var err: String { (try? String(contentsOfFile: errFile, encoding: .utf8)) ?? "" }
+
+    /// Runs tagfix to the end: its status, output lines and standard error.
+    static func run(_ arguments: [String], pcscd: PrivatePCSCD) async throws -> (code: Int32, out: [String], err: String) {
+        let child = try TagfixProcess(arguments, pcscd: pcscd)
+        let code = await child.wait()
+        return (code, child.lines, child.err)
+    }
+
+    func terminate() { if process.isRunning { process.terminate() } }
+}
+
+/// Waits (polling, off the pool) until `condition` holds, at most `seconds`: progress, not timing.
+private func eventually(_ seconds: Double = 30, _ condition: @escaping @Sendable () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + .seconds(seconds)
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return condition()
+}
+
+/// A private pcscd and a card behind its vpcd, both stopped however the test ends.
+private struct PCSCBench: Sendable {
+    let pcscd: PrivatePCSCD
+    let card: VPCDEmulator
+
+    static func start(tags: [any EmulatedTag], passesThrough: Bool = true) async throws -> PCSCBench {
+        try await offPool {
+            let pcscd = try PrivatePCSCD()
+            let card = VPCDEmulator(tags: tags, options: .init(port: pcscd.port, passesThrough: passesThrough))
+            return PCSCBench(pcscd: pcscd, card: card)
+        }
+    }
+
+    /// Stops the card, then pcscd, on a thread of its own: the test goes on without waiting.
+    func stop() {
+        let (card, pcscd) = (card, pcscd)
+        Thread {
+            card.stop()
+            pcscd.stop()
+        }.start()
+    }
+}
+
+/// The fields of a scan's JSON that say what the tag holds (not when or how fast it was read).
+private func essentials(_ object: JSONValue) -> [String] {
+    ["uid", "tag_type", "url", "ndef", "problem"].map { "\($0)=\(object[$0].map { "\($0)" } ?? "nil")" }
+        + ["originality=\(object["originality"].map { "\($0)" } ?? "nil")", "records=\(object["records"].map { "\($0)" } ?? "nil")"]
+}
+
+/// One test at a time: each starts a pcscd, a card and two or three tagfix processes, and a dozen
+/// of them at once on two cores starved the in-process tests of other suites (their verifiers
+/// timed out).
+@Suite(
+    "Through pcscd: tagfix emulate pcsc's card behind vpcd, a private pcscd, libpcsclite", .enabled(if: canRun, why), .serialized,
+    .timeLimit(.minutes(3)))
+struct PCSCEndToEndTests {
+    @Test(
+        "scan and verify give the same tag and verdict as through libnfc, for every shared NTAG dump (Flipper, Proxmark3)",
+        .enabled(if: !type2Dumps.isEmpty, skip), arguments: type2Dumps)
+    func sameAsLibNFC(_ path: String) async throws {
+        let image = try TagDump.load(Array(try #require(FileManager.default.contents(atPath: path))))
+        let bench = try await PCSCBench.start(tags: [try image.emulatedTag()])
+        defer { bench.stop() }
+        let pn532 = try PN532Emulator(dumps: [image])
+        defer { pn532.stop() }
+
+        let pcsc = try await TagfixProcess.run(
+            ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+        #expect(pcsc.code == 0, "\(pcsc.err)")
+        let libnfc = await run(["scan", "--reader", "pn532_uart:\(pn532.path)", "--json", "--count", "1", "--timeout", "30"])
+        #expect(libnfc.code == 0, "\(libnfc.err)")
+        let viaPCSC = try JSONValue.parse(try #require(pcsc.out.first))
+        let viaLibNFC = try JSONValue.parse(try #require(libnfc.out.first))
+        #expect(essentials(viaPCSC) == essentials(viaLibNFC))
+        #expect(viaPCSC["uid"]?.string == image.uid?.hex)
+        #expect(viaPCSC["reader"]?.string == "pcsc:")
+
+        // The card was read once; it is read again after it leaves and comes back.
+        let gps = try stillGPSScenario()
+        let verify = ["--gps", gps, "--json", "--count", "1", "--timeout", "60", "--fix-timeout", "30", "--max-fix-age", "30"]
+        let viaPCSCVerdict = try await TagfixProcess.run(["verify", "--reader", "pcsc:Virtual PCD 00 00"] + verify, pcscd: bench.pcscd)
+        #expect(viaPCSCVerdict.code == 0, "\(viaPCSCVerdict.err)")
+        let viaLibNFCVerdict = await run(["verify", "--reader", "pn532_uart:\(pn532.path)"] + verify)
+        #expect(viaLibNFCVerdict.code == 0, "\(viaLibNFCVerdict.err)")
+        let one = try JSONValue.parse(try #require(viaPCSCVerdict.out.first))
+        let other = try JSONValue.parse(try #require(viaLibNFCVerdict.out.first))
+        for field in ["verdict", "uid", "url", "tag_id", "reason"] {
+            #expect(one[field].map { "\($0)" } == other[field].map { "\($0)" }, "\(field): \(one) vs \(other)")
+        }
+    }
+
+    @Test("verify confirms a tag whose URL names the place, read through pcscd")
+    func confirmed() async throws {
+        let tag = ntag213(url: "https://tags.example.org/t/P1?lat=53.545&lon=9.966&r=25")
+        let bench = try await PCSCBench.start(tags: [tag])
+        defer { bench.stop() }
+        let result = try await TagfixProcess.run(
+            [
+                "verify", "--reader", "pcsc:0", "--gps", try stillGPSScenario(), "--json", "--count", "1", "--timeout", "60",
+                "--fix-timeout",
+                "30", "--max-fix-age", "30",
+            ], pcscd: bench.pcscd)
+        #expect(result.code == 0, "\(result.err)")
+        let verdict = try JSONValue.parse(try #require(result.out.first))
+        #expect(verdict["verdict"]?.string == "confirmed", "\(verdict)")
+        #expect(verdict["uid"]?.string == Hex.encode(tag.uid))
+    }
+
+    @Test("a Type 4 tag: SELECT, the CC file and the NDEF file, through pcscd")
+    func type4() async throws {
+        let url = "https://type4.example/" + String(repeating: "p", count: 300)
+        let tag = EmulatedType4Tag(uid: [0x04, 0xA1, 0xB2, 0xC3, 0xD4, 0xE5, 0xF6], message: NDEFMessage(records: [.uri(url)]).encoded())
+        let bench = try await PCSCBench.start(tags: [tag])
+        defer { bench.stop() }
+        let result = try await TagfixProcess.run(
+            ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+        #expect(result.code == 0, "\(result.err)")
+        let object = try JSONValue.parse(try #require(result.out.first))
+        #expect(object["tag_type"]?.string == "type4")
+        #expect(object["uid"]?.string == "04A1B2C3D4E5F6")
+        #expect(object["url"]?.string == url)
+    }
+
+    @Test("a MIFARE Classic card through PC/SC: an unsupported tag, said so, not a broken one", .enabled(if: classicDump != nil, skip))
+    func classic() async throws {
+        let path = try #require(classicDump)
+        let image = try TagDump.load(Array(try #require(FileManager.default.contents(atPath: path))))
+        let bench = try await PCSCBench.start(tags: [try image.emulatedTag()])
+        defer { bench.stop() }
+        let result = try await TagfixProcess.run(
+            ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "4"], pcscd: bench.pcscd)
+        #expect(result.out.isEmpty, "\(result.out)")
+        #expect(result.err.contains("only Type 2 (NTAG, Ultralight) and Type 4 tags are read through PC/SC"), "\(result.err)")
+        #expect(result.err.contains("MIFARE Classic"), "\(result.err)")
+    }
+
+    @Test("a reader without pass-through: pages by READ BINARY, and the scan says originality cannot be asked")
+    func noPassThrough() async throws {
+        let url = "https://plain.example/" + String(repeating: "r", count: 120)
+        let tag = try EmulatedType2Tag.ntag(215, message: NDEFMessage(records: [.uri(url)]).encoded())
+        let bench = try await PCSCBench.start(tags: [tag], passesThrough: false)
+        defer { bench.stop() }
+        let result = try await TagfixProcess.run(
+            ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+        #expect(result.code == 0, "\(result.err)")
+        let object = try JSONValue.parse(try #require(result.out.first))
+        #expect(object["url"]?.string == url)
+        #expect(object["originality"]?["status"]?.string == "unsupported")
+        #expect(object["originality"]?["key"]?.string == "unsupported by this reader")
+        // Only READ BINARY of the NDEF TLV's pages after the one refused direct transmit.
+        let headers = bench.card.traffic.headers
+        #expect(headers.filter { $0.starts(with: [0xFF, 0x00]) }.count == 1, "\(headers.map { Hex.encode($0) })")
+        #expect(headers.contains { $0.starts(with: [0xFF, 0xB0]) })
+        // And in words: a new process asks the reader once again, and says what it could not ask.
+        let text = try await TagfixProcess.run(["scan", "--reader", "pcsc:", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+        #expect(text.out.first?.contains("originality: unsupported by this reader") == true, "\(text.out)")
+    }
+
+    @Test("enroll --write-url writes the tag through pcscd and reads it back; scan then reads the new URL")
+    func enrollWrites() async throws {
+        let tag = try EmulatedType2Tag.ntag(213, message: NDEFMessage(records: [.uri("https://old.example/x")]).encoded())
+        let bench = try await PCSCBench.start(tags: [tag])
+        defer { bench.stop() }
+        let registry = (try temporaryFile("x", "") as NSString).deletingLastPathComponent + "/site.sqlite"
+        let enrolled = try await TagfixProcess.run(
+            [
+                "enroll", "--id", "PC1", "--name", "Door", "--radius", "20", "--reader", "pcsc:", "--gps", try stillGPSScenario(),
+                "--allow-simulated", "--registry", registry, "--average", "2", "--max-accuracy", "15", "--write-url",
+                "https://tags.example.org/t/{id}?lat={lat}&lon={lon}&r={r}", "--json",
+            ], pcscd: bench.pcscd)
+        #expect(enrolled.code == 0, "\(enrolled.err)")
+        let report = try JSONValue.parse(try #require(enrolled.out.first))
+        #expect(report["written"]?.bool == true)
+        let bytes = try #require(try Type2Memory.read(tag.pages).ndefMessage)
+        let written = try #require(try NDEFMessage(bytes: bytes).firstURL)
+        #expect(written.hasPrefix("https://tags.example.org/t/PC1?lat=53.545"))
+        #expect(report["url"]?.string == written)
+        // Taken away and put back: read as written.
+        bench.card.setPresent(false)
+        #expect(await eventually { !bench.card.connected })
+        bench.card.setPresent(true)
+        let scan = try await TagfixProcess.run(
+            ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+        #expect(try JSONValue.parse(try #require(scan.out.first))["url"]?.string == written)
+    }
+
+    @Test("a tag pulled mid-read: a clean incomplete read, never a wrong URL")
+    func pulledMidRead() async throws {
+        let url = "https://pulled.example/" + String(repeating: "m", count: 400)
+        let tag = try EmulatedType2Tag.ntag(216, message: NDEFMessage(records: [.uri(url)]).encoded())
+        let bench = try await PCSCBench.start(tags: [tag])
+        defer { bench.stop() }
+        // GET DATA and the first FAST_READ are answered; the card leaves on the next.
+        bench.card.removeAfter(exchanges: 2)
+        let result = try await TagfixProcess.run(
+            ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "8"], pcscd: bench.pcscd)
+        #expect(result.code == 75, "\(result.err)")
+        #expect(result.err.contains("incomplete read"), "\(result.err)")
+        for line in result.out {
+            #expect(try JSONValue.parse(line)["url"]?.string == nil, "\(line)")
+        }
+    }
+
+    @Test("pcscd killed and started again: the reader says so, reconnects, and reads the next tag")
+    func pcscdRestarted() async throws {
+        let tag = ntag213(url: "https://restart.example/t/R1")
+        let bench = try await PCSCBench.start(tags: [tag])
+        defer { bench.stop() }
+        let scan = try TagfixProcess(["scan", "--reader", "pcsc:", "--json", "--count", "2", "--timeout", "60"], pcscd: bench.pcscd)
+        defer { scan.terminate() }
+        #expect(await eventually { scan.lines.count == 1 })
+        try await offPool { bench.pcscd.kill() }
+        #expect(await eventually { !bench.card.connected })
+        try await offPool { try bench.pcscd.restart() }
+        let code = await scan.wait()
+        #expect(code == 0, "\(scan.err)")
+        #expect(scan.lines.count == 2)
+        for line in scan.lines { #expect(try JSONValue.parse(line)["url"]?.string == "https://restart.example/t/R1") }
+        #expect(scan.err.contains("reader disconnected"), "\(scan.err)")
+    }
+
+    @Test("the emulator gone: the card's removal is reported and nothing more is read")
+    func emulatorGone() async throws {
+        let tag = ntag213(url: "https://gone.example/t/G1")
+        let bench = try await PCSCBench.start(tags: [tag])
+        defer { bench.stop() }
+        let scan = try TagfixProcess(["scan", "--reader", "pcsc:", "--json", "--count", "2", "--timeout", "6"], pcscd: bench.pcscd)
+        defer { scan.terminate() }
+        #expect(await eventually { scan.lines.count == 1 })
+        try await offPool { bench.card.stop() }
+        let code = await scan.wait()
+        #expect(code == 75, "\(scan.err)")
+        #expect(scan.lines.count == 1)
+    }
+
+    @Test("no pcscd: scan --reader pcsc: says so and exits 69")
+    func noPCSCD() async throws {
+        let bench = try await PCSCBench.start(tags: [])
+        defer { bench.stop() }
+        try await offPool { bench.pcscd.kill() }
+        let result = try await TagfixProcess.run(["scan", "--reader", "pcsc:", "--count", "1", "--timeout", "10"], pcscd: bench.pcscd)
+        #expect(result.code == 69, "\(result.err)")
+        #expect(result.err.contains("SCARD_E_NO_SERVICE"), "\(result.err)")
+        #expect(result.err.contains("pcscd"), "\(result.err)")
+    }
+
+    @Test("tagfix devices lists pcscd's readers as pcsc:NAME")
+    func devices() async throws {
+        let bench = try await PCSCBench.start(tags: [])
+        defer { bench.stop() }
+        let result = try await TagfixProcess.run(["devices", "--gps", "none", "--json"], pcscd: bench.pcscd)
+        let object = try JSONValue.parse(try #require(result.out.first))
+        #expect(object["readers"]?.array?.contains { $0.string == "pcsc:\(PrivatePCSCD.readerName)" } == true, "\(result.out)")
+    }
+
+    @Test("tagfix doctor names the readers pcscd has")
+    func doctor() async throws {
+        let bench = try await PCSCBench.start(tags: [])
+        defer { bench.stop() }
+        let result = try await TagfixProcess.run(["doctor", "--gps", "none", "--json"], pcscd: bench.pcscd)
+        let found = try result.out.map { try JSONValue.parse($0) }.first { $0["code"]?.string == "pcsc-readers" }
+        #expect(found?["message"]?.string?.contains("pcsc:\(PrivatePCSCD.readerName)") == true, "\(result.out)")
+    }
+
+    @Test(
+        "tagfix emulate pcsc --pcscd: its card is read through the socket it prints; its script takes the tag away and back",
+        .enabled(if: !flipperDumps.isEmpty, skip))
+    func emulateCommand() async throws {
+        let dump = try #require(flipperDumps.first)
+        // Away from the start, then back and away again every few seconds: two taps, whenever the
+        // scan starts in the first 11 s.
+        let script = try temporaryFile(
+            "faults.txt", "0 remove 0\n3 present 0\n6 remove 0\n8 present 0\n11 remove 0\n13 present 0\n16 remove 0\n18 present 0\n")
+        let emulator = Process()
+        emulator.executableURL = URL(fileURLWithPath: binary)
+        emulator.arguments = ["emulate", "pcsc", "--tag", dump, "--pcscd", "--script", script]
+        let out = Pipe()
+        emulator.standardOutput = out
+        emulator.standardError = FileHandle.nullDevice
+        try emulator.run()
+        defer {
+            emulator.terminate()
+            // Reaped by Foundation; no wait here, on the pool.
+        }
+        let reading = out.fileHandleForReading
+        let socket: String = try await offPool {
+            var text = ""
+            while !text.contains("reader: ") {
+                let data = reading.availableData
+                if data.isEmpty { break }
+                text += String(decoding: data, as: UTF8.self)
+            }
+            guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("pcscd: PCSCLITE_CSOCK_NAME=") }) else {
+                throw EmulateOutput.noSocket(text)
+            }
+            return String(line.dropFirst("pcscd: PCSCLITE_CSOCK_NAME=".count))
+        }
+        let image = try TagDump.load(Array(try #require(FileManager.default.contents(atPath: dump))))
+        let lines = try await offPool { () -> [String] in
+            let child = Process()
+            child.executableURL = URL(fileURLWithPath: binary)
+            child.arguments = ["scan", "--reader", "pcsc:", "--json", "--count", "2", "--timeout", "30"]
+            child.environment = ProcessInfo.processInfo.environment.merging(["PCSCLITE_CSOCK_NAME": socket]) { $1 }
+            let pipe = Pipe()
+            child.standardOutput = pipe
+            child.standardError = FileHandle.nullDevice
+            try child.run()
+            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            child.waitUntilExit()
+            return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+        }
+        // Read each time the script puts it back.
+        #expect(lines.count == 2, "\(lines)")
+        for line in lines { #expect(try JSONValue.parse(line)["uid"]?.string == image.uid?.hex) }
+    }
+
+    enum EmulateOutput: Error { case noSocket(String) }
+
+    @Test(
+        "Debian's pcsc_scan and python3-pyscard see the card and read the same bytes",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/pcsc_scan")))
+    func interop() async throws {
+        let tag = ntag213(url: "https://interop.example/pcsc")
+        let bench = try await PCSCBench.start(tags: [tag])
+        defer { bench.stop() }
+        let environment = bench.pcscd.environment
+        // pcsc_scan runs until stopped: its first report is enough.
+        let scanned = try await runProgram("/usr/bin/timeout", ["-s", "KILL", "3", "/usr/bin/pcsc_scan"], environment: environment)
+        let atr = PCSCPart3Reader.atr(for: tag).map { Hex.encode([$0]) }.joined(separator: " ")
+        #expect(scanned?.output.contains(atr) == true, "\(scanned?.output ?? "")")
+        let script = """
+            from smartcard.System import readers
+            connection = [r for r in readers() if "Virtual PCD 00 00" in str(r)][0].createConnection()
+            connection.connect()
+            uid, sw1, sw2 = connection.transmit([0xFF, 0xCA, 0x00, 0x00, 0x00])
+            pages = []
+            for page in range(0, 16, 4):
+                data, sw1, sw2 = connection.transmit([0xFF, 0xB0, 0x00, page, 0x10])
+                pages += data
+            print(bytes(uid).hex().upper())
+            print(bytes(pages).hex().upper())
+            """
+        let python = try await runProgram("/usr/bin/python3", ["-c", script], environment: environment)
+        let lines = python?.output.split(separator: "\n").map(String.init) ?? []
+        #expect(lines.first == Hex.encode(tag.uid), "\(python?.output ?? "")")
+        #expect(lines.last == Hex.encode(tag.pages.prefix(64)), "\(python?.output ?? "")")
+        // And tagfix reads the same tag.
+        let result = try await TagfixProcess.run(
+            ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+        let object = try JSONValue.parse(try #require(result.out.first))
+        #expect(object["uid"]?.string == lines.first)
+        #expect(object["url"]?.string == "https://interop.example/pcsc")
+    }
+}
