@@ -40,6 +40,7 @@ let package = Package(
         .library(name: "TagFixDoctor", targets: ["TagFixDoctor"]),
         .library(name: "TagFixDemo", targets: ["TagFixDemo"]),
         .library(name: "TagFixMQTT", targets: ["TagFixMQTT"]),
+        .library(name: "TagFixServe", targets: ["TagFixServe"]),
         .executable(name: "tagfix", targets: ["tagfix"]),
     ],
     targets: [
@@ -81,6 +82,9 @@ let package = Package(
         .target(
             name: "TagFixDemo",
             dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixNFC", "TagFixGPSD"]),
+        // tagfix serve: the event socket, the HTTP server and the live page, as a sink of the
+        // session's fan-out.
+        .target(name: "TagFixServe", dependencies: ["TagFixCore", "TagFixDevices", "TagFixReport"]),
         // The reader factory: a reader address (--reader) becomes a TagReader or a TagSession of
         // the backend that serves it; a new backend registers here.
         .target(name: "TagFixReaders", dependencies: ["TagFixCore", "TagFixDevices", "TagFixNFC", "TagFixPCSC", "TagFixScenarios"]),
@@ -89,20 +93,21 @@ let package = Package(
             dependencies: [
                 "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixTags", "TagFixNFC", "TagFixPCSC",
                 "TagFixReaders", "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo", "TagFixMQTT",
+                "TagFixServe",
             ]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
         .executableTarget(
             name: "TagFixBench",
             dependencies: [
                 "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixTags", "TagFixNFC", "TagFixGPSD",
-                "TagFixStore", "TagFixCrypto", "TagFixMQTT",
+                "TagFixStore", "TagFixCrypto", "TagFixMQTT", "TagFixServe",
             ],
             path: "Benchmarks/TagFixBench"),
         // Test tooling: the parsers' fuzz targets (a library the corpus tests also run), and
         // tagfix-fuzz, which runs them under libFuzzer (Fuzz/run builds it with -DFUZZING) or
         // replays files through them (an ordinary build).
         .target(
-            name: "TagFixFuzzTargets", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixScenarios", "TagFixEmulators"],
+            name: "TagFixFuzzTargets", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixScenarios", "TagFixEmulators", "TagFixServe"],
             path: "Fuzz/Targets"),
         .executableTarget(
             name: "tagfix-fuzz", dependencies: ["TagFixFuzzTargets"], path: "Fuzz/Entry",
@@ -134,6 +139,9 @@ let package = Package(
         .testTarget(
             name: "TagFixCryptoTests", dependencies: ["TagFixCrypto", "TagFixCore", "TagFixNDEF", "TagFixTesting", "TagFixDevices"],
             exclude: ["nxp_originality.py", "ntag424_an12196.py"]),
+        .testTarget(
+            name: "TagFixServeTests",
+            dependencies: ["TagFixServe", "TagFixCore", "TagFixDevices", "TagFixScenarios", "TagFixTesting", "TagFixReport"]),
         .testTarget(name: "TagFixFuzzTests", dependencies: ["TagFixFuzzTargets", "TagFixTesting", "TagFixCore"]),
         .testTarget(
             name: "TagFixCLITests",
@@ -141,6 +149,7 @@ let package = Package(
                 "TagFixCLI", "TagFixTesting", "TagFixScenarios", "TagFixEmulators", "TagFixNDEF", "TagFixNFC", "TagFixDevices",
                 "TagFixGPSD",
                 "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo", "TagFixTags", "TagFixReaders", "TagFixPCSC",
+                "TagFixServe",
             ]),
     ],
     swiftLanguageModes: [.v6]

@@ -311,6 +311,13 @@ if os.path.exists(f"{out}/fleet.jsonl"):
     print(text)
     goals += fleet_goals
 
+if os.path.exists(f"{out}/serve.jsonl"):
+    import serve_section
+    soak = rows("serve-soak.jsonl") if os.path.exists(f"{out}/serve-soak.jsonl") else None
+    text, serve_goals = serve_section.render(rows("serve.jsonl"), soak)
+    print(text)
+    goals += serve_goals
+
 print("## Goals\n")
 for ok, text in goals:
     print(f"- {met(ok)}: {text}")

@@ -11,7 +11,9 @@ set -euo pipefail
 #   libsqlite3-dev  build: the CSQLite system library (the registry of tag placements)
 #   libssl-dev    build: the CCrypto system library (OpenSSL 3 libcrypto: trust checks)
 #   faketime      tests: a wrong wall clock (with DONT_FAKE_MONOTONIC=1) around tagfix
-TAGFIX_DEBIAN_PACKAGES=(libnfc-dev pkg-config libnfc-bin libnfc-examples python3-venv libgps-dev gpsd gpsd-clients libsqlite3-dev libssl-dev faketime mosquitto libmosquitto-dev mosquitto-clients libpcsclite-dev pcscd vsmartcard-vpcd pcsc-tools python3-pyscard)
+#   chromium, chromium-driver  tests: tagfix serve's live page in a real browser (Selenium, PyPI)
+TAGFIX_DEBIAN_PACKAGES=(libnfc-dev pkg-config libnfc-bin libnfc-examples python3-venv libgps-dev gpsd gpsd-clients libsqlite3-dev libssl-dev faketime mosquitto libmosquitto-dev mosquitto-clients libpcsclite-dev pcscd vsmartcard-vpcd pcsc-tools python3-pyscard
+    chromium chromium-driver)
 
 tagfix_root() { cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd; }
 
@@ -59,4 +61,18 @@ tagfix_interop_venv() {
         }
     fi
     export TAGFIX_NFCPY_PYTHON="$PWD/$venv/bin/python"
+}
+
+# A virtualenv with Selenium for the browser test of tagfix serve's live page (test tooling only).
+# Sets TAGFIX_SELENIUM_PYTHON when it is ready; without PyPI the browser test is skipped, with a
+# message.
+tagfix_browser_venv() {
+    local venv=".build/browser-venv"
+    if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import selenium" 2>/dev/null; then
+        python3 -m venv "$venv" >&2 && "$venv/bin/pip" install -q "selenium==4.27.1" >&2 || {
+            echo "note: could not install Selenium from PyPI; the browser test will be skipped" >&2
+            return 0
+        }
+    fi
+    export TAGFIX_SELENIUM_PYTHON="$PWD/$venv/bin/python"
 }

@@ -2,6 +2,7 @@ import TagFixCore
 import TagFixEmulators
 import TagFixNDEF
 import TagFixScenarios
+import TagFixServe
 
 /// The fuzz targets: every parser that takes bytes or text from outside (a tag, a file, a serial
 /// line, gpsd). Each one runs a parser on arbitrary input and checks what must hold whatever the
@@ -27,6 +28,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case pn532Chip = "pn532-chip"
     case emulatorScripts = "emulator-scripts"
     case route
+    case serveCommand = "serve-command"
 
     /// Runs the target on one input.
     /// - Throws: `FuzzViolation` when accepted input gives an answer that breaks an invariant.
@@ -47,6 +49,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .pn532Chip: Self.pn532Chip(data)
         case .emulatorScripts: Self.emulatorScripts(data)
         case .route: try Self.route(data)
+        case .serveCommand: try Self.serveCommand(data)
         }
     }
 }
@@ -289,6 +292,44 @@ extension FuzzTarget {
             let p = route.position(at: metres)
             try check(
                 (-90...90).contains(p.latitude) && (-180...180).contains(p.longitude), .route, "position \(p) at \(metres) m")
+        }
+    }
+
+    // MARK: tagfix serve
+
+    /// What an event-socket client sends: the framer gives the same commands whether the bytes
+    /// arrive at once or one by one and never holds more than its limit; every command parses or
+    /// is refused with a message; an accepted command written back the documented way parses
+    /// to the same command. The HTTP request head parser takes the same bytes.
+    static func serveCommand(_ data: [UInt8]) throws(FuzzViolation) {
+        var whole = CommandFramer(limit: 256)
+        let atOnce = whole.feed(data)
+        var trickle = CommandFramer(limit: 256)
+        var oneByOne: [CommandFramer.Piece] = []
+        for index in data.indices { oneByOne += trickle.feed(data[index..<index + 1]) }
+        try check(atOnce == oneByOne, .serveCommand, "commands depend on how the bytes arrive")
+        try check(whole.pendingCount <= 256, .serveCommand, "\(whole.pendingCount) bytes pending")
+        for case .command(let bytes) in atOnce {
+            let command: ClientCommand
+            do {
+                command = try ClientCommand.parse(bytes)
+            } catch {
+                try check(!error.message.isEmpty, .serveCommand, "an error without a message")
+                continue
+            }
+            let written: String
+            switch command {
+            case .watch(let enable?): written = "?WATCH={\"enable\":\(enable)};"
+            case .watch(nil): written = "?WATCH;"
+            case .poll: written = "?POLL;"
+            case .devices: written = "?DEVICES;"
+            case .version: written = "?VERSION;"
+            case .auth(let token): written = "?AUTH=\(JSONValue.quoted(token));"
+            }
+            try check((try? ClientCommand.parse(written)) == command, .serveCommand, "\(command) written as \(written) parses otherwise")
+        }
+        if let end = HTTPRequest.headEnd(data), let request = try? HTTPRequest(head: data[..<end]) {
+            try check(request.path.hasPrefix("/"), .serveCommand, "a request path \(request.path) not starting with /")
         }
     }
 }

@@ -8,8 +8,9 @@ public enum TagFixCommandLine {
     /// overview all read this one list, so a command cannot be runnable yet missing from help.
     static var subcommands: [any Subcommand.Type] {
         [
-            VerifyCommand.self, ScanCommand.self, FixCommand.self, DevicesCommand.self, InspectCommand.self, SunCommand.self,
-            EnrollCommand.self, ReportCommand.self, CollectCommand.self, RegistryCommand.self, DoctorCommand.self, EmulateCommand.self,
+            VerifyCommand.self, ServeCommand.self, ScanCommand.self, FixCommand.self, DevicesCommand.self, InspectCommand.self,
+            SunCommand.self, EnrollCommand.self, ReportCommand.self, CollectCommand.self, RegistryCommand.self, DoctorCommand.self,
+            EmulateCommand.self,
             KeysCommand.self, SignURLCommand.self,
         ]
     }

@@ -211,33 +211,8 @@ struct VerifyCommand: Subcommand {
         let stop = StopSignals(demo || reader != nil || realtime ? StopSignals.standard : [])
         defer { stop.cancel() }
         if demo { return try await runDemo(io, stop: stop) }
-        let scenario: Scenario
-        if gpsd != nil {
-            scenario = Scenario(name: "live", start: MonotonicClock().now, gps: [], reader: [])
-        } else {
-            do {
-                scenario = try ScenarioLoader.load(path: scenarioPath)
-            } catch {
-                throw .file(error)
-            }
-        }
-        var policy = scenario.policy
-        overrides(&policy)
-
-        var registry: any TagRegistry = InMemoryRegistry()
-        var registryName = "no registry"
-        let chosenRegistry =
-            registryPath
-            ?? scenario.registryPath.map { path in
-                path.hasPrefix("/") ? path : ((scenarioPath as NSString).deletingLastPathComponent as NSString).appendingPathComponent(path)
-            }
-        if let path = chosenRegistry {
-            (registry, registryName) = try RegistrySource.open(path, maximumRadius: policy.maximumRadius)
-        }
-        let sun = try SunCommand.verifierCheck(
-            keysPath: sunKeysPath, countersPath: sunCountersPath, registryPath: chosenRegistry, registry: registry, command: Self.spec.name)
-        let trust = trustKeyPaths.isEmpty ? nil : try SiteKeyFiles.readTrusted(trustKeyPaths)
-        let verifier = Verifier(policy: policy, registry: registry, sun: sun, locationTrust: trust)
+        let scenario = try sessionScenario()
+        let (verifier, registryName, _) = try makeVerifier(scenario)
         if !json { io.out("\(scenario.name) — \(registryName)") }
 
         try await withPrinter(io) { printer throws(CLIError) in
@@ -257,6 +232,41 @@ struct VerifyCommand: Subcommand {
         }
     }
 
+    /// The scenario a session starts from: an empty live one with gpsd, else the file's.
+    func sessionScenario() throws(CLIError) -> Scenario {
+        guard gpsd == nil else { return Scenario(name: "live", start: MonotonicClock().now, gps: [], reader: []) }
+        do {
+            return try ScenarioLoader.load(path: scenarioPath)
+        } catch {
+            throw .file(error)
+        }
+    }
+
+    /// The verifier a session runs: the scenario's policy with the options', the registry
+    /// (through `wrap`: serve's reloadable one), the SUN keys and the trusted site keys.
+    func makeVerifier(
+        _ scenario: Scenario, wrap: (any TagRegistry) -> any TagRegistry = { $0 }
+    ) throws(CLIError) -> (verifier: Verifier, registryName: String, registryPath: String?) {
+        var policy = scenario.policy
+        overrides(&policy)
+
+        var registry: any TagRegistry = InMemoryRegistry()
+        var registryName = "no registry"
+        let chosenRegistry =
+            registryPath
+            ?? scenario.registryPath.map { path in
+                path.hasPrefix("/") ? path : ((scenarioPath as NSString).deletingLastPathComponent as NSString).appendingPathComponent(path)
+            }
+        if let path = chosenRegistry {
+            (registry, registryName) = try RegistrySource.open(path, maximumRadius: policy.maximumRadius)
+        }
+        let sun = try SunCommand.verifierCheck(
+            keysPath: sunKeysPath, countersPath: sunCountersPath, registryPath: chosenRegistry, registry: registry, command: Self.spec.name)
+        let trust = trustKeyPaths.isEmpty ? nil : try SiteKeyFiles.readTrusted(trustKeyPaths)
+        let verifier = Verifier(policy: policy, registry: wrap(registry), sun: sun, locationTrust: trust)
+        return (verifier, registryName, chosenRegistry)
+    }
+
     func runDemo(_ io: some TerminalOutput, stop: StopSignals) async throws(CLIError) {
         if !json { io.out("Harbour Works example site (built in) — \(ExampleSite.registry().count) tags, \(ExampleSite.stops.count) taps") }
         try await withPrinter(io) { printer throws(CLIError) in
@@ -273,7 +283,9 @@ struct VerifyCommand: Subcommand {
     /// prints the tally. The one place a session's sinks are put together: every verdict path
     /// (live, --realtime, a replay, --demo) goes through this printer's fan-out, so a further sink
     /// (a socket server, an MQTT publisher) is one more entry in `sinks:` here.
-    func withPrinter(_ io: some TerminalOutput, _ body: (VerdictPrinter) async throws(CLIError) -> Void) async throws(CLIError) {
+    func withPrinter(
+        _ io: some TerminalOutput, sinks: [any VerdictSink] = [], _ body: (VerdictPrinter) async throws(CLIError) -> Void
+    ) async throws(CLIError) {
         let log = try openLog(io)
         defer { log?.close() }
         // The bell is for a tech with a live reader (and the demo of one), not for a replay.
@@ -281,7 +293,7 @@ struct VerifyCommand: Subcommand {
             json: json, bell: !quiet && (reader != nil || demo),
             colour: ProcessInfo.processInfo.environment["NO_COLOR"].map(\.isEmpty) ?? true)
         let publisher = try log.flatMap { log throws(CLIError) in try FleetOptions.start(publish, log: log.path) }
-        let printer = VerdictPrinter(io: io, style: style, log: log, sinks: publisher.map { [$0] } ?? [])
+        let printer = VerdictPrinter(io: io, style: style, log: log, sinks: (publisher.map { [$0] } ?? []) + sinks)
         let failure: CLIError?
         do {
             try await body(printer)

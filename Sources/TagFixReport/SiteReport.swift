@@ -182,37 +182,9 @@ public struct SiteReport: Sendable {
     /// The site drawn to scale: each tag's region coloured by its last verdict, each scan's fix,
     /// lines from where moved tags should be to where they were scanned, and a scale bar.
     public func svg(width: Double = 900, height: Double = 600) -> String {
-        var points: [Coordinate] = tags.compactMap(\.center) + records.compactMap { $0.fix?.coordinate }
-        if points.isEmpty { points = [Coordinate(validLatitude: 0, longitude: 0)] }
-        let lat0 = points.map(\.latitude).reduce(0, +) / Double(points.count)
-        let lon0 = points[0].longitude
-        let mLat = 111_132.954 - 559.822 * cos(2 * lat0 * .pi / 180)
-        let mLon = max(1, 111_412.84 * cos(lat0 * .pi / 180))
-        func local(_ c: Coordinate) -> (x: Double, y: Double) {
-            var dLon = c.longitude - lon0
-            if dLon > 180 { dLon -= 360 }
-            if dLon < -180 { dLon += 360 }
-            return (dLon * mLon, (c.latitude - lat0) * mLat)
-        }
-        // Bounds in metres, regions included.
-        var (minX, maxX, minY, maxY) = (Double.infinity, -Double.infinity, Double.infinity, -Double.infinity)
-        for tag in tags {
-            guard let center = tag.center else { continue }
-            let p = local(center), r = tag.radius ?? 0
-            (minX, maxX, minY, maxY) = (min(minX, p.x - r), max(maxX, p.x + r), min(minY, p.y - r), max(maxY, p.y + r))
-        }
-        for record in records {
-            guard let fix = record.fix else { continue }
-            let p = local(fix.coordinate)
-            (minX, maxX, minY, maxY) = (min(minX, p.x), max(maxX, p.x), min(minY, p.y), max(maxY, p.y))
-        }
-        if !minX.isFinite { (minX, maxX, minY, maxY) = (-50, 50, -50, 50) }
-        let margin = 40.0
-        let scale = min((width - 2 * margin) / max(maxX - minX, 1), (height - 2 * margin - 30) / max(maxY - minY, 1))
-        func screen(_ c: Coordinate) -> (x: Double, y: Double) {
-            let p = local(c)
-            return (margin + (p.x - minX) * scale, height - margin - 30 - (p.y - minY) * scale)
-        }
+        let frame = mapFrame(width: width, height: height)
+        let (margin, scale) = (frame.margin, frame.scale)
+        func screen(_ c: Coordinate) -> (x: Double, y: Double) { frame.screen(c) }
         var svg =
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(Self.p(width))\" height=\"\(Self.p(height))\" viewBox=\"0 0 \(Self.p(width)) \(Self.p(height))\" font-family=\"sans-serif\" font-size=\"12\">\n"
         svg += "  <title>\(Self.x(title))</title>\n  <rect width=\"100%\" height=\"100%\" fill=\"#f8f8f4\"/>\n"
@@ -246,6 +218,62 @@ public struct SiteReport: Sendable {
         svg += "<text x=\"\(Self.p(margin + bar * scale + 6))\" y=\"\(Self.p(y + 4))\">\(Self.n(bar)) m</text>"
         svg += "<text x=\"\(Self.p(width - margin))\" y=\"\(Self.p(y + 4))\" text-anchor=\"end\">N ↑</text></g>\n"
         return svg + "</svg>\n"
+    }
+
+    /// How the SVG map places a coordinate: a local equirectangular projection about the
+    /// points' mean latitude, scaled so every region and fix fits `width` × `height`. The live
+    /// page (tagfix serve) places new fixes with the same numbers.
+    public struct MapFrame: Sendable, Hashable {
+        public var latitude0: Double
+        public var longitude0: Double
+        public var metresPerDegreeLatitude: Double
+        public var metresPerDegreeLongitude: Double
+        public var minX: Double
+        public var minY: Double
+        public var scale: Double
+        public var margin: Double
+        public var height: Double
+
+        /// Metres east and north of the frame's origin.
+        public func local(_ c: Coordinate) -> (x: Double, y: Double) {
+            var dLon = c.longitude - longitude0
+            if dLon > 180 { dLon -= 360 }
+            if dLon < -180 { dLon += 360 }
+            return (dLon * metresPerDegreeLongitude, (c.latitude - latitude0) * metresPerDegreeLatitude)
+        }
+
+        /// Where `c` is drawn, in the SVG's coordinates.
+        public func screen(_ c: Coordinate) -> (x: Double, y: Double) {
+            let p = local(c)
+            return (margin + (p.x - minX) * scale, height - margin - 30 - (p.y - minY) * scale)
+        }
+    }
+
+    /// The frame `svg(width:height:)` draws in.
+    public func mapFrame(width: Double = 900, height: Double = 600) -> MapFrame {
+        var points: [Coordinate] = tags.compactMap(\.center) + records.compactMap { $0.fix?.coordinate }
+        if points.isEmpty { points = [Coordinate(validLatitude: 0, longitude: 0)] }
+        let lat0 = points.map(\.latitude).reduce(0, +) / Double(points.count)
+        var frame = MapFrame(
+            latitude0: lat0, longitude0: points[0].longitude, metresPerDegreeLatitude: 111_132.954 - 559.822 * cos(2 * lat0 * .pi / 180),
+            metresPerDegreeLongitude: max(1, 111_412.84 * cos(lat0 * .pi / 180)), minX: 0, minY: 0, scale: 1, margin: 40, height: height)
+        // Bounds in metres, regions included.
+        var (minX, maxX, minY, maxY) = (Double.infinity, -Double.infinity, Double.infinity, -Double.infinity)
+        for tag in tags {
+            guard let center = tag.center else { continue }
+            let p = frame.local(center), r = tag.radius ?? 0
+            (minX, maxX, minY, maxY) = (min(minX, p.x - r), max(maxX, p.x + r), min(minY, p.y - r), max(maxY, p.y + r))
+        }
+        for record in records {
+            guard let fix = record.fix else { continue }
+            let p = frame.local(fix.coordinate)
+            (minX, maxX, minY, maxY) = (min(minX, p.x), max(maxX, p.x), min(minY, p.y), max(maxY, p.y))
+        }
+        if !minX.isFinite { (minX, maxX, minY, maxY) = (-50, 50, -50, 50) }
+        frame.minX = minX
+        frame.minY = minY
+        frame.scale = min((width - 2 * frame.margin) / max(maxX - minX, 1), (height - 2 * frame.margin - 30) / max(maxY - minY, 1))
+        return frame
     }
 
     // MARK: - HTML page

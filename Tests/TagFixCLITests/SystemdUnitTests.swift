@@ -1,4 +1,5 @@
 import Foundation
+import TagFixServe
 import Testing
 
 @testable import TagFixCLI
@@ -6,10 +7,25 @@ import Testing
 @Suite("The systemd unit example")
 struct SystemdUnitTests {
     static let unit = (try? String(contentsOfFile: packageRoot + "/Examples/systemd/tagfix-verify.service", encoding: .utf8)) ?? ""
+    static let serveUnit = (try? String(contentsOfFile: packageRoot + "/Examples/systemd/tagfix-serve.service", encoding: .utf8)) ?? ""
 
-    static var execStart: [String] {
+    static var execStart: [String] { execStart(unit) }
+
+    static func execStart(_ unit: String) -> [String] {
         let line = unit.split(separator: "\n").first { $0.hasPrefix("ExecStart=") } ?? ""
         return line.dropFirst("ExecStart=".count).split(separator: " ").map(String.init)
+    }
+
+    @Test("tagfix-serve.service: Type=notify, and an ExecStart that tagfix serve accepts, with a log and its socket in its runtime folder")
+    func serveUnitParses() throws {
+        let arguments = Self.execStart(Self.serveUnit)
+        #expect(arguments.first == "/usr/local/bin/tagfix")
+        #expect(arguments.dropFirst().first == "serve")
+        let command = try ServeCommand(try ServeCommand.spec.parse(Array(arguments.dropFirst(2))))
+        #expect(command.verify.logPath != nil, "a service keeps a durable log")
+        #expect(command.configuration.socketPath == "/run/tagfix/tagfix.sock")
+        #expect(Self.serveUnit.contains("RuntimeDirectory=tagfix"))
+        #expect(Self.serveUnit.contains("Type=notify"))
     }
 
     @Test("its ExecStart is a tagfix verify command line that tagfix accepts")
@@ -30,8 +46,14 @@ struct SystemdUnitTests {
                 && FileManager.default.isExecutableFile(atPath: packageRoot + "/.build/debug/tagfix"),
             "needs systemd-analyze and the built tagfix"))
     func systemdAnalyze() async throws {
-        let copy = (try temporaryFile("x", "") as NSString).deletingLastPathComponent + "/tagfix-verify.service"
-        try Self.unit.replacingOccurrences(of: "/usr/local/bin/tagfix", with: packageRoot + "/.build/debug/tagfix")
+        for (name, unit) in [("tagfix-verify.service", Self.unit), ("tagfix-serve.service", Self.serveUnit)] {
+            try await analyze(name, unit)
+        }
+    }
+
+    func analyze(_ name: String, _ unit: String) async throws {
+        let copy = (try temporaryFile("x", "") as NSString).deletingLastPathComponent + "/" + name
+        try unit.replacingOccurrences(of: "/usr/local/bin/tagfix", with: packageRoot + "/.build/debug/tagfix")
             .write(toFile: copy, atomically: true, encoding: .utf8)
         let result = try #require(try await runProgram("/usr/bin/systemd-analyze", ["verify", "--man=no", copy]))
         #expect(result.status == 0, "\(result.output)")

@@ -1,0 +1,175 @@
+import Foundation
+import TagFixCore
+import TagFixDevices
+import TagFixGPSD
+import TagFixServe
+
+/// `tagfix serve`: the live verifier as a service, with a gpsd-style event socket and a live
+/// map over HTTP. The session is `verify --reader`'s (VerifyCommand); the server is one more
+/// sink of its fan-out (TagFixServe).
+struct ServeCommand: Subcommand {
+    static let spec = CommandSpec(
+        name: "serve",
+        abstract: "Run the live verifier as a service: a gpsd-style event socket and a live site map over HTTP.",
+        discussion: """
+            Owns the reader and the GPS source, verifies every tap as verify --reader does (the same \
+            policy options), keeps --log on the disk before anything is sent, and serves: a Unix socket \
+            (--socket, mode 0660) and optionally TCP (--listen) where clients send ?WATCH={"enable":true}; \
+            and read one JSON object per line (VERSION, SCAN, FIX, VERDICT, READER, GPS, ERROR; \
+            docs/protocol.md); and with --http a live page (GET /, updated by Server-Sent Events from \
+            /events), /api/verdicts?since=ID, /api/tags, /healthz and /metrics (Prometheus). \
+            Addresses are loopback unless --token FILE is given (mode 0600): then HTTP needs \
+            Authorization: Bearer TOKEN and TCP socket clients ?AUTH="TOKEN"; first. A client that does \
+            not read is cut off after 1 MiB of unread output, with a line on standard error. \
+            SIGHUP reloads --registry; SIGTERM or SIGINT stops: pending scans get their verdicts, the \
+            log is complete, clients get a SHUTDOWN object, exit 0. Under systemd (Type=notify) it \
+            says READY=1 once it listens.
+            """,
+        options: [
+            .init(name: "reader", valueName: "ADDRESS", help: ReaderOption.help),
+            .init(
+                name: "gps", valueName: "SOURCE",
+                help: "gpsd://HOST:PORT[/DEVICE] (default gpsd://localhost:2947), or a scenario file whose GPS is replayed (mock GPS)."),
+            .init(name: "gpsd", valueName: "URL", help: "The same as --gps."),
+            .init(name: "registry", valueName: "FILE", help: "Registry of tag placements (SQLite, CSV or JSON); SIGHUP reloads it."),
+            .init(
+                name: "log", valueName: "FILE", help: "Append each verdict to FILE (JSON Lines), on the disk before it is sent anywhere."),
+            .init(
+                name: "socket", valueName: "PATH",
+                help: "The event socket (Unix, mode 0660); default /run/tagfix/tagfix.sock as root, else $XDG_RUNTIME_DIR/tagfix.sock."),
+            .init(name: "listen", valueName: "HOST:PORT", help: "Also serve the event socket on TCP (gpsd's port is 2947; try 2948)."),
+            .init(name: "http", valueName: "HOST:PORT", help: "Serve the live page and the HTTP API here, e.g. 127.0.0.1:8080."),
+            .init(
+                name: "token", valueName: "FILE",
+                help: "Bearer token file (mode 0600): required for any address other than loopback; HTTP and TCP clients must give it."),
+            .init(name: "json", valueName: nil, help: "Print one JSON object per verdict on standard output (JSON Lines)."),
+            .init(name: "quiet", valueName: nil, help: "No terminal bell on a verdict."),
+        ]
+            + VerifyCommand.spec.options.filter { Self.policyOptions.contains($0.name) },
+        examples: [
+            "tagfix serve --reader pn532_uart:/dev/ttyUSB0 --gps gpsd://localhost:2947 --registry site.sqlite --log today.jsonl --http 127.0.0.1:8080",
+            "tagfix serve --reader pn532_uart:/dev/ttyUSB0 --registry site.sqlite --listen 0.0.0.0:2948 --token /etc/tagfix/token",
+            #"printf '?WATCH={"enable":true};\n' | socat - UNIX-CONNECT:$XDG_RUNTIME_DIR/tagfix.sock"#,
+        ])
+
+    /// verify's options that decide verdicts; serve takes them as verify does.
+    static let policyOptions: Set<String> = [
+        "sun-keys", "sun-counters", "max-accuracy", "max-fix-age", "fix-timeout", "max-radius", "default-url-radius", "allow-simulated",
+        "require-genuine", "allow-unsigned-tags", "trust-key", "max-speed", "no-confirmation", "disallow",
+    ]
+
+    var verify: VerifyCommand
+    var configuration: ServeConfiguration
+    var tokenPath: String?
+
+    init(_ arguments: ParsedArguments) throws(CLIError) {
+        let name = Self.spec.name
+        guard arguments.value("reader") != nil else { throw .usage("serve needs --reader ADDRESS", command: name) }
+        if arguments.value("gps") != nil, arguments.value("gpsd") != nil { throw .usage("give --gps or --gpsd, not both", command: name) }
+        var session = arguments
+        session.values["gps"] = arguments.values["gpsd"] ?? arguments.values["gps"]
+        verify = try VerifyCommand(session)
+        tokenPath = arguments.value("token")
+        do {
+            configuration = ServeConfiguration(
+                socketPath: arguments.value("socket") ?? ServeConfiguration.defaultSocketPath(),
+                listen: try arguments.value("listen").map { text throws(ServeError) in try ListenAddress(text) },
+                http: try arguments.value("http").map { text throws(ServeError) in try ListenAddress(text) },
+                token: tokenPath.map { _ in "" }, release: TagFixCommandLine.version)
+            try configuration.check()
+        } catch {
+            throw .usage(error.message, command: name)
+        }
+    }
+
+    func run(_ io: some TerminalOutput) async throws(CLIError) {
+        guard let reader = verify.reader else { throw .usage("serve needs --reader ADDRESS", command: Self.spec.name) }
+        var configuration = self.configuration
+        if let tokenPath {
+            do {
+                configuration.token = try SecretFile.read(tokenPath).trimmingCharacters(in: .whitespacesAndNewlines)
+            } catch {
+                throw .file(error)
+            }
+            guard configuration.token?.isEmpty == false else { throw .usage("--token \(tokenPath) is empty", command: Self.spec.name) }
+        }
+        let stop = StopSignals(StopSignals.standard)
+        defer { stop.cancel() }
+        let scenario = try verify.sessionScenario()
+        var wrapped: ReloadableRegistry?
+        let (verifier, registryName, registryPath) = try verify.makeVerifier(scenario) { registry in
+            let reloadable = ReloadableRegistry(registry)
+            wrapped = reloadable
+            return reloadable
+        }
+        let reloadable = wrapped
+        let placements = try registryPath.map { path throws(CLIError) in try RegistrySource.entries(path) } ?? []
+        let hub: ServeHub
+        do {
+            hub = try ServeHub(
+                configuration, readers: [reader.description], gps: verify.gpsd?.description ?? verify.scenarioPath, placements: placements,
+                clock: MonotonicClock(), log: { io.err($0) })
+        } catch {
+            throw error.kind == .usage ? .usage(error.message, command: Self.spec.name) : .unavailable(error.message)
+        }
+        io.err("tagfix serve: \(registryName)")
+        io.err(Self.listening(configuration, hub: hub))
+        hub.start()
+        SystemdNotify.send("READY=1\nSTATUS=serving \(registryName)")
+        let reload: @Sendable () -> Void = {
+            guard let registryPath, let reloadable else { return io.err("SIGHUP: no --registry to reload") }
+            do throws(CLIError) {
+                let (registry, name) = try RegistrySource.open(registryPath, maximumRadius: verifier.policy.maximumRadius)
+                let entries = try RegistrySource.entries(registryPath)
+                reloadable.replace(with: registry)
+                hub.setPlacements(entries)
+                io.err("SIGHUP: registry reloaded: \(name)")
+            } catch {
+                io.err("SIGHUP: the registry was not reloaded (the previous one stays): \(error.message)")
+            }
+        }
+        let reloader = Task {
+            var hangUp = StopSignals([SIGHUP])
+            while await hangUp.wait() != nil {
+                let next = StopSignals([SIGHUP])  // caught before the previous one lets go
+                hangUp.cancel()
+                hangUp = next
+                reload()
+            }
+            hangUp.cancel()
+        }
+        var failure: CLIError?
+        do {
+            try await verify.withPrinter(io, sinks: [hub]) { printer throws(CLIError) in
+                try await verify.live(reader: reader, scenario: scenario, verifier: verifier, printer: printer, io: io, stop: stop)
+            }
+        } catch {
+            failure = error
+        }
+        reloader.cancel()
+        SystemdNotify.send("STOPPING=1")
+        let signal = stop.received.map { $0 == SIGINT ? "SIGINT" : $0 == SIGTERM ? "SIGTERM" : "signal \($0)" }
+        await hub.stop(
+            reason: failure.map { "error: \($0.message)" } ?? signal.map { "stopped by \($0); the log is complete" } ?? "session over")
+        if let failure { throw failure }
+    }
+
+    /// What the server listens on, said once at start.
+    static func listening(_ configuration: ServeConfiguration, hub: ServeHub) -> String {
+        var parts: [String] = []
+        if let path = configuration.socketPath { parts.append("socket \(path)") }
+        if let address = configuration.listen, let port = hub.server.listenPort {
+            parts.append("tcp \(ListenAddress.described(address.host, port))")
+        }
+        if let address = configuration.http, let port = hub.server.httpPort {
+            parts.append("http://\(ListenAddress.described(address.host, port))/")
+        }
+        var line = "tagfix serve: listening on " + parts.joined(separator: ", ")
+        let open = [configuration.listen, configuration.http].compactMap { $0 }.filter { !$0.isLoopback }
+        if !open.isEmpty {
+            line += "\ntagfix serve: \(open.map(\.description).joined(separator: " and ")) can be reached from other machines: "
+            line += "clients must give the --token (HTTP: Authorization: Bearer; socket: ?AUTH=\"TOKEN\";)"
+        }
+        return line
+    }
+}

@@ -1,0 +1,555 @@
+public import Foundation
+import Synchronization
+
+/// Where `tagfix serve` listens, and its limits.
+public struct ServeConfiguration: Sendable {
+    /// The Unix socket's path (`nil`: none).
+    public var socketPath: String?
+    public var socketMode: mode_t = 0o660
+    /// The TCP event socket (`--listen`).
+    public var listen: ListenAddress?
+    /// The HTTP server (`--http`).
+    public var http: ListenAddress?
+    /// The bearer token (`--token`): HTTP requests and TCP socket clients must give it.
+    public var token: String?
+    /// What a client may have unread before it is cut off.
+    public var bufferLimit = 1 << 20
+    /// Connections beyond this many are refused. libnfc and libgps wait with select(2), which
+    /// aborts the process on a descriptor above 1023; a reader or gpsd reconnecting while the
+    /// clients hold the low ones would get one. 512 keeps them clear.
+    public var maximumClients = 512
+    /// The VERSION object's release.
+    public var release: String
+
+    public init(
+        socketPath: String? = nil, listen: ListenAddress? = nil, http: ListenAddress? = nil, token: String? = nil, release: String
+    ) {
+        self.socketPath = socketPath
+        self.listen = listen
+        self.http = http
+        self.token = token
+        self.release = release
+    }
+
+    /// The default socket path: `/run/tagfix/tagfix.sock` for root, else
+    /// `$XDG_RUNTIME_DIR/tagfix.sock` (or `/tmp/tagfix-UID.sock` without one).
+    public static func defaultSocketPath(uid: uid_t = getuid(), environment: [String: String] = ProcessInfo.processInfo.environment)
+        -> String
+    {
+        if uid == 0 { return "/run/tagfix/tagfix.sock" }
+        if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty { return runtime + "/tagfix.sock" }
+        return "/tmp/tagfix-\(uid).sock"
+    }
+
+    /// Refuses a listener another machine could reach without a token.
+    public func check() throws(ServeError) {
+        for (option, address) in [("listen", listen), ("http", http)] {
+            if let address, !address.isLoopback, token == nil {
+                throw ServeError(
+                    .usage,
+                    "--\(option) \(address) can be reached from other machines: give --token FILE (a bearer token) too, or listen on 127.0.0.1"
+                )
+            }
+        }
+    }
+}
+
+/// What the server asks the session while it answers clients (called on the server's thread;
+/// must not wait).
+public protocol ServeResponder: Sendable {
+    /// The lines that answer `?POLL;` or `?DEVICES;`.
+    func answer(_ command: ClientCommand) -> [String]
+    /// The verdicts after `id`, for an event stream that (re)connects.
+    func verdicts(since id: Int) -> [ServeEvent]
+    /// Any HTTP request but `/events`.
+    func respond(to request: HTTPRequest, stats: ServerStats) -> HTTPResponse
+}
+
+/// The server's counts, for `/metrics`.
+public struct ServerStats: Sendable, Hashable {
+    /// Connected clients: `socket`, `sse`, `http`.
+    public var clients: [String: Int] = [:]
+    /// Clients cut off because they did not read.
+    public var cutOff = 0
+}
+
+/// The event socket (Unix and TCP) and the HTTP server on one `poll(2)` loop on its own thread:
+/// no call here blocks, and nothing here runs on the cooperative pool. The verifier's path only
+/// queues a line and writes a byte to a pipe (`broadcast`); the loop hands each line to every
+/// watching client's bounded buffer and writes what each socket takes. A client whose unread
+/// output passes `bufferLimit` is cut off, with a line in the log; no client waits for another.
+public final class EventServer: Sendable {
+    public let configuration: ServeConfiguration
+    /// The TCP event socket's port, when `--listen` was given (port 0 picks one).
+    public let listenPort: Int?
+    /// The HTTP port, when `--http` was given.
+    public let httpPort: Int?
+
+    private let listeners: [Listener]
+    private let wake: (read: Int32, write: Int32)
+    private let inbox = Mutex(Inbox())
+    private let statistics = Mutex(ServerStats())
+    private let responder: any ServeResponder
+    private let log: @Sendable (String) -> Void
+
+    struct Listener: Sendable {
+        enum Kind: Sendable { case unix, tcp, http }
+        var fd: Int32
+        var kind: Kind
+    }
+
+    private struct Inbox {
+        var events: [ServeEvent] = []
+        var stopping: String?
+        var finished = false
+        var waiters: [CheckedContinuation<Void, Never>] = []
+        var started = false
+    }
+
+    /// Binds every listener (nothing is served until `start()`).
+    /// - Throws: `ServeError` for an address that cannot be used.
+    public init(_ configuration: ServeConfiguration, responder: any ServeResponder, log: @escaping @Sendable (String) -> Void)
+        throws(ServeError)
+    {
+        try configuration.check()
+        var listeners: [Listener] = []
+        func closeAll() { for listener in listeners { close(listener.fd) } }
+        var listenPort: Int?
+        var httpPort: Int?
+        do throws(ServeError) {
+            if let path = configuration.socketPath {
+                listeners.append(Listener(fd: try Socket.listenUnix(path, mode: configuration.socketMode), kind: .unix))
+            }
+            if let address = configuration.listen {
+                let (fd, port) = try Socket.listenTCP(address, option: "listen")
+                listeners.append(Listener(fd: fd, kind: .tcp))
+                listenPort = port
+            }
+            if let address = configuration.http {
+                let (fd, port) = try Socket.listenTCP(address, option: "http")
+                listeners.append(Listener(fd: fd, kind: .http))
+                httpPort = port
+            }
+        } catch {
+            closeAll()
+            throw error
+        }
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else {
+            closeAll()
+            throw ServeError(.unavailable, "cannot make the server's wake-up pipe: \(Socket.errorText())")
+        }
+        Socket.nonBlocking(fds[0])
+        Socket.nonBlocking(fds[1])
+        self.configuration = configuration
+        self.listeners = listeners
+        self.listenPort = listenPort
+        self.httpPort = httpPort
+        self.wake = (fds[0], fds[1])
+        self.responder = responder
+        self.log = log
+    }
+
+    /// Starts the loop's thread.
+    public func start() {
+        let thread = Thread { [self] in
+            let loop = Loop(server: self)
+            loop.run()
+            loop.closeEverything()
+            finished()
+        }
+        thread.name = "tagfix-serve"
+        inbox.withLock { $0.started = true }
+        thread.start()
+    }
+
+    /// Queues lines for every watching client. Never waits: a lock, an append, a byte to a pipe.
+    public func broadcast(_ events: [ServeEvent]) {
+        guard !events.isEmpty else { return }
+        let queued = inbox.withLock { inbox -> Bool in
+            guard inbox.stopping == nil, !inbox.finished else { return false }
+            inbox.events.append(contentsOf: events)
+            return true
+        }
+        if queued { poke() }
+    }
+
+    /// Tells every client the server is stopping (`SHUTDOWN`), gives them up to two seconds to
+    /// read what they have not, closes everything and removes the socket file; returns when the
+    /// loop's thread has ended.
+    public func stop(reason: String) async {
+        let started = inbox.withLock { inbox -> Bool in
+            if inbox.stopping == nil { inbox.stopping = reason }
+            return inbox.started
+        }
+        poke()
+        guard started else {
+            for listener in listeners { close(listener.fd) }
+            closeWake()
+            return
+        }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let done = inbox.withLock { inbox -> Bool in
+                if inbox.finished { return true }
+                inbox.waiters.append(continuation)
+                return false
+            }
+            if done { continuation.resume() }
+        }
+    }
+
+    /// The server's counts now.
+    public var stats: ServerStats { statistics.withLock { $0 } }
+
+    private func poke() {
+        var byte: UInt8 = 1
+        _ = write(wake.write, &byte, 1)
+    }
+
+    private func finished() {
+        let waiters = inbox.withLock { inbox in
+            inbox.finished = true
+            defer { inbox.waiters = [] }
+            return inbox.waiters
+        }
+        closeWake()
+        for waiter in waiters { waiter.resume() }
+    }
+
+    private func closeWake() {
+        close(wake.read)
+        close(wake.write)
+    }
+
+    // MARK: - The loop (its own thread only)
+
+    /// One connection.
+    private final class Client {
+        enum Kind { case socket, http, events }
+
+        let id: Int
+        let fd: Int32
+        var kind: Kind
+        let name: String
+        var framer = CommandFramer()
+        var watching = false
+        var authenticated: Bool
+        var output: [UInt8] = []
+        var sent = 0
+        var request: [UInt8] = []
+        var requestDone = false
+        var closeWhenFlushed = false
+
+        init(id: Int, fd: Int32, kind: Kind, name: String, authenticated: Bool) {
+            self.id = id
+            self.fd = fd
+            self.kind = kind
+            self.name = name
+            self.authenticated = authenticated
+        }
+
+        var unsent: Int { output.count - sent }
+    }
+
+    private final class Loop {
+        let server: EventServer
+        var clients: [Int32: Client] = [:]
+        var nextID = 1
+        var cutOff = 0
+        var stopping: String?
+        var stopRounds = 0
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+
+        init(server: EventServer) { self.server = server }
+
+        var configuration: ServeConfiguration { server.configuration }
+
+        func run() {
+            while true {
+                var fds = [pollfd(fd: server.wake.read, events: Int16(POLLIN), revents: 0)]
+                if stopping == nil {
+                    fds += server.listeners.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+                }
+                let order = Array(clients.keys)
+                for fd in order {
+                    guard let client = clients[fd] else { continue }
+                    var events = Int16(POLLIN)
+                    if client.unsent > 0 { events |= Int16(POLLOUT) }
+                    fds.append(pollfd(fd: fd, events: events, revents: 0))
+                }
+                let ready = poll(&fds, nfds_t(fds.count), stopping == nil ? -1 : 100)
+                if ready < 0 && errno != EINTR { server.log("serve: poll failed: \(Socket.errorText())") }
+                if stopping != nil {
+                    stopRounds += 1
+                    if clients.values.allSatisfy({ $0.unsent == 0 }) || stopRounds > 20 { return }
+                }
+                for entry in fds where entry.revents != 0 {
+                    if entry.fd == server.wake.read {
+                        drainWake()
+                    } else if let listener = server.listeners.first(where: { $0.fd == entry.fd }) {
+                        accept(listener)
+                    } else if let client = clients[entry.fd] {
+                        if entry.revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 { read(client) }
+                        if clients[entry.fd] != nil, entry.revents & Int16(POLLOUT) != 0 { flush(client) }
+                    }
+                }
+                publishStats()
+            }
+        }
+
+        func drainWake() {
+            while Glibc.read(server.wake.read, &buffer, buffer.count) > 0 {}
+            let (events, stop) = server.inbox.withLock { inbox in
+                defer { inbox.events = [] }
+                return (inbox.events, inbox.stopping)
+            }
+            deliver(events)
+            if let stop, stopping == nil {
+                stopping = stop
+                let line = ServeEvent(kind: .shutdown, line: ServeMessage.shutdown(reason: stop))
+                for client in Array(clients.values) where client.kind != .http {
+                    enqueue(client, client.kind == .events ? HTTPResponse.event(line) : Array((line.line + "\n").utf8))
+                }
+                for client in Array(clients.values) {
+                    client.closeWhenFlushed = true
+                    if client.unsent == 0 { drop(client) }
+                }
+            }
+        }
+
+        func deliver(_ events: [ServeEvent]) {
+            for event in events {
+                let lineBytes = Array((event.line + "\n").utf8)
+                var sseBytes: [UInt8]?
+                for client in Array(clients.values) {
+                    switch client.kind {
+                    case .socket where client.watching:
+                        enqueue(client, lineBytes)
+                    case .events:
+                        if sseBytes == nil { sseBytes = HTTPResponse.event(event) }
+                        enqueue(client, sseBytes ?? [])
+                    default:
+                        continue
+                    }
+                }
+            }
+        }
+
+        func accept(_ listener: Listener) {
+            while true {
+                let fd = Glibc.accept(listener.fd, nil, nil)
+                guard fd >= 0 else { return }
+                Socket.nonBlocking(fd)
+                var yes: Int32 = 1
+                if listener.kind != .unix { setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &yes, socklen_t(MemoryLayout<Int32>.size)) }
+                guard clients.count < configuration.maximumClients else {
+                    let refusal = Array(
+                        (ServeMessage.error("too many clients (\(configuration.maximumClients)); try again later") + "\n").utf8)
+                    _ = refusal.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                    close(fd)
+                    continue
+                }
+                let id = nextID
+                nextID += 1
+                let peer = listener.kind == .unix ? "unix socket" : Socket.peerName(fd)
+                let isHTTP = listener.kind == .http
+                let client = Client(
+                    id: id, fd: fd, kind: isHTTP ? .http : .socket, name: "\(isHTTP ? "HTTP" : "socket") client \(id) (\(peer))",
+                    authenticated: configuration.token == nil || listener.kind == .unix)
+                clients[fd] = client
+                if !isHTTP { enqueue(client, Array((ServeMessage.version(release: configuration.release) + "\n").utf8)) }
+            }
+        }
+
+        func read(_ client: Client) {
+            for _ in 0..<4 {
+                let count = recv(client.fd, &buffer, buffer.count, 0)
+                if count == 0 { return drop(client) }
+                if count < 0 {
+                    if errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR { return }
+                    return drop(client)
+                }
+                switch client.kind {
+                case .socket: commands(client, buffer[0..<count])
+                case .http: request(client, buffer[0..<count])
+                case .events: break  // nothing more is read from an event stream
+                }
+                guard clients[client.fd] != nil, count == buffer.count else { return }
+            }
+        }
+
+        func commands(_ client: Client, _ bytes: ArraySlice<UInt8>) {
+            for piece in client.framer.feed(bytes) {
+                guard clients[client.fd] != nil, !client.closeWhenFlushed else { return }
+                switch piece {
+                case .tooLong:
+                    reply(
+                        client,
+                        [ServeMessage.error("command longer than \(ClientCommand.maximumLength) bytes; skipped to the end of its line")])
+                case .command(let text):
+                    do throws(ProtocolError) {
+                        try run(ClientCommand.parse(text), for: client)
+                    } catch {
+                        reply(client, [ServeMessage.error(error.message)])
+                    }
+                }
+            }
+        }
+
+        func run(_ command: ClientCommand, for client: Client) throws(ProtocolError) {
+            if !client.authenticated {
+                switch command {
+                case .auth(let token):
+                    guard let expected = configuration.token, Self.same(token, expected) else {
+                        client.closeWhenFlushed = true
+                        reply(client, [ServeMessage.error("wrong token; closing")])
+                        return
+                    }
+                    client.authenticated = true
+                    reply(client, [#"{"class":"AUTH","authenticated":true}"#])
+                    return
+                case .version:
+                    break
+                default:
+                    throw ProtocolError("this server needs a token first: ?AUTH=\"TOKEN\";")
+                }
+            }
+            switch command {
+            case .watch(let enable):
+                if let enable { client.watching = enable }
+                reply(
+                    client,
+                    (client.watching && enable == true ? server.responder.answer(.devices) : [])
+                        + [ServeMessage.watch(enabled: client.watching)])
+            case .poll, .devices:
+                reply(client, server.responder.answer(command))
+            case .version:
+                reply(client, [ServeMessage.version(release: configuration.release)])
+            case .auth:
+                reply(client, [#"{"class":"AUTH","authenticated":true}"#])
+            }
+        }
+
+        /// Compares two tokens in time that does not depend on where they differ.
+        static func same(_ a: String, _ b: String) -> Bool {
+            let (x, y) = (Array(a.utf8), Array(b.utf8))
+            var difference = UInt8(x.count == y.count ? 0 : 1)
+            for index in 0..<max(x.count, y.count) {
+                difference |= (index < x.count ? x[index] : 0) ^ (index < y.count ? y[index] : 0xFF)
+            }
+            return difference == 0
+        }
+
+        func reply(_ client: Client, _ lines: [String]) {
+            enqueue(client, Array(lines.map { $0 + "\n" }.joined().utf8))
+        }
+
+        func request(_ client: Client, _ bytes: ArraySlice<UInt8>) {
+            guard !client.requestDone else { return }
+            client.request.append(contentsOf: bytes)
+            guard let end = HTTPRequest.headEnd(client.request) else {
+                if client.request.count > HTTPRequest.maximumHead {
+                    respond(client, HTTPResponse(status: 431, body: "request head over \(HTTPRequest.maximumHead) bytes\n"))
+                }
+                return
+            }
+            client.requestDone = true
+            let request: HTTPRequest
+            do {
+                request = try HTTPRequest(head: client.request[..<end])
+            } catch {
+                return respond(client, HTTPResponse(status: 400, body: error.message + "\n"))
+            }
+            client.request = []
+            if let token = configuration.token, request.path != "/healthz", !Self.same(request.bearerToken ?? "", token) {
+                return respond(
+                    client,
+                    HTTPResponse(
+                        status: 401, body: "this server needs its token: Authorization: Bearer TOKEN, or ?token=TOKEN\n",
+                        headers: [("WWW-Authenticate", "Bearer")]))
+            }
+            guard request.method == "GET" || request.method == "HEAD" else {
+                return respond(client, HTTPResponse(status: 405, body: "only GET\n", headers: [("Allow", "GET, HEAD")]))
+            }
+            if request.path == "/events" {
+                client.kind = .events
+                enqueue(client, HTTPResponse.eventStreamHead)
+                let since = Int(request.headers["last-event-id"] ?? request.query["since"] ?? "") ?? -1
+                if since >= 0 {
+                    for event in server.responder.verdicts(since: since) { enqueue(client, HTTPResponse.event(event)) }
+                }
+                return
+            }
+            var response = server.responder.respond(to: request, stats: currentStats())
+            response.headOnly = request.method == "HEAD"
+            respond(client, response)
+        }
+
+        func respond(_ client: Client, _ response: HTTPResponse) {
+            client.requestDone = true
+            client.closeWhenFlushed = true
+            enqueue(client, response.bytes)
+        }
+
+        func enqueue(_ client: Client, _ bytes: [UInt8]) {
+            guard clients[client.fd] != nil else { return }
+            if client.unsent + bytes.count > configuration.bufferLimit {
+                cutOff += 1
+                server.log(
+                    "serve: \(client.name) cut off: \(client.unsent + bytes.count) bytes unread, over the limit of \(configuration.bufferLimit)"
+                )
+                return drop(client)
+            }
+            if client.sent > 0, client.sent >= client.output.count / 2 {
+                client.output.removeFirst(client.sent)
+                client.sent = 0
+            }
+            client.output.append(contentsOf: bytes)
+            flush(client)
+        }
+
+        func flush(_ client: Client) {
+            while client.unsent > 0 {
+                let written = client.output.withUnsafeBytes { raw in
+                    send(client.fd, raw.baseAddress! + client.sent, client.unsent, Int32(MSG_NOSIGNAL))
+                }
+                if written > 0 {
+                    client.sent += written
+                    continue
+                }
+                if written < 0, errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR { return }
+                return drop(client)
+            }
+            client.output.removeAll(keepingCapacity: client.output.count < 65_536)
+            client.sent = 0
+            if client.closeWhenFlushed { drop(client) }
+        }
+
+        func drop(_ client: Client) {
+            guard clients.removeValue(forKey: client.fd) != nil else { return }
+            close(client.fd)
+        }
+
+        func currentStats() -> ServerStats {
+            var stats = ServerStats()
+            for client in clients.values {
+                let kind = client.kind == .socket ? "socket" : client.kind == .events ? "sse" : "http"
+                stats.clients[kind, default: 0] += 1
+            }
+            stats.cutOff = cutOff
+            return stats
+        }
+
+        func publishStats() {
+            let stats = currentStats()
+            server.statistics.withLock { $0 = stats }
+        }
+
+        func closeEverything() {
+            for client in Array(clients.values) { drop(client) }
+            for listener in server.listeners { close(listener.fd) }
+            if let path = configuration.socketPath, !path.hasPrefix("@") { unlink(path) }
+            publishStats()
+        }
+    }
+}

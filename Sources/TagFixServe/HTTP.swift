@@ -1,0 +1,124 @@
+import Foundation
+
+/// One HTTP/1.x request head, as the live page's server reads it. Pure.
+public struct HTTPRequest: Sendable, Hashable {
+    public var method: String
+    /// The path without its query.
+    public var path: String
+    public var query: [String: String]
+    /// Header names in lower case.
+    public var headers: [String: String]
+
+    /// The longest request head read; a longer one is refused (431).
+    public static let maximumHead = 16 * 1024
+
+    /// Where the head ends in `bytes` (just past the blank line), if it has.
+    public static func headEnd(_ bytes: [UInt8]) -> Int? {
+        guard bytes.count >= 4 else { return nil }
+        for index in 3..<bytes.count where bytes[index] == 10 {
+            if bytes[index - 1] == 10 { return index + 1 }
+            if bytes[index - 1] == 13, bytes[index - 2] == 10 { return index + 1 }
+            if bytes[index - 1] == 13, bytes[index - 2] == 13 { return index + 1 }
+            if bytes[index - 1] == 13, bytes[index - 3] == 13, bytes[index - 2] == 10 { return index + 1 }
+        }
+        return nil
+    }
+
+    /// Parses a request head (request line and headers).
+    /// - Throws: `ProtocolError` for anything that is not a request line and headers.
+    public init(head: some Collection<UInt8>) throws(ProtocolError) {
+        guard let text = String(validating: head, as: UTF8.self) else { throw ProtocolError("the request is not UTF-8 text") }
+        var lines = text.split(omittingEmptySubsequences: true) { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }.map(String.init)
+        guard !lines.isEmpty else { throw ProtocolError("an empty request") }
+        let requestLine = lines.removeFirst().split(separator: " ", omittingEmptySubsequences: true)
+        guard requestLine.count == 3, requestLine[2].hasPrefix("HTTP/1.") else {
+            throw ProtocolError("not an HTTP/1.x request line")
+        }
+        method = String(requestLine[0])
+        let target = requestLine[1]
+        guard target.hasPrefix("/") else { throw ProtocolError("the request target must be a path") }
+        if let mark = target.firstIndex(of: "?") {
+            path = String(target[..<mark])
+            query = Self.query(target[target.index(after: mark)...])
+        } else {
+            path = String(target)
+            query = [:]
+        }
+        headers = [:]
+        for line in lines {
+            guard let colon = line.firstIndex(of: ":") else { throw ProtocolError("a header line without a colon") }
+            let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
+            headers[name] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+    }
+
+    static func query(_ text: Substring) -> [String: String] {
+        var result: [String: String] = [:]
+        for pair in text.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let key = String(parts[0]).removingPercentEncoding ?? String(parts[0])
+            let raw = parts.count > 1 ? String(parts[1]).replacingOccurrences(of: "+", with: " ") : ""
+            result[key] = raw.removingPercentEncoding ?? raw
+        }
+        return result
+    }
+
+    /// The bearer token the request carries: `Authorization: Bearer …`, else `?token=` (which
+    /// a browser's EventSource and a phone's address bar can send).
+    public var bearerToken: String? {
+        if let header = headers["authorization"], header.lowercased().hasPrefix("bearer ") {
+            return String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+        }
+        return query["token"]
+    }
+}
+
+/// A response the server writes and then closes the connection (except `/events`).
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    public var contentType: String
+    public var body: [UInt8]
+    public var extraHeaders: [(String, String)] = []
+    /// The answer to HEAD: the head GET would have, without the body.
+    public var headOnly = false
+
+    public init(status: Int, contentType: String = "text/plain; charset=utf-8", body: String, headers: [(String, String)] = []) {
+        self.status = status
+        self.contentType = contentType
+        self.body = Array(body.utf8)
+        self.extraHeaders = headers
+    }
+
+    public static func reason(_ status: Int) -> String {
+        switch status {
+        case 200: "OK"
+        case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        case 431: "Request Header Fields Too Large"
+        case 503: "Service Unavailable"
+        default: "Error"
+        }
+    }
+
+    /// The bytes on the wire, `Connection: close`.
+    public var bytes: [UInt8] {
+        var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Type: \(contentType)\r\nContent-Length: \(body.count)\r\n"
+        head += "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n"
+        for (name, value) in extraHeaders { head += "\(name): \(value)\r\n" }
+        return Array((head + "\r\n").utf8) + (headOnly ? [] : body)
+    }
+
+    /// The head of `/events`: a stream that stays open.
+    public static let eventStreamHead = Array(
+        ("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\nX-Accel-Buffering: no\r\n"
+            + "Connection: keep-alive\r\n\r\nretry: 1000\n\n").utf8)
+
+    /// One Server-Sent Event.
+    public static func event(_ event: ServeEvent) -> [UInt8] {
+        var text = "event: \(event.kind.rawValue)\n"
+        if let id = event.id { text += "id: \(id)\n" }
+        return Array((text + "data: \(event.line)\n\n").utf8)
+    }
+}

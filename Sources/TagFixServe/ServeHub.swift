@@ -1,0 +1,141 @@
+import Synchronization
+public import TagFixCore
+public import TagFixDevices
+
+/// `tagfix serve`'s sink: one more `VerdictSink` in the session's fan-out, behind the durable
+/// session log (docs/architecture.md, "The sink seam"). It keeps the session's state
+/// (`ServeState`) and hands each verdict, scan, fix and reader change to the `EventServer`,
+/// which sends them from its own thread: `receive` and `observe` take a lock and queue, never
+/// wait for a client.
+public final class ServeHub: VerdictSink {
+    public let server: EventServer
+    private let state: StateBox
+    private let clock: (any SessionClock)?
+
+    /// Binds the listeners in `configuration` (nothing is served before `start()`).
+    /// - Parameters:
+    ///   - readers: the reader addresses, as `READER` and `DEVICES` name them.
+    ///   - gps: the GPS source (`gpsd://…`).
+    ///   - placements: the registry's tags, for the live page and `/api/tags`.
+    ///   - clock: the session's clock, for `/metrics`' fix age and `?POLL;`'s time.
+    ///   - log: where lines for the log go (a client cut off).
+    /// - Throws: `ServeError` for an address that cannot be used.
+    public init(
+        _ configuration: ServeConfiguration, readers: [String], gps: String?, placements: [RegistryEntry], clock: (any SessionClock)? = nil,
+        log: @escaping @Sendable (String) -> Void
+    ) throws(ServeError) {
+        let state = StateBox(ServeState(readers: readers, gps: gps, placements: placements))
+        self.state = state
+        self.clock = clock
+        server = try EventServer(configuration, responder: Responder(state: state, clock: clock, release: configuration.release), log: log)
+    }
+
+    /// Starts serving.
+    public func start() { server.start() }
+
+    /// Replaces the registry's tags (after SIGHUP reloaded it).
+    public func setPlacements(_ placements: [RegistryEntry]) {
+        state.value.withLock { $0.placements = placements }
+    }
+
+    /// A copy of the state now.
+    public var snapshot: ServeState { state.value.withLock { $0 } }
+
+    public func receive(_ verdict: Verdict, now: Timestamp?) {
+        let event = state.value.withLock { $0.receive(verdict) }
+        server.broadcast([event])
+    }
+
+    public func observe(_ event: VerifierEvent, now: Timestamp?) {
+        let events = state.value.withLock { $0.observe(event, now: now) }
+        server.broadcast(events)
+    }
+
+    /// Stops serving: `SHUTDOWN` to every client, their unread output given two seconds, the
+    /// sockets closed and the socket file removed.
+    public func stop(reason: String) async { await server.stop(reason: reason) }
+
+    final class StateBox: Sendable {
+        let value: Mutex<ServeState>
+        init(_ state: ServeState) { value = Mutex(state) }
+    }
+
+    struct Responder: ServeResponder {
+        let state: StateBox
+        let clock: (any SessionClock)?
+        let release: String
+
+        func answer(_ command: ClientCommand) -> [String] {
+            let now = clock?.timestamp
+            return state.value.withLock { state in
+                switch command {
+                case .poll: [state.poll(now: now)]
+                case .devices: [state.devices]
+                default: []
+                }
+            }
+        }
+
+        func verdicts(since id: Int) -> [ServeEvent] {
+            state.value.withLock { state in state.verdicts(since: id).map { ServeEvent(kind: .verdict, line: $0.line, id: $0.id) } }
+        }
+
+        func respond(to request: HTTPRequest, stats: ServerStats) -> HTTPResponse {
+            let now = clock?.timestamp
+            switch request.path {
+            case "/":
+                let page = state.value.withLock { LivePage.html(state: $0, release: release) }
+                return HTTPResponse(status: 200, contentType: "text/html; charset=utf-8", body: page)
+            case "/api/verdicts":
+                guard let since = Int(request.query["since"] ?? "0"), since >= 0 else {
+                    return HTTPResponse(status: 400, body: "since must be a verdict id (a whole number from 0)\n")
+                }
+                let lines = state.value.withLock { $0.verdicts(since: since).map(\.line) }
+                return HTTPResponse(status: 200, contentType: "application/json", body: "[" + lines.joined(separator: ",") + "]\n")
+            case "/api/tags":
+                return HTTPResponse(status: 200, contentType: "application/json", body: state.value.withLock { $0.tagsJSON } + "\n")
+            case "/healthz":
+                return HTTPResponse(status: 200, body: "ok\n")
+            case "/metrics":
+                let text = state.value.withLock { state in
+                    state.metrics(
+                        clients: stats.clients, cutOff: stats.cutOff,
+                        fixAge: now.flatMap { now in state.fix.map { $0.time.duration(to: now).seconds } })
+                }
+                return HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4", body: text)
+            default:
+                return HTTPResponse(status: 404, body: "no such page: /, /events, /api/verdicts?since=ID, /api/tags, /healthz, /metrics\n")
+            }
+        }
+    }
+}
+
+/// The session clock's time, read by the server for `/metrics` and `?POLL;`.
+public protocol SessionClock: Sendable {
+    var timestamp: Timestamp { get }
+}
+
+/// A registry that SIGHUP can replace while the verifier runs: lookups go to the registry of
+/// the moment.
+public final class ReloadableRegistry: TagRegistry {
+    private let current: Mutex<any TagRegistry>
+
+    public init(_ registry: any TagRegistry) { current = Mutex(registry) }
+
+    public func replace(with registry: any TagRegistry) { current.withLock { $0 = registry } }
+
+    private var registry: any TagRegistry { current.withLock { $0 } }
+
+    public func entry(forID id: String) throws(RegistryError) -> RegistryEntry? { try registry.entry(forID: id) }
+    public func entry(forUID uid: TagUID) throws(RegistryError) -> RegistryEntry? { try registry.entry(forUID: uid) }
+    public func placement(forTagID id: String?, uid: TagUID) throws(RegistryError) -> Placement? {
+        try registry.placement(forTagID: id, uid: uid)
+    }
+    public func placement(forTagIDUTF8 id: Span<UInt8>, uid: TagUID) throws(RegistryError) -> Placement? {
+        try registry.placement(forTagIDUTF8: id, uid: uid)
+    }
+}
+
+extension MonotonicClock: SessionClock {
+    public var timestamp: Timestamp { now }
+}

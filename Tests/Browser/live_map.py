@@ -1,0 +1,35 @@
+"""The live page in a real browser (test tooling): headless Chromium through chromedriver and
+Selenium. Opens URL, waits until its event stream is live, prints READY, then waits (up to 60 s)
+until the circle of tag TAG has the colour COLOUR, saves a screenshot to SHOT and prints
+CHANGED <fill>. Exits 1 with the page's state if the circle never changes.
+
+usage: python live_map.py URL TAG COLOUR SHOT"""
+import sys, time
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+
+url, tag, colour, shot = sys.argv[1:5]
+options = Options()
+for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1000,800"):
+    options.add_argument(flag)
+options.binary_location = "/usr/bin/chromium"
+driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+try:
+    driver.get(url)
+    fill = "return (document.querySelector('g.tag[data-tag=\"' + arguments[0] + '\"] circle') || {getAttribute: () => null}).getAttribute('fill')"
+    deadline = time.time() + 60
+    while driver.execute_script("return document.getElementById('status').textContent") != "live":
+        if time.time() > deadline:
+            sys.exit("the page's event stream never went live")
+        time.sleep(0.05)
+    print("READY", driver.execute_script(fill, tag), flush=True)
+    while driver.execute_script(fill, tag) != colour:
+        if time.time() > deadline:
+            driver.save_screenshot(shot)
+            sys.exit("the circle of %s is still %s" % (tag, driver.execute_script(fill, tag)))
+        time.sleep(0.05)
+    driver.save_screenshot(shot)
+    print("CHANGED", driver.execute_script(fill, tag), flush=True)
+finally:
+    driver.quit()
