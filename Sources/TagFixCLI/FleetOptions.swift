@@ -42,10 +42,16 @@ enum FleetOptions {
     }
 
     /// The linger, which SIGINT or SIGTERM (a second Ctrl-C) cuts short.
-    static func finish(_ publisher: FleetPublisher, _ request: FleetPublishRequest) async -> String {
+    /// `earlier`: signals caught since before the linger (a replay's); one already received ends
+    /// the linger at once.
+    static func finish(_ publisher: FleetPublisher, _ request: FleetPublishRequest, after earlier: StopSignals? = nil) async -> String {
         let again = StopSignals(StopSignals.standard)
         defer { again.cancel() }
-        let outcome = await publisher.finish(linger: request.linger, clock: MonotonicClock()) { _ = await again.wait() }
+        let interrupted = earlier?.received != nil
+        earlier?.cancel()
+        let outcome = await publisher.finish(linger: request.linger, clock: MonotonicClock()) {
+            if !interrupted { _ = await again.wait() }
+        }
         return outcome.summary(address: request.address, log: publisher.logPath, linger: request.linger)
     }
 }

@@ -293,6 +293,11 @@ struct VerifyCommand: Subcommand {
             json: json, bell: !quiet && (reader != nil || demo),
             colour: ProcessInfo.processInfo.environment["NO_COLOR"].map(\.isEmpty) ?? true)
         let publisher = try log.flatMap { log throws(CLIError) in try FleetOptions.start(publish, log: log.path) }
+        // A replay catches no signal (nothing to stop), but a publishing one lingers after it: from
+        // here the signals are caught, so a Ctrl-C before the linger's own catch is installed
+        // ends the linger instead of killing the process without its closing line.
+        let replaySignals = publisher != nil && !(demo || reader != nil || realtime) ? StopSignals(StopSignals.standard) : nil
+        defer { replaySignals?.cancel() }
         let printer = VerdictPrinter(io: io, style: style, log: log, sinks: (publisher.map { [$0] } ?? []) + sinks)
         let failure: CLIError?
         do {
@@ -302,7 +307,7 @@ struct VerifyCommand: Subcommand {
             failure = error
         }
         printer.finish()
-        if let publisher, let publish { io.err(await FleetOptions.finish(publisher, publish)) }
+        if let publisher, let publish { io.err(await FleetOptions.finish(publisher, publish, after: replaySignals)) }
         if let failure { throw failure }
         if let failure = printer.logFailure { throw .ioError(failure.description) }
         if !json { io.out(printer.summary) }

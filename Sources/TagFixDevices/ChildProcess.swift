@@ -46,6 +46,18 @@ public final class ChildProcess: Sendable {
         }
     }
 
+    /// How the child ended, once it has: `.exited(code)` or `.signalled(number)`; `nil` while it runs.
+    public var termination: Termination? {
+        guard !isRunning, let raw = status.withLock({ $0 }) else { return nil }
+        // WIFEXITED / WEXITSTATUS / WTERMSIG, which Swift does not import (macros).
+        return raw & 0x7F == 0 ? .exited((raw >> 8) & 0xFF) : .signalled(raw & 0x7F)
+    }
+
+    public enum Termination: Sendable, Hashable {
+        case exited(Int32)
+        case signalled(Int32)
+    }
+
     /// Sends `signal`, unless the child has been reaped.
     public func signal(_ signal: Int32) {
         status.withLock { status in

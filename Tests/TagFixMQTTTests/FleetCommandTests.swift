@@ -126,6 +126,39 @@ struct FleetCommandTests {
         }
     }
 
+    @Test("SIGINT during a publishing replay (before the linger) is not a kill: exit 0 and the closing line, nothing lost")
+    func interruptedReplay() async throws {
+        try await offPool {
+            let folder = try temporaryFolder()
+            // 3 000 taps: the replay is still going when its first verdict line is read.
+            let fixes = (0...3002).map { #"{"t":\#($0),"lat":53.545,"lon":9.966,"accuracy_m":3}"# }.joined(separator: ",")
+            let taps = (1...3000).map { i in
+                #"{"t":\#(i).2,"uid":"04A224B2C5\#(String(format: "%04X", i))","url":"https://tags.example.org/t/K\#(i)?lat=53.545&lon=9.966&r=30"}"#
+            }.joined(separator: ",")
+            let scenario = folder + "/long.json"
+            try #"{"name":"long","start":"2026-05-14T08:00:00Z","gps":{"fixes":[\#(fixes)]},"taps":[\#(taps)]}"#.write(
+                toFile: scenario, atomically: true, encoding: .utf8)
+            let output = Pipe()
+            let errors = Pipe()
+            let run = try ChildProcess(
+                executable: tagfixBinary,
+                arguments: [
+                    "verify", "--scenario", scenario, "--json", "--log", folder + "/day.jsonl", "--publish",
+                    "mqtt://127.0.0.1:\(PrivateGPSD.freePort())/tagfix", "--publish-linger", "600",
+                ], standardOutput: output.fileHandleForWriting.fileDescriptor, standardError: errors.fileHandleForWriting.fileDescriptor)
+            try output.fileHandleForWriting.close()
+            try errors.fileHandleForWriting.close()
+            defer { run.stop() }
+            let shown = LineReader(output.fileHandleForReading)
+            let said = LineReader(errors.fileHandleForReading)
+            #expect(eventually { !shown.all.isEmpty })
+            run.signal(SIGINT)
+            #expect(eventually(.seconds(30)) { !run.isRunning })
+            #expect(run.termination == .exited(0), "\(String(describing: run.termination)): \(said.all)")
+            #expect(eventually { said.all.contains { $0.contains("3000 unsent") } }, "\(said.all)")
+        }
+    }
+
     @Test(
         "collect stores what a fleet publishes, stops on SIGTERM, and report shows each site and device",
         .enabled(if: haveBroker, "needs mosquitto"))
