@@ -317,10 +317,14 @@ struct AnnouncedTags {
 final class LogTail {
     let path: String
     private let descriptor: Int32
-    /// Bytes of the log taken so far (whole lines only).
-    private(set) var offset: off_t = 0
-    /// Read and not yet taken (the start of a line, or lines beyond the last limit).
+    /// The log's offset of `pending`'s first byte.
+    private var base: off_t = 0
+    /// Read and not yet taken from `consumed` on (the start of a line, or lines beyond the last
+    /// limit); what is before `consumed` was taken, and is dropped once it is most of the buffer.
     private var pending: [UInt8] = []
+    private var consumed = 0
+    /// pread's buffer, kept from one read to the next.
+    private var chunk = [UInt8](repeating: 0, count: 16384)
 
     /// - Throws: `FleetPublishError.log` when the log cannot be opened.
     init(path: String) throws(FleetPublishError) {
@@ -334,9 +338,8 @@ final class LogTail {
     /// Up to `limit` whole, non-blank lines after those taken before (without their newlines).
     func readLines(limit: Int) -> [[UInt8]] {
         var lines: [Range<Int>] = []
-        var start = 0
-        var scanned = 0
-        var chunk = [UInt8](repeating: 0, count: 65536)
+        var start = consumed
+        var scanned = consumed
         while lines.count < limit {
             if let newline = pending[scanned...].firstIndex(of: 0x0A) {
                 let line = start..<newline
@@ -346,14 +349,18 @@ final class LogTail {
                 continue
             }
             scanned = pending.count
-            let count = chunk.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, offset + off_t(pending.count)) }
+            let count = chunk.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, base + off_t(pending.count)) }
             if count < 0, errno == EINTR { continue }
             guard count > 0 else { break }
             pending += chunk[..<count]
         }
         let taken = lines.map { Array(pending[$0]) }
-        offset += off_t(start)
-        pending.removeFirst(start)
+        consumed = start
+        if consumed == pending.count || (consumed > 65536 && consumed * 2 > pending.count) {
+            pending.removeFirst(consumed)
+            base += off_t(consumed)
+            consumed = 0
+        }
         return taken
     }
 }
