@@ -15,13 +15,16 @@ def render(rows):
     lines = ["## 8. Fleets over MQTT (a private mosquitto on loopback)\n",
              "`TagFixBench fleet`: a private mosquitto (`PrivateMosquitto`, no persistence) on this machine. "
              "**Collector**: the same stream of verdicts (the example site's records, repeated) is queued in the broker for two "
-             "kept sessions, then drained by `tagfix collect`'s collector (parse, check, `INSERT OR IGNORE` into the "
-             "fleet store, one transaction per read) and by `mosquitto_sub -q 1 -C N` writing to a file, one after the "
-             "other in the same run. **Publisher CPU**: user + system time of the process per verdict while a "
-             "`FleetPublisher` takes verdicts (`receive`: the record encoded, queued) and sends them (two QoS 1 messages: "
-             "the verdict and the retained last), reads the PUBACKs and records them in `LOG.acks` (one fsync per read); "
-             "the broker's own work is another process. **Verdict → stored**: from the fan-out (the session log's "
-             "append and fsync first) to the collector's committed row, one verdict every 20 ms.\n",
+             "kept sessions, then drained by `tagfix collect`'s collector (one pass over each message for its syntax and its "
+             "`id`, `device`, `time`, `verdict`; `INSERT OR IGNORE` into the fleet store, one transaction per read) and by "
+             "`mosquitto_sub -q 1 -C N` writing to a file, one after the other in the same run. **Publisher CPU**: what "
+             "publishing adds, user + system time of the process per verdict while a `FleetPublisher` takes verdicts "
+             "(`receive`: the tag noted, the thread woken), reads each record's line back from the session log, sends it "
+             "(two QoS 1 messages: the verdict and the retained last), reads the PUBACKs and records them in `LOG.acks` "
+             "(one fsync once nothing is in flight or 256 have gathered). The log's own work (encoding, append, fsync) is "
+             "there without publishing: its records are written before the clock starts. The broker's work is another "
+             "process. **Verdict → stored**: from the fan-out (the session log's append and fsync first) to the "
+             "collector's committed row, one verdict every 20 ms.\n",
              "| run | verdicts | collector stored/s | mosquitto_sub to a file /s | ratio | publisher CPU µs/verdict | verdict → stored p50 | p99 |",
              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for i, (c, p, l) in enumerate(zip(collect, cpu, latency), 1):

@@ -61,14 +61,23 @@ func fleetBenchmark(verdicts count: Int, latencyRounds: Int) async -> [String] {
             #"{"bench":"fleet-collect","verdicts":\#(count),"collector_stored":\#(stored),"collector_per_s":\#(Int(Double(stored) / collectSeconds)),"mosquitto_sub_received":\#(received),"mosquitto_sub_per_s":\#(Int(Double(received) / subSeconds)),"ratio":\#(String(format: "%.2f", (Double(stored) / collectSeconds) / (Double(received) / subSeconds)))}"#
         )
 
-        // 2. A publisher's CPU per verdict: receive (encode, queue), publish, PUBACK, the ack's
-        // line (the broker has no subscriber: its work is not in this process).
+        // 2. What publishing adds per verdict: receive (the tag noted), the record's line read
+        // back from the log, publish, PUBACK, `LOG.acks` (the broker has no subscriber: its work
+        // is not in this process). The log's own work (encoding, append, fsync) is done without
+        // publishing too: the records are in the log before the clock starts, as the fan-out
+        // writes each before the publisher hears of it.
         let cpuLog = folder + "/cpu.jsonl"
         _ = FileManager.default.createFile(atPath: cpuLog, contents: Data(Array(sample[0].utf8) + [0x0A]))
         let cpuPublisher = try FleetPublisher(settings: settings, site: "yard", device: "bench-cpu", logPath: cpuLog, window: 64)
         cpuPublisher.start()
         _ = await cpuPublisher.drain(within: .seconds(30), clock: MonotonicClock())
         let verdicts = try exampleVerdicts()
+        let appended = FileHandle(forWritingAtPath: cpuLog)
+        appended?.seekToEndOfFile()
+        var records = ""
+        for index in 0..<count { records += SessionRecord(verdicts[index % verdicts.count]).encoded() + "\n" }
+        appended?.write(Data(records.utf8))
+        try appended?.close()
         let before = processCPU()
         for index in 0..<count { cpuPublisher.receive(verdicts[index % verdicts.count], now: nil) }
         let cpuOutcome = await cpuPublisher.finish(linger: .seconds(300), clock: MonotonicClock())

@@ -162,9 +162,25 @@ public struct FleetTopics: Sendable, Hashable {
 
     /// The site of a verdict topic (`PREFIX/SITE/verdict/TAG_ID`), or nil for any other topic.
     public static func site(ofVerdictTopic topic: String) -> String? {
-        let levels = topic.split(separator: "/", omittingEmptySubsequences: false)
-        guard levels.count == 4, levels[2] == "verdict" else { return nil }
-        return String(levels[1])
+        // The three slashes found in one pass over the bytes (a collector does this per message).
+        let utf8 = topic.utf8
+        var slashes: (String.Index, String.Index, String.Index)?
+        var first: String.Index?
+        var second: String.Index?
+        for index in utf8.indices where utf8[index] == UInt8(ascii: "/") {
+            if first == nil {
+                first = index
+            } else if second == nil {
+                second = index
+            } else if let first, let second, slashes == nil {
+                slashes = (first, second, index)
+            } else {
+                return nil
+            }
+        }
+        guard let (first, second, third) = slashes else { return nil }
+        guard topic[topic.index(after: second)..<third] == "verdict" else { return nil }
+        return String(topic[topic.index(after: first)..<second])
     }
 }
 

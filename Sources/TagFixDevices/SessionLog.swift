@@ -96,8 +96,13 @@ public final class SessionLog: Sendable {
     /// Whether `value` is a verdict record: a JSON object with an ISO 8601 `time` and a `verdict`
     /// string (the members `SessionRecord` requires; schema in docs/verifier.md).
     public static func isRecord(_ value: JSONValue) -> Bool {
-        guard let time = value["time"]?.string, Timestamp(iso8601: time) != nil else { return false }
-        return value["verdict"]?.string != nil
+        isRecord(time: value["time"]?.string, verdict: value["verdict"]?.string)
+    }
+
+    /// `isRecord` from a record's `time` and `verdict` strings, however they were read.
+    public static func isRecord(time: String?, verdict: String?) -> Bool {
+        guard let time, Timestamp(iso8601: time) != nil else { return false }
+        return verdict != nil
     }
 
     /// Appends one record (a line of JSON, without its newline) and waits until it is on the disk.

@@ -148,13 +148,30 @@ final class CollectorCore: MQTTClientDelegate {
     }
 
     func received(topic: String, payload: UnsafeRawBufferPointer) {
-        guard let site = FleetTopics.site(ofVerdictTopic: topic), let value = try? JSONValue.parse(payload),
-            let id = value["id"]?.string, !id.isEmpty, let device = value["device"]?.string, SessionLog.isRecord(value)
+        guard let site = FleetTopics.site(ofVerdictTopic: topic),
+            let fields = MessageScan.fields(payload) ?? FleetMessageFields.parsed(payload),
+            let id = fields.id, !id.isEmpty, let device = fields.device, SessionLog.isRecord(time: fields.time, verdict: fields.verdict)
         else {
             counts.withLock { $0.rejected += 1 }
             return
         }
         let message = FleetStore.Stored(id: id, site: site, device: device, payload: String(decoding: payload, as: UTF8.self))
         batch.withLock { $0.append(message) }
+    }
+}
+
+/// What a collector reads from a message: its top-level `id`, `device`, `time` and `verdict`
+/// strings (nil: missing, or not a string).
+struct FleetMessageFields: Sendable, Hashable {
+    var id: String?
+    var device: String?
+    var time: String?
+    var verdict: String?
+
+    /// By the JSON parser (nil: not JSON, or not an object): what `MessageScan` is not sure of.
+    static func parsed(_ payload: UnsafeRawBufferPointer) -> FleetMessageFields? {
+        guard let value = try? JSONValue.parse(payload) else { return nil }
+        return FleetMessageFields(
+            id: value["id"]?.string, device: value["device"]?.string, time: value["time"]?.string, verdict: value["verdict"]?.string)
     }
 }

@@ -6,9 +6,10 @@ public import TagFixDevices
 
 /// `verify --publish`: every verdict of the session log, to the broker, once acknowledged
 /// (docs/fleet.md). The log is the outbox: this sink is not durable, so the fan-out hands it a
-/// verdict only after the log has it on the disk; `receive` queues and wakes the client's thread,
-/// which publishes (QoS 1) and records each PUBACK in `LOG.acks`. A run on a log with
-/// unacknowledged records sends them first, in order, with the ids and bytes they had.
+/// verdict only after the log has it on the disk; `receive` notes the verdict's tag and wakes the
+/// client's thread, which reads the record's line back from the log (the bytes on the disk, not
+/// encoded a second time), publishes it (QoS 1) and records the PUBACKs in `LOG.acks`. A run on a
+/// log with unacknowledged records sends them first, in order, with the ids and bytes they had.
 public final class FleetPublisher: VerdictSink {
     public let topics: FleetTopics
     public let logPath: String
@@ -43,12 +44,13 @@ public final class FleetPublisher: VerdictSink {
             throw .needsLog("--publish needs --log FILE, a regular file: the session log is the outbox it publishes from")
         }
         let acks = try AcknowledgementFile(log: logPath, device: device)
-        guard let data = FileManager.default.contents(atPath: logPath) else { throw .log(logPath, "cannot read it") }
+        let reader = try LogTail(path: logPath)
         var queue = OutboxQueue(window: window)
         var sequence = 0
         var session: String?
-        for line in Array(data).split(separator: 0x0A, omittingEmptySubsequences: true) {
-            if line.allSatisfy({ $0 == 0x20 || $0 == 0x0D || $0 == 0x09 }) { continue }
+        // Every whole line now in the log (a line still being written is read with the verdict
+        // that announces it).
+        for line in reader.readLines(limit: .max) {
             sequence += 1
             if session == nil { session = FleetMessage.session(firstLine: line) }
             guard let session, !acks.acknowledged.contains(sequence) else { continue }
@@ -59,7 +61,7 @@ public final class FleetPublisher: VerdictSink {
         connection.clientID = "tagfix-\(device)-\(getpid())"
         connection.cleanSession = true
         connection.will = .init(topic: topics.status, payload: "offline")
-        core = PublisherCore(topics: topics, queue: queue, nextSequence: sequence + 1, session: session, acks: acks)
+        core = PublisherCore(topics: topics, queue: queue, nextSequence: sequence + 1, session: session, acks: acks, log: reader)
         client = MQTTClient(settings: connection, delegate: core)
     }
 
@@ -83,17 +85,11 @@ public final class FleetPublisher: VerdictSink {
 
     // MARK: - VerdictSink
 
-    /// Queues the verdict the log has just written and wakes the client: never waits for the
-    /// network.
+    /// Notes the verdict the log has just written (its tag, for the topic) and wakes the client,
+    /// whose thread reads the record's line from the log: never waits for the network, and never
+    /// encodes the record a second time.
     public func receive(_ verdict: Verdict, now: Timestamp?) {
-        let line = Array(SessionRecord(verdict).encoded().utf8)
-        core.state.withLock { state in
-            let sequence = state.nextSequence
-            state.nextSequence += 1
-            let session = state.session ?? FleetMessage.session(firstLine: line)
-            state.session = session
-            state.queue.add(Self.entry(line: line, tagID: verdict.tagID, sequence: sequence, session: session, topics: topics))
-        }
+        core.state.withLock { $0.announced.append(verdict.tagID) }
         client.wake()
     }
 
@@ -144,18 +140,54 @@ final class PublisherCore: MQTTClientDelegate {
         var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
         var cancelled: Set<Int> = []
         var nextWaiter = 0
+        /// The tags of verdicts `receive` took whose lines the client's thread has not read from
+        /// the log yet, in order.
+        var announced = AnnouncedTags()
 
-        var unsettled: Int { queue.unacknowledged + settled.count }
+        var unsettled: Int { queue.unacknowledged + settled.count + announced.count }
+
+        /// Whether the acknowledgements gathered so far go to the disk now: when nothing more is
+        /// in flight (a verdict at a time: at once), or once `PublisherCore.settleBatch` have
+        /// gathered (a burst: one fsync for many). Until then they do not count.
+        var settleNow: Bool { !settled.isEmpty && (queue.inFlightCount == 0 || settled.count >= PublisherCore.settleBatch) }
     }
+
+    /// Acknowledgements recorded with one fsync at most, while more are in flight.
+    static let settleBatch = 256
 
     let topics: FleetTopics
     let state: Mutex<State>
     let acks: Mutex<AcknowledgementFile>
+    /// The session log, read from where the last read stopped (on the client's thread).
+    let log: Mutex<LogTail>
 
-    init(topics: FleetTopics, queue: OutboxQueue, nextSequence: Int, session: String?, acks: sending AcknowledgementFile) {
+    init(
+        topics: FleetTopics, queue: OutboxQueue, nextSequence: Int, session: String?, acks: sending AcknowledgementFile,
+        log: sending LogTail
+    ) {
         self.topics = topics
         state = Mutex(State(queue: queue, nextSequence: nextSequence, session: session))
         self.acks = Mutex(acks)
+        self.log = Mutex(log)
+    }
+
+    /// Reads the lines of the verdicts `receive` announced from the log and queues them, each with
+    /// the next sequence number. A line not yet whole in the log waits for the next wake.
+    func readAnnounced() {
+        let (wanted, nextSequence, known) = state.withLock { ($0.announced.count, $0.nextSequence, $0.session) }
+        guard wanted > 0 else { return }
+        let lines = log.withLock { $0.readLines(limit: wanted) }
+        guard !lines.isEmpty else { return }
+        let session = known ?? FleetMessage.session(firstLine: lines[0])
+        state.withLock { state in
+            for (offset, line) in lines.enumerated() {
+                let tagID = state.announced.removeFirst()
+                state.queue.add(
+                    FleetPublisher.entry(line: line, tagID: tagID, sequence: nextSequence + offset, session: session, topics: topics))
+            }
+            state.nextSequence = nextSequence + lines.count
+            state.session = session
+        }
     }
 
     /// Returns once nothing is unacknowledged (or the task is cancelled).
@@ -196,11 +228,13 @@ final class PublisherCore: MQTTClientDelegate {
     func connected(_ link: MQTTLink, sessionPresent: Bool) {
         state.withLock { $0.problem = nil }
         _ = link.publish(topics.status, Array("online".utf8), retain: true)
+        readAnnounced()
         send(link)
     }
 
     func wake(_ link: MQTTLink) {
-        settle()
+        if state.withLock({ $0.settleNow }) { settle() }
+        readAnnounced()
         send(link)
     }
 
@@ -218,7 +252,7 @@ final class PublisherCore: MQTTClientDelegate {
         }
     }
 
-    /// Records the acknowledgements the last read brought (one fsync), then wakes a `drain`
+    /// Records the acknowledgements gathered since the last time (one fsync), then wakes a `drain`
     /// waiting for an empty outbox.
     private func settle() {
         acks.withLock { acks in
@@ -250,5 +284,83 @@ final class PublisherCore: MQTTClientDelegate {
     func stopping(_ link: MQTTLink) {
         settle()
         _ = link.publish(topics.status, Array("offline".utf8), retain: true)
+    }
+}
+
+/// The tags of announced verdicts, first in first out (a head index instead of shifting).
+struct AnnouncedTags {
+    private var tags: [String?] = []
+    private var head = 0
+
+    var count: Int { tags.count - head }
+
+    mutating func append(_ tag: String?) { tags.append(tag) }
+
+    /// The oldest tag (the caller knows there is one).
+    mutating func removeFirst() -> String? {
+        let tag = tags[head]
+        head += 1
+        if head == tags.count {
+            tags.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head > 1024, head * 2 > tags.count {
+            tags.removeFirst(head)
+            head = 0
+        }
+        return tag
+    }
+}
+
+/// The session log read from its start, a few whole lines at a time: where the last read stopped
+/// is kept, so each byte is read once. Only whole lines (ending in a newline) are taken; blank
+/// lines are passed over as the log's reader does.
+final class LogTail {
+    let path: String
+    private let descriptor: Int32
+    /// The log's offset of `pending`'s first byte.
+    private var base: off_t = 0
+    /// Read and not yet taken from `consumed` on (the start of a line, or lines beyond the last
+    /// limit); what is before `consumed` was taken, and is dropped once it is most of the buffer.
+    private var pending: [UInt8] = []
+    private var consumed = 0
+    /// pread's buffer, kept from one read to the next.
+    private var chunk = [UInt8](repeating: 0, count: 16384)
+
+    /// - Throws: `FleetPublishError.log` when the log cannot be opened.
+    init(path: String) throws(FleetPublishError) {
+        self.path = path
+        descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw .log(path, String(cString: strerror(errno))) }
+    }
+
+    deinit { close(descriptor) }
+
+    /// Up to `limit` whole, non-blank lines after those taken before (without their newlines).
+    func readLines(limit: Int) -> [[UInt8]] {
+        var lines: [Range<Int>] = []
+        var start = consumed
+        var scanned = consumed
+        while lines.count < limit {
+            if let newline = pending[scanned...].firstIndex(of: 0x0A) {
+                let line = start..<newline
+                start = newline + 1
+                scanned = start
+                if !pending[line].allSatisfy({ $0 == 0x20 || $0 == 0x0D || $0 == 0x09 }) { lines.append(line) }
+                continue
+            }
+            scanned = pending.count
+            let count = chunk.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, base + off_t(pending.count)) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { break }
+            pending += chunk[..<count]
+        }
+        let taken = lines.map { Array(pending[$0]) }
+        consumed = start
+        if consumed == pending.count || (consumed > 65536 && consumed * 2 > pending.count) {
+            pending.removeFirst(consumed)
+            base += off_t(consumed)
+            consumed = 0
+        }
+        return taken
     }
 }

@@ -328,15 +328,16 @@ final class MQTTClient: Sendable {
             if ready < 0, Glibc.errno != EINTR { return "poll failed (\(String(cString: strerror(Glibc.errno))))" }
             var result = MOSQ_ERR_SUCCESS.rawValue
             if fds[0].revents & Int16(POLLIN | POLLERR | POLLHUP) != 0 {
-                result = mosquitto_loop_read(handle, 1)
                 // Whatever else already waits on the socket is read now, so the delegate's `wake`
                 // handles a burst at once (one commit, one fsync) instead of one packet at a time.
-                var more = [pollfd(fd: socket, events: Int16(POLLIN), revents: 0)]
-                var packets = 1
-                while result == MOSQ_ERR_SUCCESS.rawValue, packets < 512, poll(&more, 1, 0) > 0, more[0].revents & Int16(POLLIN) != 0 {
+                // The socket is non-blocking: a read that finds it empty ends with EAGAIN (which
+                // libmosquitto's own loop also goes by), so no poll is needed between packets.
+                var packets = 0
+                repeat {
+                    Glibc.errno = 0
                     result = mosquitto_loop_read(handle, 1)
                     packets += 1
-                }
+                } while result == MOSQ_ERR_SUCCESS.rawValue && packets < 512 && Glibc.errno != EAGAIN && Glibc.errno != EWOULDBLOCK
             }
             if result == MOSQ_ERR_SUCCESS.rawValue, mosquitto_want_write(handle) { result = mosquitto_loop_write(handle, 1) }
             if result == MOSQ_ERR_SUCCESS.rawValue { result = mosquitto_loop_misc(handle) }
