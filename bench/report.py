@@ -318,6 +318,12 @@ if os.path.exists(f"{out}/serve.jsonl"):
     print(text)
     goals += serve_goals
 
+if os.path.exists(f"{out}/pcsc.jsonl"):
+    import pcsc_section
+    text, pcsc_goals = pcsc_section.render(rows("pcsc.jsonl"))
+    print(text)
+    goals += pcsc_goals
+
 print("## Goals\n")
 for ok, text in goals:
     print(f"- {met(ok)}: {text}")

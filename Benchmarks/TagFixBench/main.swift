@@ -8,6 +8,7 @@
 //   TagFixBench sun [ROUNDS]          checking one NTAG 424 DNA SUN URL (AES, CMAC), µs per URL
 //   TagFixBench sun-tap [ROUNDS]      an NTAG 424 DNA SUN tap → verdict on the PN532 emulator at 115200 baud
 //   TagFixBench fleet [VERDICTS] [ROUNDS]  MQTT: collector vs mosquitto_sub, publisher CPU, verdict → stored
+//   TagFixBench pcsc-read [ROUNDS]    tag placed → verdict through a private pcscd (vpcd), beside pyscard
 import Foundation
 
 let arguments = Array(CommandLine.arguments.dropFirst())
@@ -23,6 +24,8 @@ case "serve-fan-out":
 case "tag-read":
     await tagReadBenchmark(
         rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15, python: ProcessInfo.processInfo.environment["TAGFIX_BENCH_PYTHON"])
+case "pcsc-read":
+    await pcscReadBenchmark(rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15)
 case "sun":
     for line in sunBenchmark(rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15) { print(line) }
 case "sun-tap":

@@ -42,6 +42,19 @@ public final class VPCDEmulator: Sendable {
         public var headers: [[UInt8]] = []
         /// Times the card connected to vpcd.
         public var connections = 0
+        /// When the card last connected (put in the field), and when pcscd first spoke to it
+        /// on that connection (its power-on: pcscd noticed the card).
+        public var connectedAt: ContinuousClock.Instant?
+        public var noticedAt: ContinuousClock.Instant?
+        /// Every APDU answered, whole, with when it arrived and when its answer went out.
+        public var exchanges: [Exchange] = []
+    }
+
+    /// One APDU and its answer, as the card saw them (benchmarks measure from these).
+    public struct Exchange: Sendable, Hashable {
+        public var command: [UInt8]
+        public var received: ContinuousClock.Instant
+        public var answered: ContinuousClock.Instant
     }
 
     private struct State: Sendable {
@@ -106,6 +119,9 @@ public final class VPCDEmulator: Sendable {
 
     public var traffic: Traffic { state.withLock { $0.traffic } }
 
+    /// Forgets the traffic so far (a benchmark's next round).
+    public func clearTraffic() { state.withLock { $0.traffic = Traffic() } }
+
     /// Whether a card is connected to vpcd now.
     public var connected: Bool { state.withLock { $0.inField != nil } }
 
@@ -154,6 +170,8 @@ public final class VPCDEmulator: Sendable {
             state.withLock { state in
                 state.inField = slot
                 state.traffic.connections += 1
+                state.traffic.connectedAt = .now
+                state.traffic.noticedAt = nil
             }
             converse(socket, slot: slot)
             close(socket)
@@ -173,7 +191,11 @@ public final class VPCDEmulator: Sendable {
             guard let ready = Self.waitReadable(socket, milliseconds: 20) else { return }
             guard ready else { continue }
             guard let message = Self.receive(socket) else { return }
+            let received = ContinuousClock.now
             if hung { continue }
+            state.withLock { state in
+                if state.traffic.noticedAt == nil { state.traffic.noticedAt = received }
+            }
             if message.count == 1 {
                 switch message[0] {
                 case 0x02: reader.tag.reset()  // reset: the tag is selected again
@@ -201,6 +223,8 @@ public final class VPCDEmulator: Sendable {
             var answer = reader.answer(message)
             if corrupt { answer = Array(answer.prefix(1)) }
             guard Self.send(socket, answer) else { return }
+            let exchange = Exchange(command: message, received: received, answered: .now)
+            state.withLock { $0.traffic.exchanges.append(exchange) }
         }
     }
 

@@ -185,6 +185,31 @@ struct PCSCEndToEndTests {
         #expect(verdict["uid"]?.string == Hex.encode(tag.uid))
     }
 
+    @Test("the card logs every APDU whole and in order, with its times (TagFixBench pcsc-read measures from them)")
+    func exchangeLog() async throws {
+        // A URL that fits pages 3–10 with its TLV: the planner's first FAST_READ takes it whole.
+        let url = "https://t.example/A1"
+        let tag = ntag213(url: url)
+        #expect(NDEFMessage(records: [.uri(url)]).encoded().count + 2 + 16 <= 4 * 11)
+        let bench = try await PCSCBench.start(tags: [tag])
+        defer { bench.stop() }
+        let result = try await TagfixProcess.run(
+            ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+        #expect(result.code == 0, "\(result.err)")
+        let traffic = bench.card.traffic
+        #expect(traffic.exchanges.count == traffic.apdus)
+        #expect(traffic.exchanges.map { Array($0.command.prefix(4)) } == traffic.headers)
+        #expect(traffic.exchanges.allSatisfy { $0.received <= $0.answered })
+        #expect(zip(traffic.exchanges, traffic.exchanges.dropFirst()).allSatisfy { $0.answered <= $1.received })
+        let placed = try #require(traffic.connectedAt)
+        let noticed = try #require(traffic.noticedAt)
+        #expect(placed <= noticed && noticed <= (traffic.exchanges.first?.received ?? noticed))
+        // GET DATA (the UID), one FAST_READ of pages 3–10, READ_SIG: the read planner's minimum.
+        #expect(traffic.exchanges.count == 3, "\(traffic.exchanges.map { Hex.encode($0.command) })")
+        bench.card.clearTraffic()
+        #expect(bench.card.traffic.exchanges.isEmpty && bench.card.traffic.connectedAt == nil)
+    }
+
     @Test("a Type 4 tag: SELECT, the CC file and the NDEF file, through pcscd")
     func type4() async throws {
         let url = "https://type4.example/" + String(repeating: "p", count: 300)

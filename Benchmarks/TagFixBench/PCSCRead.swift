@@ -1,0 +1,198 @@
+// Tag placed → verdict through pcscd: a private pcscd (PrivatePCSCD, its own mount namespace)
+// with the vsmartcard reader, the card behind it emulated in this process (VPCDEmulator, a PC/SC
+// Part 3 reader with an NTAG in its field). Both clients are measured on the card's side, from
+// its own log, the same way: from pcscd's first word to the card (its power-on: pcscd noticed
+// the card) to the answer to the client's last APDU. TagFix is the live pipeline (PCSCReader +
+// LiveVerifier, mock GPS) in this process; the peer is bench/pcsc_peer.py (Debian's
+// python3-pyscard), which sends exactly the APDUs TagFix sent for the same tag, taken from the
+// card's log. The APDU floor is what no reader can do without: GET DATA for the UID, FAST_READs
+// of the CC through the NDEF TLV's end (60 pages each) and READ_SIG; the planner's minimum adds
+// the fixed first read it needs to learn the message's length (`apduFloor`).
+import Foundation
+import Glibc
+import TagFixCore
+import TagFixDevices
+import TagFixEmulators
+import TagFixPCSC
+import TagFixScenarios
+import TagFixTags
+
+/// The fewest APDUs for reading `message` off an NTAG: GET DATA (the UID), FAST_READs of pages
+/// 3 … the NDEF TLV's last page in 60-page pieces, READ_SIG. `planner`: as the read planner must,
+/// not knowing the message's length before it has read the TLV's header: a first FAST_READ of
+/// `firstReadPages` pages, then the rest in 60-page pieces.
+func apduFloor(message: [UInt8], planner: Bool) -> Int {
+    let header = message.count < 0xFF ? 2 : 4
+    let lastPage = (16 + header + message.count - 1) / 4
+    let pieces = { (pages: Int) in (max(0, pages) + Type2NDEFReader.fastReadPages - 1) / Type2NDEFReader.fastReadPages }
+    let reads = planner ? 1 + pieces(lastPage - (3 + Type2NDEFReader.firstReadPages) + 1) : pieces(lastPage - 3 + 1)
+    return 1 + reads + 1
+}
+
+/// One read as the card saw it: pcscd's power-on → the last answer, the first APDU → the last
+/// answer, and the APDUs.
+struct CardSpan {
+    var noticedToLast: Double
+    var firstToLast: Double
+    var placedToNoticed: Double
+    var apdus: [[UInt8]]
+}
+
+func cardSpan(_ traffic: VPCDEmulator.Traffic, until: ContinuousClock.Instant) -> CardSpan? {
+    let read = traffic.exchanges.filter { $0.answered <= until }
+    guard let noticed = traffic.noticedAt, let placed = traffic.connectedAt, let first = read.first, let last = read.last else {
+        return nil
+    }
+    return CardSpan(
+        noticedToLast: (last.answered - noticed).seconds, firstToLast: (last.answered - first.received).seconds,
+        placedToNoticed: (noticed - placed).seconds, apdus: read.map(\.command))
+}
+
+struct PCSCSide {
+    var spans: [CardSpan] = []
+    var verdict: [Double] = []
+}
+
+/// Waits (blocking) until the card has left vpcd and stayed away long enough to come back.
+private func awaitGone(_ card: VPCDEmulator) async {
+    while card.connected { try? await Task.sleep(for: .milliseconds(10)) }
+    try? await Task.sleep(for: card.options.absence + .milliseconds(50))
+}
+
+/// TagFix: PCSCReader + LiveVerifier with a mock GPS; tag `index` placed `rounds` times.
+func tagFixPCSCReads(_ card: VPCDEmulator, index: Int, rounds: Int) async -> PCSCSide {
+    let clock = MonotonicClock()
+    let gps = MockFixSource(sourceID: "mock", clock: clock)
+    var policy = VerificationPolicy()
+    policy.interpolationWait = .zero
+    let verifier = Verifier(policy: policy, registry: InMemoryRegistry())
+    let reader = PCSCReader(selection: .any, clock: clock)
+    let (events, feed) = AsyncStream<VerifierEvent>.makeStream()
+    let pipeline = Task {
+        await LiveVerifier(verifier: verifier, clock: clock).run(reader: reader, gps: gps) { feed.yield($0) }
+    }
+    let fixes = Task {
+        while !Task.isCancelled {
+            gps.send(
+                Fix(time: clock.now, mode: .threeD, coordinate: Coordinate(validLatitude: 53.545, longitude: 9.966), horizontalAccuracy: 3))
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+    }
+    var iterator = events.makeAsyncIterator()
+    func until(_ accept: (VerifierEvent) -> Bool) async {
+        while let event = await iterator.next() { if accept(event) { return } }
+    }
+    await until { if case .reader(.ready) = $0 { true } else { false } }
+    var side = PCSCSide()
+    for _ in 0..<rounds {
+        card.clearTraffic()
+        card.setPresent(true, tag: index)
+        await until { if case .verdict = $0 { true } else { false } }
+        let decided = ContinuousClock.now
+        let traffic = card.traffic
+        if let span = cardSpan(traffic, until: decided), let placed = traffic.connectedAt {
+            side.spans.append(span)
+            side.verdict.append((decided - placed).seconds)
+        }
+        card.setPresent(false, tag: index)
+        await until { if case .reader(.tagRemoved) = $0 { true } else { false } }
+        await awaitGone(card)
+    }
+    fixes.cancel()
+    pipeline.cancel()
+    feed.finish()
+    return side
+}
+
+/// pyscard through bench/pcsc_peer.py, sending `apdus`.
+func pyscardReads(_ card: VPCDEmulator, index: Int, rounds: Int, apdus: [[UInt8]], pcscd: PrivatePCSCD) async -> PCSCSide? {
+    let list = FileManager.default.temporaryDirectory.appendingPathComponent("pcsc-apdus-\(UUID().uuidString)").path
+    let text = apdus.map { $0.map { String(format: "%02x", $0) }.joined() }.joined(separator: "\n") + "\n"
+    guard (try? text.write(toFile: list, atomically: true, encoding: .utf8)) != nil else { return nil }
+    defer { try? FileManager.default.removeItem(atPath: list) }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+    process.arguments = ["bench/pcsc_peer.py", list, String(rounds)]
+    process.environment = ProcessInfo.processInfo.environment.merging(pcscd.environment) { $1 }
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    process.standardError = FileHandle.standardError
+    guard (try? process.run()) != nil else { return nil }
+    defer { process.terminate() }
+    var buffer = ""
+    func line() -> String? {
+        while !buffer.contains("\n") {
+            let chunk = pipe.fileHandleForReading.availableData
+            if chunk.isEmpty { return nil }
+            buffer += String(decoding: chunk, as: UTF8.self)
+        }
+        let index = buffer.firstIndex(of: "\n")!
+        let text = String(buffer[..<index])
+        buffer.removeSubrange(...index)
+        return text
+    }
+    guard line() == "ready" else { return nil }
+    var side = PCSCSide()
+    for _ in 0..<rounds {
+        card.clearTraffic()
+        card.setPresent(true, tag: index)
+        guard line()?.hasPrefix("read") == true else { return nil }
+        if let span = cardSpan(card.traffic, until: .now) { side.spans.append(span) }
+        card.setPresent(false, tag: index)
+        guard line() == "gone" else { return nil }
+        await awaitGone(card)
+    }
+    return side
+}
+
+func pcscReadBenchmark(rounds: Int) async {
+    guard PrivatePCSCD.available else {
+        print(#"{"bench":"pcsc-read","skipped":"needs pcscd, vsmartcard-vpcd and unshare"}"#)
+        return
+    }
+    let pcscd: PrivatePCSCD
+    do {
+        pcscd = try PrivatePCSCD()
+    } catch {
+        print(#"{"bench":"pcsc-read","skipped":"\#(error)"}"#)
+        return
+    }
+    defer { pcscd.stop() }
+    // libpcsclite reads the socket's name once, at this process's first PC/SC call: before it.
+    setenv("PCSCLITE_CSOCK_NAME", pcscd.socketPath, 1)
+    let cases = tagCases()
+    let card = VPCDEmulator(
+        tags: cases.map { try! EmulatedType2Tag.ntag($0.chip, message: $0.message) }, options: .init(port: pcscd.port))
+    defer { card.stop() }
+    for index in cases.indices { card.setPresent(false, tag: index) }
+    await awaitGone(card)
+    for (index, item) in cases.enumerated() {
+        let ours = await tagFixPCSCReads(card, index: index, rounds: rounds)
+        // The steady state's APDUs (the first tap may also learn what the reader passes through).
+        let apdus = ours.spans.last?.apdus ?? []
+        let peer = await pyscardReads(card, index: index, rounds: rounds, apdus: apdus, pcscd: pcscd)
+        let ms = { (values: [Double]) in "\(median(values) * 1000)" }
+        let low = { (values: [Double]) in "\((values.min() ?? .nan) * 1000)" }
+        let high = { (values: [Double]) in "\((values.max() ?? .nan) * 1000)" }
+        var fields: [String: String] = [
+            "bench": "\"pcsc-read\"", "tag": "\"\(item.name)\"", "message_bytes": "\(item.message.count)",
+            "floor_apdus": "\(apduFloor(message: item.message, planner: false))",
+            "planner_apdus": "\(apduFloor(message: item.message, planner: true))", "rounds": "\(ours.spans.count)",
+            "tagfix_apdus": "\(apdus.count)", "tagfix_apdus_first": "\(ours.spans.first?.apdus.count ?? 0)",
+            "tagfix_verdict_ms": ms(ours.verdict), "tagfix_verdict_ms_min": low(ours.verdict), "tagfix_verdict_ms_max": high(ours.verdict),
+            "tagfix_ms": ms(ours.spans.map(\.noticedToLast)), "tagfix_ms_min": low(ours.spans.map(\.noticedToLast)),
+            "tagfix_ms_max": high(ours.spans.map(\.noticedToLast)), "tagfix_apdu_span_ms": ms(ours.spans.map(\.firstToLast)),
+            "placed_to_noticed_ms": ms(ours.spans.map(\.placedToNoticed)),
+            "apdu_headers": "\"" + apdus.map { $0.prefix(7).map { String(format: "%02X", $0) }.joined() }.joined(separator: " ") + "\"",
+        ]
+        if let peer {
+            fields["pyscard_ms"] = ms(peer.spans.map(\.noticedToLast))
+            fields["pyscard_ms_min"] = low(peer.spans.map(\.noticedToLast))
+            fields["pyscard_ms_max"] = high(peer.spans.map(\.noticedToLast))
+            fields["pyscard_apdu_span_ms"] = ms(peer.spans.map(\.firstToLast))
+            fields["pyscard_apdus"] = "\(peer.spans.last?.apdus.count ?? 0)"
+            fields["pyscard_same_apdus"] = "\(peer.spans.allSatisfy { $0.apdus == apdus })"
+        }
+        print("{" + fields.keys.sorted().map { "\"\($0)\":\(fields[$0]!)" }.joined(separator: ",") + "}")
+    }
+}
