@@ -323,8 +323,15 @@ struct FleetBrokerTests {
         }
     }
 
+    /// Runs in a test process of its own (scripts/test's second `swift test`, which sets
+    /// TAGFIX_FLEET_SIMULATION=1): 50 publishers hold some 450 descriptors, and beside the rest of
+    /// a parallel run the process passed 1 024, where libnfc's and libgps's `select()` abort
+    /// (glibc's FD_SETSIZE check) and took the whole run with them.
     @Test(
-        "a fleet: 50 publishers, 2 collectors in one shared subscription, the broker restarted mid-way: every verdict stored exactly once")
+        "a fleet: 50 publishers, 2 collectors in one shared subscription, the broker restarted mid-way: every verdict stored exactly once",
+        .enabled(
+            if: ProcessInfo.processInfo.environment["TAGFIX_FLEET_SIMULATION"] == "1",
+            "runs in its own test process: TAGFIX_FLEET_SIMULATION=1 swift test --skip-build --filter FleetBrokerTests/fleet (scripts/test does)"))
     func fleet() async throws {
         try await offPool {
             let broker = try PrivateMosquitto()
