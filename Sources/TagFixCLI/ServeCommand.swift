@@ -79,6 +79,7 @@ struct ServeCommand: Subcommand {
         session.values["gps"] = arguments.values["gpsd"] ?? arguments.values["gps"]
         verify = try VerifyCommand(session)
         readers = try arguments.all("reader").map { text throws(CLIError) in try ReaderOption.address(text, command: name) }
+        if Set(readers.map(\.description)).count < readers.count { throw .usage("a --reader is given twice", command: name) }
         tokenPath = arguments.value("token")
         do {
             configuration = ServeConfiguration(

@@ -399,7 +399,7 @@ struct ServeEndToEndTests {
         arguments: [
             (["--http", "0.0.0.0:8080"], Int32(64), "--token"), (["--listen", "192.168.1.2:2948"], 64, "--token"),
             (["--http", "nowhere"], 64, "HOST:PORT"), (["--http", "127.0.0.1:8080", "--token", "/nonexistent/token"], 66, "token"),
-            (["--socket-group", "tagfix-no-such-group"], 64, "no such group"),
+            (["--socket-group", "tagfix-no-such-group"], 64, "no such group"), (["--reader", "pn532_uart:/dev/null"], 64, "twice"),
         ])
     func refusals(_ options: [String], _ code: Int32, _ says: String) async throws {
         let socket = "/tmp/tagfix-serve-refusal-\(UUID().uuidString.prefix(8)).sock"
