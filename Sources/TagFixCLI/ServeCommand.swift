@@ -12,8 +12,9 @@ struct ServeCommand: Subcommand {
         name: "serve",
         abstract: "Run the live verifier as a service: a gpsd-style event socket and a live site map over HTTP.",
         discussion: """
-            Owns the reader and the GPS source, verifies every tap as verify --reader does (the same \
-            policy options), keeps --log on the disk before anything is sent, and serves: a Unix socket \
+            Owns the reader (or several: --reader again) and the GPS source, verifies every tap as verify --reader does (the same \
+            policy options), keeps --log on the disk before anything is sent (with --publish, each verdict also goes to an \
+            MQTT broker as verify --publish sends it; docs/fleet.md), and serves: a Unix socket \
             (--socket, mode 0660) and optionally TCP (--listen) where clients send ?WATCH={"enable":true}; \
             and read one JSON object per line (VERSION, SCAN, FIX, VERDICT, READER, GPS, ERROR; \
             docs/protocol.md); and with --http a live page (GET /, updated by Server-Sent Events from \
@@ -26,7 +27,10 @@ struct ServeCommand: Subcommand {
             says READY=1 once it listens.
             """,
         options: [
-            .init(name: "reader", valueName: "ADDRESS", help: ReaderOption.help),
+            .init(
+                name: "reader", valueName: "ADDRESS",
+                help: ReaderOption.help + " Give several to serve them all: each verdict names its reader.",
+                repeatable: true),
             .init(
                 name: "gps", valueName: "SOURCE",
                 help: "gpsd://HOST:PORT[/DEVICE] (default gpsd://localhost:2947), or a scenario file whose GPS is replayed (mock GPS)."),
@@ -37,6 +41,7 @@ struct ServeCommand: Subcommand {
             .init(
                 name: "socket", valueName: "PATH",
                 help: "The event socket (Unix, mode 0660); default /run/tagfix/tagfix.sock as root, else $XDG_RUNTIME_DIR/tagfix.sock."),
+            .init(name: "socket-group", valueName: "GROUP", help: "Give the socket to GROUP (mode 0660): its members may connect."),
             .init(name: "listen", valueName: "HOST:PORT", help: "Also serve the event socket on TCP (gpsd's port is 2947; try 2948)."),
             .init(name: "http", valueName: "HOST:PORT", help: "Serve the live page and the HTTP API here, e.g. 127.0.0.1:8080."),
             .init(
@@ -52,13 +57,17 @@ struct ServeCommand: Subcommand {
             #"printf '?WATCH={"enable":true};\n' | socat - UNIX-CONNECT:$XDG_RUNTIME_DIR/tagfix.sock"#,
         ])
 
-    /// verify's options that decide verdicts; serve takes them as verify does.
+    /// verify's options that decide verdicts, and its --publish ones: serve takes them as verify does.
     static let policyOptions: Set<String> = [
         "sun-keys", "sun-counters", "max-accuracy", "max-fix-age", "fix-timeout", "max-radius", "default-url-radius", "allow-simulated",
         "require-genuine", "allow-unsigned-tags", "trust-key", "max-speed", "no-confirmation", "disallow",
+        // --publish (with --log, its outbox) and its MQTT options, wired as verify wires them.
+        "publish", "site", "device-id", "publish-linger", "mqtt-ca", "mqtt-password-file", "mqtt-version",
     ]
 
     var verify: VerifyCommand
+    /// Every --reader, in order.
+    var readers: [ReaderAddress]
     var configuration: ServeConfiguration
     var tokenPath: String?
 
@@ -69,6 +78,8 @@ struct ServeCommand: Subcommand {
         var session = arguments
         session.values["gps"] = arguments.values["gpsd"] ?? arguments.values["gps"]
         verify = try VerifyCommand(session)
+        readers = try arguments.all("reader").map { text throws(CLIError) in try ReaderOption.address(text, command: name) }
+        if Set(readers.map(\.description)).count < readers.count { throw .usage("a --reader is given twice", command: name) }
         tokenPath = arguments.value("token")
         do {
             configuration = ServeConfiguration(
@@ -76,6 +87,7 @@ struct ServeCommand: Subcommand {
                 listen: try arguments.value("listen").map { text throws(ServeError) in try ListenAddress(text) },
                 http: try arguments.value("http").map { text throws(ServeError) in try ListenAddress(text) },
                 token: tokenPath.map { _ in "" }, release: TagFixCommandLine.version)
+            configuration.socketGroup = arguments.value("socket-group")
             try configuration.check()
         } catch {
             throw .usage(error.message, command: name)
@@ -83,7 +95,7 @@ struct ServeCommand: Subcommand {
     }
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
-        guard let reader = verify.reader else { throw .usage("serve needs --reader ADDRESS", command: Self.spec.name) }
+        guard let reader = readers.first else { throw .usage("serve needs --reader ADDRESS", command: Self.spec.name) }
         var configuration = self.configuration
         if let tokenPath {
             do {
@@ -107,7 +119,8 @@ struct ServeCommand: Subcommand {
         let hub: ServeHub
         do {
             hub = try ServeHub(
-                configuration, readers: [reader.description], gps: verify.gpsd?.description ?? verify.scenarioPath, placements: placements,
+                configuration, readers: readers.map(\.description), gps: verify.gpsd?.description ?? verify.scenarioPath,
+                placements: placements,
                 clock: MonotonicClock(), log: { io.err($0) })
         } catch {
             throw error.kind == .usage ? .usage(error.message, command: Self.spec.name) : .unavailable(error.message)
@@ -141,7 +154,9 @@ struct ServeCommand: Subcommand {
         var failure: CLIError?
         do {
             try await verify.withPrinter(io, sinks: [hub]) { printer throws(CLIError) in
-                try await verify.live(reader: reader, scenario: scenario, verifier: verifier, printer: printer, io: io, stop: stop)
+                try await verify.live(
+                    reader: reader, also: Array(readers.dropFirst()), watch: hub.watching, scenario: scenario, verifier: verifier,
+                    printer: printer, io: io, stop: stop)
             }
         } catch {
             failure = error

@@ -342,14 +342,19 @@ extension VerifyCommand {
 
     /// A real reader with the scenario's GPS replayed from now, through the live pipeline, until
     /// --count verdicts, --timeout, or SIGINT / SIGTERM.
+    /// serve's further readers join `reader` in one stream (MergedReader), each through `watch`.
     func live(
-        reader: ReaderAddress, scenario: Scenario, verifier: Verifier, printer: VerdictPrinter, io: some TerminalOutput, stop: StopSignals
+        reader: ReaderAddress, also: [ReaderAddress] = [], watch: (any TagReader, String) -> any TagReader = { reader, _ in reader },
+        scenario: Scenario, verifier: Verifier, printer: VerdictPrinter, io: some TerminalOutput, stop: StopSignals
     ) async throws(CLIError) {
         let (count, timeout) = (self.count, self.timeout)
         let clock = MonotonicClock()
         let gps: any FixSource =
             gpsd.map { GPSDFixSource(endpoint: $0, clock: clock) } ?? scenario.devices(clock: clock, origin: clock.now).gps
-        let device = try ReaderOption.reader(reader, clock: clock, command: Self.spec.name)
+        let devices = try ([reader] + also).map { address throws(CLIError) in
+            watch(try ReaderOption.reader(address, clock: clock, command: Self.spec.name), address.description)
+        }
+        let device = devices.count == 1 ? devices[0] : MergedReader(devices)
         let (ended, end) = AsyncStream<LiveEnd>.makeStream()
         let verdicts = Counter()
         let gpsdAnswered = Counter()

@@ -1,11 +1,16 @@
 public import Foundation
 import Synchronization
+import TagFixCore
+import TagFixDevices
 
 /// Where `tagfix serve` listens, and its limits.
 public struct ServeConfiguration: Sendable {
     /// The Unix socket's path (`nil`: none).
     public var socketPath: String?
     public var socketMode: mode_t = 0o660
+    /// The group the socket is given (`--socket-group`), so its members may connect; `nil`: the
+    /// process's group.
+    public var socketGroup: String?
     /// The TCP event socket (`--listen`).
     public var listen: ListenAddress?
     /// The HTTP server (`--http`).
@@ -20,6 +25,11 @@ public struct ServeConfiguration: Sendable {
     public var maximumClients = 512
     /// The VERSION object's release.
     public var release: String
+    /// How long an HTTP client has to send its request's head (line and headers): one that has
+    /// not by then gets 408 and is closed, so a half-open request cannot hold a slot.
+    public var requestHeadTimeout: Duration = .seconds(10)
+    /// The clock `requestHeadTimeout` is measured on: the monotonic clock, or a test's.
+    public var clock: any SessionClock = MonotonicClock()
 
     public init(
         socketPath: String? = nil, listen: ListenAddress? = nil, http: ListenAddress? = nil, token: String? = nil, release: String
@@ -29,6 +39,19 @@ public struct ServeConfiguration: Sendable {
         self.http = http
         self.token = token
         self.release = release
+    }
+
+    /// The id of a group given by name (or by number).
+    public static func groupID(_ name: String) throws(ServeError) -> gid_t {
+        if let number = gid_t(name) { return number }
+        var entry = group()
+        var found: UnsafeMutablePointer<group>?
+        var buffer = [CChar](repeating: 0, count: 16_384)
+        let status = getgrnam_r(name, &entry, &buffer, buffer.count, &found)
+        guard status == 0, found != nil else {
+            throw ServeError(.usage, "--socket-group \(name): no such group (getent group lists them; or give its number)")
+        }
+        return entry.gr_gid
     }
 
     /// The default socket path: `/run/tagfix/tagfix.sock` for root, else
@@ -41,8 +64,10 @@ public struct ServeConfiguration: Sendable {
         return "/tmp/tagfix-\(uid).sock"
     }
 
-    /// Refuses a listener another machine could reach without a token.
+    /// Refuses a listener another machine could reach without a token, and a socket group
+    /// that does not exist.
     public func check() throws(ServeError) {
+        if let socketGroup { _ = try Self.groupID(socketGroup) }
         for (option, address) in [("listen", listen), ("http", http)] {
             if let address, !address.isLoopback, token == nil {
                 throw ServeError(
@@ -118,7 +143,8 @@ public final class EventServer: Sendable {
         var httpPort: Int?
         do throws(ServeError) {
             if let path = configuration.socketPath {
-                listeners.append(Listener(fd: try Socket.listenUnix(path, mode: configuration.socketMode), kind: .unix))
+                let group = try configuration.socketGroup.map { name throws(ServeError) in (name, try ServeConfiguration.groupID(name)) }
+                listeners.append(Listener(fd: try Socket.listenUnix(path, mode: configuration.socketMode, group: group), kind: .unix))
             }
             if let address = configuration.listen {
                 let (fd, port) = try Socket.listenTCP(address, option: "listen")
@@ -237,6 +263,8 @@ public final class EventServer: Sendable {
         var output: [UInt8] = []
         var sent = 0
         var request: [UInt8] = []
+        /// When an HTTP client connected: its request's head is due `requestHeadTimeout` later.
+        var opened: Timestamp?
         var requestDone = false
         var closeWhenFlushed = false
 
@@ -277,7 +305,7 @@ public final class EventServer: Sendable {
                     if client.unsent > 0 { events |= Int16(POLLOUT) }
                     fds.append(pollfd(fd: fd, events: events, revents: 0))
                 }
-                let ready = poll(&fds, nfds_t(fds.count), stopping == nil ? -1 : 100)
+                let ready = poll(&fds, nfds_t(fds.count), stopping == nil ? headWait() : 100)
                 if ready < 0 && errno != EINTR { server.log("serve: poll failed: \(Socket.errorText())") }
                 if stopping != nil {
                     stopRounds += 1
@@ -293,7 +321,27 @@ public final class EventServer: Sendable {
                         if clients[entry.fd] != nil, entry.revents & Int16(POLLOUT) != 0 { flush(client) }
                     }
                 }
+                if stopping == nil { expireHeads() }
                 publishStats()
+            }
+        }
+
+        /// The next request head due: when it is, in milliseconds from now (at most one second,
+        /// so a test's clock advanced is noticed), or -1 (no head is awaited: wait for events).
+        func headWait() -> Int32 {
+            let opened = clients.values.compactMap { $0.requestDone ? nil : $0.opened }
+            guard let first = opened.min() else { return -1 }
+            let left = configuration.clock.timestamp.duration(to: first.advanced(by: configuration.requestHeadTimeout))
+            return Int32(max(0, min(1000, left / .milliseconds(1))))
+        }
+
+        /// Answers 408 to, and closes, every HTTP client whose request head is overdue.
+        func expireHeads() {
+            let now = configuration.clock.timestamp
+            for client in Array(clients.values) where !client.requestDone {
+                guard let opened = client.opened, opened.advanced(by: configuration.requestHeadTimeout) <= now else { continue }
+                let seconds = configuration.requestHeadTimeout.components.seconds
+                respond(client, HTTPResponse(status: 408, body: "the request's head did not arrive within \(seconds) s\n"))
             }
         }
 
@@ -357,6 +405,7 @@ public final class EventServer: Sendable {
                     id: id, fd: fd, kind: isHTTP ? .http : .socket, name: "\(isHTTP ? "HTTP" : "socket") client \(id) (\(peer))",
                     authenticated: configuration.token == nil || listener.kind == .unix)
                 clients[fd] = client
+                if isHTTP { client.opened = configuration.clock.timestamp }
                 if !isHTTP { enqueue(client, Array((ServeMessage.version(release: configuration.release) + "\n").utf8)) }
             }
         }

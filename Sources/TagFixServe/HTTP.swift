@@ -96,6 +96,7 @@ public struct HTTPResponse: Sendable {
         case 401: "Unauthorized"
         case 404: "Not Found"
         case 405: "Method Not Allowed"
+        case 408: "Request Timeout"
         case 431: "Request Header Fields Too Large"
         case 503: "Service Unavailable"
         default: "Error"

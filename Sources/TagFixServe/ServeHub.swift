@@ -51,6 +51,18 @@ public final class ServeHub: VerdictSink {
         server.broadcast(events)
     }
 
+    /// `reader` as the verifier should read it: with several readers (merged into one stream
+    /// by `MergedReader`, whose events do not say whose they are), each reader's own changes
+    /// (attached, removed, an error) reach its `READER` state from its own stream. With one
+    /// reader, `reader` itself: its events arrive through `observe`.
+    public func watching(_ reader: any TagReader, address: String) -> any TagReader {
+        guard snapshot.readers.count > 1 else { return reader }
+        return ObservedReader(base: reader) { [self] event in
+            let events = state.value.withLock { $0.observe(event, reader: address, now: clock?.timestamp) }
+            server.broadcast(events)
+        }
+    }
+
     /// Stops serving: `SHUTDOWN` to every client, their unread output given two seconds, the
     /// sockets closed and the socket file removed.
     public func stop(reason: String) async { await server.stop(reason: reason) }
@@ -138,4 +150,26 @@ public final class ReloadableRegistry: TagRegistry {
 
 extension MonotonicClock: SessionClock {
     public var timestamp: Timestamp { now }
+}
+
+/// A reader whose events are shown to `observe` as they pass, before the verifier gets them.
+struct ObservedReader: TagReader {
+    let base: any TagReader
+    let observe: @Sendable (ReaderEvent) -> Void
+
+    var readerID: String { base.readerID }
+
+    func events() -> AsyncStream<ReaderEvent> {
+        let (stream, continuation) = AsyncStream<ReaderEvent>.makeStream()
+        let events = base.events()
+        let pump = Task {
+            for await event in events {
+                observe(event)
+                continuation.yield(event)
+            }
+            continuation.finish()
+        }
+        continuation.onTermination = { _ in pump.cancel() }
+        return stream
+    }
 }

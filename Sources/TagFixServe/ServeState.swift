@@ -84,9 +84,28 @@ public struct ServeState: Sendable {
     }
 
     private mutating func observe(_ event: ReaderEvent, now: Timestamp?) -> [ServeEvent] {
-        // One reader per verifier today; a scan names its own.
-        let index = 0
-        guard readers.indices.contains(index) else { return [] }
+        // One reader: its events are its own. Several (merged): a scan names its reader, the
+        // other events come through `observe(_:reader:now:)`, from each reader's own stream.
+        guard readers.count == 1 || event.scan != nil else { return [] }
+        return observe(event, index: 0, now: now)
+    }
+
+    /// Takes an event of the reader at `reader` (its address, as `readers` names it; one not
+    /// named yet is added) other than a scan, which the verifier's stream brings; returns what
+    /// watching clients are told of it.
+    public mutating func observe(_ event: ReaderEvent, reader: String, now: Timestamp?) -> [ServeEvent] {
+        guard event.scan == nil else { return [] }
+        let index =
+            readers.firstIndex { $0.path == reader }
+            ?? {
+                readers.append(ReaderState(path: reader, status: .opening))
+                return readers.count - 1
+            }()
+        return observe(event, index: index, now: now)
+    }
+
+    private mutating func observe(_ event: ReaderEvent, index: Int, now: Timestamp?) -> [ServeEvent] {
+        guard readers.indices.contains(index) || event.scan != nil else { return [] }
         switch event {
         case .ready(let description):
             readers[index].status = .attached
@@ -206,5 +225,13 @@ public struct ServeState: Sendable {
         text += "# HELP tagfix_clients_cut_off_total Clients cut off for not reading.\n# TYPE tagfix_clients_cut_off_total counter\n"
         text += "tagfix_clients_cut_off_total \(cutOff)\n"
         return text
+    }
+}
+
+extension ReaderEvent {
+    /// The scan, when this is one.
+    var scan: TagScan? {
+        if case .tagPresent(let scan) = self { return scan }
+        return nil
     }
 }

@@ -87,9 +87,10 @@ enum Socket {
         return (address, socklen_t(length))
     }
 
-    /// A listening Unix socket at `path`, mode `mode`. A stale socket file (nobody listening)
-    /// is replaced; a live one, or a file that is not a socket, is refused.
-    static func listenUnix(_ path: String, mode: mode_t) throws(ServeError) -> Int32 {
+    /// A listening Unix socket at `path`, mode `mode`, given to `group` (its name and id) when
+    /// one is named. A stale socket file (nobody listening) is replaced; a live one, or a file
+    /// that is not a socket, is refused.
+    static func listenUnix(_ path: String, mode: mode_t, group: (name: String, id: gid_t)? = nil) throws(ServeError) -> Int32 {
         guard let (address, length) = unixAddress(path) else {
             throw ServeError(.usage, "--socket \(path): a socket path must be 1 to 107 bytes")
         }
@@ -118,6 +119,14 @@ enum Socket {
             throw ServeError(.unavailable, "cannot bind --socket \(path): \(why) (does its folder exist and may this user write it?)")
         }
         chmod(path, mode)
+        if let group, !path.hasPrefix("@"), chown(path, uid_t.max, group.id) != 0 {
+            let why = errorText()
+            close(fd)
+            unlink(path)
+            throw ServeError(
+                .unavailable,
+                "cannot give --socket \(path) to group \(group.name): \(why) (this user must be a member of the group, or root)")
+        }
         guard listen(fd, 128) == 0 else {
             let why = errorText()
             close(fd)

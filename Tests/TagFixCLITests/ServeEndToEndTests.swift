@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import TagFixCore
+import TagFixDevices
 import TagFixEmulators
 import TagFixNDEF
 import TagFixReport
@@ -291,10 +292,114 @@ struct ServeEndToEndTests {
     }
 
     @Test(
+        "serve --publish: the verdicts on the socket and those mosquitto_sub gets from the broker are the same ones, each once",
+        .enabled(
+            if: runnable && PrivateMosquitto.installedPath != nil && FileManager.default.isExecutableFile(atPath: "/usr/bin/mosquitto_sub"),
+            "needs the built tagfix, gpsd, mosquitto and mosquitto-clients"))
+    func publishes() async throws {
+        // No saved state: a kept session read back may repeat a QoS 1 message, and this counts copies.
+        let broker = try await offThread {
+            var options = PrivateMosquitto.Options()
+            options.persistence = false
+            return try PrivateMosquitto(options: options)
+        }
+        defer { broker.stop() }
+        let subscriber = try await BrokerSubscriber(port: broker.port, filter: "tagfix/+/verdict/+")
+        defer { subscriber.stop() }
+        let rig = try await ServeRig(extra: [
+            "--publish", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--site", "lab", "--device-id", "serve-pi", "--publish-linger", "30",
+        ])
+        let client = try SocketLineClient(path: rig.socket)
+        client.send(#"?WATCH={"enable":true};"#)
+        #expect(await RunningTagFix.poll { client.lines(ofClass: "WATCH").count == 1 })
+        let taps = 4
+        for count in 1...taps {
+            #expect(await rig.tap(expecting: count), "tap \(count) gave no verdict: \(rig.serve.stderr)")
+        }
+        #expect(await RunningTagFix.poll { client.lines(ofClass: "VERDICT").count >= taps })
+        #expect(await RunningTagFix.poll { subscriber.messages.count >= taps }, "\(subscriber.messages) \(rig.serve.stderr)")
+        #expect(await rig.stop())
+        #expect(rig.serve.exitedCleanly, "\(rig.serve.ending)")
+        #expect(rig.serve.stderr.contains("none unsent"), "\(rig.serve.stderr)")
+        /// A record's members without those only one side has (`id`, `device`).
+        func members(_ value: JSONValue) -> [String: JSONValue] {
+            Dictionary((value.members ?? []).filter { $0.key != "id" && $0.key != "device" }.map { ($0.key, $0.value) }) { first, _ in first
+            }
+        }
+        let onSocket = try client.lines(ofClass: "VERDICT").compactMap(record(ofVerdict:)).map { members(try JSONValue.parse($0)) }
+        let published = subscriber.messages
+        let onBroker = try published.map { members(try JSONValue.parse($0.payload)) }
+        #expect(onSocket.count == taps)
+        #expect(onBroker.count == onSocket.count, "each verdict once on the broker: \(published)")
+        #expect(Set(onBroker) == Set(onSocket))
+        for message in published {
+            let tag = try JSONValue.parse(message.payload)["tag_id"]?.string ?? "_"
+            #expect(message.topic == "tagfix/lab/verdict/\(tag)")
+            #expect(try JSONValue.parse(message.payload)["device"]?.string == "serve-pi")
+        }
+    }
+
+    @Test(
+        "two --reader: both PN532 emulators read by one verifier; each VERDICT names its reader, READER and ?DEVICES; name both",
+        .enabled(if: runnable, "needs the built tagfix and gpsd"))
+    func twoReaders() async throws {
+        let second = try ServeRig.emulator()
+        defer { second.stop() }
+        let link = "/tmp/tagfix-serve-\(UUID().uuidString.prefix(8)).pn532"
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: second.path)
+        defer { try? FileManager.default.removeItem(atPath: link) }
+        let rig = try await ServeRig(extra: ["--reader", "pn532_uart:\(link)"])
+        let addresses = ["pn532_uart:\(rig.link)", "pn532_uart:\(link)"]
+        let client = try SocketLineClient(path: rig.socket)
+        client.send(#"?WATCH={"enable":true};"#)
+        /// Each reader's status as `?DEVICES;` answers now.
+        func devices() async -> [String: String] {
+            let before = client.lines(ofClass: "DEVICES").count
+            client.send("?DEVICES;\n")
+            _ = await RunningTagFix.poll(upTo: .seconds(10)) { client.lines(ofClass: "DEVICES").count > before }
+            let answer = (try? JSONValue.parse(client.lines(ofClass: "DEVICES").last ?? ""))?["devices"]?.array ?? []
+            let readers = answer.filter { $0["kind"]?.string == "reader" }
+            return Dictionary(readers.map { ($0["path"]?.string ?? "", $0["status"]?.string ?? "") }) { first, _ in first }
+        }
+        var attached = false
+        for _ in 0..<300 where !attached {
+            attached = await devices() == Dictionary(uniqueKeysWithValues: addresses.map { ($0, "attached") })
+            if !attached { try? await Task.sleep(for: .milliseconds(200)) }
+        }
+        let seen = await devices()
+        #expect(attached, "\(seen) \(rig.serve.stderr)")
+        // A tap on the first reader, then one on the second.
+        #expect(await rig.tap(expecting: 1), "\(rig.serve.stderr)")
+        second.setPresent(true, tag: 0)
+        #expect(await RunningTagFix.poll { rig.logLines.count == 2 }, "\(rig.serve.stderr)")
+        #expect(await RunningTagFix.poll { client.lines(ofClass: "VERDICT").count == 2 })
+        let readers = try client.lines(ofClass: "VERDICT").map { try JSONValue.parse($0)["reader"]?.string ?? "" }
+        #expect(Set(readers) == Set(addresses), "\(client.lines(ofClass: "VERDICT"))")
+        let logged = try rig.logLines.map { try JSONValue.parse($0)["reader"]?.string ?? "" }
+        #expect(logged == readers, "the log and the socket agree on whose verdict each is")
+        // The second reader unplugged: its READER says removed, and only it is.
+        second.stop()
+        try? FileManager.default.removeItem(atPath: link)
+        func removed() -> [String] {
+            client.lines(ofClass: "READER").compactMap { line in
+                let object = try? JSONValue.parse(line)
+                return object?["status"]?.string == "removed" ? object?["path"]?.string : nil
+            }
+        }
+        #expect(await RunningTagFix.poll { !removed().isEmpty }, "\(client.lines(ofClass: "READER"))")
+        #expect(Set(removed()) == [addresses[1]], "\(client.lines(ofClass: "READER"))")
+        #expect(await devices() == [addresses[0]: "attached", addresses[1]: "removed"])
+        #expect(rig.serve.process.isRunning, "\(rig.serve.ending)")
+        #expect(await rig.stop())
+        #expect(rig.serve.exitedCleanly, "\(rig.serve.ending)")
+    }
+
+    @Test(
         "tagfix serve refuses what it cannot do safely: another machine's address without --token (64), a missing token file (66), no --reader",
         arguments: [
             (["--http", "0.0.0.0:8080"], Int32(64), "--token"), (["--listen", "192.168.1.2:2948"], 64, "--token"),
             (["--http", "nowhere"], 64, "HOST:PORT"), (["--http", "127.0.0.1:8080", "--token", "/nonexistent/token"], 66, "token"),
+            (["--socket-group", "tagfix-no-such-group"], 64, "no such group"), (["--reader", "pn532_uart:/dev/null"], 64, "twice"),
         ])
     func refusals(_ options: [String], _ code: Int32, _ says: String) async throws {
         let socket = "/tmp/tagfix-serve-refusal-\(UUID().uuidString.prefix(8)).sock"
@@ -398,4 +503,70 @@ struct ServeEndToEndTests {
         #expect(await rig.stop())
         #expect(FileManager.default.fileExists(atPath: shot), "no screenshot at \(shot)")
     }
+}
+
+/// Runs `work` on a thread of its own (a broker's start waits), off the cooperative pool.
+func offThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
+    }
+}
+
+/// `mosquitto_sub -v` on a private broker, started as the product starts programs, known to be
+/// subscribed once a probe it asked for reaches it; what it receives, topic and payload.
+final class BrokerSubscriber: Sendable {
+    private let process: ChildProcess
+    private let received = Received()
+
+    private final class Received: Sendable {
+        let lines = Mutex<[String]>([])
+        func withLock<T: Sendable>(_ body: (inout [String]) -> T) -> T { lines.withLock { body(&$0) } }
+    }
+
+    init(port: Int, filter: String) async throws {
+        let pipe = Pipe()
+        process = try ChildProcess(
+            executable: "/usr/bin/mosquitto_sub",
+            arguments: ["-h", "127.0.0.1", "-p", String(port), "-q", "1", "-v", "-t", filter, "-t", "probe", "-W", "200"],
+            standardOutput: pipe.fileHandleForWriting.fileDescriptor)
+        try pipe.fileHandleForWriting.close()
+        let received = self.received
+        Thread.detachNewThread {
+            var buffer = Data()
+            while true {
+                let chunk = pipe.fileHandleForReading.availableData
+                if chunk.isEmpty { break }
+                buffer += chunk
+                while let newline = buffer.firstIndex(of: 0x0A) {
+                    let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+                    received.withLock { $0.append(line) }
+                    buffer = Data(buffer[(newline + 1)...])
+                }
+            }
+        }
+        // A probe at a time, each waited for on a thread of its own, until one arrives.
+        let subscribed = try await offThread {
+            for _ in 0..<300 {
+                let probe = try ChildProcess(
+                    executable: "/usr/bin/mosquitto_pub", arguments: ["-h", "127.0.0.1", "-p", String(port), "-t", "probe", "-m", "probe"])
+                probe.waitUntilExit()
+                for _ in 0..<10 where !received.withLock({ $0.contains("probe probe") }) { usleep(20_000) }
+                if received.withLock({ $0.contains("probe probe") }) { return true }
+            }
+            return false
+        }
+        if !subscribed { process.stop() }
+        try #require(subscribed, "mosquitto_sub never subscribed")
+    }
+
+    /// The messages other than the probe.
+    var messages: [(topic: String, payload: String)] {
+        received.withLock { lines in
+            lines.filter { !$0.hasPrefix("probe ") }.compactMap { line in
+                line.firstIndex(of: " ").map { (String(line[..<$0]), String(line[line.index(after: $0)...])) }
+            }
+        }
+    }
+
+    func stop() { process.stop() }
 }

@@ -188,6 +188,75 @@ struct EventServerTests {
         }
         #expect(FileManager.default.contents(atPath: file) == Data("keep".utf8))
     }
+
+    @Test(
+        "an HTTP request whose head never ends gets 408 and is closed once requestHeadTimeout has passed on the server's clock; one that ends in time is answered"
+    )
+    func requestHeadTimeout() async throws {
+        let clock = ManualClock()
+        var configuration = ServeConfiguration(http: try ListenAddress("127.0.0.1:0"), release: "t")
+        configuration.clock = TestSessionClock(clock: clock)
+        let server = try EventServer(configuration, responder: QuietResponder(), log: { _ in })
+        server.start()
+        let port = try #require(server.httpPort)
+        let halfOpen = try SocketLineClient(port: port)
+        halfOpen.send("GET /api/ta")
+        #expect(await eventually { server.stats.clients["http"] == 1 })
+        clock.advance(by: configuration.requestHeadTimeout - .seconds(1))
+        // Another client, slow but in time: answered; the first, not yet due, still open.
+        let slow = try SocketLineClient(port: port)
+        slow.send("GET /healthz HTTP/1.1\r\n")
+        #expect(await eventually { server.stats.clients["http"] == 2 })
+        slow.send("\r\n")
+        #expect(await eventually { slow.closed })
+        #expect(slow.lines.first?.hasPrefix("HTTP/1.1 200") == true, "\(slow.lines)")
+        #expect(!halfOpen.closed, "closed before its head was due")
+        clock.advance(by: .seconds(1))
+        #expect(await eventually { halfOpen.closed }, "the half-open request still holds its slot")
+        #expect(halfOpen.lines.first?.hasPrefix("HTTP/1.1 408") == true, "\(halfOpen.lines)")
+        #expect(await eventually { server.stats.clients["http", default: 0] == 0 })
+        await server.stop(reason: "over")
+    }
+
+    /// A group the socket can be given to other than this process's own: any group as root,
+    /// else one of this user's supplementary groups; `nil` when there is none.
+    static var otherGroup: (name: String, id: gid_t)? {
+        var ids = [gid_t](repeating: 0, count: 256)
+        let count = getgroups(Int32(ids.count), &ids)
+        let candidates =
+            getuid() == 0 ? ["nogroup", "daemon", "users"].compactMap { try? (name: $0, id: ServeConfiguration.groupID($0)) } : []
+        let supplementary = ids.prefix(Int(max(count, 0))).compactMap { id in
+            getgrgid(id).map { (name: String(cString: $0.pointee.gr_name), id: id) }
+        }
+        return (candidates + supplementary).first { $0.id != getegid() }
+    }
+
+    @Test(
+        "--socket-group: the socket belongs to that group, mode 0660; a group that does not exist is refused before anything is bound",
+        .enabled(if: otherGroup != nil, "needs root or a supplementary group"))
+    func socketGroup() async throws {
+        let group = try #require(Self.otherGroup)
+        let path = socketPath()
+        var configuration = ServeConfiguration(socketPath: path, release: "t")
+        configuration.socketGroup = group.name
+        let server = try EventServer(configuration, responder: QuietResponder(), log: { _ in })
+        server.start()
+        var info = stat()
+        #expect(stat(path, &info) == 0)
+        #expect(info.st_gid == group.id, "the socket's group is \(info.st_gid), not \(group.name) (\(group.id))")
+        #expect(info.st_mode & 0o777 == 0o660)
+        await server.stop(reason: "over")
+
+        let unknown = socketPath()
+        configuration = ServeConfiguration(socketPath: unknown, release: "t")
+        configuration.socketGroup = "tagfix-no-such-group-\(UUID().uuidString.prefix(6))"
+        let error = #expect(throws: ServeError.self) {
+            _ = try EventServer(configuration, responder: QuietResponder(), log: { _ in })
+        }
+        #expect(error?.kind == .usage)
+        #expect(error?.message.contains("no such group") == true)
+        #expect(!FileManager.default.fileExists(atPath: unknown))
+    }
 }
 
 @Suite("sd_notify without libsystemd")
@@ -216,4 +285,10 @@ struct SystemdNotifyTests {
         #expect(String(decoding: buffer.prefix(max(0, count)), as: UTF8.self) == "READY=1\nSTATUS=serving")
         #expect(!SystemdNotify.send("READY=1", environment: [:]))
     }
+}
+
+/// A test clock as the server reads it.
+struct TestSessionClock: SessionClock {
+    let clock: ManualClock
+    var timestamp: Timestamp { clock.now }
 }
