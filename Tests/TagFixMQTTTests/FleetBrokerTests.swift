@@ -331,7 +331,8 @@ struct FleetBrokerTests {
         "a fleet: 50 publishers, 2 collectors in one shared subscription, the broker restarted mid-way: every verdict stored exactly once",
         .enabled(
             if: ProcessInfo.processInfo.environment["TAGFIX_FLEET_SIMULATION"] == "1",
-            "runs in its own test process: TAGFIX_FLEET_SIMULATION=1 swift test --skip-build --filter FleetBrokerTests/fleet (scripts/test does)"))
+            "runs in its own test process: TAGFIX_FLEET_SIMULATION=1 swift test --skip-build --filter FleetBrokerTests/fleet (scripts/test does)"
+        ))
     func fleet() async throws {
         try await offPool {
             let broker = try PrivateMosquitto()
