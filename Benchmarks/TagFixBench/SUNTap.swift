@@ -62,64 +62,10 @@ func sunTapBenchmark(rounds: Int) async -> String {
             id: "S1", uid: try! TagUID(bytes: uid), region: try! CircularRegion(center: spot, radius: 25, identifier: "S1"), name: nil,
             sun: SUNSettings(keyName: "site", names: names))
     ])
-    var policy = VerificationPolicy()
-    policy.interpolationWait = .zero
     let verifier = Verifier(
-        policy: policy, registry: registry,
+        policy: benchPolicy, registry: registry,
         sun: Verifier.SUNCheck(authenticator: SUNKeyring(sets: ["site": keys]), counters: counters))
-
-    let emulator = try! PN532Emulator(tags: [tag], options: .init(baud: baud, logCommands: true))
-    defer { emulator.stop() }
-    emulator.setPresent(false)
-    let clock = MonotonicClock()
-    let gps = MockFixSource(sourceID: "mock", clock: clock)
-    let reader = LibNFCReader(connstring: "pn532_uart:\(emulator.path)", clock: clock)
-    let (events, feed) = AsyncStream<VerifierEvent>.makeStream()
-    let pipeline = Task {
-        await LiveVerifier(verifier: verifier, clock: clock).run(reader: reader, gps: gps) { feed.yield($0) }
-    }
-    let fixes = Task {
-        while !Task.isCancelled {
-            gps.send(Fix(time: clock.now, mode: .threeD, coordinate: spot, horizontalAccuracy: 3))
-            try? await Task.sleep(for: .milliseconds(100))
-        }
-    }
-    var iterator = events.makeAsyncIterator()
-    var verdicts: [Verdict] = []
-    func until(_ accept: (VerifierEvent) -> Bool) async {
-        while let event = await iterator.next() { if accept(event) { return } }
-    }
-    await until { if case .reader(.ready) = $0 { true } else { false } }
-    var verdictTimes: [Double] = [], wireTimes: [Double] = []
-    var bytes = 0
-    for _ in 0..<rounds {
-        emulator.clearLog()
-        emulator.setPresent(true)
-        await until {
-            if case .verdict(let verdict) = $0 {
-                verdicts.append(verdict)
-                return true
-            }
-            return false
-        }
-        let decided = ContinuousClock.now
-        let log = emulator.traffic.log
-        if let wire = span(log, until: decided), let start = log.first(where: { $0.foundTarget }) {
-            wireTimes.append(wire.seconds)
-            bytes = wire.bytes
-            if ProcessInfo.processInfo.environment["TAGFIX_BENCH_TRACE"] != nil {
-                for e in log.drop(while: { !$0.foundTarget }) {
-                    FileHandle.standardError.write(Data("\(String(e.command, radix: 16)) in \(e.bytesIn) out \(e.bytesOut)\n".utf8))
-                }
-            }
-            verdictTimes.append((decided - (start.received - .seconds(Double(start.bytesIn * 10) / Double(baud)))).seconds)
-        }
-        emulator.setPresent(false)
-        await until { if case .reader(.tagRemoved) = $0 { true } else { false } }
-    }
-    fixes.cancel()
-    pipeline.cancel()
-    feed.finish()
+    let (verdictTimes, wireTimes, bytes, verdicts) = await tagFixReads(tag, verifier: verifier, spot: spot, rounds: rounds)
     let confirmed = verdicts.filter { $0.kind == .confirmed }.count
     let fields: [String: String] = [
         "bench": "\"sun-tap\"", "tag": "\"NTAG 424 DNA, SUN URL\"", "file_bytes": "\(plan.file.count)",

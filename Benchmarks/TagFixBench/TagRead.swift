@@ -78,16 +78,20 @@ func median(_ values: [Double]) -> Double {
     return sorted.isEmpty ? .nan : sorted[sorted.count / 2]
 }
 
-/// TagFix: the live pipeline (LibNFCReader + LiveVerifier) with a mock GPS, `rounds` taps.
-func tagFixReads(_ tag: EmulatedType2Tag, rounds: Int) async -> (verdict: [Double], wire: [Double], bytes: Int) {
+/// TagFix: the live pipeline (LibNFCReader + LiveVerifier) with a mock GPS at `spot`, `rounds`
+/// taps of `tag` on the PN532 emulator, checked by `verifier` (by default one with an empty
+/// registry). Returns each tap's placed → verdict and wire times, the last tap's bytes and the
+/// verdicts.
+func tagFixReads(
+    _ tag: any EmulatedTag, verifier: Verifier? = nil, spot: Coordinate = Coordinate(validLatitude: 53.545, longitude: 9.966),
+    rounds: Int
+) async -> (verdict: [Double], wire: [Double], bytes: Int, verdicts: [Verdict]) {
     let emulator = try! PN532Emulator(tags: [tag], options: .init(baud: baud, logCommands: true))
     defer { emulator.stop() }
     emulator.setPresent(false)
     let clock = MonotonicClock()
     let gps = MockFixSource(sourceID: "mock", clock: clock)
-    var policy = VerificationPolicy()
-    policy.interpolationWait = .zero
-    let verifier = Verifier(policy: policy, registry: InMemoryRegistry())
+    let verifier = verifier ?? Verifier(policy: benchPolicy, registry: InMemoryRegistry())
     let reader = LibNFCReader(connstring: "pn532_uart:\(emulator.path)", clock: clock)
     let (events, feed) = AsyncStream<VerifierEvent>.makeStream()
     let pipeline = Task {
@@ -95,12 +99,12 @@ func tagFixReads(_ tag: EmulatedType2Tag, rounds: Int) async -> (verdict: [Doubl
     }
     let fixes = Task {
         while !Task.isCancelled {
-            gps.send(
-                Fix(time: clock.now, mode: .threeD, coordinate: Coordinate(validLatitude: 53.545, longitude: 9.966), horizontalAccuracy: 3))
+            gps.send(Fix(time: clock.now, mode: .threeD, coordinate: spot, horizontalAccuracy: 3))
             try? await Task.sleep(for: .milliseconds(100))
         }
     }
     var iterator = events.makeAsyncIterator()
+    var verdicts: [Verdict] = []
     func until(_ accept: (VerifierEvent) -> Bool) async {
         while let event = await iterator.next() { if accept(event) { return } }
     }
@@ -110,7 +114,11 @@ func tagFixReads(_ tag: EmulatedType2Tag, rounds: Int) async -> (verdict: [Doubl
     for _ in 0..<rounds {
         emulator.clearLog()
         emulator.setPresent(true)
-        await until { if case .verdict = $0 { true } else { false } }
+        await until {
+            guard case .verdict(let verdict) = $0 else { return false }
+            verdicts.append(verdict)
+            return true
+        }
         let decided = ContinuousClock.now
         let log = emulator.traffic.log
         if let wire = span(log, until: decided), let start = log.first(where: { $0.foundTarget }) {
@@ -124,8 +132,15 @@ func tagFixReads(_ tag: EmulatedType2Tag, rounds: Int) async -> (verdict: [Doubl
     fixes.cancel()
     pipeline.cancel()
     feed.finish()
-    return (verdictTimes, wireTimes, bytes)
+    return (verdictTimes, wireTimes, bytes, verdicts)
 }
+
+/// A verifier that decides as soon as a fix after the scan is in (no interpolation wait).
+let benchPolicy: VerificationPolicy = {
+    var policy = VerificationPolicy()
+    policy.interpolationWait = .zero
+    return policy
+}()
 
 /// nfcpy through bench/nfcpy_peer.py.
 func nfcpyReads(_ tag: EmulatedType2Tag, rounds: Int, python: String) -> (wire: [Double], bytes: Int)? {
