@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import TagFixCore
+import TagFixDevices
 import TagFixEmulators
 import TagFixNDEF
 import TagFixTesting
@@ -16,14 +17,6 @@ private let binary = packageRoot + "/.build/debug/tagfix"
 /// A private pcscd with vpcd, and the built tagfix to run as its client.
 private let canRun = PrivatePCSCD.available && FileManager.default.isExecutableFile(atPath: binary)
 private let why = Comment(rawValue: "needs pcscd, vsmartcard-vpcd, unshare and the built tagfix")
-
-/// Runs `body` on a thread of its own and awaits it: start-ups and waits that block (a daemon
-/// coming up, a process ending) never hold a thread of the cooperative pool.
-private func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try body() }) }.start()
-    }
-}
 
 /// The built tagfix as a client of `pcscd` (libpcsclite reads PCSCLITE_CSOCK_NAME once per
 /// process, so a PC/SC client runs as a process of its own), waited for off the pool. Standard
@@ -103,7 +96,7 @@ private struct PCSCBench: Sendable {
     let card: VPCDEmulator
 
     static func start(tags: [any EmulatedTag], passesThrough: Bool = true) async throws -> PCSCBench {
-        try await offPool {
+        try await offThePool {
             let pcscd = try PrivatePCSCD()
             let card = VPCDEmulator(tags: tags, options: .init(port: pcscd.port, passesThrough: passesThrough))
             return PCSCBench(pcscd: pcscd, card: card)
@@ -313,9 +306,9 @@ struct PCSCEndToEndTests {
         let scan = try TagfixProcess(["scan", "--reader", "pcsc:", "--json", "--count", "2", "--timeout", "60"], pcscd: bench.pcscd)
         defer { scan.terminate() }
         #expect(await eventually { scan.lines.count == 1 })
-        try await offPool { bench.pcscd.kill() }
+        await offThePool { bench.pcscd.kill() }
         #expect(await eventually { !bench.card.connected })
-        try await offPool { try bench.pcscd.restart() }
+        try await offThePool { try bench.pcscd.restart() }
         let code = await scan.wait()
         #expect(code == 0, "\(scan.err)")
         #expect(scan.lines.count == 2)
@@ -331,7 +324,7 @@ struct PCSCEndToEndTests {
         let scan = try TagfixProcess(["scan", "--reader", "pcsc:", "--json", "--count", "2", "--timeout", "6"], pcscd: bench.pcscd)
         defer { scan.terminate() }
         #expect(await eventually { scan.lines.count == 1 })
-        try await offPool { bench.card.stop() }
+        await offThePool { bench.card.stop() }
         let code = await scan.wait()
         #expect(code == 75, "\(scan.err)")
         #expect(scan.lines.count == 1)
@@ -341,7 +334,7 @@ struct PCSCEndToEndTests {
     func noPCSCD() async throws {
         let bench = try await PCSCBench.start(tags: [])
         defer { bench.stop() }
-        try await offPool { bench.pcscd.kill() }
+        await offThePool { bench.pcscd.kill() }
         let result = try await TagfixProcess.run(["scan", "--reader", "pcsc:", "--count", "1", "--timeout", "10"], pcscd: bench.pcscd)
         #expect(result.code == 69, "\(result.err)")
         #expect(result.err.contains("SCARD_E_NO_SERVICE"), "\(result.err)")
@@ -387,7 +380,7 @@ struct PCSCEndToEndTests {
             // Reaped by Foundation; no wait here, on the pool.
         }
         let reading = out.fileHandleForReading
-        let socket: String = try await offPool {
+        let socket: String = try await offThePool {
             var text = ""
             while !text.contains("reader: ") {
                 let data = reading.availableData
@@ -400,7 +393,7 @@ struct PCSCEndToEndTests {
             return String(line.dropFirst("pcscd: PCSCLITE_CSOCK_NAME=".count))
         }
         let image = try TagDump.load(Array(try #require(FileManager.default.contents(atPath: dump))))
-        let lines = try await offPool { () -> [String] in
+        let lines = try await offThePool { () -> [String] in
             let child = Process()
             child.executableURL = URL(fileURLWithPath: binary)
             child.arguments = ["scan", "--reader", "pcsc:", "--json", "--count", "2", "--timeout", "30"]

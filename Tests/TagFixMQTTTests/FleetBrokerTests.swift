@@ -11,15 +11,6 @@ import Testing
 let tagfixBinary = packageRoot + "/.build/debug/tagfix"
 let haveBroker = PrivateMosquitto.installedPath != nil && FileManager.default.isExecutableFile(atPath: "/usr/bin/mosquitto_sub")
 
-/// Runs `work` on a thread of its own, so a test that waits for processes and brokers never
-/// blocks the cooperative pool (in-process publishers and collectors of parallel tests use it).
-func offPool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        let thread = Thread { continuation.resume(with: Result { try work() }) }
-        thread.start()
-    }
-}
-
 /// Runs a program to its end: its status and standard output's lines.
 @discardableResult
 func runProgram(_ path: String, _ arguments: [String], environment: [String: String] = [:]) throws -> (
@@ -85,7 +76,7 @@ struct FleetBrokerTests {
         "verify --demo --publish: mosquitto_sub receives exactly the demo's verdicts, each with its id and device",
         .enabled(if: FileManager.default.isExecutableFile(atPath: tagfixBinary), "needs the built tagfix"))
     func demo() async throws {
-        try await offPool {
+        try await offThePool {
             // No saved state: mosquitto 2.0 may hand a kept session read back from it a message
             // it acknowledged before (QoS 1's at-least-once), and this test counts exact copies.
             var options = PrivateMosquitto.Options()
@@ -168,7 +159,7 @@ struct FleetBrokerTests {
         "the broker killed mid-session and started again: every verdict arrives, and the collector stores each once",
         arguments: ["5", "3.1.1"])
     func brokerKilled(version: String) async throws {
-        try await offPool {
+        try await offThePool {
             let broker = try PrivateMosquitto()
             defer { broker.stop() }
             let folder = try temporaryFolder()
@@ -206,7 +197,7 @@ struct FleetBrokerTests {
         "the publishing verify kill -9ed and started again on the same log: nothing lost, nothing stored twice",
         .enabled(if: FileManager.default.isExecutableFile(atPath: tagfixBinary), "needs the built tagfix"))
     func publisherKilled() async throws {
-        try await offPool {
+        try await offThePool {
             let broker = try PrivateMosquitto()
             defer { broker.stop() }
             let folder = try temporaryFolder()
@@ -246,7 +237,7 @@ struct FleetBrokerTests {
 
     @Test("TLS and a password file, against a broker configured for them; a wrong password delivers nothing")
     func tlsAndPassword() async throws {
-        try await offPool {
+        try await offThePool {
             let folder = try temporaryFolder()
             let openssl = "/usr/bin/openssl"
             try #require(FileManager.default.isExecutableFile(atPath: openssl))
@@ -334,7 +325,7 @@ struct FleetBrokerTests {
             "runs in its own test process: TAGFIX_FLEET_SIMULATION=1 swift test --skip-build --filter FleetBrokerTests/fleet (scripts/test does)"
         ))
     func fleet() async throws {
-        try await offPool {
+        try await offThePool {
             let broker = try PrivateMosquitto()
             defer { broker.stop() }
             let folder = try temporaryFolder()

@@ -27,7 +27,7 @@ struct FleetCommandTests {
         ])
     func usage(arguments: [String], says: String) async throws {
         let folder = try temporaryFolder()
-        let result = try await offPool {
+        let result = try await offThePool {
             try runProgram(
                 tagfixBinary, ["verify", "--scenario", Self.scenario] + arguments.map { $0 == "L" ? folder + "/log.jsonl" : $0 })
         }
@@ -43,7 +43,7 @@ struct FleetCommandTests {
         let registry = folder + "/site.sqlite"
         _ = try SQLiteRegistry(path: registry, mode: .create)
         let before = try Data(contentsOf: URL(fileURLWithPath: registry))
-        let result = try await offPool { try runProgram(tagfixBinary, ["collect", "mqtt://127.0.0.1:1/tagfix", "--db", registry]) }
+        let result = try await offThePool { try runProgram(tagfixBinary, ["collect", "mqtt://127.0.0.1:1/tagfix", "--db", registry]) }
         #expect(result.status == 64, "\(result.err)")
         #expect(result.err.contains("not a TagFix fleet store"))
         #expect(try Data(contentsOf: URL(fileURLWithPath: registry)) == before)
@@ -54,7 +54,7 @@ struct FleetCommandTests {
     func openPasswordFile() async throws {
         let folder = try temporaryFolder()
         try SecretFile.create(folder + "/pw", "hunter2-secret\n", mode: 0o644)
-        let result = try await offPool {
+        let result = try await offThePool {
             try runProgram(
                 tagfixBinary,
                 [
@@ -71,7 +71,7 @@ struct FleetCommandTests {
         "the broker down for the whole run: the verdicts are shown and logged, the run says how many are unsent, and the next run sends them",
         .enabled(if: haveBroker, "needs mosquitto"))
     func brokerDownThenUp() async throws {
-        try await offPool {
+        try await offThePool {
             let folder = try temporaryFolder()
             let log = folder + "/day.jsonl"
             let port = PrivateGPSD.freePort()
@@ -101,7 +101,7 @@ struct FleetCommandTests {
 
     @Test("SIGINT during the linger ends it at once: exit 0, and the closing line says how many are unsent")
     func interruptedLinger() async throws {
-        try await offPool {
+        try await offThePool {
             let folder = try temporaryFolder()
             let output = Pipe()
             let errors = Pipe()
@@ -128,7 +128,7 @@ struct FleetCommandTests {
 
     @Test("SIGINT during a publishing replay (before the linger) is not a kill: exit 0 and the closing line, nothing lost")
     func interruptedReplay() async throws {
-        try await offPool {
+        try await offThePool {
             let folder = try temporaryFolder()
             // 3 000 taps: the replay is still going when its first verdict line is read.
             let fixes = (0...3002).map { #"{"t":\#($0),"lat":53.545,"lon":9.966,"accuracy_m":3}"# }.joined(separator: ",")
@@ -163,7 +163,7 @@ struct FleetCommandTests {
         "collect stores what a fleet publishes, stops on SIGTERM, and report shows each site and device",
         .enabled(if: haveBroker, "needs mosquitto"))
     func collectAndReport() async throws {
-        try await offPool {
+        try await offThePool {
             let broker = try PrivateMosquitto()
             defer { broker.stop() }
             let folder = try temporaryFolder()
