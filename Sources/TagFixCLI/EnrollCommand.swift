@@ -84,7 +84,7 @@ struct EnrollCommand: Subcommand {
                 name: "sun", valueName: "KEYSET",
                 help: "Provision an NTAG 424 DNA for SUN with this key set; --write-url carries {picc_data} and {cmac}."),
             .init(name: "sun-keys", valueName: "FILE", help: "With --sun: the SUN key file (mode 0600), as verify --sun-keys reads it."),
-            .init(name: "average", valueName: "S", help: "Seconds of GPS to average; default 30."),
+            .init(name: "average", valueName: "S", help: "Seconds of GPS to average, from the first fix; default 30."),
             .init(name: "max-accuracy", valueName: "M", help: "Worst averaged accuracy (95 %) to accept, metres; default 10."),
             .init(name: "min-fixes", valueName: "N", help: "Fewest usable fixes; default 5."),
             .init(name: "by", valueName: "NAME", help: "Who enrols; default $USER."),

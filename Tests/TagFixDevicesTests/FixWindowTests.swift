@@ -27,7 +27,8 @@ struct FixWindowTests {
         clock.advance(by: window + .seconds(1))
         let inside = (1...(4 * seconds)).map { start.advanced(by: .milliseconds(250 * $0 - 125)) }
         for time in inside { source.send(Self.fix(at: time)) }
-        source.send(Self.fix(at: start.advanced(by: window + .milliseconds(100))))
+        // The window opened with the first fix (125 ms in): this one is just after it.
+        source.send(Self.fix(at: start.advanced(by: window + .milliseconds(200))))
         let collected = await collecting.value
         #expect(collected.fixes.map(\.time) == inside)
         #expect(collected.unreachable == nil)
@@ -39,10 +40,29 @@ struct FixWindowTests {
         let source = MockFixSource(clock: clock)
         let collecting = Task { await FixWindow.collect(from: source, for: .seconds(seconds), grace: .seconds(3), clock: clock) }
         await clock.waitForSleepers(count: 1)
-        source.send(Self.fix(at: clock.now.advanced(by: .milliseconds(500))))
+        source.send(Self.fix(at: clock.now))
         clock.advance(by: .seconds(seconds + 3))
         let collected = await collecting.value
         #expect(collected.fixes.count == 1)
+    }
+
+    /// gpsd slow to answer WATCH (a Pi starting, a loaded CI machine): the window opens with the
+    /// first fix, so the average still gets the whole window's fixes. Opened at the call, a 2 s
+    /// window at 5 Hz kept 4 fixes (enrol refused: too few), or none when the first came later.
+    @Test("the window opens with the first fix, however late the source answers", arguments: [(2, 3), (2, 0.4), (10, 12)])
+    func lateSource(_ seconds: Int, late: Double) async throws {
+        let clock = ManualClock()
+        let start = clock.now
+        let source = MockFixSource(clock: clock)
+        let collecting = Task { await FixWindow.collect(from: source, for: .seconds(seconds), clock: clock) }
+        await clock.waitForSleepers(count: 1)
+        let first = start.advanced(by: .seconds(late))
+        let inside = (0...(5 * seconds)).map { first.advanced(by: .milliseconds(200 * $0)) }
+        for time in inside { source.send(Self.fix(at: time)) }
+        source.send(Self.fix(at: first.advanced(by: .seconds(seconds) + .milliseconds(200))))
+        let collected = await collecting.value
+        #expect(collected.fixes.map(\.time) == inside)
+        #expect(collected.fixes.count == 5 * seconds + 1)
     }
 
     @Test("gpsd unreachable before any fix: said at once, with the source's reason")
