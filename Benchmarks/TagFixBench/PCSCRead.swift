@@ -110,27 +110,11 @@ func pyscardReads(_ card: VPCDEmulator, index: Int, rounds: Int, apdus: [[UInt8]
     let text = apdus.map { $0.map { String(format: "%02x", $0) }.joined() }.joined(separator: "\n") + "\n"
     guard (try? text.write(toFile: list, atomically: true, encoding: .utf8)) != nil else { return nil }
     defer { try? FileManager.default.removeItem(atPath: list) }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-    process.arguments = ["bench/pcsc_peer.py", list, String(rounds)]
-    process.environment = ProcessInfo.processInfo.environment.merging(pcscd.environment) { $1 }
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = FileHandle.standardError
-    guard (try? process.run()) != nil else { return nil }
-    defer { process.terminate() }
-    var buffer = ""
-    func line() -> String? {
-        while !buffer.contains("\n") {
-            let chunk = pipe.fileHandleForReading.availableData
-            if chunk.isEmpty { return nil }
-            buffer += String(decoding: chunk, as: UTF8.self)
-        }
-        let index = buffer.firstIndex(of: "\n")!
-        let text = String(buffer[..<index])
-        buffer.removeSubrange(...index)
-        return text
-    }
+    guard
+        let peer = PeerProcess(
+            script: "bench/pcsc_peer.py", arguments: [list, String(rounds)], environment: pcscd.environment, errors: .standardError)
+    else { return nil }
+    let line = peer.line
     guard line() == "ready" else { return nil }
     var side = PCSCSide()
     for _ in 0..<rounds {

@@ -147,26 +147,11 @@ func nfcpyReads(_ tag: EmulatedType2Tag, rounds: Int, python: String) -> (wire: 
     let emulator = try! PN532Emulator(tags: [tag], options: .init(baud: baud, logCommands: true))
     defer { emulator.stop() }
     emulator.setPresent(false)
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: python)
-    process.arguments = ["bench/nfcpy_peer.py", emulator.path, String(rounds)]
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = FileHandle.nullDevice
-    guard (try? process.run()) != nil else { return nil }
-    defer { process.terminate() }
-    var buffer = ""
-    func line() -> String? {
-        while !buffer.contains("\n") {
-            let chunk = pipe.fileHandleForReading.availableData
-            if chunk.isEmpty { return nil }
-            buffer += String(decoding: chunk, as: UTF8.self)
-        }
-        let index = buffer.firstIndex(of: "\n")!
-        let text = String(buffer[..<index])
-        buffer.removeSubrange(...index)
-        return text
-    }
+    guard
+        let peer = PeerProcess(
+            python: python, script: "bench/nfcpy_peer.py", arguments: [emulator.path, String(rounds)], errors: .nullDevice)
+    else { return nil }
+    let line = peer.line
     guard line() == "ready" else { return nil }
     var times: [Double] = []
     var bytes = 0
