@@ -157,18 +157,18 @@ struct MessageScan {
         while true {
             skipWhitespace()
             guard value(depth: depth + 1) else { return false }
-            skipWhitespace()
-            guard index < bytes.count else { return false }
-            if bytes[index] == UInt8(ascii: ",") {
-                index += 1
-                continue
-            }
-            if bytes[index] == UInt8(ascii: "]") {
-                index += 1
-                return true
-            }
-            return false
+            guard let more = separator(closing: UInt8(ascii: "]")) else { return false }
+            if !more { return true }
         }
+    }
+
+    /// After an element or a member: a comma (another follows: true), the container's `closing`
+    /// bracket (its end: false), or anything else (not JSON: nil).
+    private mutating func separator(closing: UInt8) -> Bool? {
+        skipWhitespace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: ",") || bytes[index] == closing else { return nil }
+        index += 1
+        return bytes[index - 1] == UInt8(ascii: ",")
     }
 
     private func same(_ a: Range<Int>, _ b: Range<Int>) -> Bool {
@@ -206,17 +206,8 @@ struct MessageScan {
             } else {
                 guard value(depth: depth + 1) else { return false }
             }
-            skipWhitespace()
-            guard index < bytes.count else { return false }
-            if bytes[index] == UInt8(ascii: ",") {
-                index += 1
-                continue
-            }
-            if bytes[index] == UInt8(ascii: "}") {
-                index += 1
-                return true
-            }
-            return false
+            guard let more = separator(closing: UInt8(ascii: "}")) else { return false }
+            if !more { return true }
         }
     }
 }
