@@ -107,7 +107,8 @@ let package = Package(
         // tagfix-fuzz, which runs them under libFuzzer (Fuzz/run builds it with -DFUZZING) or
         // replays files through them (an ordinary build).
         .target(
-            name: "TagFixFuzzTargets", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixScenarios", "TagFixEmulators", "TagFixServe"],
+            name: "TagFixFuzzTargets",
+            dependencies: ["TagFixCore", "TagFixNDEF", "TagFixScenarios", "TagFixEmulators", "TagFixServe", "TagFixMQTT"],
             path: "Fuzz/Targets"),
         .executableTarget(
             name: "tagfix-fuzz", dependencies: ["TagFixFuzzTargets"], path: "Fuzz/Entry",

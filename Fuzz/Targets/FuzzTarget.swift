@@ -1,5 +1,6 @@
 import TagFixCore
 import TagFixEmulators
+import TagFixMQTT
 import TagFixNDEF
 import TagFixScenarios
 import TagFixServe
@@ -29,6 +30,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case emulatorScripts = "emulator-scripts"
     case route
     case serveCommand = "serve-command"
+    case fleetMessage = "fleet-message"
 
     /// Runs the target on one input.
     /// - Throws: `FuzzViolation` when accepted input gives an answer that breaks an invariant.
@@ -50,6 +52,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .emulatorScripts: Self.emulatorScripts(data)
         case .route: try Self.route(data)
         case .serveCommand: try Self.serveCommand(data)
+        case .fleetMessage: try Self.fleetMessage(data)
         }
     }
 }
@@ -301,6 +304,15 @@ extension FuzzTarget {
     /// arrive at once or one by one and never holds more than its limit; every command parses or
     /// is refused with a message; an accepted command written back the documented way parses
     /// to the same command. The HTTP request head parser takes the same bytes.
+    /// A collector's message from the broker (anyone who can publish there): the one-pass scan
+    /// answers only when the JSON parser gives the same four strings, and never takes what the
+    /// parser refuses.
+    static func fleetMessage(_ data: [UInt8]) throws(FuzzViolation) {
+        let (quick, parsed) = data.withUnsafeBytes { (MessageScan.fields($0), FleetMessageFields.parsed($0)) }
+        if let quick { try check(quick == parsed, .fleetMessage, "the scan found \(quick), the parser \(String(describing: parsed))") }
+        if parsed == nil { try check(quick == nil, .fleetMessage, "the scan took what the parser refuses") }
+    }
+
     static func serveCommand(_ data: [UInt8]) throws(FuzzViolation) {
         var whole = CommandFramer(limit: 256)
         let atOnce = whole.feed(data)

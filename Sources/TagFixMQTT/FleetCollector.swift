@@ -162,14 +162,14 @@ final class CollectorCore: MQTTClientDelegate {
 
 /// What a collector reads from a message: its top-level `id`, `device`, `time` and `verdict`
 /// strings (nil: missing, or not a string).
-struct FleetMessageFields: Sendable, Hashable {
-    var id: String?
-    var device: String?
-    var time: String?
-    var verdict: String?
+package struct FleetMessageFields: Sendable, Hashable {
+    package var id: String?
+    package var device: String?
+    package var time: String?
+    package var verdict: String?
 
     /// By the JSON parser (nil: not JSON, or not an object): what `MessageScan` is not sure of.
-    static func parsed(_ payload: UnsafeRawBufferPointer) -> FleetMessageFields? {
+    package static func parsed(_ payload: UnsafeRawBufferPointer) -> FleetMessageFields? {
         guard let value = try? JSONValue.parse(payload) else { return nil }
         return FleetMessageFields(
             id: value["id"]?.string, device: value["device"]?.string, time: value["time"]?.string, verdict: value["verdict"]?.string)

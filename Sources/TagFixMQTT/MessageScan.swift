@@ -7,7 +7,7 @@ import Glibc
 /// escape, no escape in a member name or in one of the four values, no exponent, no duplicate
 /// member name, at most 200 levels deep. Anything else (and every malformed message) gets `nil`, and the
 /// caller asks the parser (`FleetMessageFields.parsed`), which decides as it always did.
-struct MessageScan {
+package struct MessageScan {
     private let bytes: UnsafeRawBufferPointer
     private var index = 0
     private var found: [Range<Int>?] = [nil, nil, nil, nil]
@@ -18,7 +18,7 @@ struct MessageScan {
     private init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
     /// The fields, or nil when the scan is not sure (the parser decides then).
-    static func fields(_ bytes: UnsafeRawBufferPointer) -> FleetMessageFields? {
+    package static func fields(_ bytes: UnsafeRawBufferPointer) -> FleetMessageFields? {
         guard bytes.baseAddress != nil else { return nil }
         var scan = MessageScan(bytes)
         scan.skipWhitespace()

@@ -38,39 +38,24 @@ struct SUNEndToEndTests {
 
         """
 
-    /// A factory-fresh emulated NTAG 424 DNA provisioned in-process as a field team would: the URL
-    /// template for tag `id` written, SDM on (encrypted PICC data under key 2, SDMMAC under key 1),
-    /// key 1 the file-read key diversified from `master` with UID ‖ `suffix`, key 2 `meta`, key 0 last.
+    /// A factory-fresh emulated NTAG 424 DNA provisioned in-process by enroll --sun's provisioner
+    /// (`NTAG424Provisioner`): the URL template for tag `id` written, SDM on (encrypted PICC data
+    /// under key 2, SDMMAC under key 1), key 1 the file-read key diversified from `master` with
+    /// UID ‖ `suffix`, key 2 `meta`, key 0 last, then one SUN read back (its counter is 1).
     static func provisioned(id: String, uid: [UInt8], master: AES128Key, meta: AES128Key) throws -> EmulatedNTAG424Tag {
         let tag = try EmulatedNTAG424Tag(uid: uid)
-        var commands = NTAG424Commander { apdu in
+        let (url, names) = try NTAG424Provisioner.prepare(
+            template:
+                "https://tags.example.org/t/\(id)?picc_data=\(NTAG424Provisioner.piccPlaceholder)&cmac=\(NTAG424Provisioner.cmacPlaceholder)"
+        )
+        let keys = SUNVerifier(metaReadKey: meta, fileReadKey: .diversified(master: master, suffix: suffix), names: names)
+        let provisioner = try NTAG424Provisioner(
+            uid: uid, url: url, message: NDEFMessage(records: [NDEFRecord.uri(url)]).encoded(), names: names, keys: keys)
+        let readBack = try provisioner.run { apdu in
             guard case .data(let answer) = tag.transceive(apdu) else { throw NTAG424Error.transport("no answer") }
             return answer
         }
-        let template =
-            "https://tags.example.org/t/\(id)?picc_data=" + String(repeating: "0", count: 32) + "&cmac="
-            + String(repeating: "0", count: 16)
-        let message = NDEFMessage(records: [NDEFRecord.uri(template)]).encoded()
-        let file = [UInt8(message.count >> 8), UInt8(message.count & 0xFF)] + message
-        func offset(after marker: String) throws -> Int {
-            let needle = Array(marker.utf8)
-            let start = try #require((0...(file.count - needle.count)).first { Array(file[$0..<$0 + needle.count]) == needle })
-            return start + needle.count
-        }
-        let macOffset = try offset(after: "cmac=")
-        let settings = NTAG424FileSettings(
-            commMode: .plain, read: 0x0E, write: 0x00, readWrite: 0x00, change: 0x00,
-            sdm: .init(
-                counterRetrieval: 1, metaRead: 2, fileRead: 1, piccDataOffset: try offset(after: "picc_data="),
-                macInputOffset: macOffset, macOffset: macOffset))
-        try commands.selectApplication()
-        try commands.updateBinary(fileID: 0xE104, file)
-        try commands.selectApplication()
-        try commands.authenticate(keyNumber: 0, key: .zero)
-        try commands.changeFileSettings(file: 2, settings)
-        try commands.changeKey(number: 1, to: KeyDiversification.aes128(master: master, input: uid + suffix), from: .zero, version: 1)
-        try commands.changeKey(number: 2, to: meta, from: .zero, version: 1)
-        try commands.changeKey(number: 0, to: KeyDiversification.aes128(master: master, input: uid + [0]), from: .zero, version: 1)
+        #expect(readBack.counter == 1)
         return tag
     }
 
@@ -127,8 +112,9 @@ struct SUNEndToEndTests {
         let verdicts = try output.stdout.map { try JSONValue.parse($0) }
         #expect(verdicts.map(Self.describe) == ["confirmed", "confirmed", "confirmed"], "\(output.stdout) \(output.stderr)")
         let counters = verdicts.compactMap { $0["sun_counter"]?.double.map { Int($0) } }
-        #expect(counters == [1, 2, 3], "\(output.stdout)")
-        #expect(try SQLiteSUNCounters(path: registry, create: false).lastAccepted(uid: TagUID(bytes: Self.uid)) == 3)
+        // The provisioner's read-back was counter 1.
+        #expect(counters == [2, 3, 4], "\(output.stdout)")
+        #expect(try SQLiteSUNCounters(path: registry, create: false).lastAccepted(uid: TagUID(bytes: Self.uid)) == 4)
         let urls = verdicts.compactMap { $0["url"]?.string }
         #expect(Set(urls).count == 3, "each read mirrors a new SUN: \(urls)")
         for line in output.stdout + output.stderr {
@@ -149,9 +135,9 @@ struct SUNEndToEndTests {
             meta: AES128Key(hex: "0F0E0D0C0B0A09080706050403020100")!)
         #expect(try await AttackSuiteTests.tap(forged, field: field, extra) == "untrusted:sun_invalid")
 
-        // The honest tag again: its next read (counter 4) is still accepted.
+        // The honest tag again: its next read (counter 5) is still accepted.
         #expect(try await AttackSuiteTests.tap(tag, field: field, extra) == "confirmed")
-        #expect(try SQLiteSUNCounters(path: registry, create: false).lastAccepted(uid: TagUID(bytes: Self.uid)) == 4)
+        #expect(try SQLiteSUNCounters(path: registry, create: false).lastAccepted(uid: TagUID(bytes: Self.uid)) == 5)
     }
 
     @Test("enroll --sun provisions a factory tag through libnfc, records it, and verify confirms its taps")
