@@ -114,10 +114,13 @@ final class CollectorCore: MQTTClientDelegate {
         }
     }
 
-    func wake(_ link: MQTTLink) { flush() }
+    func wake(_ link: MQTTLink) { flush(link) }
 
-    /// Stores the messages the last read brought, in one transaction.
-    private func flush() {
+    /// Stores the messages the last read brought, in one transaction, before their PUBACKs go
+    /// out (the client writes them after `wake`). When the store fails, the connection is dropped
+    /// with those PUBACKs unsent: the broker keeps the messages for this collector's session and
+    /// sends them again when it connects again.
+    private func flush(_ link: MQTTLink?) {
         let messages = batch.withLock { batch in
             defer { batch = [] }
             return batch
@@ -132,14 +135,17 @@ final class CollectorCore: MQTTClientDelegate {
             }
             for (message, isNew) in zip(messages, stored) where isNew { self.stored(message.id) }
         } catch {
-            note("cannot store \(messages.count) verdict(s) in \(store.path): \(error)")
+            note("cannot store \(messages.count) verdict(s) in \(store.path): \(error); not acknowledged, the broker keeps them")
+            link?.abandon()
         }
     }
     func published(mid: Int32, reason: Int32, _ link: MQTTLink) {}
-    func stopping(_ link: MQTTLink) { flush() }
+    func stopping(_ link: MQTTLink) { flush(link) }
 
     func disconnected(_ why: String) {
-        flush()
+        // Read before the connection went: their PUBACKs were never written, so the broker sends
+        // them again; stored now, the copies are ignored by id.
+        flush(nil)
         let first = lostBefore.withLock { lost in
             defer { lost = true }
             return !lost

@@ -94,6 +94,15 @@ struct MQTTLink {
         return result == MOSQ_ERR_SUCCESS.rawValue ? .success(mid) : .failure(MQTTResultCode(rawValue: result))
     }
 
+    /// Drops the connection without sending what is queued: the PUBACKs of messages the owner
+    /// could not keep (a store that failed) never reach the broker, which sends those messages
+    /// again to the session on the next connection. The client's loop finds the socket closed
+    /// and connects again.
+    func abandon() {
+        let socket = mosquitto_socket(handle)
+        if socket >= 0 { _ = shutdown(socket, Int32(SHUT_RDWR)) }
+    }
+
     /// mosquitto_subscribe_v5 at `qos`.
     func subscribe(_ filter: String, qos: Int32 = 1) -> MQTTResultCode {
         MQTTResultCode(rawValue: mosquitto_subscribe_v5(handle, nil, filter, qos, 0, nil))
@@ -104,7 +113,9 @@ struct MQTTLink {
 protocol MQTTClientDelegate: AnyObject, Sendable {
     /// The broker accepted the connection (CONNACK 0): subscribe, send what waits.
     func connected(_ link: MQTTLink, sessionPresent: Bool)
-    /// `MQTTClient.wake()` was called (and the client is connected): send what waits.
+    /// After each read of the socket and each `MQTTClient.wake()` (while connected), before
+    /// anything queued is written: keep what was received (the PUBACKs of the messages read go out
+    /// only after this returns), send what waits.
     func wake(_ link: MQTTLink)
     /// The broker acknowledged message `mid` (PUBACK) with `reason` (0: accepted).
     func published(mid: Int32, reason: Int32, _ link: MQTTLink)
@@ -261,6 +272,12 @@ final class MQTTClient: Sendable {
     /// Sets the protocol version, TLS, the user and password, the Last Will and the callbacks.
     private func configure(_ handle: OpaquePointer) -> String? {
         _ = mosquitto_int_option(handle, MOSQ_OPT_PROTOCOL_VERSION, settings.version.option)
+        // Every packet waits in the handle's queue until `mosquitto_loop_write`, which the loop
+        // calls after the delegate's `wake`. libmosquitto 2.0 sends a QoS 1 message's PUBACK
+        // before it hands the message over (handle__publish); unthreaded, the PUBACK went out
+        // at once, so a collector killed, or whose store failed, before its commit lost the
+        // message. Queued, it goes out after the commit.
+        _ = mosquitto_threaded_set(handle, true)
         // Small packets go out at once: with Nagle's algorithm the second of a verdict's two
         // messages could wait for the first's TCP acknowledgement (up to 40 ms, delayed ACK).
         _ = mosquitto_int_option(handle, MOSQ_OPT_TCP_NODELAY, 1)
@@ -339,14 +356,16 @@ final class MQTTClient: Sendable {
                     packets += 1
                 } while result == MOSQ_ERR_SUCCESS.rawValue && packets < 512 && Glibc.errno != EAGAIN && Glibc.errno != EWOULDBLOCK
             }
+            if fds[1].revents & Int16(POLLIN) != 0 { drainWakePipe() }
+            // What was read is kept (the collector's commit) and what waits is queued (the
+            // publisher's next messages) before the queue is written: PUBACKs follow the commit.
+            if result == MOSQ_ERR_SUCCESS.rawValue, context.connected, !isStopping { delegate.wake(MQTTLink(handle: handle)) }
             if result == MOSQ_ERR_SUCCESS.rawValue, mosquitto_want_write(handle) { result = mosquitto_loop_write(handle, 1) }
             if result == MOSQ_ERR_SUCCESS.rawValue { result = mosquitto_loop_misc(handle) }
-            if fds[1].revents & Int16(POLLIN) != 0 { drainWakePipe() }
             guard result == MOSQ_ERR_SUCCESS.rawValue else {
                 if let refusal = context.refusal { return "\(settings.address) refused the connection: \(refusal)" }
                 return "lost the connection to \(settings.address) (\(MQTTResultCode(rawValue: result)))"
             }
-            if context.connected, !isStopping { delegate.wake(MQTTLink(handle: handle)) }
         }
     }
 

@@ -1,0 +1,99 @@
+import Foundation
+import Synchronization
+import TagFixCore
+import TagFixDevices
+import TagFixEmulators
+import TagFixStore
+import Testing
+
+@testable import TagFixMQTT
+
+/// A collector acknowledges a verdict only once it is stored. libmosquitto 2.0 queues a QoS 1
+/// message's PUBACK before it hands the message over; written at once, a collector that could not
+/// store it (a locked or full disk) or was killed before its commit lost it for good, since the
+/// broker had its acknowledgement.
+@Suite(
+    "The collector acknowledges what it has stored", .enabled(if: haveBroker, "needs mosquitto and mosquitto-clients"),
+    .timeLimit(.minutes(3)))
+struct CollectorAcknowledgementTests {
+    /// Another program holds the fleet store's write lock (python3's sqlite3, `BEGIN EXCLUSIVE`)
+    /// until `release()`.
+    final class Lock {
+        let process = Process()
+        let input = Pipe()
+
+        init(_ path: String) throws {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+            process.arguments = [
+                "-c",
+                "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None); c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); sys.stdin.read()",
+                path,
+            ]
+            let output = Pipe()
+            process.standardInput = input
+            process.standardOutput = output
+            try process.run()
+            let line = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
+            guard line.hasPrefix("locked") else { throw CocoaError(.fileLocking) }
+        }
+
+        func release() {
+            try? input.fileHandleForWriting.close()
+            process.waitUntilExit()
+        }
+    }
+
+    @Test(
+        "a verdict the store could not take is not acknowledged: the broker sends it again, and it is stored once",
+        arguments: ["5", "3.1.1"])
+    func unstoredIsNotAcknowledged(version: String) async throws {
+        try await offThePool {
+            let broker = try PrivateMosquitto()
+            defer { broker.stop() }
+            let path = try temporaryFolder() + "/fleet.sqlite"
+            let store = try FleetStore(path: path, create: true)
+            let notes = Mutex<[String]>([])
+            let settings = try MQTTSettings.parse(
+                address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: version,
+                clientID: "office-ack")
+            let office = try FleetCollector(
+                settings: settings, group: nil, store: store, clock: MonotonicClock(), note: { line in notes.withLock { $0.append(line) } })
+            office.start()
+            defer { blockingStop(office) }
+            #expect(eventually { office.counts.subscriptions >= 1 }, "the collector never subscribed")
+
+            let verdicts = try exampleVerdicts()
+            func publish(_ index: Int) throws {
+                let payload = FleetMessage.payload(
+                    line: Array(SessionRecord(verdicts[index]).encoded().utf8), id: "pi:0123456789abcdef:\(index + 1)", device: "pi")
+                let sent = try runProgram(
+                    "/usr/bin/mosquitto_pub",
+                    [
+                        "-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-t", "tagfix/harbour/verdict/T\(index)", "-m",
+                        String(decoding: payload, as: UTF8.self),
+                    ])
+                #expect(sent.status == 0, "\(sent.err)")
+            }
+
+            try publish(0)
+            #expect(try eventually { try store.count() == 1 })
+
+            // The store's writer is locked for longer than its busy timeout: the commit fails.
+            let lock = try Lock(path)
+            try publish(1)
+            #expect(
+                eventually(.seconds(30)) { notes.withLock { $0.contains { $0.contains("cannot store") } } },
+                "the commit never failed: \(notes.withLock { $0 })")
+            lock.release()
+
+            // Sent again on the next connection, and kept this time.
+            #expect(
+                try eventually(.seconds(30)) { try store.count() == 2 }, "the verdict was acknowledged unstored: \(notes.withLock { $0 })")
+            try publish(2)
+            #expect(try eventually { try store.count() == 3 })
+            let ids = try store.all().map(\.id)
+            #expect(ids.sorted() == (1...3).map { "pi:0123456789abcdef:\($0)" })
+            #expect(office.counts.stored == 3)
+        }
+    }
+}
