@@ -33,7 +33,8 @@ extension FleetReport {
                 let r = max(Self.minimumRadius, radius * frame.scale)
                 let status = tag.status ?? "never_tapped"
                 let colour = SiteReport.colour(tag.status)
-                let said = tag.status.map { "last verdict \($0), \(tag.scans.count) verdict\(tag.scans.count == 1 ? "" : "s")" } ?? "never tapped"
+                let said =
+                    tag.status.map { "last verdict \($0), \(tag.scans.count) verdict\(tag.scans.count == 1 ? "" : "s")" } ?? "never tapped"
                 svg += "    <g class=\"tag\" data-site=\"\(name)\" data-tag=\"\(SiteReport.x(tag.key))\" data-status=\"\(status)\">"
                 svg +=
                     "<circle cx=\"\(SiteReport.p(s.x))\" cy=\"\(SiteReport.p(s.y))\" r=\"\(SiteReport.p(r))\" fill=\"\(colour)\" fill-opacity=\"0.35\" stroke=\"\(colour)\" stroke-width=\"2\">"
@@ -100,7 +101,8 @@ extension FleetReport {
         // Room above for the sites' names, and around for the smallest circles.
         let pad = 2 * Self.minimumRadius
         frame.scale = min(
-            (width - 2 * frame.margin - 2 * pad) / max(maxX - minX, 1), (height - 2 * frame.margin - 30 - 2 * pad - 16) / max(maxY - minY, 1))
+            (width - 2 * frame.margin - 2 * pad) / max(maxX - minX, 1),
+            (height - 2 * frame.margin - 30 - 2 * pad - 16) / max(maxY - minY, 1))
         frame.minX -= pad / frame.scale
         frame.minY -= pad / frame.scale
         return frame

@@ -81,7 +81,8 @@ struct FleetReportTests {
             try row("depot", "pi-9", "2026-05-14T08:10:00.000Z", "confirmed", depot[1], north: 1),
         ]
         let placements =
-            harbour.map { FleetReport.Placement(site: "harbour", entry: $0) } + depot.map { FleetReport.Placement(site: "depot", entry: $0) }
+            harbour.map { FleetReport.Placement(site: "harbour", entry: $0) }
+            + depot.map { FleetReport.Placement(site: "depot", entry: $0) }
         return FleetReport(rows: rows, placements: placements)
     }
 
@@ -129,9 +130,13 @@ struct FleetReportTests {
     func withoutPlacements() throws {
         let report = FleetReport(rows: try Self.fleet().rows)
         let tags = try overviewTags(report.overviewSVG())
-        #expect(tags.map { "\($0.site) \($0.tag) \($0.status)" }.sorted() == ["depot T02 confirmed", "harbour T01 outside", "harbour T03 inconclusive"])
+        #expect(
+            tags.map { "\($0.site) \($0.tag) \($0.status)" }.sorted() == [
+                "depot T02 confirmed", "harbour T01 outside", "harbour T03 inconclusive",
+            ])
         #expect(!report.html().contains("never-tapped"))
-        #expect(report.csv() == FleetReport(rows: report.rows, placements: try Self.fleet().placements).csv(), "the CSV is one row a verdict")
+        #expect(
+            report.csv() == FleetReport(rows: report.rows, placements: try Self.fleet().placements).csv(), "the CSV is one row a verdict")
     }
 
     @Test("hostile site and tag names are escaped in the overview (the SVG stays well-formed)")

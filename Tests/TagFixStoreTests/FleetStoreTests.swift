@@ -109,7 +109,8 @@ struct FleetStoreTests {
         entry.notes = "spare key under the mat"
         entry.enrolment = Enrolment(at: Timestamp(nanosecondsSinceEpoch: 0), by: "enroller-ana")
         entry.originality = .genuine
-        try store.replacePlacements(sites: ["harbour"], with: [.init(site: "harbour", entry: entry, registry: "h.csv")], loadedNanoseconds: 1)
+        try store.replacePlacements(
+            sites: ["harbour"], with: [.init(site: "harbour", entry: entry, registry: "h.csv")], loadedNanoseconds: 1)
         let back = try #require(try store.placements().first)
         #expect(back.entry == RegistryEntry(id: entry.id, uid: entry.uid, region: entry.region, name: entry.name))
         var columns: [String] = []
