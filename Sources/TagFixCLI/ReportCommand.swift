@@ -22,7 +22,11 @@ struct ReportCommand: Subcommand {
             does not run it as a formula; numbers are written as numbers. --output FILE replaces an \
             existing file atomically (a temporary file beside it, synced, renamed over it, its \
             permissions kept: a failure leaves the old file as it was); a FIFO, a device, - or \
-            /dev/stdout is written in place, a symlink is followed and stays a link.
+            /dev/stdout is written in place, a symlink is followed and stays a link. A fleet store \
+            (tagfix collect --db) is reported as html (the whole fleet on one map, each tag coloured \
+            by its site's last verdict for it and the tags of the sites' registries never tapped in \
+            grey; then per site its map, its tags never tapped and a table per device) or csv (every \
+            verdict with its site and device); its registries are the ones collect --registry stored.
             """,
         options: [
             .init(name: "format", valueName: "FORMAT", help: "geojson, gpx, csv, svg or html; default html."),
@@ -116,7 +120,7 @@ struct ReportCommand: Subcommand {
             rows = read.rows
             placements = try store.placements().map { FleetReport.Placement(site: $0.site, entry: $0.entry) }
         } catch let error as FleetStoreError {
-            throw .ioError(error.description)
+            throw error.isWrongFile ? .usage(error.description, command: Self.spec.name) : .ioError(error.description)
         } catch {
             throw .ioError("\(session): \(error)")
         }

@@ -125,12 +125,16 @@ public final class FleetStore: Sendable {
     }
 
     /// Whether the file at `path` is a fleet store: a SQLite file whose application id (read by
-    /// SQLite, so a header still in the WAL counts) is the fleet store's.
+    /// SQLite, so a header still in the WAL counts) is the fleet store's — of any schema version,
+    /// so that one from a newer tagfix is opened as a fleet store and refused as such.
     public static func isFleetStore(_ path: String) -> Bool {
         guard let handle = FileHandle(forReadingAtPath: path) else { return false }
         defer { try? handle.close() }
         guard let head = try? handle.read(upToCount: 16), Array(head) == Array("SQLite format 3\0".utf8) else { return false }
-        return (try? FleetStore(path: path, create: false)) != nil
+        guard let db = try? SQLiteConnection(path: path, mode: .readOnly) else { return false }
+        var application: Int64 = 0
+        guard (try? db.query("PRAGMA application_id", row: { application = $0.integer(0) })) != nil else { return false }
+        return application == applicationID
     }
 
     /// Stores one message unless its id is stored already.

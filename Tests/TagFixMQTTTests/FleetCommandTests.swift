@@ -310,6 +310,8 @@ struct FleetCommandTests {
             }
             #expect(drawn.filter { $0.status == "never_tapped" }.map { "\($0.site) \($0.tag)" } == ["harbour T11"])
             #expect(page.contains("<ul class=\"never-tapped\"><li>T11 — Never tapped</li></ul>"))
+            let withRegistry = try runProgram(tagfixBinary, ["report", db, "--registry", sqlite])
+            #expect(withRegistry.status == 64 && withRegistry.err.contains("collect --registry"), "\(withRegistry.err)")
             let csv = try runProgram(tagfixBinary, ["report", db, "--format", "csv"])
             #expect(csv.out.count == 1 + 3 * verdicts.count)
             #expect(
