@@ -3,10 +3,10 @@ import Synchronization
 import TagFixCore
 import TagFixDevices
 import TagFixEmulators
-import TagFixStore
 import Testing
 
 @testable import TagFixMQTT
+@testable import TagFixStore
 
 @Suite(
     "tagfix verify --publish, collect and report of a fleet store",
@@ -106,6 +106,63 @@ struct FleetCommandTests {
         #expect(result.err.split(separator: "\n").count <= 2, "one clear line (and the usage hint): \(result.err)")
         #expect(!result.err.contains("collecting"), "never subscribed")
         #expect(!FileManager.default.fileExists(atPath: db), "no store made")
+    }
+
+    /// A fleet store as collect wrote it before the schema was versioned (`fleet_verdict` only,
+    /// `user_version` `version`), holding the example's verdicts from van-1 at the harbour.
+    static func oldStore(_ path: String, version: Int = 0) throws -> Int {
+        let db = try SQLiteConnection(path: path, mode: .create)
+        try db.execute("PRAGMA application_id = \(FleetStore.applicationID)")
+        try db.execute("PRAGMA journal_mode = WAL")
+        try db.execute(
+            """
+            CREATE TABLE IF NOT EXISTS fleet_verdict (
+                id TEXT PRIMARY KEY NOT NULL CHECK (length(id) > 0),
+                site TEXT NOT NULL, device TEXT NOT NULL, payload TEXT NOT NULL, received_ns INTEGER NOT NULL
+            ) STRICT;
+            CREATE INDEX IF NOT EXISTS fleet_verdict_site ON fleet_verdict (site, device);
+            """)
+        let verdicts = try exampleVerdicts()
+        for (index, verdict) in verdicts.enumerated() {
+            try db.query(
+                "INSERT INTO fleet_verdict VALUES (?1, 'harbour', 'van-1', ?2, 1)",
+                [.text("van-1:old:\(index + 1)"), .text(SessionRecord(verdict).encoded())])
+        }
+        try db.execute("PRAGMA user_version = \(version)")
+        try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return verdicts.count
+    }
+
+    @Test("report of a store written before placements were kept: every verdict and the overview, exit 0, the file as it was")
+    func oldStoreReports() async throws {
+        let folder = try temporaryFolder()
+        let db = folder + "/fleet.sqlite"
+        let count = try Self.oldStore(db)
+        let before = try Data(contentsOf: URL(fileURLWithPath: db))
+        let html = try await offThePool { try runProgram(tagfixBinary, ["report", db]) }
+        #expect(html.status == 0, "\(html.err)")
+        let page = html.out.joined(separator: "\n")
+        #expect(page.contains("<p>\(count) verdicts from 1 device(s) on 1 site(s).</p>"))
+        #expect(page.contains("<section id=\"overview\">") && page.contains("<tr data-device=\"van-1\">"))
+        #expect(page.contains("<g class=\"tag\" data-site=\"harbour\" data-tag=\"T01\" data-status=\"confirmed\">"))
+        #expect(!page.contains("never_tapped") && !page.contains("never-tapped"), "no registry stored: no tag is known untapped")
+        let csv = try await offThePool { try runProgram(tagfixBinary, ["report", db, "--format", "csv"]) }
+        #expect(csv.out.count == 1 + count)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: db)) == before, "report never migrates")
+    }
+
+    @Test("a fleet store from a newer tagfix: report and collect say so, exit 64, and leave it as it was")
+    func newerStore() async throws {
+        let folder = try temporaryFolder()
+        let db = folder + "/fleet.sqlite"
+        _ = try Self.oldStore(db, version: FleetStore.schemaVersion + 1)
+        let before = try Data(contentsOf: URL(fileURLWithPath: db))
+        for arguments in [["report", db], ["collect", "mqtt://127.0.0.1:1/tagfix", "--db", db]] {
+            let result = try await offThePool { try runProgram(tagfixBinary, arguments) }
+            #expect(result.status == 64, "\(arguments[0]): \(result.err)")
+            #expect(result.err.contains("newer than this tagfix's \(FleetStore.schemaVersion)"), "\(arguments[0]): \(result.err)")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: db)) == before)
     }
 
     @Test("a password file others may read is refused, and the password never reaches the message")
