@@ -132,16 +132,20 @@ struct CollectCommand: Subcommand {
         let stop = StopSignals(StopSignals.standard)
         defer { stop.cancel() }
         // The registries first: one that cannot be read stops the run before the store is made
-        // or anything is subscribed.
-        let placements = try Self.readPlacements(registries)
-        let store: FleetStore
-        do {
-            store = try FleetStore(path: db, create: true)
-        } catch {
-            throw error.isWrongFile ? .usage(error.description, command: Self.spec.name) : .ioError(error.description)
+        // or anything is subscribed. Files and SQLite block: off the cooperative pool.
+        let (registries, db, clock) = (self.registries, self.db, MonotonicClock())
+        let (store, said) = try await offThePool("collect store") { () throws(CLIError) -> (FleetStore, String?) in
+            let placements = try Self.readPlacements(registries)
+            let store: FleetStore
+            do throws(FleetStoreError) {
+                store = try FleetStore(path: db, create: true)
+            } catch {
+                throw error.isWrongFile ? .usage(error.description, command: Self.spec.name) : .ioError(error.description)
+            }
+            guard !registries.isEmpty else { return (store, nil) }
+            return (store, "registry: " + (try Self.storePlacements(placements, of: registries, into: store, at: clock.now)))
         }
-        let clock = MonotonicClock()
-        if !registries.isEmpty { io.err("registry: " + (try Self.storePlacements(placements, of: registries, into: store, at: clock.now))) }
+        if let said { io.err(said) }
         let collector: FleetCollector
         do {
             collector = try FleetCollector(
@@ -151,7 +155,6 @@ struct CollectCommand: Subcommand {
         }
         collector.start()
         io.err("collecting \(settings.address) (\(collector.filter)) into \(db); Ctrl-C stops")
-        let registries = self.registries
         let reloader = Task {
             var hangUp = StopSignals([SIGHUP])
             while await hangUp.wait() != nil {
