@@ -3,9 +3,10 @@ import TagFixCore
 
 extension FleetReport {
     /// The whole fleet on one map: every site's tags as circles coloured by each tag's last
-    /// verdict from any device of the site (grey: in the site's registry, never tapped), every
-    /// verdict's fix as a dot of its verdict's colour, a dashed line from where a moved tag should
-    /// be to where it was tapped, and each site's name. To scale, like the site maps, but a
+    /// verdict from any device of the site (grey: in the site's registry, never tapped), where
+    /// that last verdict was given as a dot of its colour (one a tag: the site maps below draw
+    /// every verdict; a fleet's thousands would bury the overview), a dashed line from where a
+    /// moved tag should be to where it was tapped, and each site's name. To scale, like the site maps, but a
     /// region stays at least `minimumRadius` pixels across so sites kilometres apart still show
     /// their tags. Pure SVG: no tiles, no script.
     public func overviewSVG(width: Double = 900, height: Double = 600) -> String {
@@ -17,17 +18,19 @@ extension FleetReport {
 
     func overviewSVG(_ reports: [String: SiteReport], width: Double = 900, height: Double = 600) -> String {
         let sites = self.sites
-        let frame = Self.overviewFrame(reports.values.flatMap(\.tags), reports.values.flatMap(\.records), width: width, height: height)
+        let tagsBySite = reports.mapValues(\.tags)
+        let frame = Self.overviewFrame(
+            tagsBySite.values.flatMap { $0 }, tagsBySite.values.flatMap { $0.compactMap(\.scans.last) }, width: width, height: height)
         var svg =
             "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"overview\" width=\"\(SiteReport.p(width))\" height=\"\(SiteReport.p(height))\" viewBox=\"0 0 \(SiteReport.p(width)) \(SiteReport.p(height))\" font-family=\"sans-serif\" font-size=\"12\">\n"
         svg += "  <title>\(SiteReport.x(title)): the fleet</title>\n  <rect width=\"100%\" height=\"100%\" fill=\"#f8f8f4\"/>\n"
         for site in sites {
-            guard let report = reports[site] else { continue }
+            guard let tags = tagsBySite[site] else { continue }
             let name = SiteReport.x(site)
             svg += "  <g class=\"site\" data-site=\"\(name)\">\n"
             var top = (x: 0.0, y: Double.infinity)
             var (minX, maxX) = (Double.infinity, -Double.infinity)
-            for tag in report.tags {
+            for tag in tags {
                 guard let center = tag.center, let radius = tag.radius else { continue }
                 let s = frame.screen(center)
                 let r = max(Self.minimumRadius, radius * frame.scale)
@@ -42,7 +45,7 @@ extension FleetReport {
                 if s.y - r < top.y { top = (s.x, s.y - r) }
                 (minX, maxX) = (min(minX, s.x - r), max(maxX, s.x + r))
             }
-            for record in report.records {
+            for record in tags.compactMap(\.scans.last) {
                 guard let fix = record.fix else { continue }
                 let f = frame.screen(fix.coordinate)
                 if record.verdict == "outside", let region = record.region {
@@ -51,7 +54,7 @@ extension FleetReport {
                         "    <line class=\"offset\" x1=\"\(SiteReport.p(c.x))\" y1=\"\(SiteReport.p(c.y))\" x2=\"\(SiteReport.p(f.x))\" y2=\"\(SiteReport.p(f.y))\" stroke=\"\(SiteReport.colour("outside"))\" stroke-dasharray=\"4 3\"/>\n"
                 }
                 svg +=
-                    "    <circle class=\"scan\" data-site=\"\(name)\" data-verdict=\"\(record.verdict)\" cx=\"\(SiteReport.p(f.x))\" cy=\"\(SiteReport.p(f.y))\" r=\"2.5\" fill=\"\(SiteReport.colour(record.verdict))\" stroke=\"#222\" stroke-width=\"0.5\"><title>\(SiteReport.x("\(site) · \(record.tagKey) \(record.verdict): \(record.message)"))</title></circle>\n"
+                    "    <circle class=\"scan\" data-site=\"\(name)\" data-tag=\"\(SiteReport.x(record.tagKey))\" data-verdict=\"\(record.verdict)\" cx=\"\(SiteReport.p(f.x))\" cy=\"\(SiteReport.p(f.y))\" r=\"2.5\" fill=\"\(SiteReport.colour(record.verdict))\" stroke=\"#222\" stroke-width=\"0.5\"><title>\(SiteReport.x("\(site) · \(record.tagKey) \(record.verdict): \(record.message)"))</title></circle>\n"
                 if f.y < top.y { top = (f.x, f.y) }
                 (minX, maxX) = (min(minX, f.x), max(maxX, f.x))
             }
@@ -75,7 +78,7 @@ extension FleetReport {
     }
 
     /// The overview's frame: the site maps' projection (`SiteReport.MapFrame`) over every site's
-    /// regions and fixes at once. Tags of two sites are never merged by id here, so the frame is
+    /// regions and the fixes drawn, at once. Tags of two sites are never merged by id here, so the frame is
     /// built from the sites' tags rather than from one site report of everything.
     static func overviewFrame(_ tags: [SiteReport.Tag], _ records: [SessionRecord], width: Double, height: Double) -> SiteReport.MapFrame {
         var points: [Coordinate] = tags.compactMap(\.center) + records.compactMap { $0.fix?.coordinate }

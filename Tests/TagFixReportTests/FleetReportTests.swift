@@ -102,7 +102,10 @@ struct FleetReportTests {
         }
         let elements = try #require(Elements.parse(report.overviewSVG())).all
         let scans = elements.filter { $0.attributes["class"] == "scan" }
-        #expect(scans.map { $0.attributes["data-verdict"] ?? "" }.sorted() == ["confirmed", "confirmed", "outside"], "a dot per fix")
+        #expect(
+            scans.map { "\($0.attributes["data-site"] ?? "") \($0.attributes["data-tag"] ?? "") \($0.attributes["data-verdict"] ?? "")" }
+                .sorted() == ["depot T02 confirmed", "harbour T01 outside"],
+            "a dot where each tag's last verdict was given (T03's had no fix)")
         #expect(scans.allSatisfy { $0.attributes["fill"] == SiteReport.colour($0.attributes["data-verdict"]) })
         #expect(elements.filter { $0.attributes["class"] == "offset" }.count == 1, "a line to where the moved tag was tapped")
         #expect(elements.filter { $0.attributes["class"] == "site-label" }.count == 2)
