@@ -91,8 +91,9 @@ public struct FleetReport: Sendable {
         page += (SessionRecord.verdicts + ["never_tapped"]).map {
             "<span class=\"key\" style=\"background:\(SiteReport.colour($0))\"></span>\($0 == "never_tapped" ? "never tapped" : $0)"
         }.joined()
-        page += "</p>\n<table id=\"sites\"><tr><th>site</th><th>tags</th><th>never tapped</th>"
-        page += SessionRecord.verdicts.map { "<th>last \($0)</th>" }.joined() + "<th>verdicts</th></tr>\n"
+        page += "</p>\n<table id=\"sites\"><tr><th rowspan=\"2\">site</th><th rowspan=\"2\">tags</th><th rowspan=\"2\">never tapped</th>"
+        page += "<th colspan=\"\(SessionRecord.verdicts.count)\">tags whose last verdict is</th><th rowspan=\"2\">verdicts</th></tr>\n<tr>"
+        page += SessionRecord.verdicts.map { "<th>\($0)</th>" }.joined() + "</tr>\n"
         for site in sites {
             let tags = reports[site]?.tags ?? []
             let last = Dictionary(grouping: tags.compactMap(\.status), by: { $0 }).mapValues(\.count)
