@@ -108,6 +108,36 @@ struct FleetCommandTests {
         #expect(!FileManager.default.fileExists(atPath: db), "no store made")
     }
 
+    @Test("collect --registry FILE is the site default (verify's without --site); a path with = in its name is a file, not SITE=")
+    func defaultSite() async throws {
+        try await offThePool {
+            let folder = try temporaryFolder()
+            let (_, csv) = try Self.registries(folder)
+            let equals = folder + "/north=yard.csv"
+            try FileManager.default.copyItem(atPath: csv, toPath: equals)
+            let db = folder + "/fleet.sqlite"
+            let errors = Pipe()
+            // Nothing listens on the port: the placements are stored before the first connection.
+            let collect = try ChildProcess(
+                executable: tagfixBinary,
+                arguments: [
+                    "collect", "mqtt://127.0.0.1:\(PrivateGPSD.freePort())/tagfix", "--db", db, "--registry", equals, "--registry",
+                    "yard=" + csv,
+                ], standardError: errors.fileHandleForWriting.fileDescriptor)
+            try errors.fileHandleForWriting.close()
+            defer { collect.stop() }
+            let said = LineReader(errors.fileHandleForReading)
+            #expect(eventually { said.all.contains { $0.hasPrefix("collecting ") } }, "\(said.all)")
+            #expect(said.all.contains("registry: 20 tags of 2 sites stored in \(db)"), "\(said.all)")
+            collect.signal(SIGTERM)
+            #expect(eventually(.seconds(30)) { !collect.isRunning })
+            #expect(collect.termination == .exited(0))
+            let placements = try FleetStore(path: db, create: false).placements()
+            #expect(Set(placements.map(\.site)) == ["default", "yard"])
+            #expect(placements.filter { $0.site == "default" }.allSatisfy { $0.registry == equals })
+        }
+    }
+
     /// A fleet store as collect wrote it before the schema was versioned (`fleet_verdict` only,
     /// `user_version` `version`), holding the example's verdicts from van-1 at the harbour.
     static func oldStore(_ path: String, version: Int = 0) throws -> Int {
