@@ -22,7 +22,11 @@ struct ReportCommand: Subcommand {
             does not run it as a formula; numbers are written as numbers. --output FILE replaces an \
             existing file atomically (a temporary file beside it, synced, renamed over it, its \
             permissions kept: a failure leaves the old file as it was); a FIFO, a device, - or \
-            /dev/stdout is written in place, a symlink is followed and stays a link.
+            /dev/stdout is written in place, a symlink is followed and stays a link. A fleet store \
+            (tagfix collect --db) is reported as html (the whole fleet on one map, each tag coloured \
+            by its site's last verdict for it and the tags of the sites' registries never tapped in \
+            grey; then per site its map, its tags never tapped and a table per device) or csv (every \
+            verdict with its site and device); its registries are the ones collect --registry stored.
             """,
         options: [
             .init(name: "format", valueName: "FORMAT", help: "geojson, gpx, csv, svg or html; default html."),
@@ -97,25 +101,35 @@ struct ReportCommand: Subcommand {
         try emit(text, io, summary: "\(counted(records.count, "scan")) of \(counted(report.tags.count, "tag"))")
     }
 
-    /// A fleet store: per site its map and a table per device (html), or every scan with its
-    /// site and device (csv).
+    /// A fleet store: the fleet's overview map, then per site its map, its tags never tapped and
+    /// a table per device (html), or every scan with its site and device (csv). The placements
+    /// `collect --registry` stored add the tags never tapped; a store without them (written before
+    /// they were kept, or collected without --registry) reports its verdicts alone.
     func fleet(_ io: some TerminalOutput) throws(CLIError) {
         guard format == .html || format == .csv else { throw .usage("a fleet store is reported as html or csv", command: Self.spec.name) }
+        if registry != nil {
+            throw .usage(
+                "a fleet store keeps its sites' registries: give them to tagfix collect --registry [SITE=]FILE", command: Self.spec.name)
+        }
         let rows: [FleetReport.Row]
+        let placements: [FleetReport.Placement]
         do {
             let store = try FleetStore(path: session, create: false)
             let read = try store.reportRows()
             if read.skipped > 0 { io.err("note: \(session): skipped \(counted(read.skipped, "message")) that are not verdict records") }
             rows = read.rows
+            placements = try store.placements().map { FleetReport.Placement(site: $0.site, entry: $0.entry) }
         } catch let error as FleetStoreError {
-            throw .ioError(error.description)
+            throw error.isWrongFile ? .usage(error.description, command: Self.spec.name) : .ioError(error.description)
         } catch {
             throw .ioError("\(session): \(error)")
         }
-        let report = FleetReport(rows: rows, title: title ?? "TagFix fleet report")
+        let report = FleetReport(rows: rows, placements: placements, title: title ?? "TagFix fleet report")
+        let never = report.sites.reduce(0) { $0 + report.siteReport($1).neverScanned.count }
         try emit(
             format == .csv ? report.csv() : report.html(), io,
-            summary: "\(counted(rows.count, "verdict")) from \(counted(report.sites.count, "site"))")
+            summary: "\(counted(rows.count, "verdict")) from \(counted(report.sites.count, "site"))"
+                + (placements.isEmpty ? "" : ", \(counted(never, "tag")) never tapped"))
     }
 
     private func emit(_ text: String, _ io: some TerminalOutput, summary: String) throws(CLIError) {

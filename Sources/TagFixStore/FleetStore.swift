@@ -1,6 +1,6 @@
 import Foundation
 import Synchronization
-import TagFixCore
+public import TagFixCore
 
 /// The fleet's verdicts in one SQLite file (`tagfix collect --db`): each message stored once,
 /// whatever the broker re-delivers, because its `id` (device, session, sequence: docs/fleet.md) is
@@ -14,7 +14,12 @@ public final class FleetStore: Sendable {
     /// `PRAGMA application_id`: marks the file as a TagFix fleet store ("TFFL").
     static let applicationID: Int64 = 0x5446_464C
 
-    static let schema = """
+    /// The schema, one migration per version (`PRAGMA user_version`): migration N takes a store
+    /// from version N-1 to N, in one transaction, when `collect` opens it. A store written before
+    /// the versions were counted is version 0 with `fleet_verdict` already there, hence `IF NOT
+    /// EXISTS`. A reader (`report`) never migrates: it reads what the version has.
+    static let migrations: [String] = [
+        """
         CREATE TABLE IF NOT EXISTS fleet_verdict (
             id TEXT PRIMARY KEY NOT NULL CHECK (length(id) > 0),
             site TEXT NOT NULL,
@@ -23,7 +28,27 @@ public final class FleetStore: Sendable {
             received_ns INTEGER NOT NULL
         ) STRICT;
         CREATE INDEX IF NOT EXISTS fleet_verdict_site ON fleet_verdict (site, device);
+        """,
+        // 2: where each site's tags should be (`collect --registry`), so the report can draw the
+        // tags never tapped. Only what the report draws: no SUN settings, no counters, no notes.
         """
+        CREATE TABLE fleet_placement (
+            site TEXT NOT NULL,
+            tag_id TEXT NOT NULL CHECK (length(tag_id) > 0),
+            uid TEXT,
+            name TEXT,
+            lat REAL NOT NULL CHECK (lat BETWEEN -90 AND 90),
+            lon REAL NOT NULL CHECK (lon BETWEEN -180 AND 180),
+            radius_m REAL NOT NULL CHECK (radius_m > 0),
+            registry TEXT NOT NULL,
+            loaded_ns INTEGER NOT NULL,
+            PRIMARY KEY (site, tag_id)
+        ) STRICT;
+        """,
+    ]
+
+    /// The schema version this build writes.
+    public static var schemaVersion: Int { migrations.count }
 
     /// A stored message.
     public struct Stored: Sendable, Hashable {
@@ -58,13 +83,18 @@ public final class FleetStore: Sendable {
             if application != Self.applicationID && (tables > 0 || !create) {
                 throw FleetStoreError.notAFleetStore(path)
             }
+            var version: Int64 = 0
+            try opened.query("PRAGMA user_version") { version = $0.integer(0) }
+            if version > Self.migrations.count {
+                throw FleetStoreError.newerSchema(path, found: Int(version), supported: Self.migrations.count)
+            }
             if create {
                 // The id first, while the header is still written to the file itself: in WAL mode
                 // it would sit in the WAL until a checkpoint.
                 if application != Self.applicationID { try opened.execute("PRAGMA application_id = \(Self.applicationID)") }
                 try opened.execute("PRAGMA journal_mode = WAL")
                 try opened.execute("PRAGMA synchronous = NORMAL")
-                try opened.execute(Self.schema)
+                try Self.migrate(opened)
             }
         } catch let error as FleetStoreError {
             throw error
@@ -76,13 +106,35 @@ public final class FleetStore: Sendable {
         connection = Mutex(opened)
     }
 
+    /// Brings the schema to `migrations.count` in one transaction (all or nothing). Collectors
+    /// sharing the file may race here: the version is read again under the write lock.
+    private static func migrate(_ db: SQLiteConnection) throws(SQLiteError) {
+        try db.execute("BEGIN IMMEDIATE")
+        do throws(SQLiteError) {
+            var version: Int64 = 0
+            try db.query("PRAGMA user_version") { version = $0.integer(0) }
+            if version < migrations.count {
+                for index in Int(version)..<migrations.count { try db.execute(migrations[index]) }
+                try db.execute("PRAGMA user_version = \(migrations.count)")
+            }
+            try db.execute("COMMIT")
+        } catch {
+            try? db.execute("ROLLBACK")
+            throw error
+        }
+    }
+
     /// Whether the file at `path` is a fleet store: a SQLite file whose application id (read by
-    /// SQLite, so a header still in the WAL counts) is the fleet store's.
+    /// SQLite, so a header still in the WAL counts) is the fleet store's — of any schema version,
+    /// so that one from a newer tagfix is opened as a fleet store and refused as such.
     public static func isFleetStore(_ path: String) -> Bool {
         guard let handle = FileHandle(forReadingAtPath: path) else { return false }
         defer { try? handle.close() }
         guard let head = try? handle.read(upToCount: 16), Array(head) == Array("SQLite format 3\0".utf8) else { return false }
-        return (try? FleetStore(path: path, create: false)) != nil
+        guard let db = try? SQLiteConnection(path: path, mode: .readOnly) else { return false }
+        var application: Int64 = 0
+        guard (try? db.query("PRAGMA application_id", row: { application = $0.integer(0) })) != nil else { return false }
+        return application == applicationID
     }
 
     /// Stores one message unless its id is stored already.
@@ -146,6 +198,90 @@ public final class FleetStore: Sendable {
         return try result.get()
     }
 
+    /// Where a tag of a site should be, as `collect --registry` stored it.
+    public struct Placement: Sendable, Hashable {
+        public var site: String
+        /// The id, UID, name and region only: what the report draws. Never SUN settings.
+        public var entry: RegistryEntry
+        /// The registry file it was read from.
+        public var registry: String
+
+        public init(site: String, entry: RegistryEntry, registry: String) {
+            self.site = site
+            self.entry = entry
+            self.registry = registry
+        }
+    }
+
+    /// Replaces the stored placements of each site in `sites` with `placements` (whose sites must
+    /// be among them), in one transaction: a site's registry read again is the site's whole truth,
+    /// and a site not named keeps what it had. A tag id twice in one site: the later one stays.
+    /// Only the id, UID, name, centre and radius are copied (a registry's SUN settings, read
+    /// counters, enrolment and notes stay in the registry).
+    public func replacePlacements(sites: Set<String>, with placements: [Placement], loadedNanoseconds: Int64) throws(SQLiteError) {
+        let result = connection.withLock { db -> Result<Void, SQLiteError> in
+            do throws(SQLiteError) {
+                try db.execute("BEGIN IMMEDIATE")
+                do throws(SQLiteError) {
+                    for site in sites.sorted() { try db.query("DELETE FROM fleet_placement WHERE site = ?1", [.text(site)]) }
+                    for placement in placements where sites.contains(placement.site) {
+                        let entry = placement.entry
+                        try db.query(
+                            """
+                            INSERT OR REPLACE INTO fleet_placement (site, tag_id, uid, name, lat, lon, radius_m, registry, loaded_ns)
+                            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                            """,
+                            [
+                                .text(placement.site), .text(entry.id), entry.uid.map { .text($0.hex) } ?? .null,
+                                entry.name.map { .text($0) } ?? .null, .real(entry.region.center.latitude),
+                                .real(entry.region.center.longitude), .real(entry.region.radius), .text(placement.registry),
+                                .integer(loadedNanoseconds),
+                            ])
+                    }
+                    try db.execute("COMMIT")
+                } catch {
+                    try? db.execute("ROLLBACK")
+                    throw error
+                }
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        try result.get()
+    }
+
+    /// The stored placements, by site and tag id; none from a store written before version 2
+    /// (`report` reads such a store as it is, without migrating it). A row that no longer makes a
+    /// region (edited by hand) is left out.
+    public func placements() throws(SQLiteError) -> [Placement] {
+        let result = connection.withLock { db -> Result<[Placement], SQLiteError> in
+            do throws(SQLiteError) {
+                var exists = false
+                try db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'fleet_placement'") { _ in exists = true }
+                guard exists else { return .success([]) }
+                var placements: [Placement] = []
+                try db.query(
+                    "SELECT site, tag_id, uid, name, lat, lon, radius_m, registry FROM fleet_placement ORDER BY site, tag_id"
+                ) { row in
+                    guard let site = row.text(0), let id = row.text(1),
+                        let center = try? Coordinate(latitude: row.real(4), longitude: row.real(5)),
+                        let region = try? CircularRegion(center: center, radius: row.real(6), identifier: id, maximumRadius: .infinity)
+                    else { return }
+                    let uid = row.text(2).flatMap { try? TagUID(hex: $0) }
+                    placements.append(
+                        Placement(
+                            site: site, entry: RegistryEntry(id: id, uid: uid, region: region, name: row.text(3)),
+                            registry: row.text(7) ?? ""))
+                }
+                return .success(placements)
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
     /// Every stored message, by site, device and arrival.
     public func all() throws(SQLiteError) -> [Stored] {
         let result = connection.withLock { db -> Result<[Stored], SQLiteError> in
@@ -168,12 +304,16 @@ public final class FleetStore: Sendable {
 public enum FleetStoreError: Error, Sendable, Hashable, CustomStringConvertible {
     case missing(String)
     case notAFleetStore(String)
+    /// Written by a newer tagfix (a schema version this build does not know).
+    case newerSchema(String, found: Int, supported: Int)
     case sqlite(String, SQLiteError)
 
     /// A file given in the wrong place (not a fleet store), as opposed to one that failed.
     public var isWrongFile: Bool {
-        if case .notAFleetStore = self { return true }
-        return false
+        switch self {
+        case .notAFleetStore, .newerSchema: true
+        case .missing, .sqlite: false
+        }
     }
 
     public var description: String {
@@ -181,6 +321,8 @@ public enum FleetStoreError: Error, Sendable, Hashable, CustomStringConvertible 
         case .missing(let path): "fleet store \(path) does not exist: tagfix collect --db \(path) creates it"
         case .notAFleetStore(let path):
             "\(path) is not a TagFix fleet store (tagfix collect --db makes one); it was left as it was"
+        case .newerSchema(let path, let found, let supported):
+            "fleet store \(path) has schema version \(found), newer than this tagfix's \(supported): use a newer tagfix; it was left as it was"
         case .sqlite(let path, let error): "fleet store \(path): \(error): check the disk and the file's permissions"
         }
     }

@@ -3,10 +3,10 @@ import Synchronization
 import TagFixCore
 import TagFixDevices
 import TagFixEmulators
-import TagFixStore
 import Testing
 
 @testable import TagFixMQTT
+@testable import TagFixStore
 
 @Suite(
     "tagfix verify --publish, collect and report of a fleet store",
@@ -37,17 +37,162 @@ struct FleetCommandTests {
         #expect(!FileManager.default.fileExists(atPath: folder + "/log.jsonl.acks"))
     }
 
-    @Test("collect --db with a registry (or any other SQLite file) refuses it and leaves it as it was")
-    func wrongDatabase() async throws {
+    /// The example registry (and `extra` rows) as CSV and as SQLite (`tagfix registry import`) in
+    /// `folder`.
+    static func registries(_ folder: String, extra: String = "") throws -> (sqlite: String, csv: String) {
+        let csv = folder + "/site.csv"
+        let example = try String(contentsOfFile: packageRoot + "/Examples/site/registry.csv", encoding: .utf8)
+        try (example + extra).write(toFile: csv, atomically: true, encoding: .utf8)
+        let sqlite = folder + "/site.sqlite"
+        let imported = try runProgram(tagfixBinary, ["registry", "import", csv, "--registry", sqlite])
+        #expect(imported.status == 0, "\(imported.err)")
+        return (sqlite, csv)
+    }
+
+    @Test(
+        "collect --db with a registry (SQLite, CSV, a symlink to one) or a session log refuses it and leaves it as it was",
+        arguments: ["sqlite", "csv", "symlink", "log"])
+    func wrongDatabase(kind: String) async throws {
         let folder = try temporaryFolder()
-        let registry = folder + "/site.sqlite"
-        _ = try SQLiteRegistry(path: registry, mode: .create)
-        let before = try Data(contentsOf: URL(fileURLWithPath: registry))
-        let result = try await offThePool { try runProgram(tagfixBinary, ["collect", "mqtt://127.0.0.1:1/tagfix", "--db", registry]) }
+        let (sqlite, csv) = try Self.registries(folder)
+        var target = kind == "csv" ? csv : sqlite
+        var db = target
+        if kind == "symlink" {
+            db = folder + "/fleet.sqlite"
+            try FileManager.default.createSymbolicLink(atPath: db, withDestinationPath: target)
+        } else if kind == "log" {
+            target = folder + "/day.jsonl"
+            db = target
+            let run = try runProgram(tagfixBinary, ["verify", "--scenario", Self.scenario, "--log", target])
+            #expect(run.status == 0, "\(run.err)")
+        }
+        let before = try Data(contentsOf: URL(fileURLWithPath: target))
+        let database = db
+        // Given as the registry too: read, never written.
+        let result = try await offThePool {
+            try runProgram(tagfixBinary, ["collect", "mqtt://127.0.0.1:1/tagfix", "--db", database, "--registry", "harbour=" + sqlite])
+        }
         #expect(result.status == 64, "\(result.err)")
-        #expect(result.err.contains("not a TagFix fleet store"))
-        #expect(try Data(contentsOf: URL(fileURLWithPath: registry)) == before)
-        #expect(!FleetStore.isFleetStore(registry))
+        #expect(result.err.contains("not a TagFix fleet store"), "\(result.err)")
+        #expect(result.err.split(separator: "\n").count <= 2, "one clear line (and the usage hint)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == before)
+        #expect(!FleetStore.isFleetStore(target))
+        #expect(try runProgram(tagfixBinary, ["registry", "list", "--registry", sqlite]).status == 0, "the registry still opens")
+    }
+
+    @Test(
+        "collect --registry that cannot be used is one clear line and its exit code, before any store is made or anything subscribed",
+        arguments: [
+            ("MISSING", 66, "missing.csv: no such file"), ("BROKEN", 65, "broken.csv:2: tag \"T01\": latitude 93.5"),
+            ("harbour=FLEET", 65, "not a TagFix registry"),
+            ("a+b=CSV", 64, "the site \"a+b\""), ("harbour=", 64, "give SITE=FILE or FILE"),
+        ] as [(String, Int32, String)])
+    func unusableRegistry(registry: String, status: Int32, says: String) async throws {
+        let folder = try temporaryFolder()
+        let (_, csv) = try Self.registries(folder)
+        try "id,uid,lat,lon,radius_m,name\nT01,04A224B2C56480,93.5,9.966,25,Main gate\n".write(
+            toFile: folder + "/broken.csv", atomically: true, encoding: .utf8)
+        let fleet = folder + "/other-fleet.sqlite"
+        _ = try FleetStore(path: fleet, create: true)
+        let argument = registry.replacingOccurrences(of: "MISSING", with: folder + "/missing.csv")
+            .replacingOccurrences(of: "BROKEN", with: folder + "/broken.csv").replacingOccurrences(of: "FLEET", with: fleet)
+            .replacingOccurrences(of: "CSV", with: csv)
+        let db = folder + "/fleet.sqlite"
+        let result = try await offThePool {
+            try runProgram(tagfixBinary, ["collect", "mqtt://127.0.0.1:1/tagfix", "--db", db, "--registry", argument])
+        }
+        #expect(result.status == status, "\(result.err)")
+        #expect(result.err.contains(says), "\(result.err)")
+        #expect(result.err.split(separator: "\n").count <= 2, "one clear line (and the usage hint): \(result.err)")
+        #expect(!result.err.contains("collecting"), "never subscribed")
+        #expect(!FileManager.default.fileExists(atPath: db), "no store made")
+    }
+
+    @Test("collect --registry FILE is the site default (verify's without --site); a path with = in its name is a file, not SITE=")
+    func defaultSite() async throws {
+        try await offThePool {
+            let folder = try temporaryFolder()
+            let (_, csv) = try Self.registries(folder)
+            let equals = folder + "/north=yard.csv"
+            try FileManager.default.copyItem(atPath: csv, toPath: equals)
+            let db = folder + "/fleet.sqlite"
+            let errors = Pipe()
+            // Nothing listens on the port: the placements are stored before the first connection.
+            let collect = try ChildProcess(
+                executable: tagfixBinary,
+                arguments: [
+                    "collect", "mqtt://127.0.0.1:\(PrivateGPSD.freePort())/tagfix", "--db", db, "--registry", equals, "--registry",
+                    "yard=" + csv,
+                ], standardError: errors.fileHandleForWriting.fileDescriptor)
+            try errors.fileHandleForWriting.close()
+            defer { collect.stop() }
+            let said = LineReader(errors.fileHandleForReading)
+            #expect(eventually { said.all.contains { $0.hasPrefix("collecting ") } }, "\(said.all)")
+            #expect(said.all.contains("registry: 20 tags of 2 sites stored in \(db)"), "\(said.all)")
+            collect.signal(SIGTERM)
+            #expect(eventually(.seconds(30)) { !collect.isRunning })
+            #expect(collect.termination == .exited(0))
+            let placements = try FleetStore(path: db, create: false).placements()
+            #expect(Set(placements.map(\.site)) == ["default", "yard"])
+            #expect(placements.filter { $0.site == "default" }.allSatisfy { $0.registry == equals })
+        }
+    }
+
+    /// A fleet store as collect wrote it before the schema was versioned (`fleet_verdict` only,
+    /// `user_version` `version`), holding the example's verdicts from van-1 at the harbour.
+    static func oldStore(_ path: String, version: Int = 0) throws -> Int {
+        let db = try SQLiteConnection(path: path, mode: .create)
+        try db.execute("PRAGMA application_id = \(FleetStore.applicationID)")
+        try db.execute("PRAGMA journal_mode = WAL")
+        try db.execute(
+            """
+            CREATE TABLE IF NOT EXISTS fleet_verdict (
+                id TEXT PRIMARY KEY NOT NULL CHECK (length(id) > 0),
+                site TEXT NOT NULL, device TEXT NOT NULL, payload TEXT NOT NULL, received_ns INTEGER NOT NULL
+            ) STRICT;
+            CREATE INDEX IF NOT EXISTS fleet_verdict_site ON fleet_verdict (site, device);
+            """)
+        let verdicts = try exampleVerdicts()
+        for (index, verdict) in verdicts.enumerated() {
+            try db.query(
+                "INSERT INTO fleet_verdict VALUES (?1, 'harbour', 'van-1', ?2, 1)",
+                [.text("van-1:old:\(index + 1)"), .text(SessionRecord(verdict).encoded())])
+        }
+        try db.execute("PRAGMA user_version = \(version)")
+        try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return verdicts.count
+    }
+
+    @Test("report of a store written before placements were kept: every verdict and the overview, exit 0, the file as it was")
+    func oldStoreReports() async throws {
+        let folder = try temporaryFolder()
+        let db = folder + "/fleet.sqlite"
+        let count = try Self.oldStore(db)
+        let before = try Data(contentsOf: URL(fileURLWithPath: db))
+        let html = try await offThePool { try runProgram(tagfixBinary, ["report", db]) }
+        #expect(html.status == 0, "\(html.err)")
+        let page = html.out.joined(separator: "\n")
+        #expect(page.contains("<p>\(count) verdicts from 1 device(s) on 1 site(s).</p>"))
+        #expect(page.contains("<section id=\"overview\">") && page.contains("<tr data-device=\"van-1\">"))
+        #expect(page.contains("<g class=\"tag\" data-site=\"harbour\" data-tag=\"T01\" data-status=\"confirmed\">"))
+        #expect(!page.contains("never_tapped") && !page.contains("never-tapped"), "no registry stored: no tag is known untapped")
+        let csv = try await offThePool { try runProgram(tagfixBinary, ["report", db, "--format", "csv"]) }
+        #expect(csv.out.count == 1 + count)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: db)) == before, "report never migrates")
+    }
+
+    @Test("a fleet store from a newer tagfix: report and collect say so, exit 64, and leave it as it was")
+    func newerStore() async throws {
+        let folder = try temporaryFolder()
+        let db = folder + "/fleet.sqlite"
+        _ = try Self.oldStore(db, version: FleetStore.schemaVersion + 1)
+        let before = try Data(contentsOf: URL(fileURLWithPath: db))
+        for arguments in [["report", db], ["collect", "mqtt://127.0.0.1:1/tagfix", "--db", db]] {
+            let result = try await offThePool { try runProgram(tagfixBinary, arguments) }
+            #expect(result.status == 64, "\(arguments[0]): \(result.err)")
+            #expect(result.err.contains("newer than this tagfix's \(FleetStore.schemaVersion)"), "\(arguments[0]): \(result.err)")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: db)) == before)
     }
 
     @Test("a password file others may read is refused, and the password never reaches the message")
@@ -160,7 +305,7 @@ struct FleetCommandTests {
     }
 
     @Test(
-        "collect stores what a fleet publishes, stops on SIGTERM, and report shows each site and device",
+        "collect stores what a fleet publishes and its sites' registries (SIGHUP reads them again), stops on SIGTERM, and report shows the fleet, each site and device",
         .enabled(if: haveBroker, "needs mosquitto"))
     func collectAndReport() async throws {
         try await offThePool {
@@ -168,12 +313,15 @@ struct FleetCommandTests {
             defer { broker.stop() }
             let folder = try temporaryFolder()
             let db = folder + "/fleet.sqlite"
+            // T11: a tag no scenario taps.
+            let (sqlite, depot) = try Self.registries(folder, extra: "T11,,53.5449,9.9655,15,Never tapped\n")
             let output = Pipe()
             let errors = Pipe()
             let collect = try ChildProcess(
                 executable: tagfixBinary,
                 arguments: [
                     "collect", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--db", db, "--group", "office", "--client-id", "office-cli",
+                    "--registry", "harbour=" + sqlite, "--registry", "depot=" + depot,
                 ],
                 standardOutput: output.fileHandleForWriting.fileDescriptor, standardError: errors.fileHandleForWriting.fileDescriptor)
             try output.fileHandleForWriting.close()
@@ -196,6 +344,22 @@ struct FleetCommandTests {
             }
             let store = try FleetStore(path: db, create: false)
             #expect(try eventually { try store.count() == 3 * verdicts.count })
+            #expect(said.all.contains("registry: 22 tags of 2 sites stored in \(db)"), "\(said.all)")
+            #expect(try store.placements().filter { $0.site == "depot" }.count == 11)
+
+            // The depot's registry shrinks to three tags: SIGHUP stores that, the harbour's stays.
+            let lines = try String(contentsOfFile: depot, encoding: .utf8).split(separator: "\n")
+            try (lines.prefix(5).joined(separator: "\n") + "\n").write(toFile: depot, atomically: true, encoding: .utf8)
+            collect.signal(SIGHUP)
+            #expect(eventually { said.all.contains { $0.hasPrefix("SIGHUP: registry read again: 14 tags of 2 sites") } }, "\(said.all)")
+            #expect(try store.placements().filter { $0.site == "depot" }.map(\.entry.id) == ["T01", "T02", "T03"])
+            #expect(try store.placements().filter { $0.site == "harbour" }.count == 11)
+            // A registry broken meanwhile: said, and the stored placements stay.
+            try "id,uid,lat,lon,radius_m,name\nT01,zz,1,2,3,x\n".write(toFile: depot, atomically: true, encoding: .utf8)
+            collect.signal(SIGHUP)
+            #expect(eventually { said.all.contains { $0.hasPrefix("SIGHUP: the registries were not read again") } }, "\(said.all)")
+            #expect(try store.placements().count == 14)
+            #expect(collect.isRunning, "a broken registry on SIGHUP does not stop the collector")
             collect.signal(SIGTERM)
             let summary = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             collect.waitUntilExit()
@@ -206,6 +370,35 @@ struct FleetCommandTests {
             let page = html.out.joined(separator: "\n")
             #expect(page.contains("data-site=\"harbour\"") && page.contains("data-site=\"depot\""))
             for device in ["van-1", "van-2", "pi-9"] { #expect(page.contains("data-device=\"\(device)\"")) }
+            // The overview: every site's tags (its registry's and any tapped), coloured by the last
+            // verdict any of its devices gave, the registry's tags never tapped as such.
+            let overview = try #require(
+                page.components(separatedBy: "<section id=\"overview\">").dropFirst().first?
+                    .components(separatedBy: "</section>").first)
+            let drawn = try overview.matches(of: Regex(#"<g class="tag" data-site="([^"]*)" data-tag="([^"]*)" data-status="([^"]*)">"#))
+                .map {
+                    (
+                        site: String($0.output[1].substring ?? ""), tag: String($0.output[2].substring ?? ""),
+                        status: String($0.output[3].substring ?? "")
+                    )
+                }
+            let records = verdicts.map { SessionRecord($0) }
+            var last: [String: String] = [:]
+            for record in records.sorted(by: { $0.time < $1.time }) { last[record.tagKey] = record.verdict }
+            // A tag the map can place: in the registry, or a verdict that named its region.
+            let placed = Set(records.filter { $0.region != nil }.map(\.tagKey))
+            let registered = ["harbour": (1...11).map { String(format: "T%02d", $0) }, "depot": ["T01", "T02", "T03"]]
+            for (site, ids) in registered {
+                let tags = drawn.filter { $0.site == site }
+                #expect(Set(tags.map(\.tag)) == Set(ids).union(placed), "\(site)")
+                #expect(tags.count == Set(ids).union(placed).count, "each tag once: \(site)")
+                for tag in tags { #expect(tag.status == (last[tag.tag] ?? "never_tapped"), "\(site) \(tag.tag)") }
+                #expect(tags.contains { $0.status == "never_tapped" } == !Set(ids).subtracting(last.keys).isEmpty)
+            }
+            #expect(drawn.filter { $0.status == "never_tapped" }.map { "\($0.site) \($0.tag)" } == ["harbour T11"])
+            #expect(page.contains("<ul class=\"never-tapped\"><li>T11 — Never tapped</li></ul>"))
+            let withRegistry = try runProgram(tagfixBinary, ["report", db, "--registry", sqlite])
+            #expect(withRegistry.status == 64 && withRegistry.err.contains("collect --registry"), "\(withRegistry.err)")
             let csv = try runProgram(tagfixBinary, ["report", db, "--format", "csv"])
             #expect(csv.out.count == 1 + 3 * verdicts.count)
             #expect(
