@@ -1,17 +1,13 @@
 import Foundation
 import TagFixCore
 import TagFixDevices
+import TagFixTesting
 import Testing
 
 /// A scenario with many taps, each confirmed by its URL's location, so a run lasts long enough to
 /// be killed in the middle.
 private func longScenario(taps: Int) throws -> String {
-    let fixes = (0...taps + 2).map { #"{"t":\#($0),"lat":53.545,"lon":9.966,"accuracy_m":3}"# }.joined(separator: ",")
-    let reads = (1...taps).map { i in
-        #"{"t":\#(i).2,"uid":"04A224B2C5\#(String(format: "%04X", i))","url":"https://tags.example.org/t/K\#(i)?lat=53.545&lon=9.966&r=30"}"#
-    }.joined(separator: ",")
-    return try temporaryFile(
-        "long.json", #"{"name":"long","start":"2026-05-14T08:00:00Z","gps":{"fixes":[\#(fixes)]},"taps":[\#(reads)]}"#)
+    try temporaryFile("long.json", LongScenario.json(taps: taps))
 }
 
 @Suite("verify --log survives kill -9", .timeLimit(.minutes(2)))

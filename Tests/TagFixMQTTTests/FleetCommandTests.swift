@@ -3,6 +3,7 @@ import Synchronization
 import TagFixCore
 import TagFixDevices
 import TagFixEmulators
+import TagFixTesting
 import Testing
 
 @testable import TagFixMQTT
@@ -276,13 +277,8 @@ struct FleetCommandTests {
         try await offThePool {
             let folder = try temporaryFolder()
             // 3 000 taps: the replay is still going when its first verdict line is read.
-            let fixes = (0...3002).map { #"{"t":\#($0),"lat":53.545,"lon":9.966,"accuracy_m":3}"# }.joined(separator: ",")
-            let taps = (1...3000).map { i in
-                #"{"t":\#(i).2,"uid":"04A224B2C5\#(String(format: "%04X", i))","url":"https://tags.example.org/t/K\#(i)?lat=53.545&lon=9.966&r=30"}"#
-            }.joined(separator: ",")
             let scenario = folder + "/long.json"
-            try #"{"name":"long","start":"2026-05-14T08:00:00Z","gps":{"fixes":[\#(fixes)]},"taps":[\#(taps)]}"#.write(
-                toFile: scenario, atomically: true, encoding: .utf8)
+            try LongScenario.json(taps: 3000).write(toFile: scenario, atomically: true, encoding: .utf8)
             let output = Pipe()
             let errors = Pipe()
             let run = try ChildProcess(
