@@ -84,11 +84,16 @@ final class PCSCLink {
         self.passThrough = passThrough
     }
 
+    /// One APDU and its answer; both logged with `TAGFIX_LOG_LEVEL=debug` (what a reader that
+    /// is not confirmed here answered is then in the report).
     func send(_ bytes: [UInt8]) throws(TagError) -> [UInt8] {
         apdus += 1
         do {
-            return try card.transmit(bytes)
+            let answer = try card.transmit(bytes)
+            DebugLog.debug("\(passThrough.readerName): \(Hex.encode(bytes)) → \(Hex.encode(answer))")
+            return answer
         } catch {
+            DebugLog.debug("\(passThrough.readerName): \(Hex.encode(bytes)) → \(error)")
             throw error.tagError
         }
     }
