@@ -465,6 +465,28 @@ struct PCSCEndToEndTests {
         }
     }
 
+    @Test("a long NDEF message through the transparent exchange: FAST_READ split so each answer fits 256 bytes, the URL whole")
+    func transparentLongRead() async throws {
+        let url = "https://long.example/" + String(repeating: "t", count: 600)
+        let tag = try EmulatedType2Tag.ntag(216, message: NDEFMessage(records: [.uri(url)]).encoded())
+        let bench = try await PCSCBench.start(tags: [tag], model: .omnikey5022)
+        defer { bench.stop() }
+        let result = try await TagfixProcess.run(
+            ["scan", "--reader", "pcsc:OMNIKEY 5022", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+        #expect(result.code == 0, "\(result.err)")
+        let object = try JSONValue.parse(try #require(result.out.first))
+        #expect(object["url"]?.string == url)
+        #expect(object["originality"]?["status"]?.string != "unsupported", "\(object)")
+        // Each FAST_READ asked at most 56 pages, so its answer (224 bytes and 17 of framing) fits 256.
+        let exchanges = bench.card.traffic.exchanges.map(\.command).filter { $0.starts(with: [0xFF, 0xC2, 0x00, 0x01]) }
+        let fastReads = exchanges.compactMap { command -> Int? in
+            guard command.count >= 6, command.suffix(6).prefix(3) == [0x95, 0x03, 0x3A] else { return nil }
+            return Int(command[command.count - 2]) - Int(command[command.count - 3]) + 1
+        }
+        #expect(fastReads.count >= 3 && fastReads.allSatisfy { $0 <= 56 }, "\(fastReads)")
+        #expect(fastReads.reduce(0, +) >= (url.count + 8) / 4, "\(fastReads)")
+    }
+
     @Test("a reader whose name says nothing is probed: the direct transmit refused, the transparent exchange taken")
     func probe() async throws {
         let tag = ntag213(url: "https://probe.example/p")
