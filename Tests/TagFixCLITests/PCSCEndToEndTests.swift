@@ -213,6 +213,30 @@ struct PCSCEndToEndTests {
         #expect(bench.card.traffic.exchanges.isEmpty && bench.card.traffic.connectedAt == nil)
     }
 
+    @Test(
+        "the read planner's minimum per pass-through: 3 APDUs with the direct transmit, 5 with the transparent exchange (its session started and ended)",
+        arguments: [PCSCPart3Reader.Model.acr1252u, .acr1552u])
+    func minimumExchanges(_ model: PCSCPart3Reader.Model) async throws {
+        let tag = ntag213(url: "https://t.example/A1")
+        let bench = try await PCSCBench.start(tags: [tag], model: model)
+        defer { bench.stop() }
+        let result = try await TagfixProcess.run(
+            ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+        #expect(result.code == 0, "\(result.err)")
+        let commands = bench.card.traffic.exchanges.map(\.command)
+        let shown = commands.map { Hex.encode($0) }
+        switch model.passThrough {
+        case .direct:
+            // GET DATA, FAST_READ 3–10, READ_SIG.
+            #expect(commands.count == 3, "\(shown)")
+        default:
+            // GET DATA, start session, FAST_READ 3–10, READ_SIG, end session.
+            #expect(commands.count == 5, "\(shown)")
+            #expect(
+                commands.dropFirst().first == PCSCTransparentExchange.startSession && commands.last == PCSCTransparentExchange.endSession)
+        }
+    }
+
     @Test("a Type 4 tag: SELECT, the CC file and the NDEF file, through pcscd")
     func type4() async throws {
         let url = "https://type4.example/" + String(repeating: "p", count: 300)
