@@ -66,10 +66,22 @@ public final class PCSCPassThrough: Sendable {
     }
 }
 
+/// What the transports need of a connected card: `PCSCCard` (SCardTransmit, SCardReconnect,
+/// SCardDisconnect), or a test's channel to an emulated reader.
+protocol PCSCChannel {
+    /// Sends one APDU; the answer ends with its status word.
+    func transmit(_ apdu: [UInt8]) throws(PCSCError) -> [UInt8]
+    /// Resets the card and connects again.
+    mutating func reset() throws(PCSCError)
+    func disconnect()
+}
+
+extension PCSCCard: PCSCChannel {}
+
 /// The connection to one card, shared by the transports over it and the procedures' `reselect`.
 /// Used on the device thread only.
 final class PCSCLink {
-    var card: PCSCCard
+    var card: any PCSCChannel
     let passThrough: PCSCPassThrough
     /// A raw command was refused: the tag is idle until the reader selects it again.
     var tagIdle = false
@@ -79,7 +91,7 @@ final class PCSCLink {
     /// APDUs sent, for the debug log.
     var apdus = 0
 
-    init(card: PCSCCard, passThrough: PCSCPassThrough) {
+    init(card: any PCSCChannel, passThrough: PCSCPassThrough) {
         self.card = card
         self.passThrough = passThrough
     }
@@ -172,6 +184,11 @@ struct PCSCType2Transport: TagTransport {
         let frame: [UInt8] = [0xD4, 0x42] + command
         let answer = try send([0xFF, 0x00, 0x00, 0x00, UInt8(frame.count)] + frame)
         guard answer.count >= 5, answer[0] == 0xD5, answer[1] == 0x43, answer.suffix(2) == [0x90, 0x00] else {
+            // A reader known to pass through that answers unframed garbles, it does not refuse:
+            // an error, not a reason to ask again (which would never end).
+            guard passThrough.current == .unknown else {
+                throw TagError(.protocolError, detail: "direct transmit answered \(Hex.encode(answer.prefix(8)))")
+            }
             passThrough.learn(.direct, supported: false)
             return nil
         }
@@ -323,7 +340,7 @@ struct PCSCTag {
     var apdus: Int { link.apdus }
 
     /// Identifies the card: its kind from the ATR, its UID from `FF CA 00 00 00`.
-    init(card: PCSCCard, atr: [UInt8], passThrough: PCSCPassThrough) throws(ReaderError) {
+    init(card: any PCSCChannel, atr: [UInt8], passThrough: PCSCPassThrough) throws(ReaderError) {
         link = PCSCLink(card: card, passThrough: passThrough)
         self.atr = atr
         kind = PCSCCardKind(atr: atr)
