@@ -12,7 +12,8 @@ import TagFixCore
 /// - `FF 00 00 00 Lc D4 42 …` (direct transmit of a PN532 `InCommunicateThru`, as the ACR122U
 ///   and ACR1252U take it): any raw command to the tag (FAST_READ, READ_SIG, GET_VERSION),
 ///   answered `D5 43 status data 90 00`.
-/// - `FF C2 00 00 …` / `FF C2 00 01 …` (PC/SC Part 3 Manage Session and Transparent Exchange,
+/// - `FF C2 00 00 …` / `FF C2 00 02 …` / `FF C2 00 01 …` (PC/SC Part 3 Manage Session, Switch
+///   Protocol to ISO 14443-A layer 3, and Transparent Exchange,
 ///   as the ACR1552U, OMNIKEY and uTrust readers take them): a raw command in a `95` data
 ///   object, answered `C0 03 00 90 00`, `92 01 bits`, `96 02 00 00`, `97 len data`, `90 00`.
 ///   Inside a transparent session the reader leaves the card to the host: it refuses READ and
@@ -186,6 +187,12 @@ public struct PCSCPart3Reader: Sendable {
                 case 0x5F46: continue
                 default: return error(number + 1, [0x6A, 0x81])
                 }
+            }
+            return ok + Self.ok
+        case 0x02:  // Switch Protocol: only ISO 14443 Type A, layer 3 (the tag is there already)
+            guard session.withLock({ $0 }) else { return error(0, [0x69, 0x85]) }
+            for (number, object) in parsed.enumerated() where object.tag != 0x8F || object.value != [0x00, 0x03] {
+                return error(number + 1, [0x6A, 0x81])
             }
             return ok + Self.ok
         case 0x01:  // Transparent Exchange

@@ -239,6 +239,14 @@ struct PCSCType2Transport: TagTransport {
                 return try failed(error)
             }
             link.transparentSession = true
+            // To ISO 14443-A layer 3, where a Type 2 tag is; a reader that refuses the switch is
+            // used as it is.
+            let switched = try send(PCSCTransparentExchange.switchToTypeALayer3)
+            do throws(PCSCTransparentExchange.Failure) {
+                try PCSCTransparentExchange.checkSession(switched)
+            } catch {
+                DebugLog.debug("\(passThrough.readerName): no protocol switch (\(error)); going on without it")
+            }
         }
         let apdu: [UInt8]
         do throws(PCSCTransparentExchange.Failure) {

@@ -22,6 +22,10 @@ public enum PCSCTransparentExchange {
     public static let startSession: [UInt8] = [0xFF, 0xC2, 0x00, 0x00, 0x02, 0x81, 0x00, 0x00]
     /// The Manage Session APDU that ends it (the reader polls again).
     public static let endSession: [UInt8] = [0xFF, 0xC2, 0x00, 0x00, 0x02, 0x82, 0x00, 0x00]
+    /// Switch Protocol to ISO 14443 Type A, layer 3 (`8F 02 00 03`): where a Type 2 tag's
+    /// commands go. Public ACR1552U drivers send it after starting the session; a reader that
+    /// refuses it is used without it.
+    public static let switchToTypeALayer3: [UInt8] = [0xFF, 0xC2, 0x00, 0x02, 0x04, 0x8F, 0x02, 0x00, 0x03, 0x00]
 
     /// How long the reader waits for the card's answer: 50 ms, far more than a Type 2 tag needs
     /// (READ_SIG, the slowest, answers within 5 ms).
@@ -140,10 +144,20 @@ public enum PCSCTransparentExchange {
     /// failure the status (or the status word) names otherwise.
     static func status(_ answer: [UInt8]) throws(Failure) -> [DataObject] {
         guard answer.count >= 2 else { throw .malformed("\(answer.count) bytes, not even a status word") }
-        let sw = Array(answer.suffix(2))
+        var sw = Array(answer.suffix(2))
         // A reader without the FF C2 commands refuses the APDU outright, without data objects.
         if sw != [0x90, 0x00], answer.count == 2 { throw sw == [0x64, 0x01] ? .noAnswer : .unsupported(sw: sw) }
-        let objects = try dataObjects(Array(answer.dropLast(2)))
+        var objects: [DataObject]
+        do {
+            objects = try dataObjects(Array(answer.dropLast(2)))
+        } catch {
+            // Some answers captured from an ACR1552U end with the C0 object itself, no status
+            // word after it: taken when the whole answer is data objects with a C0.
+            guard let whole = try? dataObjects(answer), let generic = whole.first(where: { $0.tag == 0xC0 }), generic.value.count == 3
+            else { throw error }
+            objects = whole
+            sw = Array(generic.value[1...])
+        }
         guard let generic = objects.first(where: { $0.tag == 0xC0 }) else {
             throw .malformed("no generic error status (C0) in \(Hex.encode(answer))")
         }

@@ -214,7 +214,7 @@ struct PCSCEndToEndTests {
     }
 
     @Test(
-        "the read planner's minimum per pass-through: 3 APDUs with the direct transmit, 5 with the transparent exchange (its session started and ended)",
+        "the read planner's minimum per pass-through: 3 APDUs with the direct transmit, 6 with the transparent exchange (its session started, switched to layer 3, ended)",
         arguments: [PCSCPart3Reader.Model.acr1252u, .acr1552u])
     func minimumExchanges(_ model: PCSCPart3Reader.Model) async throws {
         let tag = ntag213(url: "https://t.example/A1")
@@ -230,8 +230,9 @@ struct PCSCEndToEndTests {
             // GET DATA, FAST_READ 3–10, READ_SIG.
             #expect(commands.count == 3, "\(shown)")
         default:
-            // GET DATA, start session, FAST_READ 3–10, READ_SIG, end session.
-            #expect(commands.count == 5, "\(shown)")
+            // GET DATA, start session, switch to 14443-A layer 3, FAST_READ 3–10, READ_SIG, end session.
+            #expect(commands.count == 6, "\(shown)")
+            #expect(commands.count > 2 && commands[2] == PCSCTransparentExchange.switchToTypeALayer3, "\(shown)")
             #expect(
                 commands.dropFirst().first == PCSCTransparentExchange.startSession && commands.last == PCSCTransparentExchange.endSession)
         }

@@ -55,6 +55,9 @@ struct PCSCTransparentExchangeTests {
         #expect(objects.map(\.tag) == [0xC0, 0x5F46, 0x97, 0x92])
         #expect(objects.map(\.value) == [bytes("00 90 00"), bytes("01 02 03 04"), bytes("AA BB"), [0x04]])
         #expect(try Exchange.dataObjects([]).isEmpty)
+        #expect(
+            failure { () throws(Exchange.Failure) in try Exchange.dataObjects(bytes("C0 03 00 90 00 5F")) }
+                == .malformed("a two-byte tag cut short"))
     }
 
     @Test("a card's answer comes out of 97; a 4-bit ACK or NAK as its one byte")
@@ -81,7 +84,9 @@ struct PCSCTransparentExchangeTests {
         ("C0 03 00 90 00 97 05 01 02 90 00", .malformed("data object 97 says 5 bytes, 2 follow")),
         ("C0 03 00 90 00 97 83 00 00 01 90 00", .malformed("a length of 3 bytes")),
         ("C0 03 00 90 00 97 81 90 00", .malformed("a length cut short")),
-        ("C0 03 00 90 00 5F 90 00", .malformed("a two-byte tag cut short")),
+        // Cut short as SW-stripped, but whole as SW-less objects (5F 90, empty): still no data.
+        ("C0 03 00 90 00 5F 90 00", .noAnswer),
+        ("C0 03 00 90 00 5F", .malformed("data object C0 says 3 bytes, 2 follow")),
         ("C0 03 00 90 00 97 90 00", .malformed("data object 97 without a length")),
         ("C0 03 00 90 00 96 02 01 00 97 01 00 90 00", .transmission(status: 0x0100)),
         ("C0 03 00 90 00 96 01 00 97 01 00 90 00", .malformed("a response status of 1 bytes")),
@@ -114,16 +119,28 @@ struct PCSCTransparentExchangeTests {
         }
     }
 
-    @Test("every truncation of a good answer fails cleanly or gives the bytes that are there, never more")
+    @Test("every truncation of a good answer fails cleanly, or (without its status word only) gives the whole data, never part of it")
     func truncations() {
         let answer = bytes("C0 03 00 90 00 92 01 00 96 02 00 00 97 04 01 02 03 04 90 00")
         for count in 0..<answer.count {
             let cut = Array(answer.prefix(count))
             switch Result(catching: { () throws(Exchange.Failure) in try Exchange.response(cut) }) {
-            case .success(let data): Issue.record("\(Hex.encode(cut)) gave \(Hex.encode(data))")
+            case .success(let data):
+                // An answer without a status word is taken as a reader that sends none (an
+                // ACR1552U capture does so) when it is whole data objects: all four bytes.
+                #expect(count == answer.count - 2 && data == [0x01, 0x02, 0x03, 0x04], "\(Hex.encode(cut)) gave \(Hex.encode(data))")
             case .failure(let failure): #expect(!failure.description.isEmpty)
             }
         }
+    }
+
+    @Test("answers that end with the C0 object and no status word (as captured from an ACR1552U) are taken")
+    func withoutStatusWord() throws {
+        try Exchange.checkSession(bytes("C0 03 00 90 00"))
+        #expect(try Exchange.response(bytes("C0 03 00 90 00 92 01 00 96 02 00 00 97 02 AB CD")) == [0xAB, 0xCD])
+        #expect(
+            failure { () throws(Exchange.Failure) in try Exchange.checkSession(bytes("C0 03 01 6A 81")) } == .unsupported(sw: [0x6A, 0x81]))
+        #expect(Exchange.switchToTypeALayer3 == bytes("FF C2 00 02 04 8F 02 00 03 00"))
     }
 
     @Test("which pass-through a reader name suggests: ACS PN53x direct, ACR1552U / OMNIKEY / uTrust transparent, others both")
@@ -154,6 +171,7 @@ struct PCSCTransparentExchangeTests {
             }
             #expect(outside == .failed(index: 0, sw: [0x69, 0x85]), "\(model)")
             try Exchange.checkSession(reader.answer(Exchange.startSession))
+            try Exchange.checkSession(reader.answer(Exchange.switchToTypeALayer3))
             #expect(reader.answer([0xFF, 0xB0, 0x00, 0x04, 0x10]) == [0x69, 0x85])
             for command in [[0x3C, 0x00], [0x3A, 0x03, 0x0A]] as [[UInt8]] {
                 let viaReader = try Exchange.response(reader.answer(try Exchange.transceive(command)))
