@@ -17,10 +17,11 @@ struct EmulateCommand: Subcommand {
             LIBNFC_DEVICE=pn532_uart:PATH, or tagfix scan --reader pn532_uart:PATH.
             emulate pcsc presents the same dumps as a contactless card behind pcscd's virtual reader \
             (Debian vsmartcard-vpcd): it connects to vpcd's --port (default 35963, the system \
-            pcscd's vpcd) and answers as a PC/SC Part 3 reader (ATR, GET DATA, READ/UPDATE BINARY, \
-            the direct-transmit pseudo-APDU). With --pcscd it starts a private pcscd and prints \
-            the PCSCLITE_CSOCK_NAME its clients need; a removed tag stays away 1 s, as pcscd needs \
-            to see it go.
+            pcscd's vpcd) and answers as a PC/SC Part 3 reader (ATR, GET DATA, READ/UPDATE BINARY) \
+            of the --model family: its raw pass-through (ACS's direct transmit, PC/SC Part 3 \
+            Transparent Exchange, or none) and, with --pcscd, the reader name pcscd lists. With \
+            --pcscd it starts a private pcscd and prints the PCSCLITE_CSOCK_NAME its clients need; \
+            a removed tag stays away 1 s, as pcscd needs to see it go.
             emulate nmea writes NMEA 0183 (GGA, GSA, GST, RMC, GSV, with checksums) at --rate, from \
             --at LAT,LON or along a --route (GeoJSON LineString or GPX track, at --speed), with \
             --noise metres and --seed, or from a recorded --log. Point gpsd at it: \
@@ -44,6 +45,11 @@ struct EmulateCommand: Subcommand {
             ),
             .init(name: "port", valueName: "N", help: "pcsc: vpcd's port (the reader's CHANNELID); default 35963."),
             .init(name: "pcscd", valueName: nil, help: "pcsc: also start a private pcscd with vpcd and print its socket."),
+            .init(
+                name: "model", valueName: "NAME",
+                help:
+                    "pcsc: the reader family to answer as: \(PCSCPart3Reader.Model.allCases.map(\.rawValue).joined(separator: ", ")); default virtual (vpcd with ACS's direct transmit); plain has no pass-through."
+            ),
             .init(name: "at", valueName: "LAT,LON", help: "nmea: the receiver's position."),
             .init(name: "route", valueName: "FILE", help: "nmea: walk a GeoJSON LineString or GPX track."),
             .init(name: "speed", valueName: "M/S", help: "nmea: walking speed along --route; default 1.4."),
@@ -65,6 +71,7 @@ struct EmulateCommand: Subcommand {
             "tagfix emulate pn532 --tag Call_112.nfc --link /tmp/pn532",
             "LIBNFC_DEVICE=pn532_uart:/tmp/pn532 nfc-list",
             "tagfix emulate pcsc --tag Call_112.nfc --pcscd",
+            "tagfix emulate pcsc --tag Call_112.nfc --pcscd --model omnikey5422",
             "tagfix emulate nmea --at 53.545,9.966 --rate 5 --gpsd",
         ])
 
@@ -76,6 +83,7 @@ struct EmulateCommand: Subcommand {
     var script: String?
     var port: Int?
     var privatePCSCD: Bool
+    var model: PCSCPart3Reader.Model
 
     init(_ arguments: ParsedArguments) throws(CLIError) {
         device = arguments.positionals[0]
@@ -90,6 +98,15 @@ struct EmulateCommand: Subcommand {
         }
         port = try arguments.number("port", in: 1...65534, command: "emulate").map { Int($0) }
         privatePCSCD = arguments.flag("pcscd")
+        let modelName = arguments.value("model") ?? PCSCPart3Reader.Model.virtual.rawValue
+        guard let chosen = PCSCPart3Reader.Model(rawValue: modelName.lowercased()) else {
+            let known = PCSCPart3Reader.Model.allCases.map(\.rawValue).joined(separator: ", ")
+            throw .usage("--model is one of \(known), not \"\(modelName)\"", command: "emulate")
+        }
+        guard device == "pcsc" || arguments.value("model") == nil else {
+            throw .usage("--model is for emulate pcsc", command: "emulate")
+        }
+        model = chosen
         link = arguments.value("link")
         baud = try arguments.number("baud", in: 300...4_000_000, command: "emulate").map { Int($0) }
         script = arguments.value("script")
@@ -124,14 +141,17 @@ struct EmulateCommand: Subcommand {
 extension EmulateCommand {
     /// `emulate pcsc`: the card behind vpcd, and the private pcscd with --pcscd.
     func runPCSC(_ io: some TerminalOutput, stop: StopSignals) async throws(EmulatorLabError) {
-        let lab = try PCSCLab(tagFiles: tags, script: script, port: port, privatePCSCD: privatePCSCD)
+        let lab = try PCSCLab(tagFiles: tags, script: script, port: port, privatePCSCD: privatePCSCD, model: model)
         defer { lab.stop() }
-        io.out("PC/SC card for vpcd on port \(lab.emulator.options.port)")
+        io.out(
+            "PC/SC card for vpcd on port \(lab.emulator.options.port), answering as \(model.rawValue) (pass-through: \(model.passThrough.rawValue))"
+        )
         for image in lab.images {
             io.out("  tag \(image.uid?.hex ?? "?") \(image.chip.name)")
         }
         if let pcscd = lab.pcscd { io.out("pcscd: PCSCLITE_CSOCK_NAME=\(pcscd.socketPath)") }
-        io.out("reader: pcsc:\(PrivatePCSCD.readerName)")
+        // Without --pcscd the system pcscd's reader.conf names the reader, whatever the model.
+        io.out("reader: pcsc:\(lab.pcscd?.readerName ?? PrivatePCSCD.readerName)")
         await lab.run(until: stop) { io.err($0) }
     }
 }

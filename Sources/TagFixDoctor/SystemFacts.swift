@@ -31,6 +31,9 @@ struct KnownDevice: Sendable, Hashable {
         KnownDevice(vendor: "076b", product: "5422", name: "HID Global OMNIKEY 5422", kind: .pcscReader),
         KnownDevice(vendor: "076b", product: "5427", name: "HID OMNIKEY 5427 CK", kind: .pcscReader),
         KnownDevice(vendor: "04e6", product: "5790", name: "Identiv uTrust 3700 F", kind: .pcscReader),
+        // ACS ACR1552U: in CCID's readers list since libccid 1.5.3 (2023), not in Debian 12's 1.5.2.
+        KnownDevice(vendor: "072f", product: "2303", name: "ACS ACR1552U (1S CL; libccid 1.5.3 or later)", kind: .pcscReader),
+        KnownDevice(vendor: "072f", product: "2308", name: "ACS ACR1552U (CL; libccid 1.5.3 or later)", kind: .pcscReader),
         KnownDevice(vendor: "1a86", product: "7523", name: "CH340 USB-serial", kind: .serialBridge),
         KnownDevice(vendor: "10c4", product: "ea60", name: "CP2102 USB-serial", kind: .serialBridge),
         KnownDevice(vendor: "0403", product: "6001", name: "FTDI FT232 USB-serial", kind: .serialBridge),

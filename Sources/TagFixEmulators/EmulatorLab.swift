@@ -90,7 +90,9 @@ public struct PCSCLab: Sendable {
 
     /// Loads the dumps and the script, starts the private pcscd when asked, then the card.
     /// - Parameter port: vpcd's port; with `privatePCSCD` the private pcscd's is used.
-    public init(tagFiles: [String], script: String?, port: Int?, privatePCSCD: Bool, passesThrough: Bool = true)
+    /// - Parameter model: the reader family the card answers as; a private pcscd lists the
+    ///   reader under that family's name.
+    public init(tagFiles: [String], script: String?, port: Int?, privatePCSCD: Bool, model: PCSCPart3Reader.Model = .virtual)
         throws(EmulatorLabError)
     {
         images = try PN532Lab.loadDumps(tagFiles)
@@ -98,7 +100,7 @@ public struct PCSCLab: Sendable {
         var daemon: PrivatePCSCD?
         if privatePCSCD {
             do {
-                daemon = try PrivatePCSCD()
+                daemon = try PrivatePCSCD(friendlyName: model.friendlyName)
             } catch {
                 throw .unavailable(error.description)
             }
@@ -106,7 +108,7 @@ public struct PCSCLab: Sendable {
         pcscd = daemon
         do {
             emulator = try VPCDEmulator(
-                dumps: images, options: .init(port: daemon?.port ?? port ?? Self.systemVPCDPort, passesThrough: passesThrough))
+                dumps: images, options: .init(port: daemon?.port ?? port ?? Self.systemVPCDPort, model: model))
         } catch {
             daemon?.stop()
             throw .unavailable(error.description)

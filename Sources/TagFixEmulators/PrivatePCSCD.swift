@@ -23,8 +23,10 @@ public final class PrivatePCSCD: Sendable {
     /// The folder bound over /run/pcscd; it holds pcscd.comm.
     public let runDirectory: String
     public let configDirectory: String
-    /// The vpcd reader's name as pcscd lists it (slot 0).
+    /// The vpcd reader's name as pcscd lists it (slot 0) by default.
     public static let readerName = "Virtual PCD 00 00"
+    /// The vpcd reader's name as this pcscd lists it (slot 0): its FRIENDLYNAME and " 00 00".
+    public let readerName: String
     private let current: Mutex<Running?>
 
     private struct Running {
@@ -56,7 +58,13 @@ public final class PrivatePCSCD: Sendable {
     public var environment: [String: String] { ["PCSCLITE_CSOCK_NAME": socketPath] }
 
     /// Starts pcscd with vpcd on `port` (a free one when `nil`) and waits until it listens.
-    public init(port: Int? = nil) throws(EmulatorError) {
+    /// - Parameter friendlyName: the reader's name in reader.conf (`PCSCPart3Reader.Model`'s, so
+    ///   the virtual reader is listed as the reader family it answers as).
+    public init(port: Int? = nil, friendlyName: String = "Virtual PCD") throws(EmulatorError) {
+        guard !friendlyName.isEmpty, !friendlyName.contains("\""), !friendlyName.contains("\n") else {
+            throw .link("a reader name without quotes or line breaks, not \(friendlyName.debugDescription)")
+        }
+        readerName = friendlyName + " 00 00"
         guard Self.installedPath != nil, let driver = Self.vpcdDriver else {
             throw .link("pcscd or vpcd is not installed (apt-get install pcscd vsmartcard-vpcd)")
         }
@@ -73,7 +81,7 @@ public final class PrivatePCSCD: Sendable {
         for _ in 0..<(port == nil ? 4 : 1) {
             let chosen = port ?? PrivateGPSD.freePort()
             guard chosen > 0 else { break }
-            Self.writeConfiguration(configDirectory, driver: driver, port: chosen)
+            Self.writeConfiguration(configDirectory, driver: driver, port: chosen, name: friendlyName)
             switch Self.launch(run: runDirectory, config: configDirectory, port: chosen) {
             case .success(let process):
                 self.port = chosen
@@ -89,10 +97,10 @@ public final class PrivatePCSCD: Sendable {
 
     /// reader.conf.d/vpcd: one vpcd reader whose card connects to `port` (pcscd also opens
     /// port + 1 for the driver's second slot).
-    private static func writeConfiguration(_ folder: String, driver: String, port: Int) {
+    private static func writeConfiguration(_ folder: String, driver: String, port: Int, name: String) {
         let channel = String(format: "0x%04X", port)
         let text = """
-            FRIENDLYNAME "Virtual PCD"
+            FRIENDLYNAME "\(name)"
             DEVICENAME   /dev/null:\(channel)
             LIBPATH      \(driver)
             CHANNELID    \(channel)

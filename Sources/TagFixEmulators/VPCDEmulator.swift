@@ -24,14 +24,16 @@ public final class VPCDEmulator: Sendable {
         public var port: Int
         /// How long a removed card stays away before it may come back.
         public var absence: Duration
-        /// Whether the reader passes raw commands through (`FF 00 00 00 … D4 42`).
-        public var passesThrough: Bool
+        /// The reader family the card answers as (its raw pass-through).
+        public var model: PCSCPart3Reader.Model
 
-        public init(host: String = "127.0.0.1", port: Int, absence: Duration = .milliseconds(1100), passesThrough: Bool = true) {
+        public init(
+            host: String = "127.0.0.1", port: Int, absence: Duration = .milliseconds(1100), model: PCSCPart3Reader.Model = .virtual
+        ) {
             self.host = host
             self.port = port
             self.absence = absence
-            self.passesThrough = passesThrough
+            self.model = model
         }
     }
 
@@ -78,7 +80,7 @@ public final class VPCDEmulator: Sendable {
     /// Starts presenting `tags` (each present, the first in the field) to vpcd on `options.port`.
     public init(tags: [any EmulatedTag], options: Options) {
         self.options = options
-        readers = tags.map { PCSCPart3Reader(tag: $0, passesThrough: options.passesThrough) }
+        readers = tags.map { PCSCPart3Reader(tag: $0, model: options.model) }
         state = Mutex(State(present: tags.map { _ in true }))
         let thread = Thread { [self] in
             serve()
@@ -166,7 +168,7 @@ public final class VPCDEmulator: Sendable {
                 usleep(20_000)
                 continue
             }
-            readers[slot].tag.reset()
+            readers[slot].reset()
             state.withLock { state in
                 state.inField = slot
                 state.traffic.connections += 1
@@ -198,7 +200,7 @@ public final class VPCDEmulator: Sendable {
             }
             if message.count == 1 {
                 switch message[0] {
-                case 0x02: reader.tag.reset()  // reset: the tag is selected again
+                case 0x02: reader.reset()  // reset: the tag is selected again, any session ends
                 case 0x04: guard Self.send(socket, reader.atr) else { return }
                 default: break  // power on / off: nothing to answer
                 }

@@ -79,7 +79,7 @@ public final class PCSCReader<C: Clock>: TagReader, Sendable where C.Instant == 
     func passThrough(of name: String) -> PCSCPassThrough {
         passThrough.withLock { known in
             if let found = known[name] { return found }
-            let made = PCSCPassThrough()
+            let made = PCSCPassThrough(readerName: name)
             known[name] = made
             return made
         }

@@ -57,11 +57,13 @@ public final class PCSCTagSession<C: Clock>: TagSession, Sendable where C.Instan
             defer { card.disconnect() }
             let tag: PCSCTag
             do {
-                tag = try PCSCTag(card: card, atr: atr, passThrough: PCSCPassThrough())
+                tag = try PCSCTag(card: card, atr: atr, passThrough: PCSCPassThrough(readerName: name))
             } catch {
                 events.yield(.readFailed(error))
                 return
             }
+            // Before the card is let go: a reader left in a transparent session does not poll.
+            defer { try? tag.link.endTransparentSession() }
             handle(tag, request, events)
         } catch {
             events.yield(.unavailable(error.readerError))

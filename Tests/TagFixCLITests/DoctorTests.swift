@@ -91,7 +91,7 @@ struct DoctorTests {
 
     @Test(
         "a PC/SC reader: usable through pcscd when it runs, blocking without it or under the kernel's NFC module",
-        arguments: [("076b", "5422"), ("072f", "223b"), ("04e6", "5790")])
+        arguments: [("076b", "5422"), ("072f", "223b"), ("04e6", "5790"), ("072f", "2303"), ("072f", "2308")])
     func pcscReader(_ vendor: String, _ product: String) throws {
         let running = try FakeSystem()
         try running.write("proc/812/comm", "pcscd\n")
@@ -208,7 +208,7 @@ struct DoctorTests {
                 guard let vendor = value(line, "idVendor"), let product = value(line, "idProduct") else { return nil }
                 return "\(vendor):\(product)"
             })
-        #expect(pairs.count == 18)
+        #expect(pairs.count == 20)
         #expect(pairs == Set(KnownDevice.all.map { "\($0.vendor):\($0.product)" }))
     }
 }

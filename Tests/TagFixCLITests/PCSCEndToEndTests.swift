@@ -4,6 +4,7 @@ import TagFixCore
 import TagFixDevices
 import TagFixEmulators
 import TagFixNDEF
+import TagFixPCSC
 import TagFixTesting
 import Testing
 
@@ -95,10 +96,14 @@ private struct PCSCBench: Sendable {
     let pcscd: PrivatePCSCD
     let card: VPCDEmulator
 
-    static func start(tags: [any EmulatedTag], passesThrough: Bool = true) async throws -> PCSCBench {
+    /// - Parameters:
+    ///   - model: the reader family the card answers as.
+    ///   - name: the reader's name in pcscd (the model's unless given: a reader whose name and
+    ///     behaviour disagree shows what the capability probe does).
+    static func start(tags: [any EmulatedTag], model: PCSCPart3Reader.Model = .virtual, name: String? = nil) async throws -> PCSCBench {
         try await offThePool {
-            let pcscd = try PrivatePCSCD()
-            let card = VPCDEmulator(tags: tags, options: .init(port: pcscd.port, passesThrough: passesThrough))
+            let pcscd = try PrivatePCSCD(friendlyName: name ?? model.friendlyName)
+            let card = VPCDEmulator(tags: tags, options: .init(port: pcscd.port, model: model))
             return PCSCBench(pcscd: pcscd, card: card)
         }
     }
@@ -112,6 +117,11 @@ private struct PCSCBench: Sendable {
         }.start()
     }
 }
+
+/// The reader families with a raw pass-through, one per shared Flipper dump in turn (7 dumps, 7
+/// families: each family reads a different dump, every dump is read).
+private let families: [PCSCPart3Reader.Model] = PCSCPart3Reader.Model.allCases.filter { $0.passThrough != .none && $0 != .virtual }
+private let familyRuns = Array(zip(flipperDumps, flipperDumps.indices.map { families[$0 % families.count] }))
 
 /// The fields of a scan's JSON that say what the tag holds (not when or how fast it was read).
 private func essentials(_ object: JSONValue) -> [String] {
@@ -203,6 +213,31 @@ struct PCSCEndToEndTests {
         #expect(bench.card.traffic.exchanges.isEmpty && bench.card.traffic.connectedAt == nil)
     }
 
+    @Test(
+        "the read planner's minimum per pass-through: 3 APDUs with the direct transmit, 6 with the transparent exchange (its session started, switched to layer 3, ended)",
+        arguments: [PCSCPart3Reader.Model.acr1252u, .acr1552u])
+    func minimumExchanges(_ model: PCSCPart3Reader.Model) async throws {
+        let tag = ntag213(url: "https://t.example/A1")
+        let bench = try await PCSCBench.start(tags: [tag], model: model)
+        defer { bench.stop() }
+        let result = try await TagfixProcess.run(
+            ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+        #expect(result.code == 0, "\(result.err)")
+        let commands = bench.card.traffic.exchanges.map(\.command)
+        let shown = commands.map { Hex.encode($0) }
+        switch model.passThrough {
+        case .direct:
+            // GET DATA, FAST_READ 3–10, READ_SIG.
+            #expect(commands.count == 3, "\(shown)")
+        default:
+            // GET DATA, start session, switch to 14443-A layer 3, FAST_READ 3–10, READ_SIG, end session.
+            #expect(commands.count == 6, "\(shown)")
+            #expect(commands.count > 2 && commands[2] == PCSCTransparentExchange.switchToTypeALayer3, "\(shown)")
+            #expect(
+                commands.dropFirst().first == PCSCTransparentExchange.startSession && commands.last == PCSCTransparentExchange.endSession)
+        }
+    }
+
     @Test("a Type 4 tag: SELECT, the CC file and the NDEF file, through pcscd")
     func type4() async throws {
         let url = "https://type4.example/" + String(repeating: "p", count: 300)
@@ -235,7 +270,7 @@ struct PCSCEndToEndTests {
     func noPassThrough() async throws {
         let url = "https://plain.example/" + String(repeating: "r", count: 120)
         let tag = try EmulatedType2Tag.ntag(215, message: NDEFMessage(records: [.uri(url)]).encoded())
-        let bench = try await PCSCBench.start(tags: [tag], passesThrough: false)
+        let bench = try await PCSCBench.start(tags: [tag], model: .plain)
         defer { bench.stop() }
         let result = try await TagfixProcess.run(
             ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
@@ -244,9 +279,11 @@ struct PCSCEndToEndTests {
         #expect(object["url"]?.string == url)
         #expect(object["originality"]?["status"]?.string == "unsupported")
         #expect(object["originality"]?["key"]?.string == "unsupported by this reader")
-        // Only READ BINARY of the NDEF TLV's pages after the one refused direct transmit.
+        // Only READ BINARY of the NDEF TLV's pages after the one refused direct transmit and the
+        // one refused transparent session (a reader named "Virtual PCD" is probed with both).
         let headers = bench.card.traffic.headers
         #expect(headers.filter { $0.starts(with: [0xFF, 0x00]) }.count == 1, "\(headers.map { Hex.encode($0) })")
+        #expect(headers.filter { $0.starts(with: [0xFF, 0xC2]) }.count == 1, "\(headers.map { Hex.encode($0) })")
         #expect(headers.contains { $0.starts(with: [0xFF, 0xB0]) })
         // And in words: a new process asks the reader once again, and says what it could not ask.
         let text = try await TagfixProcess.run(["scan", "--reader", "pcsc:", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
@@ -409,6 +446,137 @@ struct PCSCEndToEndTests {
         // Read each time the script puts it back.
         #expect(lines.count == 2, "\(lines)")
         for line in lines { #expect(try JSONValue.parse(line)["uid"]?.string == image.uid?.hex) }
+    }
+
+    @Test(
+        "each reader family's pass-through (ACS direct transmit, PC/SC Part 3 transparent exchange) carries FAST_READ and READ_SIG: same scan and originality as libnfc, for every shared Flipper dump",
+        .enabled(if: !flipperDumps.isEmpty, skip), arguments: familyRuns)
+    func familyPassThrough(_ path: String, _ model: PCSCPart3Reader.Model) async throws {
+        let image = try TagDump.load(Array(try #require(FileManager.default.contents(atPath: path))))
+        let bench = try await PCSCBench.start(tags: [try image.emulatedTag()], model: model)
+        defer { bench.stop() }
+        let pn532 = try PN532Emulator(dumps: [image])
+        defer { pn532.stop() }
+        // The reader is listed under the family's name, and addressed by it.
+        let pcsc = try await TagfixProcess.run(
+            ["scan", "--reader", "pcsc:\(model.readerName)", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+        #expect(pcsc.code == 0, "\(model): \(pcsc.err)")
+        let libnfc = await run(["scan", "--reader", "pn532_uart:\(pn532.path)", "--json", "--count", "1", "--timeout", "30"])
+        #expect(libnfc.code == 0, "\(libnfc.err)")
+        let viaPCSC = try JSONValue.parse(try #require(pcsc.out.first))
+        let viaLibNFC = try JSONValue.parse(try #require(libnfc.out.first))
+        #expect(essentials(viaPCSC) == essentials(viaLibNFC), "\(model)")
+        #expect(viaPCSC["originality"]?["status"]?.string != "unsupported", "\(model): \(viaPCSC)")
+        #expect(viaPCSC["originality"]?["status"] == viaLibNFC["originality"]?["status"], "\(model)")
+        // The raw commands went the family's way, and only that way.
+        let commands = bench.card.traffic.exchanges.map(\.command)
+        let direct = commands.filter { $0.starts(with: [0xFF, 0x00, 0x00, 0x00]) }
+        let transparent = commands.filter { $0.starts(with: [0xFF, 0xC2, 0x00, 0x01]) }
+        let sessions = commands.filter { $0.starts(with: [0xFF, 0xC2, 0x00, 0x00]) }
+        let shown = commands.map { Hex.encode($0) }
+        switch model.passThrough {
+        case .direct:
+            #expect(transparent.isEmpty && sessions.isEmpty, "\(shown)")
+            #expect(direct.contains { $0.count == 7 && $0[5...] == [0x3C, 0x00] || $0.suffix(2) == [0x3C, 0x00] }, "\(shown)")
+        case .transparent:
+            #expect(direct.isEmpty, "\(shown)")
+            // READ_SIG and the first FAST_READ in 95 objects, in one session, started and ended.
+            #expect(transparent.contains { $0.suffix(5) == [0x95, 0x02, 0x3C, 0x00, 0x00] }, "\(shown)")
+            #expect(transparent.contains { $0.suffix(6) == [0x95, 0x03, 0x3A, 0x03, 0x0A, 0x00] }, "\(shown)")
+            #expect(sessions.first == PCSCTransparentExchange.startSession, "\(shown)")
+            #expect(sessions.last == PCSCTransparentExchange.endSession, "\(shown)")
+        case .none:
+            Issue.record("\(model) has no pass-through")
+        }
+    }
+
+    @Test("a long NDEF message through the transparent exchange: FAST_READ split so each answer fits 256 bytes, the URL whole")
+    func transparentLongRead() async throws {
+        let url = "https://long.example/" + String(repeating: "t", count: 600)
+        let tag = try EmulatedType2Tag.ntag(216, message: NDEFMessage(records: [.uri(url)]).encoded())
+        let bench = try await PCSCBench.start(tags: [tag], model: .omnikey5022)
+        defer { bench.stop() }
+        let result = try await TagfixProcess.run(
+            ["scan", "--reader", "pcsc:OMNIKEY 5022", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+        #expect(result.code == 0, "\(result.err)")
+        let object = try JSONValue.parse(try #require(result.out.first))
+        #expect(object["url"]?.string == url)
+        #expect(object["originality"]?["status"]?.string != "unsupported", "\(object)")
+        // Each FAST_READ asked at most 56 pages, so its answer (224 bytes and 17 of framing) fits 256.
+        let exchanges = bench.card.traffic.exchanges.map(\.command).filter { $0.starts(with: [0xFF, 0xC2, 0x00, 0x01]) }
+        let fastReads = exchanges.compactMap { command -> Int? in
+            guard command.count >= 6, command.suffix(6).prefix(3) == [0x95, 0x03, 0x3A] else { return nil }
+            return Int(command[command.count - 2]) - Int(command[command.count - 3]) + 1
+        }
+        #expect(fastReads.count >= 3 && fastReads.allSatisfy { $0 <= 56 }, "\(fastReads)")
+        #expect(fastReads.reduce(0, +) >= (url.count + 8) / 4, "\(fastReads)")
+    }
+
+    @Test("a reader whose name says nothing is probed: the direct transmit refused, the transparent exchange taken")
+    func probe() async throws {
+        let tag = ntag213(url: "https://probe.example/p")
+        let bench = try await PCSCBench.start(tags: [tag], model: .omnikey5422, name: "Virtual PCD")
+        defer { bench.stop() }
+        let result = try await TagfixProcess.run(
+            ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+        #expect(result.code == 0, "\(result.err)")
+        let object = try JSONValue.parse(try #require(result.out.first))
+        #expect(object["url"]?.string == "https://probe.example/p")
+        #expect(object["originality"]?["status"]?.string != "unsupported", "\(object)")
+        let headers = bench.card.traffic.headers
+        #expect(headers.filter { $0.starts(with: [0xFF, 0x00, 0x00, 0x00]) }.count == 1, "\(headers.map { Hex.encode($0) })")
+        #expect(headers.contains([0xFF, 0xC2, 0x00, 0x01]), "\(headers.map { Hex.encode($0) })")
+    }
+
+    @Test("an OMNIKEY that refuses the transparent session: READ BINARY, the same URL, and originality said unsupported, never wrong")
+    func familyRefuses() async throws {
+        let url = "https://refused.example/" + String(repeating: "o", count: 60)
+        let tag = try EmulatedType2Tag.ntag(215, message: NDEFMessage(records: [.uri(url)]).encoded())
+        let bench = try await PCSCBench.start(tags: [tag], model: .plain, name: PCSCPart3Reader.Model.omnikey5022.friendlyName)
+        defer { bench.stop() }
+        let result = try await TagfixProcess.run(
+            ["scan", "--reader", "pcsc:OMNIKEY 5022", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+        #expect(result.code == 0, "\(result.err)")
+        let object = try JSONValue.parse(try #require(result.out.first))
+        #expect(object["url"]?.string == url)
+        #expect(object["originality"]?["key"]?.string == "unsupported by this reader", "\(object)")
+        // One refused session start; an OMNIKEY is never sent ACS's direct transmit.
+        let headers = bench.card.traffic.headers
+        #expect(headers.filter { $0.starts(with: [0xFF, 0xC2]) }.count == 1, "\(headers.map { Hex.encode($0) })")
+        #expect(!headers.contains { $0.starts(with: [0xFF, 0x00, 0x00, 0x00]) }, "\(headers.map { Hex.encode($0) })")
+        #expect(headers.contains { $0.starts(with: [0xFF, 0xB0]) })
+    }
+
+    @Test("enroll --write-url through a transparent-exchange reader: the session is ended before UPDATE BINARY")
+    func enrollThroughTransparent() async throws {
+        let tag = try EmulatedType2Tag.ntag(213, message: NDEFMessage(records: [.uri("https://old.example/x")]).encoded())
+        let bench = try await PCSCBench.start(tags: [tag], model: .utrust3700f)
+        defer { bench.stop() }
+        let registry = (try temporaryFile("x", "") as NSString).deletingLastPathComponent + "/site.sqlite"
+        let enrolled = try await TagfixProcess.run(
+            [
+                "enroll", "--id", "UT1", "--name", "Gate", "--radius", "20", "--reader", "pcsc:uTrust 3700 F", "--gps",
+                try stillGPSScenario(), "--allow-simulated", "--registry", registry, "--average", "2", "--max-accuracy", "15",
+                "--write-url", "https://tags.example.org/t/{id}?lat={lat}&lon={lon}&r={r}", "--json",
+            ], pcscd: bench.pcscd)
+        #expect(enrolled.code == 0, "\(enrolled.err)")
+        let report = try JSONValue.parse(try #require(enrolled.out.first))
+        #expect(report["written"]?.bool == true)
+        let message = try #require(try Type2Memory.read(tag.pages).ndefMessage)
+        let written = try #require(try NDEFMessage(bytes: message).firstURL)
+        #expect(written.hasPrefix("https://tags.example.org/t/UT1?lat=53.545"))
+        #expect(report["url"]?.string == written)
+        // Every UPDATE BINARY came with no session open (the emulated reader refuses it inside one).
+        let commands = bench.card.traffic.exchanges.map(\.command)
+        #expect(commands.contains { $0.starts(with: [0xFF, 0xD6]) })
+        #expect(commands.contains(PCSCTransparentExchange.startSession), "\(commands.map { Hex.encode($0) })")
+    }
+
+    @Test("emulate pcsc --model: an unknown family is a usage error, in one line")
+    func unknownModel() async throws {
+        let result = await run(["emulate", "pcsc", "--tag", "/nonexistent.nfc", "--model", "acr9999"])
+        #expect(result.code == 64, "\(result.code) \(result.err)")
+        #expect(result.err.count == 1 && result.err.first?.contains("--model is one of virtual, plain, acr122u") == true, "\(result.err)")
     }
 
     enum EmulateOutput: Error { case noSocket(String) }
