@@ -177,6 +177,9 @@ struct FleetBrokerTests {
             let half = verdicts.count / 2
             for verdict in verdicts[..<half] { fanOut.send(.verdict(verdict)) }
             #expect(try eventually { try store.count() == half }, "the first half before the broker dies")
+            // Stored by the collector is not yet acknowledged to the publisher (its PUBACKs, then
+            // their sync in LOG.acks).
+            #expect(eventually { publisher.unacknowledged == 0 }, "the first half acknowledged before the broker dies")
             broker.kill()
             for verdict in verdicts[half...] { fanOut.send(.verdict(verdict)) }
             #expect(publisher.unacknowledged == verdicts.count - half, "the broker is gone: they wait in the outbox")
