@@ -81,33 +81,7 @@ extension FleetReport {
     /// regions and the fixes drawn, at once. Tags of two sites are never merged by id here, so the frame is
     /// built from the sites' tags rather than from one site report of everything.
     static func overviewFrame(_ tags: [SiteReport.Tag], _ records: [SessionRecord], width: Double, height: Double) -> SiteReport.MapFrame {
-        var points: [Coordinate] = tags.compactMap(\.center) + records.compactMap { $0.fix?.coordinate }
-        if points.isEmpty { points = [Coordinate(validLatitude: 0, longitude: 0)] }
-        let lat0 = points.map(\.latitude).reduce(0, +) / Double(points.count)
-        var frame = SiteReport.MapFrame(
-            latitude0: lat0, longitude0: points[0].longitude, metresPerDegreeLatitude: 111_132.954 - 559.822 * cos(2 * lat0 * .pi / 180),
-            metresPerDegreeLongitude: max(1, 111_412.84 * cos(lat0 * .pi / 180)), minX: 0, minY: 0, scale: 1, margin: 40, height: height)
-        var (minX, maxX, minY, maxY) = (Double.infinity, -Double.infinity, Double.infinity, -Double.infinity)
-        for tag in tags {
-            guard let center = tag.center else { continue }
-            let p = frame.local(center), r = tag.radius ?? 0
-            (minX, maxX, minY, maxY) = (min(minX, p.x - r), max(maxX, p.x + r), min(minY, p.y - r), max(maxY, p.y + r))
-        }
-        for record in records {
-            guard let fix = record.fix else { continue }
-            let p = frame.local(fix.coordinate)
-            (minX, maxX, minY, maxY) = (min(minX, p.x), max(maxX, p.x), min(minY, p.y), max(maxY, p.y))
-        }
-        if !minX.isFinite { (minX, maxX, minY, maxY) = (-50, 50, -50, 50) }
-        frame.minX = minX
-        frame.minY = minY
         // Room above for the sites' names, and around for the smallest circles.
-        let pad = 2 * Self.minimumRadius
-        frame.scale = min(
-            (width - 2 * frame.margin - 2 * pad) / max(maxX - minX, 1),
-            (height - 2 * frame.margin - 30 - 2 * pad - 16) / max(maxY - minY, 1))
-        frame.minX -= pad / frame.scale
-        frame.minY -= pad / frame.scale
-        return frame
+        SiteReport.mapFrame(tags: tags, records: records, width: width, height: height, pad: 2 * Self.minimumRadius, top: 46)
     }
 }

@@ -251,6 +251,14 @@ public struct SiteReport: Sendable {
 
     /// The frame `svg(width:height:)` draws in.
     public func mapFrame(width: Double = 900, height: Double = 600) -> MapFrame {
+        Self.mapFrame(tags: tags, records: records, width: width, height: height)
+    }
+
+    /// A frame over `tags`' regions and `records`' fixes, to scale in `width` × `height` less the
+    /// margins, `pad` pixels more on every side and `top` pixels above (for names).
+    static func mapFrame(
+        tags: [Tag], records: [SessionRecord], width: Double, height: Double, pad: Double = 0, top: Double = 30
+    ) -> MapFrame {
         var points: [Coordinate] = tags.compactMap(\.center) + records.compactMap { $0.fix?.coordinate }
         if points.isEmpty { points = [Coordinate(validLatitude: 0, longitude: 0)] }
         let lat0 = points.map(\.latitude).reduce(0, +) / Double(points.count)
@@ -270,9 +278,10 @@ public struct SiteReport: Sendable {
             (minX, maxX, minY, maxY) = (min(minX, p.x), max(maxX, p.x), min(minY, p.y), max(maxY, p.y))
         }
         if !minX.isFinite { (minX, maxX, minY, maxY) = (-50, 50, -50, 50) }
-        frame.minX = minX
-        frame.minY = minY
-        frame.scale = min((width - 2 * frame.margin) / max(maxX - minX, 1), (height - 2 * frame.margin - 30) / max(maxY - minY, 1))
+        frame.scale = min(
+            (width - 2 * frame.margin - 2 * pad) / max(maxX - minX, 1), (height - 2 * frame.margin - top - 2 * pad) / max(maxY - minY, 1))
+        frame.minX = minX - pad / frame.scale
+        frame.minY = minY - pad / frame.scale
         return frame
     }
 
