@@ -129,6 +129,26 @@ private func essentials(_ object: JSONValue) -> [String] {
         + ["originality=\(object["originality"].map { "\($0)" } ?? "nil")", "records=\(object["records"].map { "\($0)" } ?? "nil")"]
 }
 
+/// The same dump scanned through pcscd (`reader` on `bench`) and through libnfc (a PN532 emulator
+/// holding it, returned for more taps; its caller stops it): both scans, each checked to have
+/// succeeded.
+private func scannedBothWays(_ image: TagImage, bench: PCSCBench, reader: String) async throws -> (
+    pcsc: JSONValue, libnfc: JSONValue, pn532: PN532Emulator
+) {
+    let pn532 = try PN532Emulator(dumps: [image])
+    do {
+        let pcsc = try await TagfixProcess.run(
+            ["scan", "--reader", reader, "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+        #expect(pcsc.code == 0, "\(reader): \(pcsc.err)")
+        let libnfc = await run(["scan", "--reader", "pn532_uart:\(pn532.path)", "--json", "--count", "1", "--timeout", "30"])
+        #expect(libnfc.code == 0, "\(libnfc.err)")
+        return (try JSONValue.parse(try #require(pcsc.out.first)), try JSONValue.parse(try #require(libnfc.out.first)), pn532)
+    } catch {
+        pn532.stop()
+        throw error
+    }
+}
+
 /// One test at a time: each starts a pcscd, a card and two or three tagfix processes, and a dozen
 /// of them at once on two cores starved the in-process tests of other suites (their verifiers
 /// timed out).
@@ -143,16 +163,8 @@ struct PCSCEndToEndTests {
         let image = try TagDump.load(Array(try #require(FileManager.default.contents(atPath: path))))
         let bench = try await PCSCBench.start(tags: [try image.emulatedTag()])
         defer { bench.stop() }
-        let pn532 = try PN532Emulator(dumps: [image])
+        let (viaPCSC, viaLibNFC, pn532) = try await scannedBothWays(image, bench: bench, reader: "pcsc:")
         defer { pn532.stop() }
-
-        let pcsc = try await TagfixProcess.run(
-            ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
-        #expect(pcsc.code == 0, "\(pcsc.err)")
-        let libnfc = await run(["scan", "--reader", "pn532_uart:\(pn532.path)", "--json", "--count", "1", "--timeout", "30"])
-        #expect(libnfc.code == 0, "\(libnfc.err)")
-        let viaPCSC = try JSONValue.parse(try #require(pcsc.out.first))
-        let viaLibNFC = try JSONValue.parse(try #require(libnfc.out.first))
         #expect(essentials(viaPCSC) == essentials(viaLibNFC))
         #expect(viaPCSC["uid"]?.string == image.uid?.hex)
         #expect(viaPCSC["reader"]?.string == "pcsc:")
@@ -455,16 +467,9 @@ struct PCSCEndToEndTests {
         let image = try TagDump.load(Array(try #require(FileManager.default.contents(atPath: path))))
         let bench = try await PCSCBench.start(tags: [try image.emulatedTag()], model: model)
         defer { bench.stop() }
-        let pn532 = try PN532Emulator(dumps: [image])
-        defer { pn532.stop() }
         // The reader is listed under the family's name, and addressed by it.
-        let pcsc = try await TagfixProcess.run(
-            ["scan", "--reader", "pcsc:\(model.readerName)", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
-        #expect(pcsc.code == 0, "\(model): \(pcsc.err)")
-        let libnfc = await run(["scan", "--reader", "pn532_uart:\(pn532.path)", "--json", "--count", "1", "--timeout", "30"])
-        #expect(libnfc.code == 0, "\(libnfc.err)")
-        let viaPCSC = try JSONValue.parse(try #require(pcsc.out.first))
-        let viaLibNFC = try JSONValue.parse(try #require(libnfc.out.first))
+        let (viaPCSC, viaLibNFC, pn532) = try await scannedBothWays(image, bench: bench, reader: "pcsc:\(model.readerName)")
+        defer { pn532.stop() }
         #expect(essentials(viaPCSC) == essentials(viaLibNFC), "\(model)")
         #expect(viaPCSC["originality"]?["status"]?.string != "unsupported", "\(model): \(viaPCSC)")
         #expect(viaPCSC["originality"]?["status"] == viaLibNFC["originality"]?["status"], "\(model)")
