@@ -160,9 +160,11 @@ func fanOutBenchmark(verdicts: Int, harnesses: [FanOutHarness]) async {
                 return
             }
             var sent: [Int64] = []
+            var handOff: [Double] = []  // how long `receive` holds the session's fan-out
             for index in 0..<verdicts {
                 sent.append(bootNanos())
                 hub.receive(replayed[index % replayed.count], now: nil)
+                handOff.append(Double(bootNanos() - sent[index]) / 1e9)
                 try? await Task.sleep(for: .milliseconds(20))  // 50 taps a second: far more than people tap
             }
             try? await Task.sleep(for: .milliseconds(200))
@@ -172,7 +174,9 @@ func fanOutBenchmark(verdicts: Int, harnesses: [FanOutHarness]) async {
                 latencies.append(Double(arrived - sent[id - 1]) / 1e9)
             }
             await hub.stop(reason: "bench over")
-            emit(row("tagfix serve", harness, clients, watchers.served, latencies))
+            emit(
+                String(row("tagfix serve", harness, clients, watchers.served, latencies).dropLast())
+                    + #","receive_p50_us":\#(percentile(handOff, 0.5) * 1e6),"receive_p99_us":\#(percentile(handOff, 0.99) * 1e6)}"#)
         }
         guard PrivateGPSD.installedPath != nil else {
             print(#"{"bench":"serve-fan-out","server":"gpsd","error":"needs gpsd"}"#)
