@@ -517,6 +517,7 @@ public final class EventServer: Sendable {
         }
 
         func commands(_ client: Client, _ bytes: ArraySlice<UInt8>) {
+            guard !client.closeWhenFlushed else { return }  // being closed: nothing more is heard
             let pieces = client.framer.feed(bytes)
             // An unfinished command is due `clientTimeout` after its first byte came (after the
             // read that began it: the command before it ended in the same read, or none was open).
