@@ -1,7 +1,10 @@
 // Fan-out: how long a VERDICT takes from the verifier's hand-off (the sink's `receive`) to a
 // client of tagfix serve's event socket, with 1 and 100 clients; beside it, in the same run, how
 // long gpsd takes from an NMEA epoch written on the pty to a TPV at 1 and 100 of its own watching
-// clients. Every client reads on its own thread and stamps each line as it arrives.
+// clients. Two harnesses, each applied to both servers alike: `threads`, every client reading on
+// a thread of its own in this process (on the same cores as the server: with 100 clients that
+// measures the scheduler's 100 wake-ups as much as the server), and `process`, every client read
+// by one poll(2) loop in a child process. Each line is stamped (CLOCK_BOOTTIME) as its read returns.
 import Foundation
 import Synchronization
 import TagFixCore
@@ -10,10 +13,18 @@ import TagFixEmulators
 import TagFixScenarios
 import TagFixServe
 
-/// A raw socket client that stamps each line on arrival.
+/// Where the clients run.
+enum FanOutHarness: String, CaseIterable {
+    /// A thread per client, in the benchmark's process.
+    case threads
+    /// One poll(2) loop reading every client's socket, in a child process.
+    case process
+}
+
+/// A raw socket client on a thread of its own that stamps each line on arrival.
 final class StampingClient: Sendable {
     let fd: Int32
-    let arrivals = Mutex<[(String, ContinuousClock.Instant)]>([])
+    let arrivals = Mutex<[(String, Int64)]>([])
 
     init(fd: Int32, hello: String) {
         self.fd = fd
@@ -23,10 +34,10 @@ final class StampingClient: Sendable {
             var partial: [UInt8] = []
             while true {
                 let count = recv(fd, &buffer, buffer.count, 0)
-                if count <= 0 { return }
-                let now = ContinuousClock.now
+                if count <= 0 { return arrivals.withLock { $0.append((StampingClient.closed, 0)) } }
+                let now = bootNanos()
                 partial += buffer[0..<count]
-                var lines: [(String, ContinuousClock.Instant)] = []
+                var lines: [(String, Int64)] = []
                 var start = 0
                 while let newline = partial[start...].firstIndex(of: 10) {
                     lines.append((String(decoding: partial[start..<newline], as: UTF8.self), now))
@@ -38,7 +49,17 @@ final class StampingClient: Sendable {
         }
     }
 
-    static func unix(_ path: String, hello: String) -> StampingClient {
+    /// The line a client's arrivals end with when the server closed it.
+    static let closed = "#closed"
+
+    /// Whether the server answered its WATCH (`true`), closed it first (`false`), or neither yet.
+    var watching: Bool? {
+        arrivals.withLock { lines in
+            lines.first { $0.0.hasPrefix(#"{"class":"WATCH""#) || $0.0 == Self.closed }.map { $0.0 != Self.closed }
+        }
+    }
+
+    static func connectUnix(_ path: String) -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
@@ -48,10 +69,10 @@ final class StampingClient: Sendable {
         _ = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        return StampingClient(fd: fd, hello: hello)
+        return fd
     }
 
-    static func tcp(port: Int, hello: String) -> StampingClient {
+    static func connectTCP(port: Int) -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -60,13 +81,53 @@ final class StampingClient: Sendable {
         _ = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        return StampingClient(fd: fd, hello: hello)
+        return fd
     }
 
     deinit { close(fd) }
 }
 
-func fanOutBenchmark(verdicts: Int) async {
+/// The clients of one measurement, in either harness.
+final class FanOutClients {
+    private var threads: [StampingClient] = []
+    private var child: ClientProcess?
+    /// How many the server took (answered their WATCH): gpsd 3.22 closes every connection past
+    /// its 64th (its MAX_CLIENTS).
+    private(set) var served = 0
+
+    /// Connects `count` clients (Unix socket `path`, or TCP `port`), each sends `hello`; returns
+    /// once each has had its WATCH answer (`nil`: the child process failed).
+    init?(_ harness: FanOutHarness, path: String? = nil, port: Int? = nil, count: Int, hello: String) async {
+        switch harness {
+        case .threads:
+            threads = (0..<count).map { _ in
+                StampingClient(fd: path.map(StampingClient.connectUnix) ?? StampingClient.connectTCP(port: port ?? 0), hello: hello)
+            }
+            while threads.contains(where: { $0.watching == nil }) {
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+            served = threads.count { $0.watching == true }
+        case .process:
+            let target = path.map { ["unix", $0] } ?? ["tcp", String(port ?? 0)]
+            guard let child = ClientProcess(target + [String(count), hello]) else { return nil }
+            self.child = child
+            served = child.served
+        }
+    }
+
+    /// Every line the clients got, with when (`CLOCK_BOOTTIME` nanoseconds); ends the clients.
+    func finish() -> [(String, Int64)] {
+        if let child { return child.finish().map { ($0.1, $0.0) } }
+        defer { threads = [] }
+        return threads.flatMap { client in client.arrivals.withLock { $0 } }
+    }
+}
+
+/// One row on standard output as soon as it is measured (print's buffer would hold it when
+/// the output is a pipe).
+func emit(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+
+func fanOutBenchmark(verdicts: Int, harnesses: [FanOutHarness]) async {
     let path = "/tmp/tagfix-bench-\(getpid()).sock"
     var replayed: [Verdict] = []
     if let scenario = try? ScenarioLoader.load(path: "Examples/site/scenario.json"),
@@ -80,70 +141,212 @@ func fanOutBenchmark(verdicts: Int) async {
         print(#"{"bench":"serve-fan-out","error":"run from the repository's root (Examples/site)"}"#)
         return
     }
-    for clients in [1, 100] {
-        guard
-            let hub = try? ServeHub(
-                ServeConfiguration(socketPath: path, release: "bench"), readers: ["bench"], gps: nil, placements: [], log: { _ in })
-        else {
-            print(#"{"bench":"serve-fan-out","error":"cannot listen on \#(path)"}"#)
-            return
-        }
-        hub.start()
-        let watchers = (0..<clients).map { _ in StampingClient.unix(path, hello: #"?WATCH={"enable":true};"# + "\n") }
-        while !watchers.allSatisfy({ $0.arrivals.withLock { $0.contains { $0.0.hasPrefix(#"{"class":"WATCH""#) } } }) {
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        var sent: [ContinuousClock.Instant] = []
-        for index in 0..<verdicts {
-            sent.append(.now)
-            hub.receive(replayed[index % replayed.count], now: nil)
-            try? await Task.sleep(for: .milliseconds(20))  // 50 taps a second: far more than people tap
-        }
-        try? await Task.sleep(for: .milliseconds(200))
-        var latencies: [Double] = []
-        for watcher in watchers {
-            for (line, arrived) in watcher.arrivals.withLock({ $0 }) where line.hasPrefix(#"{"class":"VERDICT","id":"#) {
+    func row(_ server: String, _ harness: FanOutHarness, _ clients: Int, _ served: Int, _ values: [Double]) -> String {
+        #"{"bench":"serve-fan-out","server":"\#(server)","harness":"\#(harness.rawValue)","clients":\#(clients),"served":\#(served),"messages":\#(values.count),"p50_ms":\#(percentile(values, 0.5) * 1000),"p99_ms":\#(percentile(values, 0.99) * 1000),"max_ms":\#(percentile(values, 1) * 1000)}"#
+    }
+    for harness in harnesses {
+        for clients in [1, 100] {
+            guard
+                let hub = try? ServeHub(
+                    ServeConfiguration(socketPath: path, release: "bench"), readers: ["bench"], gps: nil, placements: [], log: { _ in })
+            else {
+                print(#"{"bench":"serve-fan-out","error":"cannot listen on \#(path)"}"#)
+                return
+            }
+            hub.start()
+            guard let watchers = await FanOutClients(harness, path: path, count: clients, hello: #"?WATCH={"enable":true};"# + "\n") else {
+                print(#"{"bench":"serve-fan-out","error":"the client process did not start"}"#)
+                await hub.stop(reason: "bench over")
+                return
+            }
+            var sent: [Int64] = []
+            var handOff: [Double] = []  // how long `receive` holds the session's fan-out
+            for index in 0..<verdicts {
+                sent.append(bootNanos())
+                hub.receive(replayed[index % replayed.count], now: nil)
+                handOff.append(Double(bootNanos() - sent[index]) / 1e9)
+                try? await Task.sleep(for: .milliseconds(20))  // 50 taps a second: far more than people tap
+            }
+            try? await Task.sleep(for: .milliseconds(200))
+            var latencies: [Double] = []
+            for (line, arrived) in watchers.finish() where line.hasPrefix(#"{"class":"VERDICT","id":"#) {
                 guard let id = Int(line.dropFirst(24).prefix { $0.isNumber }), id >= 1, id <= sent.count else { continue }
-                latencies.append((arrived - sent[id - 1]).seconds)
+                latencies.append(Double(arrived - sent[id - 1]) / 1e9)
             }
+            await hub.stop(reason: "bench over")
+            emit(
+                String(row("tagfix serve", harness, clients, watchers.served, latencies).dropLast())
+                    + #","receive_p50_us":\#(percentile(handOff, 0.5) * 1e6),"receive_p99_us":\#(percentile(handOff, 0.99) * 1e6)}"#)
         }
-        if ProcessInfo.processInfo.environment["TAGFIX_BENCH_DEBUG"] != nil {
-            print(latencies.prefix(30).map { String(format: "%.2f", $0 * 1000) }.joined(separator: " "))
+        guard PrivateGPSD.installedPath != nil else {
+            print(#"{"bench":"serve-fan-out","server":"gpsd","error":"needs gpsd"}"#)
+            continue
         }
-        await hub.stop(reason: "bench over")
-        print(
-            #"{"bench":"serve-fan-out","server":"tagfix serve","clients":\#(clients),"messages":\#(latencies.count),"p50_ms":\#(percentile(latencies, 0.5) * 1000),"p99_ms":\#(percentile(latencies, 0.99) * 1000),"max_ms":\#(percentile(latencies, 1) * 1000)}"#
-        )
-    }
-    guard PrivateGPSD.installedPath != nil else {
-        print(#"{"bench":"serve-fan-out","server":"gpsd","error":"needs gpsd"}"#)
-        return
-    }
-    for clients in [1, 100] {
-        guard
-            let receiver = try? NMEAEmulator(
-                source: .at(Coordinate(validLatitude: 53.545, longitude: 9.966), noise: 0.5, seed: 3), rate: 10),
-            let gpsd = try? await PrivateGPSD.start(device: receiver.path)
-        else { return }
-        let watchers = (0..<clients).map { _ in StampingClient.tcp(port: gpsd.port, hello: #"?WATCH={"enable":true,"json":true};"# + "\n") }
-        try? await Task.sleep(for: .seconds(2))
-        receiver.start()
-        try? await Task.sleep(for: .seconds(Double(verdicts) / 50))
-        let writes = receiver.writeLog
-        var delays: [Double] = []
-        for watcher in watchers {
-            let tpvs = watcher.arrivals.withLock { $0 }.compactMap { line, arrived -> (Timestamp, ContinuousClock.Instant)? in
+        for clients in [1, 100] {
+            guard
+                let receiver = try? NMEAEmulator(
+                    source: .at(Coordinate(validLatitude: 53.545, longitude: 9.966), noise: 0.5, seed: 3), rate: 10),
+                let gpsd = try? await PrivateGPSD.start(device: receiver.path)
+            else { return }
+            guard
+                let watchers = await FanOutClients(
+                    harness, port: gpsd.port, count: clients, hello: #"?WATCH={"enable":true,"json":true};"# + "\n")
+            else {
+                print(#"{"bench":"serve-fan-out","error":"the client process did not start"}"#)
+                gpsd.stop()
+                receiver.stop()
+                return
+            }
+            try? await Task.sleep(for: .seconds(2))
+            // The emulator stamps its writes on the ContinuousClock: the same instants in
+            // CLOCK_BOOTTIME nanoseconds, from one pair of readings taken together.
+            let (reference, referenceNanos) = (ContinuousClock.now, bootNanos())
+            func nanos(_ instant: ContinuousClock.Instant) -> Int64 {
+                let (seconds, attoseconds) = (instant - reference).components
+                return referenceNanos + seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+            }
+            receiver.start()
+            try? await Task.sleep(for: .seconds(Double(verdicts) / 50))
+            let arrivals = watchers.finish()
+            if ProcessInfo.processInfo.environment["TAGFIX_BENCH_DEBUG"] != nil {
+                FileHandle.standardError.write(Data("\(arrivals.count) lines: \(arrivals.prefix(3))\n".utf8))
+            }
+            let writes = receiver.writeLog.map { (time: $0.time, written: nanos($0.written)) }
+            var delays: [Double] = []
+            for (line, arrived) in arrivals {
                 guard line.contains(#""class":"TPV""#), let value = try? JSONValue.parse(line), value["mode"]?.double ?? 0 >= 2,
-                    let text = value["time"]?.string, let time = Timestamp(iso8601: text)
-                else { return nil }
-                return (time, arrived)
+                    let text = value["time"]?.string, let time = Timestamp(iso8601: text),
+                    let write = writes.min(by: { abs($0.time.duration(to: time).seconds) < abs($1.time.duration(to: time).seconds) }),
+                    abs(write.time.duration(to: time).seconds) < 0.011
+                else { continue }
+                delays.append(Double(arrived - write.written) / 1e9)
             }
-            delays += latencies(tpvs, writes)
+            gpsd.stop()
+            receiver.stop()
+            emit(row("gpsd", harness, clients, watchers.served, delays))
         }
-        gpsd.stop()
-        receiver.stop()
-        print(
-            #"{"bench":"serve-fan-out","server":"gpsd","clients":\#(clients),"messages":\#(delays.count),"p50_ms":\#(percentile(delays, 0.5) * 1000),"p99_ms":\#(percentile(delays, 0.99) * 1000),"max_ms":\#(percentile(delays, 1) * 1000)}"#
-        )
+    }
+}
+
+// MARK: - Clients in a process of their own
+
+/// `CLOCK_BOOTTIME` in nanoseconds: a clock both processes read the same.
+func bootNanos() -> Int64 {
+    var time = timespec()
+    clock_gettime(CLOCK_BOOTTIME, &time)
+    return Int64(time.tv_sec) * 1_000_000_000 + Int64(time.tv_nsec)
+}
+
+/// `TagFixBench serve-fan-out-clients unix PATH|tcp PORT COUNT HELLO`: the other harness's
+/// clients. COUNT connections, each sent HELLO, all read by one `poll(2)` loop on one thread
+/// (as a process watching many sockets would), each line stamped (`CLOCK_BOOTTIME`) as its read
+/// returns. Says `ready N` on standard output once every connection has had its WATCH answer (N
+/// of them) or been closed by the server; when
+/// standard input ends, prints `NANOSECONDS<TAB>LINE` for each VERDICT and TPV line, and exits.
+func fanOutClients(_ arguments: [String]) {
+    guard arguments.count == 4, let count = Int(arguments[2]) else {
+        FileHandle.standardError.write(Data("usage: TagFixBench serve-fan-out-clients unix PATH|tcp PORT COUNT HELLO\n".utf8))
+        exit(64)
+    }
+    let fds = (0..<count).map { _ in
+        arguments[0] == "unix" ? StampingClient.connectUnix(arguments[1]) : StampingClient.connectTCP(port: Int(arguments[1]) ?? 0)
+    }
+    for fd in fds {
+        _ = arguments[3].withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+    }
+    // While measuring, a read only appends its bytes and notes where they end and when: the
+    // lines are cut out afterwards, so the loop gets to the next socket at once.
+    var received = [[UInt8]](repeating: [], count: count)
+    var reads = [[(end: Int, stamp: Int64)]](repeating: [], count: count)
+    var watching = [Bool](repeating: false, count: count)
+    var closed = [Bool](repeating: false, count: count)
+    var ready = false
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    var polled = [pollfd(fd: 0, events: Int16(POLLIN), revents: 0)] + fds.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+    let watch = Array(#"{"class":"WATCH""#.utf8)
+    loop: while true {
+        for index in polled.indices { polled[index].revents = 0 }
+        guard poll(&polled, nfds_t(polled.count), -1) >= 0 || errno == EINTR else { break }
+        if polled[0].revents != 0 { break loop }  // standard input ended: report
+        for index in 1..<polled.count where polled[index].revents != 0 {
+            let client = index - 1
+            while true {
+                let got = recv(polled[index].fd, &buffer, buffer.count, 0)
+                if got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR) {
+                    closed[client] = true
+                    polled[index].fd = -1  // poll(2) passes over it from now on
+                }
+                if got <= 0 { break }
+                let now = bootNanos()
+                received[client].append(contentsOf: buffer[0..<got])
+                reads[client].append((received[client].count, now))
+            }
+            if !ready, !watching[client], !closed[client] {
+                watching[client] = received[client].split(separator: 10).contains { $0.starts(with: watch) }
+            }
+        }
+        if !ready, !zip(watching, closed).contains(where: { !$0 && !$1 }) {
+            ready = true
+            FileHandle.standardOutput.write(Data("ready \(watching.count { $0 })\n".utf8))
+        }
+    }
+    let verdict = Array(#"{"class":"VERDICT""#.utf8), tpv = Array(#""class":"TPV""#.utf8)
+    var out: [UInt8] = []
+    for client in 0..<count {
+        var start = 0
+        var read = 0
+        let bytes = received[client]
+        while let newline = bytes[start...].firstIndex(of: 10) {
+            while reads[client][read].end <= newline { read += 1 }  // the read that brought the line's end
+            let line = bytes[start..<newline]
+            if line.starts(with: verdict) || line.firstRange(of: tpv) != nil {
+                out += Array("\(reads[client][read].stamp)\t".utf8) + line + [10]
+            }
+            start = newline + 1
+        }
+    }
+    FileHandle.standardOutput.write(Data(out))
+    for fd in fds { close(fd) }
+}
+
+/// The clients of `fanOutClients`, started as a child process.
+final class ClientProcess {
+    let process = Process()
+    let input = Pipe()
+    let output = Pipe()
+    /// How many connections had their WATCH answered.
+    private(set) var served = 0
+
+    init?(_ arguments: [String]) {
+        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+        process.arguments = ["serve-fan-out-clients"] + arguments
+        process.standardInput = input
+        process.standardOutput = output
+        do { try process.run() } catch { return nil }
+        // Waits for `ready`.
+        var seen = Data()
+        while !seen.contains(UInt8(ascii: "\n")) {
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { return nil }
+            seen += chunk
+        }
+        let line = String(decoding: seen.prefix { $0 != UInt8(ascii: "\n") }, as: UTF8.self)
+        guard line.hasPrefix("ready "), let served = Int(line.dropFirst(6)) else { return nil }
+        self.served = served
+    }
+
+    /// Ends the clients; their stamped lines.
+    func finish() -> [(Int64, String)] {
+        try? input.fileHandleForWriting.close()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        // Split as bytes: gpsd ends its lines with CR LF, one Character to a String.
+        return data.split(separator: UInt8(ascii: "\n")).compactMap { row in
+            guard let tab = row.firstIndex(of: UInt8(ascii: "\t")),
+                let stamp = Int64(String(decoding: row[..<tab], as: UTF8.self))
+            else { return nil }
+            return (stamp, String(decoding: row[(tab + 1)...].filter { $0 != UInt8(ascii: "\r") }, as: UTF8.self))
+        }
     }
 }

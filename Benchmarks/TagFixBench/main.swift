@@ -4,7 +4,8 @@
 //   TagFixBench tag-read [ROUNDS]     tag placed → verdict on the PN532 emulator at 115200 baud
 //   TagFixBench fix-latency [SECONDS] NMEA epoch written → fix delivered, TagFix against gpspipe -w
 //   TagFixBench verifier-loop TAGS SECONDS   only the verifier's hot loop, for `perf record`
-//   TagFixBench serve-fan-out [N]     a VERDICT to 1 and 100 tagfix serve clients, beside gpsd's TPV fan-out
+//   TagFixBench serve-fan-out [N] [threads|process]  a VERDICT to 1 and 100 tagfix serve clients, beside gpsd's
+//                                     TPV fan-out; clients on threads here, or in one poll loop in a child (both by default)
 //   TagFixBench sun [ROUNDS]          checking one NTAG 424 DNA SUN URL (AES, CMAC), µs per URL
 //   TagFixBench sun-tap [ROUNDS]      an NTAG 424 DNA SUN tap → verdict on the PN532 emulator at 115200 baud
 //   TagFixBench fleet [VERDICTS] [ROUNDS]  MQTT: collector vs mosquitto_sub, publisher CPU, verdict → stored
@@ -20,7 +21,11 @@ case "fleet":
 case "fix-latency":
     await fixLatencyBenchmark(seconds: arguments.dropFirst().first.flatMap { Int($0) } ?? 20)
 case "serve-fan-out":
-    await fanOutBenchmark(verdicts: arguments.dropFirst().first.flatMap { Int($0) } ?? 500)
+    await fanOutBenchmark(
+        verdicts: arguments.dropFirst().first.flatMap { Int($0) } ?? 500,
+        harnesses: arguments.dropFirst(2).first.flatMap { FanOutHarness(rawValue: $0) }.map { [$0] } ?? FanOutHarness.allCases)
+case "serve-fan-out-clients":
+    fanOutClients(Array(arguments.dropFirst()))
 case "tag-read":
     await tagReadBenchmark(
         rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15, python: ProcessInfo.processInfo.environment["TAGFIX_BENCH_PYTHON"])

@@ -21,7 +21,8 @@ struct ServeCommand: Subcommand {
             /events), /api/verdicts?since=ID, /api/tags, /healthz and /metrics (Prometheus). \
             Addresses are loopback unless --token FILE is given (mode 0600): then HTTP needs \
             Authorization: Bearer TOKEN and TCP socket clients ?AUTH="TOKEN"; first. A client that does \
-            not read is cut off after 1 MiB of unread output, with a line on standard error. \
+            not read is cut off after 1 MiB of unread output, with a line on standard error; one that begins a request or a \
+            command and does not end it within --client-timeout is closed. \
             SIGHUP reloads --registry; SIGTERM or SIGINT stops: pending scans get their verdicts, the \
             log is complete, clients get a SHUTDOWN object, exit 0. Under systemd (Type=notify) it \
             says READY=1 once it listens.
@@ -47,6 +48,11 @@ struct ServeCommand: Subcommand {
             .init(
                 name: "token", valueName: "FILE",
                 help: "Bearer token file (mode 0600): required for any address other than loopback; HTTP and TCP clients must give it."),
+            .init(
+                name: "client-timeout", valueName: "S",
+                help:
+                    "How long a client has to finish what it began sending, seconds (default 10): an HTTP request's head, a socket command; then 408 or an ERROR object and the connection is closed. Clients that only read are never cut off by it."
+            ),
             .init(name: "json", valueName: nil, help: "Print one JSON object per verdict on standard output (JSON Lines)."),
             .init(name: "quiet", valueName: nil, help: "No terminal bell on a verdict."),
         ]
@@ -92,6 +98,7 @@ struct ServeCommand: Subcommand {
         } catch {
             throw .usage(error.message, command: name)
         }
+        if let timeout = try arguments.seconds("client-timeout", in: 0.1...3600, command: name) { configuration.clientTimeout = timeout }
     }
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {

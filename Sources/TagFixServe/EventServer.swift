@@ -25,10 +25,14 @@ public struct ServeConfiguration: Sendable {
     public var maximumClients = 512
     /// The VERSION object's release.
     public var release: String
-    /// How long an HTTP client has to send its request's head (line and headers): one that has
-    /// not by then gets 408 and is closed, so a half-open request cannot hold a slot.
-    public var requestHeadTimeout: Duration = .seconds(10)
-    /// The clock `requestHeadTimeout` is measured on: the monotonic clock, or a test's.
+    /// How long a client has to finish what it began sending (`--client-timeout`): an HTTP
+    /// client its request's head (line and headers), counted from its connection; a socket
+    /// client a command, counted from the command's first byte. One that has not by then gets
+    /// 408 (HTTP) or an `ERROR` object (socket) and is closed, with a line in the log, so a
+    /// half-sent request cannot hold a slot. A socket client that only reads is never cut off
+    /// by it.
+    public var clientTimeout: Duration = .seconds(10)
+    /// The clock `clientTimeout` is measured on: the monotonic clock, or a test's.
     public var clock: any SessionClock = MonotonicClock()
 
     public init(
@@ -99,10 +103,17 @@ public struct ServerStats: Sendable, Hashable {
 }
 
 /// The event socket (Unix and TCP) and the HTTP server on one `poll(2)` loop on its own thread:
-/// no call here blocks, and nothing here runs on the cooperative pool. The verifier's path only
-/// queues a line and writes a byte to a pipe (`broadcast`); the loop hands each line to every
-/// watching client's bounded buffer and writes what each socket takes. A client whose unread
-/// output passes `bufferLimit` is cut off, with a line in the log; no client waits for another.
+/// no call here blocks, and nothing here runs on the cooperative pool.
+///
+/// The fan-out (`broadcast`): each line is encoded once and sent straight from the caller's
+/// thread, with `MSG_DONTWAIT`, to every watching socket client that has nothing queued (most of
+/// them, most of the time): one `send` a client, no wake-up of the loop, no copy. What a socket
+/// does not take at once (it is full, or the client already has a backlog) is set aside for that
+/// client and the loop is woken by a byte down a pipe: it queues the rest in the client's bounded
+/// buffer and writes it as the socket takes it; once the backlog is gone the client is sent to
+/// directly again. Event streams (SSE) are always written by the loop. A client whose unread
+/// output passes `bufferLimit` is cut off, with a line in the log; no client waits for another,
+/// and `send` with `MSG_DONTWAIT` never waits for any.
 public final class EventServer: Sendable {
     public let configuration: ServeConfiguration
     /// The TCP event socket's port, when `--listen` was given (port 0 picks one).
@@ -124,11 +135,28 @@ public final class EventServer: Sendable {
     }
 
     private struct Inbox {
+        /// Events for the loop to send to the event streams (only while there are some).
         var events: [ServeEvent] = []
         var stopping: String?
         var finished = false
         var waiters: [CheckedContinuation<Void, Never>] = []
         var started = false
+        /// Every watching socket client. `broadcast` sends to the direct ones and sets lines
+        /// aside for the others; only the loop adds and removes them (before it closes one's
+        /// descriptor), so nothing is ever sent to a descriptor that has been closed.
+        var watchers: [Watcher] = []
+        /// Event streams (SSE clients) open.
+        var streams = 0
+    }
+
+    /// A watching socket client as `broadcast` sees it.
+    private struct Watcher {
+        let fd: Int32
+        /// Nothing is queued for it in the loop: `broadcast` may send to its socket. While it is
+        /// not, only the loop writes to the socket.
+        var direct: Bool
+        /// What `broadcast` could not send, in order, for the loop to queue.
+        var spill: [UInt8] = []
     }
 
     /// Binds every listener (nothing is served until `start()`).
@@ -189,15 +217,41 @@ public final class EventServer: Sendable {
         thread.start()
     }
 
-    /// Queues lines for every watching client. Never waits: a lock, an append, a byte to a pipe.
+    /// Sends lines to every watching client. Never waits: under one lock, each line is sent
+    /// (`MSG_DONTWAIT`) to each watching socket client with nothing queued; what a socket does
+    /// not take, and the lines for the rest (and for event streams), go to the loop, woken by a
+    /// byte down a pipe.
     public func broadcast(_ events: [ServeEvent]) {
         guard !events.isEmpty else { return }
-        let queued = inbox.withLock { inbox -> Bool in
+        let wakeLoop = inbox.withLock { inbox -> Bool in
             guard inbox.stopping == nil, !inbox.finished else { return false }
-            inbox.events.append(contentsOf: events)
-            return true
+            var wakeLoop = false
+            for event in events {
+                var bytes = Array(event.line.utf8)
+                bytes.append(UInt8(ascii: "\n"))
+                bytes.withUnsafeBytes { line in
+                    for index in inbox.watchers.indices {
+                        if inbox.watchers[index].direct {
+                            let written = send(inbox.watchers[index].fd, line.baseAddress, line.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
+                            if written == line.count { continue }
+                            // Full (or failing: the loop's next write finds out why): the rest
+                            // goes by the loop, and so does everything after it.
+                            inbox.watchers[index].direct = false
+                            inbox.watchers[index].spill.append(contentsOf: line[max(0, written)...])
+                        } else {
+                            inbox.watchers[index].spill.append(contentsOf: line)
+                        }
+                        wakeLoop = true
+                    }
+                }
+                if inbox.streams > 0 {
+                    inbox.events.append(event)
+                    wakeLoop = true
+                }
+            }
+            return wakeLoop
         }
-        if queued { poke() }
+        if wakeLoop { poke() }
     }
 
     /// Tells every client the server is stopping (`SHUTDOWN`), gives them up to two seconds to
@@ -263,7 +317,8 @@ public final class EventServer: Sendable {
         var output: [UInt8] = []
         var sent = 0
         var request: [UInt8] = []
-        /// When an HTTP client connected: its request's head is due `requestHeadTimeout` later.
+        /// When an HTTP client connected, or a socket client's unfinished command began: it is
+        /// due `clientTimeout` later.
         var opened: Timestamp?
         var requestDone = false
         var closeWhenFlushed = false
@@ -321,35 +376,61 @@ public final class EventServer: Sendable {
                         if clients[entry.fd] != nil, entry.revents & Int16(POLLOUT) != 0 { flush(client) }
                     }
                 }
-                if stopping == nil { expireHeads() }
+                if stopping == nil { expireUnfinished() }
                 publishStats()
             }
         }
 
-        /// The next request head due: when it is, in milliseconds from now (at most one second,
-        /// so a test's clock advanced is noticed), or -1 (no head is awaited: wait for events).
+        /// The next request head or command due: when it is, in milliseconds from now (at most
+        /// one second, so a test's clock advanced is noticed), or -1 (none is awaited: wait for
+        /// events).
         func headWait() -> Int32 {
             let opened = clients.values.compactMap { $0.requestDone ? nil : $0.opened }
             guard let first = opened.min() else { return -1 }
-            let left = configuration.clock.timestamp.duration(to: first.advanced(by: configuration.requestHeadTimeout))
+            let left = configuration.clock.timestamp.duration(to: first.advanced(by: configuration.clientTimeout))
             return Int32(max(0, min(1000, left / .milliseconds(1))))
         }
 
-        /// Answers 408 to, and closes, every HTTP client whose request head is overdue.
-        func expireHeads() {
+        /// The timeout in words, for the log and the client: `10 s`, `2.5 s`.
+        var timeoutText: String {
+            let (seconds, attoseconds) = configuration.clientTimeout.components
+            return attoseconds == 0 ? "\(seconds) s" : "\(Double(seconds) + Double(attoseconds) / 1e18) s"
+        }
+
+        /// Answers 408 to every HTTP client whose request head is overdue, and an `ERROR` to
+        /// every socket client whose command is, and closes them (a line in the log for each).
+        func expireUnfinished() {
             let now = configuration.clock.timestamp
             for client in Array(clients.values) where !client.requestDone {
-                guard let opened = client.opened, opened.advanced(by: configuration.requestHeadTimeout) <= now else { continue }
-                let seconds = configuration.requestHeadTimeout.components.seconds
-                respond(client, HTTPResponse(status: 408, body: "the request's head did not arrive within \(seconds) s\n"))
+                guard let opened = client.opened, opened.advanced(by: configuration.clientTimeout) <= now else { continue }
+                if client.kind == .socket {
+                    server.log("serve: \(client.name) closed: it began a command and did not end it within \(timeoutText)")
+                    client.requestDone = true
+                    client.opened = nil
+                    client.closeWhenFlushed = true
+                    reply(
+                        client,
+                        [ServeMessage.error("a command begun and not ended within \(timeoutText) (end each with ; or a newline); closing")])
+                } else {
+                    server.log("serve: \(client.name) closed: its request's head did not arrive within \(timeoutText)")
+                    respond(client, HTTPResponse(status: 408, body: "the request's head did not arrive within \(timeoutText)\n"))
+                }
             }
         }
 
         func drainWake() {
             while Glibc.read(server.wake.read, &buffer, buffer.count) > 0 {}
-            let (events, stop) = server.inbox.withLock { inbox in
+            let (events, spills, stop) = server.inbox.withLock { inbox in
                 defer { inbox.events = [] }
-                return (inbox.events, inbox.stopping)
+                var spills: [(Int32, [UInt8])] = []
+                for index in inbox.watchers.indices where !inbox.watchers[index].spill.isEmpty {
+                    spills.append((inbox.watchers[index].fd, inbox.watchers[index].spill))
+                    inbox.watchers[index].spill = []
+                }
+                return (inbox.events, spills, inbox.stopping)
+            }
+            for (fd, bytes) in spills {
+                if let client = clients[fd] { append(client, bytes) }
             }
             deliver(events)
             if let stop, stopping == nil {
@@ -365,22 +446,30 @@ public final class EventServer: Sendable {
             }
         }
 
+        /// Sends events to the event streams (`broadcast` has sent them to the socket clients).
         func deliver(_ events: [ServeEvent]) {
+            guard !events.isEmpty else { return }
+            let streams = clients.values.filter { $0.kind == .events }
             for event in events {
-                let lineBytes = Array((event.line + "\n").utf8)
-                var sseBytes: [UInt8]?
-                for client in Array(clients.values) {
-                    switch client.kind {
-                    case .socket where client.watching:
-                        enqueue(client, lineBytes)
-                    case .events:
-                        if sseBytes == nil { sseBytes = HTTPResponse.event(event) }
-                        enqueue(client, sseBytes ?? [])
-                    default:
-                        continue
-                    }
-                }
+                let bytes = HTTPResponse.event(event)
+                for client in streams { enqueue(client, bytes) }
             }
+        }
+
+        /// Makes a socket client a watcher of `broadcast`'s (`enable`), or no longer one: what
+        /// was set aside for it is queued first, so it gets every line sent while it watched.
+        func setWatching(_ client: Client, _ enable: Bool) {
+            guard client.watching != enable else { return }
+            let spill = server.inbox.withLock { inbox -> [UInt8] in
+                if enable {
+                    inbox.watchers.append(Watcher(fd: client.fd, direct: false))
+                    return []
+                }
+                guard let index = inbox.watchers.firstIndex(where: { $0.fd == client.fd }) else { return [] }
+                return inbox.watchers.remove(at: index).spill
+            }
+            client.watching = enable
+            if !spill.isEmpty { append(client, spill) }
         }
 
         func accept(_ listener: Listener) {
@@ -428,7 +517,17 @@ public final class EventServer: Sendable {
         }
 
         func commands(_ client: Client, _ bytes: ArraySlice<UInt8>) {
-            for piece in client.framer.feed(bytes) {
+            guard !client.closeWhenFlushed else { return }  // being closed: nothing more is heard
+            let pieces = client.framer.feed(bytes)
+            // An unfinished command is due `clientTimeout` after its first byte came (after the
+            // read that began it: the command before it ended in the same read, or none was open).
+            if !client.framer.isMidCommand {
+                client.opened = nil
+            } else if client.opened == nil || !pieces.isEmpty {
+                client.opened = configuration.clock.timestamp
+            }
+            client.requestDone = client.opened == nil
+            for piece in pieces {
                 guard clients[client.fd] != nil, !client.closeWhenFlushed else { return }
                 switch piece {
                 case .tooLong:
@@ -465,7 +564,7 @@ public final class EventServer: Sendable {
             }
             switch command {
             case .watch(let enable):
-                if let enable { client.watching = enable }
+                if let enable { setWatching(client, enable) }
                 reply(
                     client,
                     (client.watching && enable == true ? server.responder.answer(.devices) : [])
@@ -522,6 +621,7 @@ public final class EventServer: Sendable {
             }
             if request.path == "/events" {
                 client.kind = .events
+                server.inbox.withLock { $0.streams += 1 }
                 enqueue(client, HTTPResponse.eventStreamHead)
                 let since = Int(request.headers["last-event-id"] ?? request.query["since"] ?? "") ?? -1
                 if since >= 0 {
@@ -540,7 +640,25 @@ public final class EventServer: Sendable {
             enqueue(client, response.bytes)
         }
 
+        /// Queues bytes for a client and writes what its socket takes. A watcher is taken off
+        /// `broadcast`'s direct sends first, and what was set aside for it goes ahead of them.
         func enqueue(_ client: Client, _ bytes: [UInt8]) {
+            guard clients[client.fd] != nil else { return }
+            if client.watching {
+                let spill = server.inbox.withLock { inbox -> [UInt8] in
+                    guard let index = inbox.watchers.firstIndex(where: { $0.fd == client.fd }) else { return [] }
+                    inbox.watchers[index].direct = false
+                    defer { inbox.watchers[index].spill = [] }
+                    return inbox.watchers[index].spill
+                }
+                // One append: the socket must not be handed back to `broadcast` between the two.
+                return append(client, spill + bytes)
+            }
+            append(client, bytes)
+        }
+
+        /// Queues bytes for a client (cut off past the limit) and writes what its socket takes.
+        func append(_ client: Client, _ bytes: [UInt8]) {
             guard clients[client.fd] != nil else { return }
             if client.unsent + bytes.count > configuration.bufferLimit {
                 cutOff += 1
@@ -557,25 +675,48 @@ public final class EventServer: Sendable {
             flush(client)
         }
 
+        /// Writes what the socket takes; a watcher whose queue empties (and has nothing set
+        /// aside) is handed back to `broadcast`'s direct sends.
         func flush(_ client: Client) {
-            while client.unsent > 0 {
-                let written = client.output.withUnsafeBytes { raw in
-                    send(client.fd, raw.baseAddress! + client.sent, client.unsent, Int32(MSG_NOSIGNAL))
+            while true {
+                while client.unsent > 0 {
+                    let written = client.output.withUnsafeBytes { raw in
+                        send(client.fd, raw.baseAddress! + client.sent, client.unsent, Int32(MSG_NOSIGNAL))
+                    }
+                    if written > 0 {
+                        client.sent += written
+                        continue
+                    }
+                    if written < 0, errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR { return }
+                    return drop(client)
                 }
-                if written > 0 {
-                    client.sent += written
-                    continue
+                client.output.removeAll(keepingCapacity: client.output.count < 65_536)
+                client.sent = 0
+                if client.closeWhenFlushed { return drop(client) }
+                guard client.watching else { return }
+                let spill = server.inbox.withLock { inbox -> [UInt8] in
+                    guard let index = inbox.watchers.firstIndex(where: { $0.fd == client.fd }) else { return [] }
+                    if inbox.watchers[index].spill.isEmpty {
+                        inbox.watchers[index].direct = inbox.stopping == nil
+                        return []
+                    }
+                    defer { inbox.watchers[index].spill = [] }
+                    return inbox.watchers[index].spill
                 }
-                if written < 0, errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR { return }
-                return drop(client)
+                if spill.isEmpty { return }
+                if client.unsent + spill.count > configuration.bufferLimit { return append(client, spill) }
+                client.output.append(contentsOf: spill)
             }
-            client.output.removeAll(keepingCapacity: client.output.count < 65_536)
-            client.sent = 0
-            if client.closeWhenFlushed { drop(client) }
         }
 
+        /// Closes a connection; a watcher leaves `broadcast`'s list first, so its descriptor
+        /// number, once reused, gets nothing meant for it.
         func drop(_ client: Client) {
             guard clients.removeValue(forKey: client.fd) != nil else { return }
+            if client.watching {
+                server.inbox.withLock { inbox in inbox.watchers.removeAll { $0.fd == client.fd } }
+            }
+            if client.kind == .events { server.inbox.withLock { $0.streams -= 1 } }
             close(client.fd)
         }
 

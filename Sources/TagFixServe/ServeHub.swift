@@ -4,9 +4,10 @@ public import TagFixDevices
 
 /// `tagfix serve`'s sink: one more `VerdictSink` in the session's fan-out, behind the durable
 /// session log (docs/architecture.md, "The sink seam"). It keeps the session's state
-/// (`ServeState`) and hands each verdict, scan, fix and reader change to the `EventServer`,
-/// which sends them from its own thread: `receive` and `observe` take a lock and queue, never
-/// wait for a client.
+/// (`ServeState`) and hands each verdict, scan, fix and reader change to the `EventServer`:
+/// `receive` and `observe` encode the line once and send it, with `MSG_DONTWAIT`, to each
+/// watching socket client that can take it at once; the rest is queued for the server's own
+/// thread. They never wait for a client.
 public final class ServeHub: VerdictSink {
     public let server: EventServer
     private let state: StateBox

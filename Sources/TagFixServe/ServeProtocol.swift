@@ -110,6 +110,10 @@ public struct CommandFramer: Sendable {
     /// The bytes of the command not yet ended.
     public var pendingCount: Int { pending.count }
 
+    /// Whether a command has begun and not ended: more than white space since the last end, or
+    /// an overlong one being skipped to the end of its line.
+    public var isMidCommand: Bool { skipping || pending.contains { $0 > 0x20 } }
+
     /// Feeds bytes; returns the commands (and overlong ones) they complete, in order.
     public mutating func feed(_ bytes: some Sequence<UInt8>) -> [Piece] {
         var pieces: [Piece] = []

@@ -266,6 +266,29 @@ struct ServeEndToEndTests {
     }
 
     @Test(
+        "--client-timeout: a socket client that begins a command and never ends it gets an ERROR and is closed, with a line on standard error; a watcher that only reads stays and gets the next verdict",
+        .enabled(if: runnable, "needs the built tagfix and gpsd"))
+    func clientTimeout() async throws {
+        // The process's own clock: the option's wiring is what is tested here (EventServerTests
+        // test the timeout itself on a manual clock). Nothing is timed: the test waits for the close.
+        let rig = try await ServeRig(extra: ["--client-timeout", "0.5"])
+        let watcher = try SocketLineClient(path: rig.socket)
+        watcher.send(#"?WATCH={"enable":true};"#)
+        #expect(await RunningTagFix.poll { watcher.lines(ofClass: "WATCH").count == 1 })
+        let half = try SocketLineClient(path: rig.socket)
+        half.send(#"?WATCH={"ena"#)
+        #expect(await RunningTagFix.poll { half.closed }, "\(half.lines)")
+        #expect(half.lines.last?.contains(#""class":"ERROR""#) == true, "\(half.lines)")
+        #expect(half.lines.last?.contains("within 0.5 s") == true, "\(half.lines)")
+        #expect(await RunningTagFix.poll { rig.serve.stderr.contains("did not end it within 0.5 s") }, "\(rig.serve.stderr)")
+        #expect(await rig.tap(expecting: 1))
+        #expect(await RunningTagFix.poll { watcher.lines(ofClass: "VERDICT").count == 1 })
+        #expect(!watcher.closed)
+        #expect(await rig.stop())
+        #expect(rig.serve.exitedCleanly, "\(rig.serve.ending)")
+    }
+
+    @Test(
         "SIGHUP reloads the registry: a tag placed elsewhere is outside, then confirmed once the registry moves it; a broken registry keeps the last one",
         .enabled(if: runnable, "needs the built tagfix and gpsd"))
     func reload() async throws {
@@ -400,6 +423,7 @@ struct ServeEndToEndTests {
             (["--http", "0.0.0.0:8080"], Int32(64), "--token"), (["--listen", "192.168.1.2:2948"], 64, "--token"),
             (["--http", "nowhere"], 64, "HOST:PORT"), (["--http", "127.0.0.1:8080", "--token", "/nonexistent/token"], 66, "token"),
             (["--socket-group", "tagfix-no-such-group"], 64, "no such group"), (["--reader", "pn532_uart:/dev/null"], 64, "twice"),
+            (["--client-timeout", "0"], 64, "--client-timeout"), (["--client-timeout", "soon"], 64, "--client-timeout"),
         ])
     func refusals(_ options: [String], _ code: Int32, _ says: String) async throws {
         let socket = "/tmp/tagfix-serve-refusal-\(UUID().uuidString.prefix(8)).sock"

@@ -190,7 +190,7 @@ struct EventServerTests {
     }
 
     @Test(
-        "an HTTP request whose head never ends gets 408 and is closed once requestHeadTimeout has passed on the server's clock; one that ends in time is answered"
+        "an HTTP request whose head never ends gets 408 and is closed once clientTimeout has passed on the server's clock; one that ends in time is answered"
     )
     func requestHeadTimeout() async throws {
         let clock = ManualClock()
@@ -202,7 +202,7 @@ struct EventServerTests {
         let halfOpen = try SocketLineClient(port: port)
         halfOpen.send("GET /api/ta")
         #expect(await eventually { server.stats.clients["http"] == 1 })
-        clock.advance(by: configuration.requestHeadTimeout - .seconds(1))
+        clock.advance(by: configuration.clientTimeout - .seconds(1))
         // Another client, slow but in time: answered; the first, not yet due, still open.
         let slow = try SocketLineClient(port: port)
         slow.send("GET /healthz HTTP/1.1\r\n")
@@ -215,6 +215,78 @@ struct EventServerTests {
         #expect(await eventually { halfOpen.closed }, "the half-open request still holds its slot")
         #expect(halfOpen.lines.first?.hasPrefix("HTTP/1.1 408") == true, "\(halfOpen.lines)")
         #expect(await eventually { server.stats.clients["http", default: 0] == 0 })
+        await server.stop(reason: "over")
+    }
+
+    @Test(
+        "a socket client that begins a command and does not end it gets an ERROR and is closed once clientTimeout has passed since its first byte (a log line says so); a watcher that only reads is never cut off"
+    )
+    func socketCommandTimeout() async throws {
+        let clock = ManualClock()
+        let path = socketPath()
+        let log = LogLines()
+        var configuration = ServeConfiguration(socketPath: path, release: "t")
+        configuration.clock = TestSessionClock(clock: clock)
+        configuration.clientTimeout = .seconds(5)
+        let server = try EventServer(configuration, responder: QuietResponder(), log: log.add)
+        server.start()
+        let watcher = try SocketLineClient(path: path)
+        watcher.send(#"?WATCH={"enable":true};"# + "\n")
+        #expect(await eventually { watcher.lines(ofClass: "WATCH").count == 1 })
+        // A whole command, then the start of another in the same write: once the first is
+        // answered the server has read the second's start (the clock has not moved).
+        let half = try SocketLineClient(path: path)
+        half.send("?POLL;\n?WATCH={\"ena")
+        #expect(await eventually { half.lines(ofClass: "POLL").count == 1 })
+        clock.advance(by: .seconds(4))
+        half.send("ble\"")  // more of it, still not ended: the command is due from its first byte
+        // A round trip on another connection: the loop has run since the clock moved.
+        // (the WATCH answer had one POLL: QuietResponder's DEVICES)
+        watcher.send("?POLL;\n")
+        #expect(await eventually { watcher.lines(ofClass: "POLL").count == 2 })
+        #expect(!half.closed, "closed before its command was due")
+        clock.advance(by: .seconds(1))
+        #expect(await eventually { half.closed }, "a command begun and never ended still holds its connection")
+        #expect(half.lines.last?.contains(#""class":"ERROR""#) == true, "\(half.lines)")
+        #expect(half.lines.last?.contains("within 5 s") == true, "\(half.lines)")
+        #expect(log.all.contains { $0.contains("did not end it within 5 s") }, "\(log.all)")
+        // The watcher sent only whole commands: an hour on, it is still served.
+        clock.advance(by: .seconds(3600))
+        server.broadcast(Self.events(1...3, padding: 10))
+        #expect(await eventually { watcher.lines(ofClass: "VERDICT").count == 3 })
+        watcher.send("?POLL;\n")
+        #expect(await eventually { watcher.lines(ofClass: "POLL").count == 3 })
+        #expect(!watcher.closed)
+        #expect(server.stats.clients["socket"] == 1)
+        await server.stop(reason: "over")
+    }
+
+    @Test("a watcher that sends commands while events stream gets whole lines: every event in order, every answer, nothing interleaved")
+    func commandsWhileWatching() async throws {
+        let path = socketPath()
+        var configuration = ServeConfiguration(socketPath: path, release: "t")
+        configuration.bufferLimit = 16 << 20
+        let server = try EventServer(configuration, responder: QuietResponder(), log: { _ in })
+        server.start()
+        let client = try SocketLineClient(path: path)
+        client.send(#"?WATCH={"enable":true};"# + "\n")
+        #expect(await eventually { client.lines(ofClass: "WATCH").count == 1 })
+        let total = 3000
+        let sender = Task.detached {
+            // Large events, so the socket fills and the server's loop takes over part of the time.
+            for start in stride(from: 1, through: total, by: 20) { server.broadcast(Self.events(start...start + 19, padding: 2000)) }
+        }
+        for _ in 0..<200 { client.send("?POLL;?VERSION;\n") }
+        await sender.value
+        #expect(await eventually { client.lines(ofClass: "VERDICT").count == total && client.lines(ofClass: "POLL").count == 201 })
+        let lines = client.lines
+        #expect(lines.allSatisfy { $0.hasPrefix(#"{"class":""#) && $0.hasSuffix("}") }, "a line broken into by another")
+        let ids = client.lines(ofClass: "VERDICT").compactMap { line in
+            Int(line.dropFirst(#"{"class":"VERDICT","id":"#.count).prefix { $0.isNumber })
+        }
+        #expect(ids == Array(1...total))
+        #expect(client.lines(ofClass: "VERSION").count == 201)
+        #expect(server.stats.cutOff == 0)
         await server.stop(reason: "over")
     }
 
