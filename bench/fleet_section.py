@@ -20,7 +20,7 @@ def render(rows):
              "`mosquitto_sub -q 1 -C N` writing to a file, one after the other in the same run. **Publisher CPU**: what "
              "publishing adds, user + system time of the process per verdict while a `FleetPublisher` takes verdicts "
              "(`receive`: the tag noted, the thread woken), reads each record's line back from the session log, sends it "
-             "(two QoS 1 messages: the verdict and the retained last), reads the PUBACKs and records them in `LOG.acks` "
+             "(the retained last at QoS 0, then the verdict at QoS 1), reads the PUBACKs and records them in `LOG.acks` "
              "(one fsync once nothing is in flight or 256 have gathered). The log's own work (encoding, append, fsync) is "
              "there without publishing: its records are written before the clock starts. The broker's work is another "
              "process. **Verdict → stored**: from the fan-out (the session log's append and fsync first) to the "

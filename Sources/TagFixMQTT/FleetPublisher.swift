@@ -47,31 +47,22 @@ public final class FleetPublisher: VerdictSink {
         let reader = try LogTail(path: logPath)
         var queue = OutboxQueue(window: window)
         var sequence = 0
-        var session: String?
+        var builder: MessageBuilder?
         // Every whole line now in the log (a line still being written is read with the verdict
         // that announces it).
         for line in reader.readLines(limit: .max) {
             sequence += 1
-            if session == nil { session = FleetMessage.session(firstLine: line) }
-            guard let session, !acks.acknowledged.contains(sequence) else { continue }
+            if builder == nil { builder = MessageBuilder(topics: topics, session: FleetMessage.session(firstLine: line)) }
+            guard !acks.acknowledged.contains(sequence) else { continue }
             let tagID = (try? JSONValue.parse(line))?["tag_id"]?.string
-            queue.add(Self.entry(line: line, tagID: tagID, sequence: sequence, session: session, topics: topics))
+            if let entry = builder?.entry(line: line, tagID: tagID, sequence: sequence) { queue.add(entry) }
         }
         var connection = settings
         connection.clientID = "tagfix-\(device)-\(getpid())"
         connection.cleanSession = true
         connection.will = .init(topic: topics.status, payload: "offline")
-        core = PublisherCore(topics: topics, queue: queue, nextSequence: sequence + 1, session: session, acks: acks, log: reader)
+        core = PublisherCore(topics: topics, queue: queue, nextSequence: sequence + 1, builder: builder, acks: acks, log: reader)
         client = MQTTClient(settings: connection, delegate: core)
-    }
-
-    static func entry(line: some Collection<UInt8>, tagID: String?, sequence: Int, session: String, topics: FleetTopics)
-        -> OutboxQueue.Entry
-    {
-        let id = FleetMessage.id(device: topics.device, session: session, sequence: sequence)
-        return OutboxQueue.Entry(
-            sequence: sequence, topic: topics.verdict(tagID: tagID), lastTopic: topics.last(tagID: tagID),
-            payload: FleetMessage.payload(line: line, id: id, device: topics.device))
     }
 
     /// Connects (on the client's own thread) and starts sending what waits.
@@ -134,8 +125,11 @@ final class PublisherCore: MQTTClientDelegate {
         /// Acknowledged by the broker, not yet on the disk in `LOG.acks`.
         var settled: [Int] = []
         var nextSequence: Int
-        var session: String?
+        /// Builds the session's messages (once the log's first line names the session).
+        var builder: MessageBuilder?
         var acknowledged = 0
+        /// Verdicts in flight when a connection was lost: each is sent again on the next one.
+        var sentAgain = 0
         var problem: String?
         var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
         var cancelled: Set<Int> = []
@@ -162,11 +156,11 @@ final class PublisherCore: MQTTClientDelegate {
     let log: Mutex<LogTail>
 
     init(
-        topics: FleetTopics, queue: OutboxQueue, nextSequence: Int, session: String?, acks: sending AcknowledgementFile,
+        topics: FleetTopics, queue: OutboxQueue, nextSequence: Int, builder: MessageBuilder?, acks: sending AcknowledgementFile,
         log: sending LogTail
     ) {
         self.topics = topics
-        state = Mutex(State(queue: queue, nextSequence: nextSequence, session: session))
+        state = Mutex(State(queue: queue, nextSequence: nextSequence, builder: builder))
         self.acks = Mutex(acks)
         self.log = Mutex(log)
     }
@@ -174,19 +168,18 @@ final class PublisherCore: MQTTClientDelegate {
     /// Reads the lines of the verdicts `receive` announced from the log and queues them, each with
     /// the next sequence number. A line not yet whole in the log waits for the next wake.
     func readAnnounced() {
-        let (wanted, nextSequence, known) = state.withLock { ($0.announced.count, $0.nextSequence, $0.session) }
+        let wanted = state.withLock { $0.announced.count }
         guard wanted > 0 else { return }
         let lines = log.withLock { $0.readLines(limit: wanted) }
         guard !lines.isEmpty else { return }
-        let session = known ?? FleetMessage.session(firstLine: lines[0])
         state.withLock { state in
-            for (offset, line) in lines.enumerated() {
+            var builder = state.builder ?? MessageBuilder(topics: topics, session: FleetMessage.session(firstLine: lines[0]))
+            for line in lines {
                 let tagID = state.announced.removeFirst()
-                state.queue.add(
-                    FleetPublisher.entry(line: line, tagID: tagID, sequence: nextSequence + offset, session: session, topics: topics))
+                state.queue.add(builder.entry(line: line, tagID: tagID, sequence: state.nextSequence))
+                state.nextSequence += 1
             }
-            state.nextSequence = nextSequence + lines.count
-            state.session = session
+            state.builder = builder
         }
     }
 
@@ -215,13 +208,30 @@ final class PublisherCore: MQTTClientDelegate {
         }
     }
 
+    /// Sends what waits, as far as the window and the broker's receive maximum allow: for each
+    /// verdict, first its tag's retained `last` (QoS 0), then the verdict (QoS 1), on the same
+    /// connection. The broker reads a connection's packets in order, so the verdict's PUBACK
+    /// also says the `last` before it was taken; a verdict sent again after a reconnect sends its
+    /// `last` again first, so the newest one the broker holds is the newest verdict's. The
+    /// packets of one call are queued and leave together after `wake` (the client corks the
+    /// socket around its write).
+    ///
+    /// The queue is not locked while publishing: libmosquitto reports a QoS 0 message sent
+    /// (`published`) from inside `mosquitto_publish`. Only this thread takes from the queue, and a
+    /// PUBACK is read on it too, so the batch is recorded as sent before any can be acknowledged.
     private func send(_ link: MQTTLink) {
-        state.withLock { state in
-            while let entry = state.queue.next() {
-                guard case .success(let mid) = link.publish(entry.topic, entry.payload) else { return }
-                state.queue.sent(entry.sequence, mid: mid)
-                _ = link.publish(entry.lastTopic, entry.payload, retain: true)
+        let batch = state.withLock { $0.queue.ready(limit: link.sendMaximum) }
+        guard !batch.isEmpty else { return }
+        var mids: [Int32] = []
+        mids.reserveCapacity(batch.count)
+        for message in OutboxQueue.messages(batch) {
+            guard case .success(let mid) = link.publish(message.topic, message.payload, qos: message.qos, retain: message.retain) else {
+                break
             }
+            if case .verdict = message { mids.append(mid) }
+        }
+        state.withLock { state in
+            for (entry, mid) in zip(batch, mids) { state.queue.sent(entry.sequence, mid: mid) }
         }
     }
 
@@ -276,6 +286,7 @@ final class PublisherCore: MQTTClientDelegate {
     func disconnected(_ why: String) {
         settle()
         state.withLock { state in
+            state.sentAgain += state.queue.inFlightCount
             state.queue.connectionLost()
             state.problem = why
         }
@@ -284,6 +295,59 @@ final class PublisherCore: MQTTClientDelegate {
     func stopping(_ link: MQTTLink) {
         settle()
         _ = link.publish(topics.status, Array("offline".utf8), retain: true)
+    }
+}
+
+/// A session's messages as `FleetMessage` defines them, made with less work per verdict: the
+/// topics of each tag are made once and kept, and what `FleetMessage.payload` appends to the
+/// log's line (`,"id":"DEVICE:SESSION:` … `","device":"DEVICE"}`) is quoted once per session, the
+/// sequence's digits put between (JSON quotes a text a character at a time, and digits as they
+/// are). The bytes are `FleetMessage.payload`'s (FleetCostTests compares them).
+struct MessageBuilder {
+    let topics: FleetTopics
+    let session: String
+    private let idOpening: [UInt8]
+    private let closing: [UInt8]
+    private var tagTopics: [String?: (verdict: String, last: String)] = [:]
+
+    init(topics: FleetTopics, session: String) {
+        self.topics = topics
+        self.session = session
+        idOpening = Array(",\"id\":".utf8) + Array(JSONValue.quoted(topics.device + ":" + session + ":").utf8.dropLast())
+        closing = Array("\",\"device\":\(JSONValue.quoted(topics.device))}".utf8)
+    }
+
+    /// The message for the log's `sequence`th record, `line`, of tag `tagID`.
+    mutating func entry(line: some Collection<UInt8>, tagID: String?, sequence: Int) -> OutboxQueue.Entry {
+        let topic: (verdict: String, last: String)
+        if let known = tagTopics[tagID] {
+            topic = known
+        } else {
+            topic = (topics.verdict(tagID: tagID), topics.last(tagID: tagID))
+            // A long session of distinct tags does not keep them all.
+            if tagTopics.count >= 4096 { tagTopics.removeAll(keepingCapacity: true) }
+            tagTopics[tagID] = topic
+        }
+        return OutboxQueue.Entry(
+            sequence: sequence, topic: topic.verdict, lastTopic: topic.last, payload: payload(line: line, sequence: sequence))
+    }
+
+    /// `FleetMessage.payload(line:id:device:)` for the record `sequence` of this session.
+    func payload(line: some Collection<UInt8>, sequence: Int) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(line.count + idOpening.count + 20 + closing.count)
+        bytes.append(contentsOf: line)
+        while let last = bytes.last, last == 0x0A || last == 0x0D || last == 0x20 { bytes.removeLast() }
+        guard bytes.count >= 2, bytes.last == UInt8(ascii: "}"), bytes[bytes.count - 2] != UInt8(ascii: "{") else {
+            // Not an object, or an empty one (no comma before the id): as FleetMessage makes it.
+            return FleetMessage.payload(
+                line: line, id: FleetMessage.id(device: topics.device, session: session, sequence: sequence), device: topics.device)
+        }
+        bytes.removeLast()
+        bytes += idOpening
+        bytes += String(sequence).utf8
+        bytes += closing
+        return bytes
     }
 }
 

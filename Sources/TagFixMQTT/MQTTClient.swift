@@ -62,6 +62,9 @@ public struct MQTTSettings: Sendable {
     /// MQTT 5: how many QoS 1 messages the broker may send before this client acknowledges them
     /// (libmosquitto's default: 20). A collector takes more, so one read brings a larger batch.
     public var receiveMaximum: Int32?
+    /// How many QoS 1 messages this client may have unacknowledged at once, until the broker's
+    /// CONNACK says otherwise (MQTT 5 Receive Maximum); libmosquitto's default is 20.
+    public var sendMaximum: Int32 = 20
     /// The first wait before connecting again; doubled up to `maximumRetryDelay`.
     public var retryDelay: Duration = .milliseconds(200)
     public var maximumRetryDelay: Duration = .seconds(5)
@@ -84,6 +87,10 @@ public struct MQTTSettings: Sendable {
 /// subscribe. Valid only for the call it is given to.
 struct MQTTLink {
     fileprivate let handle: OpaquePointer
+    /// How many QoS 1 messages may be unacknowledged at once on this connection: the broker's
+    /// Receive Maximum from its CONNACK (MQTT 5), else `MQTTSettings.sendMaximum`. libmosquitto
+    /// holds any beyond it and sends each from inside a PUBACK's handling, one packet at a time.
+    let sendMaximum: Int
 
     /// mosquitto_publish_v5: queues `payload` on `topic`; returns the message id.
     func publish(_ topic: String, _ payload: [UInt8], qos: Int32 = 1, retain: Bool = false) -> Result<Int32, MQTTResultCode> {
@@ -224,7 +231,14 @@ final class MQTTClient: Sendable {
         let delegate: any MQTTClientDelegate
         var connected = false
         var refusal: String?
-        init(delegate: any MQTTClientDelegate) { self.delegate = delegate }
+        /// The connection's send maximum (`MQTTLink.sendMaximum`).
+        var sendMaximum: Int
+        init(delegate: any MQTTClientDelegate, sendMaximum: Int32) {
+            self.delegate = delegate
+            self.sendMaximum = Int(sendMaximum)
+        }
+
+        func link(_ handle: OpaquePointer) -> MQTTLink { MQTTLink(handle: handle, sendMaximum: sendMaximum) }
 
         static func from(_ pointer: UnsafeMutableRawPointer?) -> Context? {
             pointer.map { Unmanaged<Context>.fromOpaque($0).takeUnretainedValue() }
@@ -235,7 +249,7 @@ final class MQTTClient: Sendable {
         defer { finished.signal() }
         var delay = settings.retryDelay
         while !isStopping {
-            let context = Context(delegate: delegate)
+            let context = Context(delegate: delegate, sendMaximum: settings.sendMaximum)
             let why = session(context)
             if isStopping { break }
             delegate.disconnected(why)
@@ -281,6 +295,7 @@ final class MQTTClient: Sendable {
         // Small packets go out at once: with Nagle's algorithm the second of a verdict's two
         // messages could wait for the first's TCP acknowledgement (up to 40 ms, delayed ACK).
         _ = mosquitto_int_option(handle, MOSQ_OPT_TCP_NODELAY, 1)
+        _ = mosquitto_int_option(handle, MOSQ_OPT_SEND_MAXIMUM, settings.sendMaximum)
         if let receiveMaximum = settings.receiveMaximum {
             _ = mosquitto_int_option(handle, MOSQ_OPT_RECEIVE_MAXIMUM, receiveMaximum)
         }
@@ -297,18 +312,25 @@ final class MQTTClient: Sendable {
             let bytes = Array(will.payload.utf8)
             _ = mosquitto_will_set(handle, will.topic, Int32(bytes.count), bytes, 1, true)
         }
-        mosquitto_connect_v5_callback_set(handle) { handle, object, code, flags, _ in
+        mosquitto_connect_v5_callback_set(handle) { handle, object, code, flags, properties in
             guard let handle, let context = Context.from(object) else { return }
             guard code == 0 else {
                 context.refusal = String(cString: mosquitto_reason_string(code))
                 return
             }
+            // The broker's Receive Maximum, as libmosquitto reads it from the same CONNACK.
+            var receiveMaximum: UInt16 = 0
+            if mosquitto_property_read_int16(properties, Int32(MQTT_PROP_RECEIVE_MAXIMUM.rawValue), &receiveMaximum, false) != nil,
+                receiveMaximum > 0
+            {
+                context.sendMaximum = Int(receiveMaximum)
+            }
             context.connected = true
-            context.delegate.connected(MQTTLink(handle: handle), sessionPresent: flags & 1 == 1)
+            context.delegate.connected(context.link(handle), sessionPresent: flags & 1 == 1)
         }
         mosquitto_publish_v5_callback_set(handle) { handle, object, mid, reason, _ in
             guard let handle, let context = Context.from(object) else { return }
-            context.delegate.published(mid: mid, reason: reason, MQTTLink(handle: handle))
+            context.delegate.published(mid: mid, reason: reason, context.link(handle))
         }
         mosquitto_subscribe_v5_callback_set(handle) { _, object, _, count, granted, _ in
             guard let context = Context.from(object) else { return }
@@ -327,7 +349,7 @@ final class MQTTClient: Sendable {
         while true {
             if isStopping {
                 if context.connected {
-                    delegate.stopping(MQTTLink(handle: handle))
+                    delegate.stopping(context.link(handle))
                     _ = mosquitto_disconnect(handle)
                     for _ in 0..<10 where mosquitto_want_write(handle) {
                         guard mosquitto_loop_write(handle, 1) == MOSQ_ERR_SUCCESS.rawValue else { break }
@@ -359,14 +381,31 @@ final class MQTTClient: Sendable {
             if fds[1].revents & Int16(POLLIN) != 0 { drainWakePipe() }
             // What was read is kept (the collector's commit) and what waits is queued (the
             // publisher's next messages) before the queue is written: PUBACKs follow the commit.
-            if result == MOSQ_ERR_SUCCESS.rawValue, context.connected, !isStopping { delegate.wake(MQTTLink(handle: handle)) }
-            if result == MOSQ_ERR_SUCCESS.rawValue, mosquitto_want_write(handle) { result = mosquitto_loop_write(handle, 1) }
+            if result == MOSQ_ERR_SUCCESS.rawValue, context.connected, !isStopping { delegate.wake(context.link(handle)) }
+            if result == MOSQ_ERR_SUCCESS.rawValue, mosquitto_want_write(handle) {
+                result = corked(handle) { mosquitto_loop_write(handle, 1) }
+            }
             if result == MOSQ_ERR_SUCCESS.rawValue { result = mosquitto_loop_misc(handle) }
             guard result == MOSQ_ERR_SUCCESS.rawValue else {
                 if let refusal = context.refusal { return "\(settings.address) refused the connection: \(refusal)" }
                 return "lost the connection to \(settings.address) (\(MQTTResultCode(rawValue: result)))"
             }
         }
+    }
+
+    /// Runs `body` (the queue's write) with the socket corked (TCP_CORK): the packets it writes
+    /// leave together when it returns, in as few segments as they fill, instead of one segment
+    /// each (TCP_NODELAY): a publisher's pass of verdicts, a collector's read of PUBACKs.
+    private func corked(_ handle: OpaquePointer, _ body: () -> Int32) -> Int32 {
+        let socket = mosquitto_socket(handle)
+        guard socket >= 0 else { return body() }
+        var on: Int32 = 1
+        _ = setsockopt(socket, Int32(IPPROTO_TCP), TCP_CORK, &on, socklen_t(MemoryLayout<Int32>.size))
+        defer {
+            var off: Int32 = 0
+            _ = setsockopt(socket, Int32(IPPROTO_TCP), TCP_CORK, &off, socklen_t(MemoryLayout<Int32>.size))
+        }
+        return body()
     }
 
     /// Waits `delay`, or less when the client is stopped (the wake pipe).

@@ -25,6 +25,51 @@ public struct OutboxQueue: Sendable {
         }
     }
 
+    /// One MQTT message of a verdict.
+    public enum Message: Sendable, Hashable {
+        /// The tag's last verdict, retained on `PREFIX/SITE/tag/TAG_ID/last`, at QoS 0: it needs no
+        /// acknowledgement of its own, as the verdict after it on the connection brings one.
+        case last(Entry)
+        /// The verdict on `PREFIX/SITE/verdict/TAG_ID`, QoS 1: its PUBACK settles the entry.
+        case verdict(Entry)
+
+        public var entry: Entry {
+            switch self {
+            case .last(let entry), .verdict(let entry): entry
+            }
+        }
+        public var topic: String {
+            switch self {
+            case .last(let entry): entry.lastTopic
+            case .verdict(let entry): entry.topic
+            }
+        }
+        public var payload: [UInt8] { entry.payload }
+        public var qos: Int32 {
+            if case .verdict = self { return 1 }
+            return 0
+        }
+        public var retain: Bool {
+            if case .last = self { return true }
+            return false
+        }
+    }
+
+    /// The messages that send `batch`, in the order they go on one connection: each verdict's
+    /// retained `last` just before the verdict. A broker handles a connection's packets in order,
+    /// so a verdict's PUBACK means its `last` was taken too, and a verdict sent again after a
+    /// reconnect brings its `last` again: the newest `last` the broker holds for a tag is never
+    /// older than the tag's newest acknowledged verdict.
+    public static func messages(_ batch: [Entry]) -> [Message] {
+        var messages: [Message] = []
+        messages.reserveCapacity(batch.count * 2)
+        for entry in batch {
+            messages.append(.last(entry))
+            messages.append(.verdict(entry))
+        }
+        return messages
+    }
+
     /// Most verdicts sent and not yet acknowledged at once.
     public let window: Int
     private var entries: [Int: Entry] = [:]
@@ -47,10 +92,19 @@ public struct OutboxQueue: Sendable {
         waiting.append(entry.sequence)
     }
 
-    /// The next verdict to send, if the window has room (it stays first until `sent`).
-    public func next() -> Entry? {
-        guard inFlight.count < window, head < waiting.count else { return nil }
+    /// The next verdict to send, if the window (and `limit`, the connection's send maximum) has
+    /// room; it stays first until `sent`.
+    public func next(limit: Int = .max) -> Entry? {
+        guard inFlight.count < min(window, limit), head < waiting.count else { return nil }
         return entries[waiting[head]]
+    }
+
+    /// The verdicts `next` would give one after another while the window has room (each still
+    /// waits until `sent`).
+    public func ready(limit: Int = .max) -> [Entry] {
+        let room = min(min(window, limit) - inFlight.count, waiting.count - head)
+        guard room > 0 else { return [] }
+        return waiting[head..<head + room].compactMap { entries[$0] }
     }
 
     /// The verdict `next()` gave went out as message `mid`.

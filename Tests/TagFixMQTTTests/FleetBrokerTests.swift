@@ -197,6 +197,108 @@ struct FleetBrokerTests {
     }
 
     @Test(
+        "the broker restarted mid-burst: every copy of every verdict has the bytes its log gives, and each tag's retained last is its newest verdict",
+        arguments: ["5", "3.1.1"])
+    func retainedLastAfterRestart(version: String) async throws {
+        try await offThePool {
+            let broker = try PrivateMosquitto()
+            defer { broker.stop() }
+            let folder = try temporaryFolder()
+            // Every copy the broker delivers, duplicates included: a kept session (restored after
+            // the restart), QoS 1, known to be subscribed once a probe reaches it.
+            let copies = folder + "/copies.txt"
+            _ = FileManager.default.createFile(atPath: copies, contents: nil)
+            let output = try #require(FileHandle(forWritingAtPath: copies))
+            let subscriber = try ChildProcess(
+                executable: "/usr/bin/mosquitto_sub",
+                arguments: [
+                    "-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-c", "-i", "copies-\(version)", "-v", "-t",
+                    "tagfix/+/verdict/+",
+                    "-t", "probe", "-W", "150",
+                ],
+                standardOutput: output.fileDescriptor)
+            try output.close()
+            defer { subscriber.stop() }
+            func received() -> [String] {
+                ((try? String(contentsOfFile: copies, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+            }
+            #expect(
+                try eventually {
+                    try runProgram("/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", String(broker.port), "-t", "probe", "-m", "probe"])
+                    return received().contains("probe probe")
+                })
+            let log = folder + "/session.jsonl"
+            let sessionLog = try SessionLog(path: log)
+            let settings = try MQTTSettings.parse(
+                address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: version, clientID: "x")
+            // The burst is on the disk before the publisher starts: it sends from a backlog of
+            // hundreds, each tag again and again.
+            let verdicts = Array(repeating: try exampleVerdicts(), count: 400).flatMap { $0 }
+            for verdict in verdicts { try sessionLog.append(SessionRecord(verdict).encoded()) }
+            let publisher = try FleetPublisher(settings: settings, site: "harbour", device: "pi-r", logPath: log)
+            publisher.start()
+            #expect(eventually { publisher.acknowledged >= 40 })
+            // Mid-burst: the broker stops (saving its state) with verdicts in flight, and starts again.
+            #expect(publisher.unacknowledged > 100, "the burst was over before the restart: the test proved nothing")
+            try broker.restart()
+            #expect(try finishFromThread(publisher) == 0)
+            #expect(publisher.core.state.withLock { $0.sentAgain } > 0, "nothing was in flight at the restart: the test proved nothing")
+
+            // Every verdict of the log reached the subscriber, and every copy of it has the bytes
+            // the log gives for its id, whether it went once or again after the restart.
+            let lines = Array(try Data(contentsOf: URL(fileURLWithPath: log))).split(separator: 0x0A).map(Array.init)
+            let session = FleetMessage.session(firstLine: lines[0])
+            var expected: [String: String] = [:]
+            for (index, line) in lines.enumerated() {
+                let id = FleetMessage.id(device: "pi-r", session: session, sequence: index + 1)
+                expected[id] = String(decoding: FleetMessage.payload(line: line, id: id, device: "pi-r"), as: UTF8.self)
+            }
+            func verdictCopies() -> [String] { received().filter { $0.hasPrefix("tagfix/") } }
+            #expect(eventually { verdictCopies().count >= lines.count })
+            subscriber.stop()
+            let all = verdictCopies()
+            var ids = Set<String>()
+            for copy in all {
+                let parts = copy.split(separator: " ", maxSplits: 1).map(String.init)
+                let id = try JSONValue.parse(parts[1])["id"]?.string ?? ""
+                ids.insert(id)
+                #expect(parts[1] == expected[id], "a copy of \(id) with other bytes")
+            }
+            #expect(ids == Set(expected.keys), "every verdict of the log arrived")
+
+            // Each tag's retained last is the log's newest verdict of that tag, as sent.
+            var newest: [String: String] = [:]
+            for (index, verdict) in verdicts.enumerated() {
+                let id = FleetMessage.id(device: "pi-r", session: session, sequence: index + 1)
+                newest[publisher.topics.last(tagID: verdict.tagID)] = expected[id]
+            }
+            // Retained messages come at once to a new subscription; the subscriber is stopped by
+            // SIGTERM (ChildProcess), not left to its own -W alarm.
+            let retainedFile = folder + "/retained.txt"
+            _ = FileManager.default.createFile(atPath: retainedFile, contents: nil)
+            let retainedOutput = try #require(FileHandle(forWritingAtPath: retainedFile))
+            let retainedSubscriber = try ChildProcess(
+                executable: "/usr/bin/mosquitto_sub",
+                arguments: ["-h", "127.0.0.1", "-p", String(broker.port), "-v", "-t", "tagfix/harbour/tag/+/last"],
+                standardOutput: retainedOutput.fileDescriptor)
+            try retainedOutput.close()
+            defer { retainedSubscriber.stop() }
+            func retainedLines() -> [String] {
+                ((try? String(contentsOfFile: retainedFile, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+            }
+            #expect(eventually(.seconds(10)) { retainedLines().count >= newest.count })
+            retainedSubscriber.stop()
+            var last: [String: String] = [:]
+            for line in retainedLines() {
+                let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
+                last[parts[0]] = parts.count == 2 ? parts[1] : ""
+            }
+            #expect(last.keys.sorted() == newest.keys.sorted())
+            for (topic, payload) in newest { #expect(last[topic] == payload, "\(topic) is not the tag's newest verdict") }
+        }
+    }
+
+    @Test(
         "the publishing verify kill -9ed and started again on the same log: nothing lost, nothing stored twice",
         .enabled(if: FileManager.default.isExecutableFile(atPath: tagfixBinary), "needs the built tagfix"))
     func publisherKilled() async throws {

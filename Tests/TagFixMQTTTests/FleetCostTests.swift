@@ -132,6 +132,29 @@ struct FleetCostTests {
         }
     }
 
+    @Test(
+        "a message built from the session's quoted parts is FleetMessage's, byte for byte, and its topics are FleetTopics'",
+        arguments: ["pi", "tech \"7\" \\ lab", "Møller-værksted", "tab\there", "ctl\u{01}x"])
+    func builtMessages(device: String) throws {
+        let topics = try FleetTopics(prefix: "tagfix", site: "harbour", device: device)
+        let lines = try exampleVerdicts().map { Array(SessionRecord($0).encoded().utf8) }
+        let odd = ["{}", "{ }", "[1]", "}", "", "{\"a\":1}\r\n ", "{\"a\":\"}\"}"].map { Array($0.utf8) }
+        let session = FleetMessage.session(firstLine: lines[0])
+        var builder = MessageBuilder(topics: topics, session: session)
+        let tags = try exampleVerdicts().map(\.tagID) + [nil, "_", "a/b", "T01"]
+        for (index, line) in (lines + odd).enumerated() {
+            for sequence in [1, 9, 10, 12_345, index + 1] {
+                let tagID = tags[index % tags.count]
+                let entry = builder.entry(line: line, tagID: tagID, sequence: sequence)
+                let id = FleetMessage.id(device: device, session: session, sequence: sequence)
+                #expect(entry.payload == FleetMessage.payload(line: line, id: id, device: device), "line \(index + 1), record \(sequence)")
+                #expect(entry.topic == topics.verdict(tagID: tagID))
+                #expect(entry.lastTopic == topics.last(tagID: tagID))
+                #expect(entry.sequence == sequence)
+            }
+        }
+    }
+
     @Test("acknowledgements go to the disk once nothing is in flight, or a batch has gathered")
     func settleBatches() throws {
         var queue = OutboxQueue(window: 8)

@@ -138,6 +138,34 @@ struct OutboxQueueTests {
         #expect(queue.unacknowledged == 39)
     }
 
+    @Test("no more in flight than the window or the connection's send maximum, whichever is smaller", arguments: [1, 20, 32])
+    func sendMaximum(limit: Int) {
+        var queue = OutboxQueue(window: 24)
+        for sequence in 1...60 { queue.add(entry(sequence)) }
+        let first = queue.ready(limit: limit)
+        #expect(first.map(\.sequence) == Array(1...min(24, limit)))
+        for (offset, entry) in first.enumerated() { queue.sent(entry.sequence, mid: Int32(offset + 1)) }
+        #expect(queue.ready(limit: limit).isEmpty, "the window is full")
+        #expect(queue.next(limit: limit) == nil)
+        #expect(queue.acknowledged(mid: 1) == 1)
+        #expect(queue.ready(limit: limit).map(\.sequence) == [min(24, limit) + 1], "one PUBACK makes room for one")
+    }
+
+    @Test("each verdict goes as its tag's retained last (QoS 0) and then the verdict (QoS 1), in the log's order")
+    func messageOrder() {
+        let batch = (1...5).map(entry)
+        let messages = OutboxQueue.messages(batch)
+        #expect(messages.count == 10)
+        for (index, entry) in batch.enumerated() {
+            let last = messages[2 * index]
+            let verdict = messages[2 * index + 1]
+            #expect(last == .last(entry), "the last before its verdict: the verdict's PUBACK says the broker took it")
+            #expect(last.topic == entry.lastTopic && last.qos == 0 && last.retain && last.payload == entry.payload)
+            #expect(verdict == .verdict(entry))
+            #expect(verdict.topic == entry.topic && verdict.qos == 1 && !verdict.retain && verdict.payload == entry.payload)
+        }
+    }
+
     @Test("a publisher's acknowledgements survive a restart, and the same log gives the same messages")
     func restart() throws {
         let folder = try temporaryFolder()
