@@ -27,6 +27,8 @@ public final class FleetCollector: Sendable {
         public var connections = 0
         /// Subscriptions the broker granted (one per connection).
         public var subscriptions = 0
+        /// Transactions that stored messages (one per read of the socket).
+        public var commits = 0
 
         /// "stored 9 verdicts (2 copies ignored)".
         public var summary: String {
@@ -130,6 +132,7 @@ final class CollectorCore: MQTTClientDelegate {
             let stored = try store.store(messages, receivedNanoseconds: now().nanosecondsSinceEpoch)
             let new = stored.filter { $0 }.count
             counts.withLock {
+                $0.commits += 1
                 $0.stored += new
                 $0.duplicates += stored.count - new
             }

@@ -368,15 +368,16 @@ final class MQTTClient: Sendable {
             var result = MOSQ_ERR_SUCCESS.rawValue
             if fds[0].revents & Int16(POLLIN | POLLERR | POLLHUP) != 0 {
                 // Whatever else already waits on the socket is read now, so the delegate's `wake`
-                // handles a burst at once (one commit, one fsync) instead of one packet at a time.
-                // The socket is non-blocking: a read that finds it empty ends with EAGAIN (which
-                // libmosquitto's own loop also goes by), so no poll is needed between packets.
+                // handles a burst at once (one commit) instead of one packet at a time. Whether
+                // more waits is asked of the socket (a poll that does not wait), not read off
+                // errno: a packet that queues an answer (a PUBACK) ends with libmosquitto's write
+                // of a wake-up byte into its own socket pair, which nothing reads, so errno says
+                // EAGAIN after every such packet, and the collector committed once a message.
                 var packets = 0
                 repeat {
-                    Glibc.errno = 0
                     result = mosquitto_loop_read(handle, 1)
                     packets += 1
-                } while result == MOSQ_ERR_SUCCESS.rawValue && packets < 512 && Glibc.errno != EAGAIN && Glibc.errno != EWOULDBLOCK
+                } while result == MOSQ_ERR_SUCCESS.rawValue && packets < 512 && Self.readable(socket)
             }
             if fds[1].revents & Int16(POLLIN) != 0 { drainWakePipe() }
             // What was read is kept (the collector's commit) and what waits is queued (the
@@ -391,6 +392,12 @@ final class MQTTClient: Sendable {
                 return "lost the connection to \(settings.address) (\(MQTTResultCode(rawValue: result)))"
             }
         }
+    }
+
+    /// Whether `socket` has something to read now (a poll that does not wait).
+    private static func readable(_ socket: Int32) -> Bool {
+        var fd = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
+        return poll(&fd, 1, 0) > 0 && fd.revents & Int16(POLLIN) != 0
     }
 
     /// Runs `body` (the queue's write) with the socket corked (TCP_CORK): the packets it writes

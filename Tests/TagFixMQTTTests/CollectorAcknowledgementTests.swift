@@ -96,4 +96,36 @@ struct CollectorAcknowledgementTests {
             #expect(office.counts.stored == 3)
         }
     }
+
+    /// A kept session's backlog comes in bursts: each read of the socket takes every packet that
+    /// waits, and stores them in one transaction. Deciding "nothing more waits" by errno stopped
+    /// after every message (libmosquitto's wake-up byte into its own full socket pair leaves
+    /// EAGAIN after each queued PUBACK): a commit a message, a quarter of the rate.
+    @Test("a backlog of verdicts is stored in bursts, not a transaction a message")
+    func backlogInBursts() async throws {
+        try await offThePool {
+            let broker = try PrivateMosquitto()
+            defer { broker.stop() }
+            let store = try FleetStore(path: try temporaryFolder() + "/fleet.sqlite", create: true)
+            // Subscribe once (the broker keeps the session), leave, and let 400 verdicts wait.
+            blockingStop(try collector(broker, store: store, id: "office-burst"))
+            let path = try temporaryFolder() + "/session.jsonl"
+            let log = try SessionLog(path: path)
+            let publisher = try FleetPublisher(
+                settings: try MQTTSettings.parse(
+                    address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: nil, clientID: "x"),
+                site: "harbour", device: "pi-1", logPath: path)
+            publisher.start()
+            let fanOut = VerdictFanOut([SessionLogSink(log), publisher])
+            let verdicts = try exampleVerdicts()
+            for index in 0..<400 { fanOut.send(.verdict(verdicts[index % verdicts.count])) }
+            #expect(try finishFromThread(publisher) == 0)
+
+            let office = try collector(broker, store: store, id: "office-burst")
+            defer { blockingStop(office) }
+            #expect(try eventually { try store.count() == 400 })
+            #expect(office.counts.stored == 400)
+            #expect(office.counts.commits <= 40, "\(office.counts.commits) transactions for 400 verdicts")
+        }
+    }
 }
