@@ -129,7 +129,7 @@ let package = Package(
             name: "TagFixReadersTests", dependencies: ["TagFixReaders", "TagFixDevices", "TagFixCore", "TagFixScenarios", "TagFixTesting"]),
         .testTarget(name: "TagFixDevicesTests", dependencies: ["TagFixDevices", "TagFixScenarios", "TagFixTesting"]),
         .testTarget(name: "TagFixTestingTests", dependencies: ["TagFixScenarios", "TagFixTesting"]),
-        .testTarget(name: "TagFixStoreTests", dependencies: ["TagFixStore", "TagFixCore"]),
+        .testTarget(name: "TagFixStoreTests", dependencies: ["TagFixStore", "TagFixCore", "TagFixTesting"]),
         .testTarget(name: "TagFixReportTests", dependencies: ["TagFixReport", "TagFixCore"]),
         .testTarget(
             name: "TagFixMQTTTests",

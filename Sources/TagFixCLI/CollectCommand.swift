@@ -155,24 +155,17 @@ struct CollectCommand: Subcommand {
         }
         collector.start()
         io.err("collecting \(settings.address) (\(collector.filter)) into \(db); Ctrl-C stops")
-        let reloader = Task {
-            var hangUp = StopSignals([SIGHUP])
-            while await hangUp.wait() != nil {
-                let next = StopSignals([SIGHUP])  // caught before the previous one lets go
-                hangUp.cancel()
-                hangUp = next
-                // Reading files and writing SQLite block: off the cooperative pool.
-                let said: String = await offThePool("collect registry reload") {
-                    guard !registries.isEmpty else { return "SIGHUP: no --registry to read again" }
-                    do throws(CLIError) {
-                        return "SIGHUP: registry read again: " + (try Self.loadPlacements(registries, into: store, at: clock.now))
-                    } catch {
-                        return "SIGHUP: the registries were not read again (the stored placements stay): \(error.message)"
-                    }
+        let reloader = StopSignals.each([SIGHUP]) {
+            // Reading files and writing SQLite block: off the cooperative pool.
+            let said: String = await offThePool("collect registry reload") {
+                guard !registries.isEmpty else { return "SIGHUP: no --registry to read again" }
+                do throws(CLIError) {
+                    return "SIGHUP: registry read again: " + (try Self.loadPlacements(registries, into: store, at: clock.now))
+                } catch {
+                    return "SIGHUP: the registries were not read again (the stored placements stay): \(error.message)"
                 }
-                io.err(said)
             }
-            hangUp.cancel()
+            io.err(said)
         }
         _ = await stop.wait()
         reloader.cancel()

@@ -148,16 +148,7 @@ struct ServeCommand: Subcommand {
                 io.err("SIGHUP: the registry was not reloaded (the previous one stays): \(error.message)")
             }
         }
-        let reloader = Task {
-            var hangUp = StopSignals([SIGHUP])
-            while await hangUp.wait() != nil {
-                let next = StopSignals([SIGHUP])  // caught before the previous one lets go
-                hangUp.cancel()
-                hangUp = next
-                reload()
-            }
-            hangUp.cancel()
-        }
+        let reloader = StopSignals.each([SIGHUP]) { reload() }
         var failure: CLIError?
         do {
             try await verify.withPrinter(io, sinks: [hub]) { printer throws(CLIError) in

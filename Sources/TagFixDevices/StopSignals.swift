@@ -86,6 +86,24 @@ public final class StopSignals: Sendable {
         }
     }
 
+    /// Calls `body` for each of `signals` that arrives (SIGHUP: read the configuration again),
+    /// one call at a time, until the returned task is cancelled. The signals are caught from this
+    /// call on and stay caught between one and the next: a new `StopSignals` is installed before
+    /// the one that woke lets go.
+    public static func each(_ signals: [Int32], _ body: @escaping @Sendable () async -> Void) -> Task<Void, Never> {
+        let first = StopSignals(signals)
+        return Task {
+            var caught = first
+            while await caught.wait() != nil {
+                let next = StopSignals(signals)
+                caught.cancel()
+                caught = next
+                await body()
+            }
+            caught.cancel()
+        }
+    }
+
     /// Restores the signals' earlier dispositions, stops watching the pipe and closes it, and
     /// wakes any waiter with `nil`. Idempotent.
     public func cancel() {

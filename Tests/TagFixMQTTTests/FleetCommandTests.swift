@@ -145,14 +145,7 @@ struct FleetCommandTests {
         let db = try SQLiteConnection(path: path, mode: .create)
         try db.execute("PRAGMA application_id = \(FleetStore.applicationID)")
         try db.execute("PRAGMA journal_mode = WAL")
-        try db.execute(
-            """
-            CREATE TABLE IF NOT EXISTS fleet_verdict (
-                id TEXT PRIMARY KEY NOT NULL CHECK (length(id) > 0),
-                site TEXT NOT NULL, device TEXT NOT NULL, payload TEXT NOT NULL, received_ns INTEGER NOT NULL
-            ) STRICT;
-            CREATE INDEX IF NOT EXISTS fleet_verdict_site ON fleet_verdict (site, device);
-            """)
+        try db.execute(OldFleetStore.unversionedSchema)
         let verdicts = try exampleVerdicts()
         for (index, verdict) in verdicts.enumerated() {
             try db.query(

@@ -1,5 +1,6 @@
 import Foundation
 import TagFixCore
+import TagFixTesting
 import Testing
 
 @testable import TagFixStore
@@ -19,14 +20,7 @@ private func oldStore(_ path: String, verdicts: Int) throws {
     let db = try SQLiteConnection(path: path, mode: .create)
     try db.execute("PRAGMA application_id = \(FleetStore.applicationID)")
     try db.execute("PRAGMA journal_mode = WAL")
-    try db.execute(
-        """
-        CREATE TABLE IF NOT EXISTS fleet_verdict (
-            id TEXT PRIMARY KEY NOT NULL CHECK (length(id) > 0),
-            site TEXT NOT NULL, device TEXT NOT NULL, payload TEXT NOT NULL, received_ns INTEGER NOT NULL
-        ) STRICT;
-        CREATE INDEX IF NOT EXISTS fleet_verdict_site ON fleet_verdict (site, device);
-        """)
+    try db.execute(OldFleetStore.unversionedSchema)
     for index in 0..<verdicts {
         try db.query(
             "INSERT INTO fleet_verdict VALUES (?1, 'harbour', 'van-1', '{}', 1)", [.text("van-1:abc:\(index + 1)")])
