@@ -25,18 +25,21 @@ enum LivePage {
         initialFix.add("lat", fix?.0.latitude, digits: 9)
         initialFix.add("lon", fix?.0.longitude, digits: 9)
         initialFix.add("accuracy_m", fix?.1)
+        // The devices as they are now; `/events` says only what changes. Inside <script>, so
+        // no "</" may close it early (a reader's error text is not ours).
+        let devices = ServeMessage.devices(readers: state.readers, gps: state.gps).replacing("</", with: "<\\/")
         return """
             <!DOCTYPE html>
             <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
             <title>TagFix live</title>
             <style>
             body{font-family:sans-serif;margin:0.5em;color:#222}svg{max-width:100%;height:auto;border:1px solid #ccc}
-            #status{font-size:0.9em;margin:0.3em 0}#last{font-weight:bold;min-height:1.3em}
+            #status{font-size:0.9em;margin:0.3em 0}#status span+span:before{content:" · "}#last{font-weight:bold;min-height:1.3em}
             .confirmed{color:#1a7f37}.outside{color:#cf222e}.inconclusive{color:#9a6700}
             .notRegistered{color:#8250df}.disallowed{color:#0969da}.untrusted{color:#bc4c00}
             </style></head><body>
             <h1 style="font-size:1.2em;margin:0.2em 0">TagFix live <small>(tagfix \(release))</small></h1>
-            <div id="status">connecting…</div>
+            <div id="status"><span id="stream">connecting…</span><span id="readers"></span><span id="gps"></span></div>
             <div id="last"></div>
             \(site.svg())
             <script>
@@ -98,18 +101,30 @@ enum LivePage {
               last.className = v.verdict;
               last.textContent = key + ": " + v.verdict + " — " + v.message;
             }
+            // The event stream's state and the devices' each have their own place: a device's
+            // news never hides whether the page is live.
+            const readers = new Map();
+            function device(d) {
+              const text = d.status + (d.message ? ": " + d.message : "");
+              if (d.class === "GPS" || d.kind === "gps") { document.getElementById("gps").textContent = "GPS " + text; return; }
+              readers.set(d.path, text);
+              const several = readers.size > 1;
+              document.getElementById("readers").textContent =
+                [...readers].map(([path, t]) => "reader " + (several ? path + " " : "") + t).join("; ");
+            }
+            for (const d of \(devices).devices) device(d);
             function connect() {
               const token = new URLSearchParams(location.search).get("token");
               const query = "?since=" + lastID + (token ? "&token=" + encodeURIComponent(token) : "");
               const events = new EventSource("/events" + query);
-              const status = document.getElementById("status");
-              events.onopen = () => { status.textContent = "live"; };
-              events.onerror = () => { status.textContent = "reconnecting…"; };
+              const stream = document.getElementById("stream");
+              events.onopen = () => { stream.textContent = "live"; };
+              events.onerror = () => { stream.textContent = "reconnecting…"; };
               events.addEventListener("verdict", e => verdict(JSON.parse(e.data)));
               events.addEventListener("fix", e => { const f = JSON.parse(e.data); position(f.lat, f.lon, f.accuracy_m); });
-              events.addEventListener("reader", e => { const r = JSON.parse(e.data); status.textContent = "reader " + r.status + (r.message ? ": " + r.message : ""); });
-              events.addEventListener("gps", e => { const g = JSON.parse(e.data); status.textContent = "GPS " + g.status + (g.message ? ": " + g.message : ""); });
-              events.addEventListener("shutdown", () => { status.textContent = "the server stopped"; events.close(); });
+              events.addEventListener("reader", e => device(JSON.parse(e.data)));
+              events.addEventListener("gps", e => device(JSON.parse(e.data)));
+              events.addEventListener("shutdown", () => { stream.textContent = "the server stopped"; events.close(); });
             }
             connect();
             </script>

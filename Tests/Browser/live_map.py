@@ -1,7 +1,9 @@
 """The live page in a real browser (test tooling): headless Chromium through chromedriver and
-Selenium. Opens URL, waits until its event stream is live, prints READY, then waits (up to 60 s)
-until the circle of tag TAG has the colour COLOUR, saves a screenshot to SHOT and prints
-CHANGED <fill>. Exits 1 with the page's state if the circle never changes.
+Selenium. Opens URL, waits until its event stream is live, prints READY <fill>, then waits (up to
+60 s) until the circle of tag TAG has the colour COLOUR, saves a screenshot to SHOT and prints
+CHANGED <fill>. Then waits (up to 60 s more) until the page says the GPS is unavailable (the test
+stops gpsd) and prints DEVICES with the page's three status texts: the stream's, the readers' and
+the GPS's. Exits 1 with the page's state if any of these never comes.
 
 usage: python live_map.py URL TAG COLOUR SHOT"""
 import sys, time
@@ -19,9 +21,10 @@ try:
     driver.get(url)
     fill = "return (document.querySelector('g.tag[data-tag=\"' + arguments[0] + '\"] circle') || {getAttribute: () => null}).getAttribute('fill')"
     deadline = time.time() + 60
-    while driver.execute_script("return document.getElementById('status').textContent") != "live":
+    text = lambda id: driver.execute_script("return document.getElementById(arguments[0]).textContent", id)
+    while text("stream") != "live":
         if time.time() > deadline:
-            sys.exit("the page's event stream never went live")
+            sys.exit("the page's event stream never went live: %r" % text("status"))
         time.sleep(0.05)
     print("READY", driver.execute_script(fill, tag), flush=True)
     while driver.execute_script(fill, tag) != colour:
@@ -31,5 +34,11 @@ try:
         time.sleep(0.05)
     driver.save_screenshot(shot)
     print("CHANGED", driver.execute_script(fill, tag), flush=True)
+    deadline = time.time() + 60
+    while "unavailable" not in text("gps"):
+        if time.time() > deadline:
+            sys.exit("the page never said the GPS was unavailable: %r" % text("status"))
+        time.sleep(0.05)
+    print("DEVICES stream=%s; readers=%s; gps=%s" % (text("stream"), text("readers"), text("gps")), flush=True)
 finally:
     driver.quit()

@@ -483,7 +483,7 @@ struct ServeEndToEndTests {
     static let seleniumPython = ProcessInfo.processInfo.environment["TAGFIX_SELENIUM_PYTHON"]
 
     @Test(
-        "the live page in headless Chromium: a tap turns its tag's circle from grey to green (screenshot in .build/test-artefacts)",
+        "the live page in headless Chromium: a tap turns its tag's circle from grey to green, gpsd's loss shows beside a live stream (screenshot in .build/test-artefacts)",
         .enabled(
             if: runnable && seleniumPython != nil && FileManager.default.isExecutableFile(atPath: "/usr/bin/chromedriver"),
             "needs the built tagfix, gpsd, chromium-driver and TAGFIX_SELENIUM_PYTHON (scripts/test sets it up)"))
@@ -522,6 +522,13 @@ struct ServeEndToEndTests {
         #expect(await rig.tap(expecting: 1))
         #expect(await RunningTagFix.poll { text().contains("CHANGED") || !browser.isRunning }, "\(text())")
         #expect(text().contains("CHANGED \(SiteReport.colour("confirmed"))"), "\(text())")
+        // gpsd goes: the page says so in the GPS's place, and still says its stream is live (a
+        // device's news once overwrote "live", and a page loaded as gpsd connected never said it).
+        try await rig.gpsd(start: false)
+        #expect(await RunningTagFix.poll { text().contains("DEVICES") || !browser.isRunning }, "\(text())")
+        let devices = text().components(separatedBy: "DEVICES ").dropFirst().first?.prefix { $0 != "\n" } ?? ""
+        #expect(devices.hasPrefix("stream=live; readers=reader attached"), "\(text())")
+        #expect(devices.contains("gps=GPS unavailable"), "\(text())")
         _ = await RunningTagFix.poll { !browser.isRunning }
         if browser.isRunning { browser.terminate() }
         #expect(await rig.stop())
