@@ -22,7 +22,9 @@ struct CollectCommand: Subcommand {
             others stay. Only each tag's id, UID, name, centre and radius are copied (never SUN \
             settings or counters). A registry that cannot be read stops collect before it \
             subscribes; SIGHUP reads the registries again (a failure keeps the stored ones). \
-            SIGINT or SIGTERM stops it cleanly. tagfix report FILE reads the store: the whole \
+            SIGINT or SIGTERM stops it cleanly. Another client that connects with the same client id \
+            takes the session (MQTT 5): this collector then stops with exit status 69 rather than \
+            take it back. tagfix report FILE reads the store: the whole \
             fleet on one map, then per site its map, its tags never tapped and a table per \
             device. docs/fleet.md.
             """,
@@ -167,9 +169,14 @@ struct CollectCommand: Subcommand {
             }
             io.err(said)
         }
-        _ = await stop.wait()
+        let ended = await stop.run { await collector.ended() }
         reloader.cancel()
         await collector.stop()
         io.out(collector.counts.summary)
+        if let ended {
+            throw .unavailable(
+                "collect: \(ended), so this one stops: give each collector its own --client-id (collectors that split one stream: --group G, each with its own id)"
+            )
+        }
     }
 }

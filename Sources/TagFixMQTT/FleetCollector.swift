@@ -55,15 +55,25 @@ public final class FleetCollector: Sendable {
         self.store = store
         var connection = settings
         connection.cleanSession = false
+        // Two collectors with one client id would take the session from each other for ever,
+        // each connection ending the other's: the one that loses it ends (`ended()`).
+        connection.yieldsSession = true
         connection.receiveMaximum = connection.receiveMaximum ?? 500
         core = CollectorCore(filter: filter, store: store, now: { clock.now }, note: note, stored: stored)
-        client = MQTTClient(settings: connection, delegate: core)
+        client = MQTTClient(settings: connection, delegate: core, now: { clock.now })
     }
 
     /// Connects and subscribes, on the client's own thread.
     public func start() { client.start() }
 
     public var counts: Counts { core.counts.withLock { $0 } }
+
+    /// Waits until the collector ends on its own, and returns why: another client connected with
+    /// its client id and the broker gave that one the session (MQTT 5). `nil` when the task is
+    /// cancelled first (the collector keeps running).
+    public func ended() async -> String? {
+        await core.ending.wait()
+    }
 
     /// Stops the client's thread (waiting for it on a thread of its own).
     public func stop() async {
@@ -85,6 +95,8 @@ final class CollectorCore: MQTTClientDelegate {
     let now: @Sendable () -> Timestamp
     let counts = Mutex(FleetCollector.Counts())
     private let lostBefore = Mutex(false)
+    /// Why the collector ended on its own, once it has.
+    let ending = Ending()
     /// Messages read since the last commit: stored together at the end of the read (`wake`).
     private let batch = Mutex<[FleetStore.Stored]>([])
 
@@ -145,6 +157,11 @@ final class CollectorCore: MQTTClientDelegate {
     func published(mid: Int32, reason: Int32, _ link: MQTTLink) {}
     func stopping(_ link: MQTTLink) { flush(link) }
 
+    func ended(_ why: String) {
+        flush(nil)
+        ending.finish(why)
+    }
+
     func disconnected(_ why: String) {
         // Read before the connection went: their PUBACKs were never written, so the broker sends
         // them again; stored now, the copies are ignored by id.
@@ -182,5 +199,43 @@ package struct FleetMessageFields: Sendable, Hashable {
         guard let value = try? JSONValue.parse(payload) else { return nil }
         return FleetMessageFields(
             id: value["id"]?.string, device: value["device"]?.string, time: value["time"]?.string, verdict: value["verdict"]?.string)
+    }
+}
+
+/// A one-time end: `finish(_:)` once, and every `wait()` (before or after) returns its reason;
+/// a cancelled waiter returns `nil`.
+final class Ending: Sendable {
+    private struct State {
+        var reason: String?
+        var waiters: [UUID: CheckedContinuation<String?, Never>] = [:]
+    }
+    private let state = Mutex(State())
+
+    func finish(_ reason: String) {
+        let waiters = state.withLock { state in
+            guard state.reason == nil else { return [CheckedContinuation<String?, Never>]() }
+            state.reason = reason
+            defer { state.waiters = [:] }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiters { waiter.resume(returning: reason) }
+    }
+
+    func wait() async -> String? {
+        let id = UUID()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let now: String?? = state.withLock { state in
+                    if let reason = state.reason { return .some(reason) }
+                    if Task.isCancelled { return .some(nil) }
+                    state.waiters[id] = continuation
+                    return .none
+                }
+                if let now { continuation.resume(returning: now) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
+            waiter?.resume(returning: nil)
+        }
     }
 }

@@ -62,7 +62,8 @@ public final class FleetPublisher: VerdictSink {
         connection.cleanSession = true
         connection.will = .init(topic: topics.status, payload: "offline")
         core = PublisherCore(topics: topics, queue: queue, nextSequence: sequence + 1, builder: builder, acks: acks, log: reader)
-        client = MQTTClient(settings: connection, delegate: core)
+        // Its session is never yielded (the id is its own), so the client's clock only stamps.
+        client = MQTTClient(settings: connection, delegate: core, now: { MonotonicClock().now })
     }
 
     /// Connects (on the client's own thread) and starts sending what waits.
@@ -291,6 +292,10 @@ final class PublisherCore: MQTTClientDelegate {
             state.problem = why
         }
     }
+
+    /// Never called: a publisher's client id is its own (device and process), so it does not
+    /// yield its session; were it taken, connecting again is right.
+    func ended(_ why: String) { disconnected(why) }
 
     func stopping(_ link: MQTTLink) {
         settle()

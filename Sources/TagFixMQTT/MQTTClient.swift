@@ -68,6 +68,12 @@ public struct MQTTSettings: Sendable {
     /// The first wait before connecting again; doubled up to `maximumRetryDelay`.
     public var retryDelay: Duration = .milliseconds(200)
     public var maximumRetryDelay: Duration = .seconds(5)
+    /// When another client connected with the same client id has the session, end instead of
+    /// connecting again, which would take it back and start a fight neither wins. The broker
+    /// says so (MQTT 5 DISCONNECT 0x8E, session taken over), or, as mosquitto 2.0 does and MQTT
+    /// 3.1.1 must, only closes the connection: then `TakeoverWatch` tells the fight by its
+    /// pattern. The delegate's `ended` says why.
+    public var yieldsSession = false
 
     public init(
         address: MQTTAddress, clientID: String, password: String? = nil, caFile: String? = nil, version: MQTTVersion = .v5,
@@ -106,6 +112,7 @@ struct MQTTLink {
     /// again to the session on the next connection. The client's loop finds the socket closed
     /// and connects again.
     func abandon() {
+        MQTTClient.Context.from(mosquitto_userdata(handle))?.abandoned = true
         let socket = mosquitto_socket(handle)
         if socket >= 0 { _ = shutdown(socket, Int32(SHUT_RDWR)) }
     }
@@ -135,6 +142,9 @@ protocol MQTTClientDelegate: AnyObject, Sendable {
     func disconnected(_ why: String)
     /// The client is stopping while connected: the last things to say (a status).
     func stopping(_ link: MQTTLink)
+    /// The client ended on its own and will not connect again (`MQTTSettings.yieldsSession`):
+    /// why, for a person.
+    func ended(_ why: String)
 }
 
 /// One connection to a broker, kept up by a thread of its own: the handle, its socket and every
@@ -158,10 +168,14 @@ final class MQTTClient: Sendable {
         var wakePending = false
     }
 
-    init(settings: MQTTSettings, delegate: any MQTTClientDelegate) {
+    /// Times each connection's life (`TakeoverWatch`).
+    private let now: @Sendable () -> Timestamp
+
+    init(settings: MQTTSettings, delegate: any MQTTClientDelegate, now: @escaping @Sendable () -> Timestamp) {
         _ = mosquittoLibrary
         self.settings = settings
         self.delegate = delegate
+        self.now = now
         var fds: [Int32] = [-1, -1]
         if pipe(&fds) == 0 {
             for fd in fds {
@@ -227,14 +241,22 @@ final class MQTTClient: Sendable {
     // MARK: - The thread
 
     /// The per-handle context the C callbacks find through their `obj` pointer.
-    private final class Context {
+    fileprivate final class Context {
         let delegate: any MQTTClientDelegate
         var connected = false
         var refusal: String?
+        /// The reason code of the broker's DISCONNECT (MQTT 5), when it sent one.
+        var brokerReason: Int32?
+        /// When the broker accepted the connection (CONNACK 0).
+        var connectedAt: Timestamp?
+        /// The delegate dropped the connection itself (`MQTTLink.abandon()`).
+        var abandoned = false
+        let now: @Sendable () -> Timestamp
         /// The connection's send maximum (`MQTTLink.sendMaximum`).
         var sendMaximum: Int
-        init(delegate: any MQTTClientDelegate, sendMaximum: Int32) {
+        init(delegate: any MQTTClientDelegate, sendMaximum: Int32, now: @escaping @Sendable () -> Timestamp) {
             self.delegate = delegate
+            self.now = now
             self.sendMaximum = Int(sendMaximum)
         }
 
@@ -248,10 +270,24 @@ final class MQTTClient: Sendable {
     private func run() {
         defer { finished.signal() }
         var delay = settings.retryDelay
+        var watch = TakeoverWatch()
         while !isStopping {
-            let context = Context(delegate: delegate, sendMaximum: settings.sendMaximum)
+            let context = Context(delegate: delegate, sendMaximum: settings.sendMaximum, now: now)
             let why = session(context)
             if isStopping { break }
+            if settings.yieldsSession {
+                if context.brokerReason == Int32(MQTT_RC_SESSION_TAKEN_OVER.rawValue) {
+                    delegate.ended(
+                        "another client connected to \(settings.address) with this one's client id (\(settings.clientID)) and the broker gave it the session"
+                    )
+                    break
+                }
+                // A connection this client dropped itself (a store that failed) is no sign.
+                if watch.lost(connectedAt: context.abandoned ? nil : context.connectedAt, at: now()) {
+                    delegate.ended(watch.explanation(address: settings.address, clientID: settings.clientID))
+                    break
+                }
+            }
             delegate.disconnected(why)
             if context.connected { delay = settings.retryDelay }
             pause(delay)
@@ -326,7 +362,14 @@ final class MQTTClient: Sendable {
                 context.sendMaximum = Int(receiveMaximum)
             }
             context.connected = true
+            context.connectedAt = context.now()
             context.delegate.connected(context.link(handle), sessionPresent: flags & 1 == 1)
+        }
+        mosquitto_disconnect_v5_callback_set(handle) { _, object, code, _ in
+            // The broker's reason codes are 0x80 and up (a DISCONNECT it sent); below are
+            // libmosquitto's own result codes for a connection that failed here.
+            guard let context = Context.from(object), code >= 0x80 else { return }
+            context.brokerReason = code
         }
         mosquitto_publish_v5_callback_set(handle) { handle, object, mid, reason, _ in
             guard let handle, let context = Context.from(object) else { return }
@@ -358,7 +401,7 @@ final class MQTTClient: Sendable {
                 return "stopped"
             }
             let socket = mosquitto_socket(handle)
-            guard socket >= 0 else { return "the connection to \(settings.address) closed" }
+            guard socket >= 0 else { return brokerEnded(context) ?? "the connection to \(settings.address) closed" }
             var fds = [
                 pollfd(fd: socket, events: Int16(POLLIN) | (mosquitto_want_write(handle) ? Int16(POLLOUT) : 0), revents: 0),
                 pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
@@ -389,9 +432,15 @@ final class MQTTClient: Sendable {
             if result == MOSQ_ERR_SUCCESS.rawValue { result = mosquitto_loop_misc(handle) }
             guard result == MOSQ_ERR_SUCCESS.rawValue else {
                 if let refusal = context.refusal { return "\(settings.address) refused the connection: \(refusal)" }
+                if let ended = brokerEnded(context) { return ended }
                 return "lost the connection to \(settings.address) (\(MQTTResultCode(rawValue: result)))"
             }
         }
+    }
+
+    /// Why the broker ended the connection, when it said (an MQTT 5 DISCONNECT).
+    private func brokerEnded(_ context: Context) -> String? {
+        context.brokerReason.map { "\(settings.address) ended the connection: \(String(cString: mosquitto_reason_string($0)))" }
     }
 
     /// Whether `socket` has something to read now (a poll that does not wait).
@@ -421,6 +470,36 @@ final class MQTTClient: Sendable {
         var fds = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
         _ = poll(&fds, 1, milliseconds)
         drainWakePipe()
+    }
+}
+
+/// Tells two clients fighting over one client id from a broker that is away or a network that
+/// drops. Each connection of one takes the session from the other, so both see the broker accept
+/// them and then, as soon as the other connects again, close the connection: `limit` connections
+/// in a row, each closed within `quick` of being accepted, is that fight (a broker that is down
+/// refuses the connection instead; one that restarts does not do it five times in a row within
+/// seconds). The first to count `limit` ends; the other then keeps its connection.
+struct TakeoverWatch: Sendable, Hashable {
+    static let limit = 5
+    static let quick: Duration = .seconds(2)
+
+    /// Accepted connections in a row closed within `quick`.
+    private(set) var quickLosses = 0
+
+    /// A connection ended at `now`, accepted at `connectedAt` (`nil`: never accepted, which
+    /// neither counts nor breaks the run). Returns whether that makes `limit` in a row.
+    mutating func lost(connectedAt: Timestamp?, at now: Timestamp) -> Bool {
+        guard let connectedAt else { return false }
+        if connectedAt.duration(to: now) < Self.quick {
+            quickLosses += 1
+        } else {
+            quickLosses = 0
+        }
+        return quickLosses >= Self.limit
+    }
+
+    func explanation(address: MQTTAddress, clientID: String) -> String {
+        "\(address) closed this client's connection \(quickLosses) times in a row, each within \(Self.quick.components.seconds) s of accepting it, as a broker does when another client keeps connecting with the same client id (\(clientID))"
     }
 }
 

@@ -184,6 +184,35 @@ public final class FleetStore: Sendable {
         return try result.get()
     }
 
+    /// Lets the file hold at most `pages` pages (SQLite's `max_page_count`; `nil`: SQLite's
+    /// limit again), so a write that needs another fails with SQLITE_FULL at once: what a full
+    /// disk looks like to the collector. For tests.
+    func limitPages(_ pages: Int?) throws(SQLiteError) {
+        let result = connection.withLock { db -> Result<Void, SQLiteError> in
+            do throws(SQLiteError) {
+                try db.execute("PRAGMA max_page_count = \(pages ?? 4_294_967_294)")
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        try result.get()
+    }
+
+    /// How many pages the file has now.
+    func pageCount() throws(SQLiteError) -> Int {
+        let result = connection.withLock { db -> Result<Int, SQLiteError> in
+            do throws(SQLiteError) {
+                var count = 0
+                try db.query("PRAGMA page_count") { count = Int($0.integer(0)) }
+                return .success(count)
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
+    }
+
     /// How many messages are stored.
     public func count() throws(SQLiteError) -> Int {
         let result = connection.withLock { db -> Result<Int, SQLiteError> in

@@ -3,10 +3,10 @@ import Synchronization
 import TagFixCore
 import TagFixDevices
 import TagFixEmulators
-import TagFixStore
 import Testing
 
 @testable import TagFixMQTT
+@testable import TagFixStore
 
 /// A collector acknowledges a verdict only once it is stored. libmosquitto 2.0 queues a QoS 1
 /// message's PUBACK before it hands the message over; written at once, a collector that could not
@@ -94,6 +94,56 @@ struct CollectorAcknowledgementTests {
             let ids = try store.all().map(\.id)
             #expect(ids.sorted() == (1...3).map { "pi:0123456789abcdef:\($0)" })
             #expect(office.counts.stored == 3)
+        }
+    }
+
+    /// A full disk fails each commit at once, so the collector drops each connection right after
+    /// the broker accepts it, again and again: that is no fight over its client id, and it must
+    /// not end the collector (`TakeoverWatch` counts only closes the broker made).
+    @Test("a full disk: the collector drops each connection itself, keeps trying, and stores every verdict once there is room")
+    func fullDisk() async throws {
+        try await offThePool {
+            let broker = try PrivateMosquitto()
+            defer { broker.stop() }
+            let path = try temporaryFolder() + "/fleet.sqlite"
+            let store = try FleetStore(path: path, create: true)
+            let notes = Mutex<[String]>([])
+            let settings = try MQTTSettings.parse(
+                address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: nil, clientID: "office-full")
+            let office = try FleetCollector(
+                settings: settings, group: nil, store: store, clock: MonotonicClock(), note: { line in notes.withLock { $0.append(line) } })
+            office.start()
+            defer { blockingStop(office) }
+            let ended = Mutex<String?>(nil)
+            let watcher = Task { if let why = await office.ended() { ended.withLock { $0 = why } } }
+            defer { watcher.cancel() }
+            #expect(eventually { office.counts.subscriptions >= 1 }, "the collector never subscribed")
+
+            try store.limitPages(try store.pageCount())
+            let verdicts = try exampleVerdicts()
+            let count = 40
+            for index in 0..<count {
+                let payload = FleetMessage.payload(
+                    line: Array(SessionRecord(verdicts[index % verdicts.count]).encoded().utf8), id: "pi:0123456789abcdef:\(index + 1)",
+                    device: "pi")
+                let sent = try runProgram(
+                    "/usr/bin/mosquitto_pub",
+                    [
+                        "-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-t", "tagfix/harbour/verdict/T\(index)", "-m",
+                        String(decoding: payload, as: UTF8.self),
+                    ])
+                #expect(sent.status == 0, "\(sent.err)")
+            }
+            let failures = { notes.withLock { $0.filter { $0.contains("cannot store") }.count } }
+            #expect(
+                eventually(.seconds(60)) { failures() >= 2 * TakeoverWatch.limit }, "the store never filled: \(notes.withLock { $0 })")
+            #expect(ended.withLock { $0 } == nil, "a full disk was taken for a fight over the client id")
+            let before = try store.count()
+            #expect(before < count)
+
+            try store.limitPages(nil)
+            #expect(try eventually(.seconds(30)) { try store.count() == count }, "\(notes.withLock { $0.suffix(4) })")
+            #expect(ended.withLock { $0 } == nil)
         }
     }
 

@@ -139,6 +139,58 @@ struct FleetCommandTests {
         }
     }
 
+    @Test(
+        "two collects with one client id: one stops with exit 69 and one line, the other keeps the session and stores what follows, instead of taking it from each other for ever",
+        .enabled(if: haveBroker, "needs mosquitto and mosquitto-clients"))
+    func sessionTakenOver() async throws {
+        try await offThePool {
+            let broker = try PrivateMosquitto()
+            defer { broker.stop() }
+            let folder = try temporaryFolder()
+            func collect(_ db: String) throws -> (process: ChildProcess, said: LineReader, db: String) {
+                let errors = Pipe()
+                let process = try ChildProcess(
+                    executable: tagfixBinary,
+                    arguments: ["collect", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--db", folder + "/" + db, "--client-id", "office"],
+                    standardError: errors.fileHandleForWriting.fileDescriptor)
+                try errors.fileHandleForWriting.close()
+                return (process, LineReader(errors.fileHandleForReading), folder + "/" + db)
+            }
+            let first = try collect("first.sqlite")
+            defer { first.process.stop() }
+            #expect(eventually { first.said.all.contains { $0.contains("subscribed to") } }, "\(first.said.all)")
+            // mosquitto 2.0.11 closes the first one's connection without a DISCONNECT 0x8E (it
+            // does not wait for the packet to leave), so this is the watch's pattern at work.
+            let second = try collect("second.sqlite")
+            defer { second.process.stop() }
+            #expect(
+                eventually(.seconds(30)) { !first.process.isRunning || !second.process.isRunning },
+                "neither stopped: \(first.said.all.suffix(6)) \(second.said.all.suffix(6))")
+            let (loser, winner) = first.process.isRunning ? (second, first) : (first, second)
+            #expect(loser.process.termination == .exited(69), "\(loser.said.all)")
+            let last = loser.said.all.last ?? ""
+            #expect(last.contains("client id (office)") && last.contains("its own --client-id"), "\(loser.said.all)")
+            #expect(loser.said.all.filter { $0.contains("so this one stops") }.count == 1, "\(loser.said.all)")
+
+            // The other keeps the session: a verdict published now is stored there.
+            let verdict = try exampleVerdicts()[0]
+            let payload = FleetMessage.payload(
+                line: Array(SessionRecord(verdict).encoded().utf8), id: "pi:0123456789abcdef:1", device: "pi")
+            let sent = try runProgram(
+                "/usr/bin/mosquitto_pub",
+                [
+                    "-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-t", "tagfix/harbour/verdict/T01", "-m",
+                    String(decoding: payload, as: UTF8.self),
+                ])
+            #expect(sent.status == 0, "\(sent.err)")
+            #expect(eventually { (try? FleetStore(path: winner.db, create: false).count()) == 1 }, "\(winner.said.all)")
+            #expect(winner.process.isRunning, "\(winner.said.all)")
+            winner.process.signal(SIGTERM)
+            #expect(eventually(.seconds(30)) { !winner.process.isRunning })
+            #expect(winner.process.termination == .exited(0), "\(winner.said.all)")
+        }
+    }
+
     /// A fleet store as collect wrote it before the schema was versioned (`fleet_verdict` only,
     /// `user_version` `version`), holding the example's verdicts from van-1 at the harbour.
     static func oldStore(_ path: String, version: Int = 0) throws -> Int {

@@ -256,3 +256,31 @@ struct OutboxQueueTests {
         #expect(result.summary(address: "mqtt://127.0.0.1:1/tagfix", log: log, linger: .seconds(10)).contains("\(verdicts.count) unsent"))
     }
 }
+
+@Suite("Telling a fight over one client id from a broker that is away")
+struct TakeoverWatchTests {
+    /// Each connection: how long it lived once accepted (seconds), or nil when the broker never
+    /// accepted it; and after which connection (1-based) the watch must say "fight", if any.
+    @Test(
+        "the watch ends a client only after five accepted connections in a row, each closed within 2 s",
+        arguments: [
+            ("two clients, one id: each connection lives until the other reconnects", [0.3, 0.25, 0.3, 0.2, 0.3, 0.3], 5),
+            ("a long session first (the one that was there), then the fight", [3_600, 0.3, 0.3, 0.3, 0.3, 0.3], 6),
+            ("a broker down: nothing accepted, nothing counted", [nil, nil, nil, nil, nil, nil, nil], nil),
+            ("refusals between quick closes neither count nor break the run", [0.2, nil, 0.2, nil, 0.2, 0.2, nil, 0.2], 8),
+            ("a broker restarted a few times, a session that lasts between", [0.5, 0.5, 0.5, 0.5, 30, 0.5, 0.5], nil),
+            ("closed at 2 s exactly is not quick", [2, 2, 2, 2, 2, 2], nil),
+        ] as [(String, [Double?], Int?)])
+    func fight(_ what: String, lives: [Double?], endsAfter: Int?) {
+        var watch = TakeoverWatch()
+        var now = Timestamp(nanosecondsSinceEpoch: 1_796_000_000_000_000_000)
+        var ended: Int?
+        for (index, life) in lives.enumerated() where ended == nil {
+            let accepted = life.map { _ in now }
+            now = now.advanced(by: .nanoseconds(Int64((life ?? 0.1) * 1e9)))
+            if watch.lost(connectedAt: accepted, at: now) { ended = index + 1 }
+            now = now.advanced(by: .milliseconds(200))
+        }
+        #expect(ended == endsAfter, "\(what)")
+    }
+}
