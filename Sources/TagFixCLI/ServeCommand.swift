@@ -135,7 +135,6 @@ struct ServeCommand: Subcommand {
         io.err("tagfix serve: \(registryName)")
         io.err(Self.listening(configuration, hub: hub))
         hub.start()
-        SystemdNotify.send("READY=1\nSTATUS=serving \(registryName)")
         let reload: @Sendable () -> Void = {
             guard let registryPath, let reloadable else { return io.err("SIGHUP: no --registry to reload") }
             do throws(CLIError) {
@@ -149,6 +148,8 @@ struct ServeCommand: Subcommand {
             }
         }
         let reloader = StopSignals.each([SIGHUP]) { reload() }
+        // Ready only once SIGHUP is caught: systemd's ExecReload may follow READY at once.
+        SystemdNotify.send("READY=1\nSTATUS=serving \(registryName)")
         var failure: CLIError?
         do {
             try await verify.withPrinter(io, sinks: [hub]) { printer throws(CLIError) in

@@ -90,6 +90,9 @@ public protocol ServeResponder: Sendable {
     func answer(_ command: ClientCommand) -> [String]
     /// The verdicts after `id`, for an event stream that (re)connects.
     func verdicts(since id: Int) -> [ServeEvent]
+    /// The readers' and the GPS's states as they are now, for an event stream that (re)connects:
+    /// it is told only of changes after that.
+    func devices() -> [ServeEvent]
     /// Any HTTP request but `/events`.
     func respond(to request: HTTPRequest, stats: ServerStats) -> HTTPResponse
 }
@@ -623,6 +626,7 @@ public final class EventServer: Sendable {
                 client.kind = .events
                 server.inbox.withLock { $0.streams += 1 }
                 enqueue(client, HTTPResponse.eventStreamHead)
+                for event in server.responder.devices() { enqueue(client, HTTPResponse.event(event)) }
                 let since = Int(request.headers["last-event-id"] ?? request.query["since"] ?? "") ?? -1
                 if since >= 0 {
                     for event in server.responder.verdicts(since: since) { enqueue(client, HTTPResponse.event(event)) }

@@ -25,16 +25,19 @@ enum LivePage {
         initialFix.add("lat", fix?.0.latitude, digits: 9)
         initialFix.add("lon", fix?.0.longitude, digits: 9)
         initialFix.add("accuracy_m", fix?.1)
-        // The devices as they are now; `/events` says only what changes. Inside <script>, so
-        // no "</" may close it early (a reader's error text is not ours).
-        let devices = ServeMessage.devices(readers: state.readers, gps: state.gps).replacing("</", with: "<\\/")
+        // The devices as they are now (`/events` says them again as it opens). Inside <script>:
+        // a reader's name or error text is not ours, so no "<" may reach the HTML parser ("</",
+        // or "<!--" then "<script", would end or swallow the script), and U+2028/U+2029 are
+        // escaped for older JavaScript.
+        let devices = ServeMessage.devices(readers: state.readers, gps: state.gps).replacing("<", with: "\\u003c")
+            .replacing("\u{2028}", with: "\\u2028").replacing("\u{2029}", with: "\\u2029")
         return """
             <!DOCTYPE html>
             <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
             <title>TagFix live</title>
             <style>
             body{font-family:sans-serif;margin:0.5em;color:#222}svg{max-width:100%;height:auto;border:1px solid #ccc}
-            #status{font-size:0.9em;margin:0.3em 0}#status span+span:before{content:" · "}#last{font-weight:bold;min-height:1.3em}
+            #status{font-size:0.9em;margin:0.3em 0}#status span:not(:empty)~span:not(:empty)::before{content:" · "}#last{font-weight:bold;min-height:1.3em}
             .confirmed{color:#1a7f37}.outside{color:#cf222e}.inconclusive{color:#9a6700}
             .notRegistered{color:#8250df}.disallowed{color:#0969da}.untrusted{color:#bc4c00}
             </style></head><body>
@@ -105,7 +108,9 @@ enum LivePage {
             // news never hides whether the page is live.
             const readers = new Map();
             function device(d) {
-              const text = d.status + (d.message ? ": " + d.message : "");
+              // A failed read leaves the reader attached: said as a passing problem.
+              const text = d.status === "error" ? "attached, a read failed" + (d.message ? ": " + d.message : "")
+                : d.status + (d.message ? ": " + d.message : "");
               if (d.class === "GPS" || d.kind === "gps") { document.getElementById("gps").textContent = "GPS " + text; return; }
               readers.set(d.path, text);
               const several = readers.size > 1;

@@ -93,6 +93,13 @@ public final class ServeHub: VerdictSink {
             state.value.withLock { state in state.verdicts(since: id).map { ServeEvent(kind: .verdict, line: $0.line, id: $0.id) } }
         }
 
+        func devices() -> [ServeEvent] {
+            state.value.withLock { state in
+                state.readers.map { ServeEvent(kind: .reader, line: ServeMessage.reader($0)) }
+                    + (state.gps.map { [ServeEvent(kind: .gps, line: ServeMessage.gps($0))] } ?? [])
+            }
+        }
+
         func respond(to request: HTTPRequest, stats: ServerStats) -> HTTPResponse {
             let now = clock?.timestamp
             switch request.path {

@@ -178,6 +178,12 @@ struct ServeEndToEndTests {
                 lines[index...].first { $0.hasPrefix("data: ") }.map { String($0.dropFirst(6)) }
             }
             #expect(data.compactMap(record(ofVerdict:)) == logged)
+            // A stream is told the devices' states as it opens, not only their later changes
+            // (the page loaded after the reader attached once never heard of it).
+            let firstVerdict = lines.firstIndex(of: "event: verdict") ?? lines.endIndex
+            #expect(lines[..<firstVerdict].contains("event: reader"), "\(lines.prefix(12))")
+            #expect(lines[..<firstVerdict].contains("event: gps"), "\(lines.prefix(12))")
+            #expect(lines.contains { $0.hasPrefix("data: ") && $0.contains(#""class":"READER""#) && $0.contains(#""status":"attached""#) })
         }
         // --json prints the same records on standard output.
         #expect(rig.serve.stdoutLines == logged)

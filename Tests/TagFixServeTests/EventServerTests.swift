@@ -22,6 +22,7 @@ func eventually(_ condition: () -> Bool) async -> Bool {
 struct QuietResponder: ServeResponder {
     func answer(_ command: ClientCommand) -> [String] { [#"{"class":"POLL"}"#] }
     func verdicts(since id: Int) -> [ServeEvent] { [] }
+    func devices() -> [ServeEvent] { [] }
     func respond(to request: HTTPRequest, stats: ServerStats) -> HTTPResponse { HTTPResponse(status: 200, body: "ok\n") }
 }
 
