@@ -22,9 +22,10 @@ struct CollectCommand: Subcommand {
             others stay. Only each tag's id, UID, name, centre and radius are copied (never SUN \
             settings or counters). A registry that cannot be read stops collect before it \
             subscribes; SIGHUP reads the registries again (a failure keeps the stored ones). \
-            SIGINT or SIGTERM stops it cleanly. Another client that connects with the same client id \
-            takes the session (MQTT 5): this collector then stops with exit status 69 rather than \
-            take it back. tagfix report FILE reads the store: the whole \
+            SIGINT or SIGTERM stops it cleanly. Two collectors with one client id would take the \
+            broker's session from each other for ever: the newcomer (or one that had only just \
+            connected) stops with exit status 69 and one line instead, and the other keeps it \
+            (systemd: RestartPreventExitStatus=69). tagfix report FILE reads the store: the whole \
             fleet on one map, then per site its map, its tags never tapped and a table per \
             device. docs/fleet.md.
             """,

@@ -251,6 +251,8 @@ final class MQTTClient: Sendable {
         var connectedAt: Timestamp?
         /// The delegate dropped the connection itself (`MQTTLink.abandon()`).
         var abandoned = false
+        /// libmosquitto found the connection closed or reset, with no reason given.
+        var lostWithoutReason = false
         let now: @Sendable () -> Timestamp
         /// The connection's send maximum (`MQTTLink.sendMaximum`).
         var sendMaximum: Int
@@ -276,14 +278,26 @@ final class MQTTClient: Sendable {
             let why = session(context)
             if isStopping { break }
             if settings.yieldsSession {
-                if context.brokerReason == Int32(MQTT_RC_SESSION_TAKEN_OVER.rawValue) {
+                let end = now()
+                let life = context.connectedAt.map { $0.duration(to: end) }
+                // Taken over after a short life: this one is the newcomer, or took the session
+                // back a moment ago. After a long one it connects once more, and the newcomer
+                // (a collector too) is told the same and stops: the one that was there stays.
+                if context.brokerReason == Int32(MQTT_RC_SESSION_TAKEN_OVER.rawValue), let life, life < TakeoverWatch.quick {
                     delegate.ended(
                         "another client connected to \(settings.address) with this one's client id (\(settings.clientID)) and the broker gave it the session"
                     )
                     break
                 }
-                // A connection this client dropped itself (a store that failed) is no sign.
-                if watch.lost(connectedAt: context.abandoned ? nil : context.connectedAt, at: now()) {
+                let ending: TakeoverWatch.Ending =
+                    if context.connectedAt == nil {
+                        .refused
+                    } else if context.brokerReason == nil, !context.abandoned, context.lostWithoutReason {
+                        .dropped
+                    } else {
+                        .other  // a reason from the broker, an error here, or dropped by this client
+                    }
+                if watch.ended(ending, acceptedAt: context.connectedAt, at: end) {
                     delegate.ended(watch.explanation(address: settings.address, clientID: settings.clientID))
                     break
                 }
@@ -368,8 +382,12 @@ final class MQTTClient: Sendable {
         mosquitto_disconnect_v5_callback_set(handle) { _, object, code, _ in
             // The broker's reason codes are 0x80 and up (a DISCONNECT it sent); below are
             // libmosquitto's own result codes for a connection that failed here.
-            guard let context = Context.from(object), code >= 0x80 else { return }
-            context.brokerReason = code
+            guard let context = Context.from(object) else { return }
+            if code >= 0x80 {
+                context.brokerReason = code
+            } else if code == Int32(MOSQ_ERR_CONN_LOST.rawValue) || code == Int32(MOSQ_ERR_ERRNO.rawValue) {
+                context.lostWithoutReason = true
+            }
         }
         mosquitto_publish_v5_callback_set(handle) { handle, object, mid, reason, _ in
             guard let handle, let context = Context.from(object) else { return }
@@ -473,33 +491,48 @@ final class MQTTClient: Sendable {
     }
 }
 
-/// Tells two clients fighting over one client id from a broker that is away or a network that
-/// drops. Each connection of one takes the session from the other, so both see the broker accept
-/// them and then, as soon as the other connects again, close the connection: `limit` connections
-/// in a row, each closed within `quick` of being accepted, is that fight (a broker that is down
-/// refuses the connection instead; one that restarts does not do it five times in a row within
-/// seconds). The first to count `limit` ends; the other then keeps its connection.
+/// Tells two clients fighting over one client id from a broker that is away, restarting or
+/// refusing. Each connection of one takes the session from the other, and a broker that does not
+/// say so (mosquitto 2.0.11 closes without its DISCONNECT 0x8E; MQTT 3.1.1 has none) only closes
+/// the connection: both see every attempt accepted and then, as soon as the other connects again,
+/// closed with no reason. `limit` of those in a row, each within `quick` of being accepted, all
+/// within `window`, is that fight. A refused attempt (a broker that is down), a connection that
+/// lived longer, a reason from the broker (quota, ACL, shared subscriptions unsupported…), an
+/// error of libmosquitto's own, or a connection this client dropped itself each starts the count
+/// again. The one that was there first counts its first loss as a long one, so the newcomer
+/// counts `limit` first and stops; the other keeps the session.
 struct TakeoverWatch: Sendable, Hashable {
     static let limit = 5
     static let quick: Duration = .seconds(2)
+    static let window: Duration = .seconds(10)
 
-    /// Accepted connections in a row closed within `quick`.
-    private(set) var quickLosses = 0
+    /// How one connection ended.
+    enum Ending: Sendable, Hashable {
+        /// Never accepted (no CONNACK, or a refusal).
+        case refused
+        /// Accepted, then closed or reset with no reason given.
+        case dropped
+        /// Anything else.
+        case other
+    }
 
-    /// A connection ended at `now`, accepted at `connectedAt` (`nil`: never accepted, which
-    /// neither counts nor breaks the run). Returns whether that makes `limit` in a row.
-    mutating func lost(connectedAt: Timestamp?, at now: Timestamp) -> Bool {
-        guard let connectedAt else { return false }
-        if connectedAt.duration(to: now) < Self.quick {
-            quickLosses += 1
-        } else {
-            quickLosses = 0
+    /// When each of the quick drops in a row came.
+    private(set) var drops: [Timestamp] = []
+
+    /// A connection accepted at `acceptedAt` ended at `now`; returns whether that makes the
+    /// fight.
+    mutating func ended(_ ending: Ending, acceptedAt: Timestamp?, at now: Timestamp) -> Bool {
+        guard ending == .dropped, let acceptedAt, acceptedAt.duration(to: now) < Self.quick else {
+            drops = []
+            return false
         }
-        return quickLosses >= Self.limit
+        drops.append(now)
+        while let first = drops.first, first.duration(to: now) > Self.window { drops.removeFirst() }
+        return drops.count >= Self.limit
     }
 
     func explanation(address: MQTTAddress, clientID: String) -> String {
-        "\(address) closed this client's connection \(quickLosses) times in a row, each within \(Self.quick.components.seconds) s of accepting it, as a broker does when another client keeps connecting with the same client id (\(clientID))"
+        "\(address) closed this client's connection \(drops.count) times in a row, each within \(Self.quick.components.seconds) s of accepting it and with no reason given, as a broker does when another client keeps connecting with the same client id (\(clientID))"
     }
 }
 

@@ -8,6 +8,8 @@ import Testing
 struct SystemdUnitTests {
     static let unit = (try? String(contentsOfFile: packageRoot + "/Examples/systemd/tagfix-verify.service", encoding: .utf8)) ?? ""
     static let serveUnit = (try? String(contentsOfFile: packageRoot + "/Examples/systemd/tagfix-serve.service", encoding: .utf8)) ?? ""
+    static let collectUnit =
+        (try? String(contentsOfFile: packageRoot + "/Examples/systemd/tagfix-collect.service", encoding: .utf8)) ?? ""
 
     static var execStart: [String] { execStart(unit) }
 
@@ -28,6 +30,21 @@ struct SystemdUnitTests {
         #expect(Self.serveUnit.contains("Type=notify"))
     }
 
+    @Test(
+        "tagfix-collect.service: an ExecStart that tagfix collect accepts, with its own client id, never restarted after losing its session"
+    )
+    func collectUnitParses() throws {
+        let arguments = Self.execStart(Self.collectUnit)
+        #expect(arguments.first == "/usr/local/bin/tagfix")
+        #expect(arguments.dropFirst().first == "collect")
+        let command = try CollectCommand(try CollectCommand.spec.parse(Array(arguments.dropFirst(2))))
+        #expect(command.db == "/var/lib/tagfix/fleet.sqlite")
+        #expect(arguments.contains("--client-id"), "a stable id of its own, not the host's default")
+        // Exit 69 is collect's "another client has the session": restarted, it would take it back.
+        #expect(CLIError.unavailable("").exitCode == 69)
+        #expect(Self.collectUnit.contains("RestartPreventExitStatus=69"))
+    }
+
     @Test("its ExecStart is a tagfix verify command line that tagfix accepts")
     func execStartParses() throws {
         let arguments = Self.execStart
@@ -46,7 +63,9 @@ struct SystemdUnitTests {
                 && FileManager.default.isExecutableFile(atPath: packageRoot + "/.build/debug/tagfix"),
             "needs systemd-analyze and the built tagfix"))
     func systemdAnalyze() async throws {
-        for (name, unit) in [("tagfix-verify.service", Self.unit), ("tagfix-serve.service", Self.serveUnit)] {
+        for (name, unit) in [
+            ("tagfix-verify.service", Self.unit), ("tagfix-serve.service", Self.serveUnit), ("tagfix-collect.service", Self.collectUnit),
+        ] {
             try await analyze(name, unit)
         }
     }

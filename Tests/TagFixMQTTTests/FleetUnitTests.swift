@@ -259,27 +259,36 @@ struct OutboxQueueTests {
 
 @Suite("Telling a fight over one client id from a broker that is away")
 struct TakeoverWatchTests {
-    /// Each connection: how long it lived once accepted (seconds), or nil when the broker never
-    /// accepted it; and after which connection (1-based) the watch must say "fight", if any.
+    typealias Connection = (life: Double?, ending: TakeoverWatch.Ending)
+    static func quick(_ count: Int, _ ending: TakeoverWatch.Ending = .dropped) -> [Connection] {
+        Array(repeating: (0.3, ending), count: count)
+    }
+
+    /// Each connection: how long it lived once accepted (seconds; nil when the broker never
+    /// accepted it) and how it ended, with `gap` seconds before the next; and after which
+    /// connection (1-based) the watch must say "fight", if any.
     @Test(
-        "the watch ends a client only after five accepted connections in a row, each closed within 2 s",
+        "the watch ends a client only after five accepted connections in a row closed with no reason, each within 2 s, all within 10 s",
         arguments: [
-            ("two clients, one id: each connection lives until the other reconnects", [0.3, 0.25, 0.3, 0.2, 0.3, 0.3], 5),
-            ("a long session first (the one that was there), then the fight", [3_600, 0.3, 0.3, 0.3, 0.3, 0.3], 6),
-            ("a broker down: nothing accepted, nothing counted", [nil, nil, nil, nil, nil, nil, nil], nil),
-            ("refusals between quick closes neither count nor break the run", [0.2, nil, 0.2, nil, 0.2, 0.2, nil, 0.2], 8),
-            ("a broker restarted a few times, a session that lasts between", [0.5, 0.5, 0.5, 0.5, 30, 0.5, 0.5], nil),
-            ("closed at 2 s exactly is not quick", [2, 2, 2, 2, 2, 2], nil),
-        ] as [(String, [Double?], Int?)])
-    func fight(_ what: String, lives: [Double?], endsAfter: Int?) {
+            ("two clients, one id: each connection lives until the other reconnects", quick(6), 0.2, 5),
+            ("the one that was there: its first loss is a long session's, so it counts one fewer", [(3_600, .dropped)] + quick(6), 0.2, 6),
+            ("a broker down: nothing accepted, nothing counted", Array(repeating: (nil, .refused), count: 7), 0.2, nil),
+            ("a refusal starts the count again", quick(4) + [(nil, .refused)] + quick(5), 0.2, 10),
+            ("a broker restarted a few times, a session that lasts between", quick(4) + [(30, .dropped)] + quick(4), 0.2, nil),
+            ("closed at 2 s exactly is not quick", Array(repeating: (2, .dropped), count: 6), 0.2, nil),
+            ("a broker that gives a reason each time (quota, ACL): no fight", quick(8, .other), 0.2, nil),
+            ("a store that fails each time: dropped by the client itself, no fight", quick(8, .other), 0.2, nil),
+            ("quick drops 3 s apart never make five within 10 s", quick(8), 3, nil),
+        ] as [(String, [Connection], Double, Int?)])
+    func fight(_ what: String, connections: [Connection], gap: Double, endsAfter: Int?) {
         var watch = TakeoverWatch()
         var now = Timestamp(nanosecondsSinceEpoch: 1_796_000_000_000_000_000)
         var ended: Int?
-        for (index, life) in lives.enumerated() where ended == nil {
-            let accepted = life.map { _ in now }
-            now = now.advanced(by: .nanoseconds(Int64((life ?? 0.1) * 1e9)))
-            if watch.lost(connectedAt: accepted, at: now) { ended = index + 1 }
-            now = now.advanced(by: .milliseconds(200))
+        for (index, connection) in connections.enumerated() where ended == nil {
+            let accepted = connection.life.map { _ in now }
+            now = now.advanced(by: .nanoseconds(Int64((connection.life ?? 0.1) * 1e9)))
+            if watch.ended(connection.ending, acceptedAt: accepted, at: now) { ended = index + 1 }
+            now = now.advanced(by: .nanoseconds(Int64(gap * 1e9)))
         }
         #expect(ended == endsAfter, "\(what)")
     }
