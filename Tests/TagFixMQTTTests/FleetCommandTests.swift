@@ -196,6 +196,45 @@ struct FleetCommandTests {
         }
     }
 
+    /// A broker that says "session taken over" (DISCONNECT 0x8E, as mosquitto from 2.0.15, EMQX
+    /// and HiveMQ do; Debian 12's 2.0.11 does not): `Tests/Interop/taking_broker.py`.
+    @Test(
+        "a broker's DISCONNECT 0x8E: a young connection stops collect (exit 69, one line); an old one connects once more first",
+        arguments: [
+            ("the newcomer: taken over 0.1 s after connecting", [0.1], 1),
+            ("the one that was there: taken over after 3 s, then again at once", [3, 0.1], 2),
+        ] as [(String, [Double], Int)])
+    func brokerSaysTakenOver(_ what: String, after: [Double], connections: Int) async throws {
+        try await offThePool {
+            // Started as the product starts programs (signals unblocked, its own output only):
+            // Foundation's Process hands on the test thread's blocked SIGTERM and the test
+            // runner's stderr, so the broker outlived the test and the runner waited for it.
+            let out = Pipe()
+            let broker = try ChildProcess(
+                executable: "/usr/bin/python3", arguments: [packageRoot + "/Tests/Interop/taking_broker.py"] + after.map { String($0) },
+                standardOutput: out.fileHandleForWriting.fileDescriptor, standardError: out.fileHandleForWriting.fileDescriptor)
+            try out.fileHandleForWriting.close()
+            defer { broker.stop() }
+            let told = LineReader(out.fileHandleForReading)
+            #expect(eventually { told.all.contains { $0.hasPrefix("port ") } })
+            let port = try #require(told.all.first { $0.hasPrefix("port ") }.flatMap { Int($0.dropFirst(5)) })
+            let errors = Pipe()
+            let db = try temporaryFolder() + "/fleet.sqlite"
+            let collect = try ChildProcess(
+                executable: tagfixBinary, arguments: ["collect", "mqtt://127.0.0.1:\(port)/tagfix", "--db", db, "--client-id", "office"],
+                standardError: errors.fileHandleForWriting.fileDescriptor)
+            try errors.fileHandleForWriting.close()
+            defer { collect.stop() }
+            let said = LineReader(errors.fileHandleForReading)
+            #expect(eventually(.seconds(30)) { !collect.isRunning }, "\(what): \(said.all)")
+            #expect(collect.termination == .exited(69), "\(what): \(said.all)")
+            #expect(eventually { said.all.contains { $0.contains("so this one stops") } }, "\(what): \(said.all)")
+            let stop = said.all.filter { $0.contains("so this one stops") }
+            #expect(stop.count == 1 && stop[0].contains("and the broker gave it the session"), "\(what): \(said.all)")
+            #expect(told.all.filter { $0.hasPrefix("connection ") }.count == connections, "\(what): \(told.all)")
+        }
+    }
+
     /// A fleet store as collect wrote it before the schema was versioned (`fleet_verdict` only,
     /// `user_version` `version`), holding the example's verdicts from van-1 at the harbour.
     static func oldStore(_ path: String, version: Int = 0) throws -> Int {
