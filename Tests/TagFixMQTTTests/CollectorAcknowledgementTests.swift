@@ -53,14 +53,9 @@ struct CollectorAcknowledgementTests {
             let path = try temporaryFolder() + "/fleet.sqlite"
             let store = try FleetStore(path: path, create: true)
             let notes = Mutex<[String]>([])
-            let settings = try MQTTSettings.parse(
-                address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: version,
-                clientID: "office-ack")
-            let office = try FleetCollector(
-                settings: settings, group: nil, store: store, clock: MonotonicClock(), note: { line in notes.withLock { $0.append(line) } })
-            office.start()
+            let office = try collector(
+                broker, store: store, id: "office-ack", version: version, note: { line in notes.withLock { $0.append(line) } })
             defer { blockingStop(office) }
-            #expect(eventually { office.counts.subscriptions >= 1 }, "the collector never subscribed")
 
             let verdicts = try exampleVerdicts()
             func publish(_ index: Int) throws {
@@ -108,16 +103,11 @@ struct CollectorAcknowledgementTests {
             let path = try temporaryFolder() + "/fleet.sqlite"
             let store = try FleetStore(path: path, create: true)
             let notes = Mutex<[String]>([])
-            let settings = try MQTTSettings.parse(
-                address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: nil, clientID: "office-full")
-            let office = try FleetCollector(
-                settings: settings, group: nil, store: store, clock: MonotonicClock(), note: { line in notes.withLock { $0.append(line) } })
-            office.start()
+            let office = try collector(broker, store: store, id: "office-full", note: { line in notes.withLock { $0.append(line) } })
             defer { blockingStop(office) }
             let ended = Mutex<String?>(nil)
             let watcher = Task { if let why = await office.ended() { ended.withLock { $0 = why } } }
             defer { watcher.cancel() }
-            #expect(eventually { office.counts.subscriptions >= 1 }, "the collector never subscribed")
 
             try store.limitPages(try store.pageCount())
             let verdicts = try exampleVerdicts()

@@ -49,13 +49,13 @@ func eventually(_ limit: Duration = .seconds(60), _ condition: () throws -> Bool
 /// A collector on `broker` storing into `store`.
 func collector(
     _ broker: PrivateMosquitto, store: FleetStore, id: String, group: String? = nil, tls: String? = nil, user: String? = nil,
-    passwordFile: String? = nil, version: String? = nil
+    passwordFile: String? = nil, version: String? = nil, note: @escaping @Sendable (String) -> Void = { _ in }
 ) throws -> FleetCollector {
     let scheme = tls == nil ? "mqtt" : "mqtts"
     let settings = try MQTTSettings.parse(
         address: "\(scheme)://\(user.map { "\($0)@" } ?? "")127.0.0.1:\(broker.port)/tagfix", passwordFile: passwordFile, caFile: tls,
         version: version, clientID: id)
-    let collector = try FleetCollector(settings: settings, group: group, store: store, clock: MonotonicClock())
+    let collector = try FleetCollector(settings: settings, group: group, store: store, clock: MonotonicClock(), note: note)
     collector.start()
     // Subscribed before anything is published (a message before its first subscription is not its).
     #expect(eventually { collector.counts.subscriptions >= 1 }, "the collector never subscribed")
