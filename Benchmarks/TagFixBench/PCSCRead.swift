@@ -21,12 +21,15 @@ import TagFixTags
 /// 3 … the NDEF TLV's last page in 60-page pieces, READ_SIG. `planner`: as the read planner must,
 /// not knowing the message's length before it has read the TLV's header: a first FAST_READ of
 /// `firstReadPages` pages, then the rest in 60-page pieces.
-func apduFloor(message: [UInt8], planner: Bool) -> Int {
+/// Through PC/SC Part 3's transparent exchange (`transparent`), FAST_READs of at most 56 pages and
+/// the session's own 3 APDUs (start, switch to ISO 14443-3, end).
+func apduFloor(message: [UInt8], planner: Bool, transparent: Bool = false) -> Int {
     let header = message.count < 0xFF ? 2 : 4
     let lastPage = (16 + header + message.count - 1) / 4
-    let pieces = { (pages: Int) in (max(0, pages) + Type2NDEFReader.fastReadPages - 1) / Type2NDEFReader.fastReadPages }
+    let size = transparent ? 56 : Type2NDEFReader.fastReadPages
+    let pieces = { (pages: Int) in (max(0, pages) + size - 1) / size }
     let reads = planner ? 1 + pieces(lastPage - (3 + Type2NDEFReader.firstReadPages) + 1) : pieces(lastPage - 3 + 1)
-    return 1 + reads + 1
+    return 1 + reads + 1 + (transparent ? 3 : 0)
 }
 
 /// One read as the card saw it: pcscd's power-on → the last answer, the first APDU → the last
@@ -129,14 +132,16 @@ func pyscardReads(_ card: VPCDEmulator, index: Int, rounds: Int, apdus: [[UInt8]
     return side
 }
 
-func pcscReadBenchmark(rounds: Int) async {
+/// `model`: the reader family the card answers as, under its name (`virtual`: vpcd's own; a
+/// family with the transparent exchange, `acr1552u`, shows what that costs a read).
+func pcscReadBenchmark(rounds: Int, model: PCSCPart3Reader.Model = .virtual) async {
     guard PrivatePCSCD.available else {
         print(#"{"bench":"pcsc-read","skipped":"needs pcscd, vsmartcard-vpcd and unshare"}"#)
         return
     }
     let pcscd: PrivatePCSCD
     do {
-        pcscd = try PrivatePCSCD()
+        pcscd = try PrivatePCSCD(friendlyName: model.friendlyName)
     } catch {
         print(#"{"bench":"pcsc-read","skipped":"\#(error)"}"#)
         return
@@ -146,7 +151,7 @@ func pcscReadBenchmark(rounds: Int) async {
     setenv("PCSCLITE_CSOCK_NAME", pcscd.socketPath, 1)
     let cases = tagCases()
     let card = VPCDEmulator(
-        tags: cases.map { try! EmulatedType2Tag.ntag($0.chip, message: $0.message) }, options: .init(port: pcscd.port))
+        tags: cases.map { try! EmulatedType2Tag.ntag($0.chip, message: $0.message) }, options: .init(port: pcscd.port, model: model))
     defer { card.stop() }
     for index in cases.indices { card.setPresent(false, tag: index) }
     await awaitGone(card)
@@ -160,8 +165,10 @@ func pcscReadBenchmark(rounds: Int) async {
         let high = { (values: [Double]) in "\((values.max() ?? .nan) * 1000)" }
         var fields: [String: String] = [
             "bench": "\"pcsc-read\"", "tag": "\"\(item.name)\"", "message_bytes": "\(item.message.count)",
-            "floor_apdus": "\(apduFloor(message: item.message, planner: false))",
-            "planner_apdus": "\(apduFloor(message: item.message, planner: true))", "rounds": "\(ours.spans.count)",
+            "reader": "\"\(model.rawValue)\"", "pass_through": "\"\(model.passThrough)\"",
+            "floor_apdus": "\(apduFloor(message: item.message, planner: false, transparent: model.passThrough == .transparent))",
+            "planner_apdus": "\(apduFloor(message: item.message, planner: true, transparent: model.passThrough == .transparent))",
+            "rounds": "\(ours.spans.count)",
             "tagfix_apdus": "\(apdus.count)", "tagfix_apdus_first": "\(ours.spans.first?.apdus.count ?? 0)",
             "tagfix_verdict_ms": ms(ours.verdict), "tagfix_verdict_ms_min": low(ours.verdict), "tagfix_verdict_ms_max": high(ours.verdict),
             "tagfix_ms": ms(ours.spans.map(\.noticedToLast)), "tagfix_ms_min": low(ours.spans.map(\.noticedToLast)),

@@ -9,8 +9,10 @@
 //   TagFixBench sun [ROUNDS]          checking one NTAG 424 DNA SUN URL (AES, CMAC), µs per URL
 //   TagFixBench sun-tap [ROUNDS]      an NTAG 424 DNA SUN tap → verdict on the PN532 emulator at 115200 baud
 //   TagFixBench fleet [VERDICTS] [ROUNDS]  MQTT: collector vs mosquitto_sub, publisher CPU, verdict → stored
-//   TagFixBench pcsc-read [ROUNDS]    tag placed → verdict through a private pcscd (vpcd), beside pyscard
+//   TagFixBench pcsc-read [ROUNDS] [MODEL]  tag placed → verdict through a private pcscd (vpcd), beside pyscard;
+//                                     MODEL: the reader family the card answers as (default virtual; acr1552u…)
 import Foundation
+import TagFixEmulators
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
@@ -30,7 +32,9 @@ case "tag-read":
     await tagReadBenchmark(
         rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15, python: ProcessInfo.processInfo.environment["TAGFIX_BENCH_PYTHON"])
 case "pcsc-read":
-    await pcscReadBenchmark(rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15)
+    await pcscReadBenchmark(
+        rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15,
+        model: arguments.dropFirst(2).first.flatMap { PCSCPart3Reader.Model(rawValue: $0) } ?? .virtual)
 case "sun":
     for line in sunBenchmark(rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15) { print(line) }
 case "sun-tap":

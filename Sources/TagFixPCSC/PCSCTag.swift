@@ -139,6 +139,12 @@ struct PCSCType2Transport: TagTransport {
 
     init(link: PCSCLink) { self.link = link }
 
+    /// Through a transparent exchange the read is planned in 56-page pieces, not split after
+    /// being planned in 60-page ones (a 56 and a 4: an APDU more for every piece).
+    var fastReadPages: Int {
+        passThrough.next == .transparent ? Self.transparentFastReadPages : Type2NDEFReader.fastReadPages
+    }
+
     mutating func transceive(_ command: [UInt8]) throws(TagError) -> [UInt8] {
         guard let code = command.first else { throw TagError(.protocolError, detail: "an empty command") }
         switch code {

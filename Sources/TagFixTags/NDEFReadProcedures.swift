@@ -10,6 +10,14 @@ public protocol TagTransport {
     /// - Throws: `TagError` (`tagLost` / `timeout` when the tag is gone, `refused` when it NAKs),
     ///   mapped from the backend's own errors.
     mutating func transceive(_ command: [UInt8]) throws(TagError) -> [UInt8]
+    /// The most pages one FAST_READ may ask for through this transport; the Type 2 read plans
+    /// its FAST_READs in pieces of this many. Default: `Type2NDEFReader.fastReadPages` (the
+    /// PN53x's frame).
+    var fastReadPages: Int { get }
+}
+
+extension TagTransport {
+    public var fastReadPages: Int { Type2NDEFReader.fastReadPages }
 }
 
 /// What reading a tag's NDEF gave.
@@ -166,7 +174,7 @@ public enum Type2NDEFReader {
 }
 
 extension Type2NDEFReader {
-    /// Pages `pages` in order: FAST_READ in chunks of `fastReadPages`, or READ (4 pages a command,
+    /// Pages `pages` in order: FAST_READ in chunks of the transport's `fastReadPages`, or READ (4 pages a command,
     /// keeping only those asked for so page numbers stay aligned) on tags without FAST_READ.
     static func readPages<T: TagTransport>(
         _ link: inout CountingTransport<T>, _ pages: ClosedRange<Int>, fast: Bool
@@ -175,7 +183,7 @@ extension Type2NDEFReader {
         var page = pages.lowerBound
         while page <= pages.upperBound {
             if fast {
-                let last = min(pages.upperBound, page + fastReadPages - 1)
+                let last = min(pages.upperBound, page + max(1, link.base.fastReadPages) - 1)
                 let answer = try link.send([0x3A, UInt8(page), UInt8(last)])
                 guard answer.count == (last - page + 1) * 4 else { throw .malformed("FAST_READ answered \(answer.count) bytes") }
                 data += answer

@@ -12,6 +12,7 @@ struct DirectTransport: TagTransport {
     let tag: any EmulatedTag
     var log: [[UInt8]] = []
     var failAfter: Int?
+    var fastReadPages = Type2NDEFReader.fastReadPages
 
     init(_ tag: any EmulatedTag, failAfter: Int? = nil) {
         self.tag = tag
@@ -39,6 +40,25 @@ private let sharedType2 = TestData.files(in: "nfc/tags", suffix: ".json").filter
 
 @Suite("Type 2 read procedure")
 struct Type2ProcedureTests {
+    /// A transport whose frame holds fewer pages (a PC/SC transparent exchange: 56) gets its
+    /// FAST_READs planned in pieces of that size, not planned in 60s and split after.
+    @Test(
+        "a long message is read in FAST_READs of the transport's size: each piece full but the last, none split",
+        arguments: [Type2NDEFReader.fastReadPages, 56, 16])
+    func transportSizedReads(pages: Int) throws {
+        let records = (0..<5).map { NDEFRecord.uri("https://tags.example.org/t/\($0)?" + String(repeating: "x", count: 120)) }
+        let message = NDEFMessage(records: records).encoded()
+        var transport = DirectTransport(try EmulatedType2Tag.ntag(216, message: message))
+        transport.fastReadPages = pages
+        let result = try Type2NDEFReader.read(&transport, readSignature: false) { () throws(TagError) -> Void in }
+        #expect(result.message == message)
+        let reads = transport.log.dropFirst().map { Int($0[2]) - Int($0[1]) + 1 }
+        #expect(reads.dropLast().allSatisfy { $0 == pages }, "\(reads)")
+        #expect((reads.last ?? 0) <= pages && (reads.last ?? 0) > 0, "\(reads)")
+        let rest = reads.reduce(0, +)
+        #expect(reads.count == (rest + pages - 1) / pages, "as few pieces as the pages need: \(reads)")
+    }
+
     @Test(
         "every shared Type 2 tag: the expected message, with FAST_READ of only the NDEF pages",
         .enabled(if: !sharedType2.isEmpty, Comment(rawValue: TestData.skipReason)), arguments: sharedType2)
