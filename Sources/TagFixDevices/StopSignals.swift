@@ -21,7 +21,8 @@ public final class StopSignals: Sendable {
     /// What a long-running command stops on.
     public static let standard: [Int32] = [SIGINT, SIGTERM]
 
-    private let inbox = Inbox()
+    /// The first signal caught, and the tasks waiting for one.
+    private let inbox = OneShot<Int32>()
     private let source: Mutex<(any DispatchSourceRead)?>
     /// The pipe and the handler's slot, released by `cancel()`.
     private let pipe: Mutex<(read: Int32, write: Int32, slot: Int32)?>
@@ -51,7 +52,7 @@ public final class StopSignals: Sendable {
             while true {
                 let count = read(reader, &bytes, bytes.count)
                 guard count > 0 else { break }
-                for byte in bytes.prefix(count) { inbox.receive(Int32(byte)) }
+                for byte in bytes.prefix(count) { inbox.finish(Int32(byte)) }
             }
         }
         readSource.resume()
@@ -60,7 +61,7 @@ public final class StopSignals: Sendable {
     }
 
     /// The first signal received, if any.
-    public var received: Int32? { inbox.received }
+    public var received: Int32? { inbox.value }
 
     /// Whether the signals are caught (`false`: no pipe or no slot could be had, and the signals
     /// keep their earlier action).
@@ -123,55 +124,4 @@ public final class StopSignals: Sendable {
     }
 
     deinit { cancel() }
-
-    /// The signals received, and the tasks waiting for one.
-    private final class Inbox: Sendable {
-        private struct State {
-            var received: Int32?
-            var closed = false
-            var nextID = 0
-            var waiters: [Int: CheckedContinuation<Int32?, Never>] = [:]
-        }
-        private let state = Mutex(State())
-
-        var received: Int32? { state.withLock { $0.received } }
-
-        func receive(_ signal: Int32) {
-            let waiters = state.withLock { state in
-                if state.received == nil { state.received = signal }
-                defer { state.waiters = [:] }
-                return state.waiters.values
-            }
-            for waiter in waiters { waiter.resume(returning: signal) }
-        }
-
-        func close() {
-            let waiters = state.withLock { state in
-                state.closed = true
-                defer { state.waiters = [:] }
-                return state.waiters.values
-            }
-            for waiter in waiters { waiter.resume(returning: nil) }
-        }
-
-        func wait() async -> Int32? {
-            let id = state.withLock { state in
-                defer { state.nextID += 1 }
-                return state.nextID
-            }
-            return await withTaskCancellationHandler {
-                await withCheckedContinuation { (continuation: CheckedContinuation<Int32?, Never>) in
-                    let now: Int32?? = state.withLock { state in
-                        if let received = state.received { return .some(received) }
-                        if state.closed || Task.isCancelled { return .some(nil) }
-                        state.waiters[id] = continuation
-                        return .none
-                    }
-                    if let now { continuation.resume(returning: now) }
-                }
-            } onCancel: {
-                state.withLock { $0.waiters.removeValue(forKey: id) }?.resume(returning: nil)
-            }
-        }
-    }
 }

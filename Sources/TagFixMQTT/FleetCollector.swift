@@ -96,7 +96,7 @@ final class CollectorCore: MQTTClientDelegate {
     let counts = Mutex(FleetCollector.Counts())
     private let lostBefore = Mutex(false)
     /// Why the collector ended on its own, once it has.
-    let ending = Ending()
+    let ending = OneShot<String>()
     /// Messages read since the last commit: stored together at the end of the read (`wake`).
     private let batch = Mutex<[FleetStore.Stored]>([])
 
@@ -199,43 +199,5 @@ package struct FleetMessageFields: Sendable, Hashable {
         guard let value = try? JSONValue.parse(payload) else { return nil }
         return FleetMessageFields(
             id: value["id"]?.string, device: value["device"]?.string, time: value["time"]?.string, verdict: value["verdict"]?.string)
-    }
-}
-
-/// A one-time end: `finish(_:)` once, and every `wait()` (before or after) returns its reason;
-/// a cancelled waiter returns `nil`.
-final class Ending: Sendable {
-    private struct State {
-        var reason: String?
-        var waiters: [UUID: CheckedContinuation<String?, Never>] = [:]
-    }
-    private let state = Mutex(State())
-
-    func finish(_ reason: String) {
-        let waiters = state.withLock { state in
-            guard state.reason == nil else { return [CheckedContinuation<String?, Never>]() }
-            state.reason = reason
-            defer { state.waiters = [:] }
-            return Array(state.waiters.values)
-        }
-        for waiter in waiters { waiter.resume(returning: reason) }
-    }
-
-    func wait() async -> String? {
-        let id = UUID()
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                let now: String?? = state.withLock { state in
-                    if let reason = state.reason { return .some(reason) }
-                    if Task.isCancelled { return .some(nil) }
-                    state.waiters[id] = continuation
-                    return .none
-                }
-                if let now { continuation.resume(returning: now) }
-            }
-        } onCancel: {
-            let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
-            waiter?.resume(returning: nil)
-        }
     }
 }
