@@ -243,12 +243,12 @@ final class MQTTClient: Sendable {
     /// The per-handle context the C callbacks find through their `obj` pointer.
     fileprivate final class Context {
         let delegate: any MQTTClientDelegate
-        var connected = false
         var refusal: String?
         /// The reason code of the broker's DISCONNECT (MQTT 5), when it sent one.
         var brokerReason: Int32?
         /// When the broker accepted the connection (CONNACK 0).
         var connectedAt: Timestamp?
+        var connected: Bool { connectedAt != nil }
         /// The delegate dropped the connection itself (`MQTTLink.abandon()`).
         var abandoned = false
         /// libmosquitto found the connection closed or reset, with no reason given.
@@ -278,27 +278,18 @@ final class MQTTClient: Sendable {
             let why = session(context)
             if isStopping { break }
             if settings.yieldsSession {
-                let end = now()
-                let life = context.connectedAt.map { $0.duration(to: end) }
-                // Taken over after a short life: this one is the newcomer, or took the session
-                // back a moment ago. After a long one it connects once more, and the newcomer
-                // (a collector too) is told the same and stops: the one that was there stays.
-                if context.brokerReason == Int32(MQTT_RC_SESSION_TAKEN_OVER.rawValue), let life, life < TakeoverWatch.quick {
-                    delegate.ended(
-                        "another client connected to \(settings.address) with this one's client id (\(settings.clientID)) and the broker gave it the session"
-                    )
-                    break
-                }
                 let ending: TakeoverWatch.Ending =
-                    if context.connectedAt == nil {
+                    if !context.connected {
                         .refused
+                    } else if context.brokerReason == Int32(MQTT_RC_SESSION_TAKEN_OVER.rawValue) {
+                        .takenOver
                     } else if context.brokerReason == nil, !context.abandoned, context.lostWithoutReason {
                         .dropped
                     } else {
-                        .other  // a reason from the broker, an error here, or dropped by this client
+                        .other  // another reason from the broker, an error here, or dropped by this client
                     }
-                if watch.ended(ending, acceptedAt: context.connectedAt, at: end) {
-                    delegate.ended(watch.explanation(address: settings.address, clientID: settings.clientID))
+                if let end = watch.ended(ending, acceptedAt: context.connectedAt, at: now()) {
+                    delegate.ended(watch.explanation(end, address: settings.address, clientID: settings.clientID))
                     break
                 }
             }
@@ -375,7 +366,6 @@ final class MQTTClient: Sendable {
             {
                 context.sendMaximum = Int(receiveMaximum)
             }
-            context.connected = true
             context.connectedAt = context.now()
             context.delegate.connected(context.link(handle), sessionPresent: flags & 1 == 1)
         }
@@ -492,15 +482,18 @@ final class MQTTClient: Sendable {
 }
 
 /// Tells two clients fighting over one client id from a broker that is away, restarting or
-/// refusing. Each connection of one takes the session from the other, and a broker that does not
-/// say so (mosquitto 2.0.11 closes without its DISCONNECT 0x8E; MQTT 3.1.1 has none) only closes
-/// the connection: both see every attempt accepted and then, as soon as the other connects again,
-/// closed with no reason. `limit` of those in a row, each within `quick` of being accepted, all
-/// within `window`, is that fight. A refused attempt (a broker that is down), a connection that
-/// lived longer, a reason from the broker (quota, ACL, shared subscriptions unsupported…), an
-/// error of libmosquitto's own, or a connection this client dropped itself each starts the count
-/// again. The one that was there first counts its first loss as a long one, so the newcomer
-/// counts `limit` first and stops; the other keeps the session.
+/// refusing. Each connection of one takes the session from the other. A broker that says so
+/// (MQTT 5 DISCONNECT 0x8E, session taken over) is believed when the connection it ends was
+/// young (`quick`): this client is the newcomer, or took the session back a moment ago. After a
+/// longer life it connects once more, and the newcomer (a collector too) is told the same and
+/// ends: the one that was there stays. A broker that does not say so (mosquitto 2.0.11 closes
+/// without its DISCONNECT; MQTT 3.1.1 has none) only closes the connection: both see every
+/// attempt accepted and then, as soon as the other connects again, closed with no reason. `limit`
+/// of those in a row, each within `quick` of being accepted, all within `window`, is that fight.
+/// A refused attempt (a broker that is down), a connection that lived longer, another reason from
+/// the broker (quota, ACL, shared subscriptions unsupported…), an error of libmosquitto's own, or
+/// a connection this client dropped itself each starts the count again. The one that was there
+/// first counts its first loss as a long one, so the newcomer counts `limit` first and ends.
 struct TakeoverWatch: Sendable, Hashable {
     static let limit = 5
     static let quick: Duration = .seconds(2)
@@ -512,27 +505,44 @@ struct TakeoverWatch: Sendable, Hashable {
         case refused
         /// Accepted, then closed or reset with no reason given.
         case dropped
+        /// Accepted, then ended by the broker with DISCONNECT 0x8E (session taken over).
+        case takenOver
         /// Anything else.
         case other
+    }
+
+    /// Why the client should end rather than connect again.
+    enum Decision: Sendable, Hashable {
+        /// The broker said another client took the session, from a young connection.
+        case takenOver
+        /// `limit` quick drops with no reason: a fight the broker does not name.
+        case fight
     }
 
     /// When each of the quick drops in a row came.
     private(set) var drops: [Timestamp] = []
 
-    /// A connection accepted at `acceptedAt` ended at `now`; returns whether that makes the
-    /// fight.
-    mutating func ended(_ ending: Ending, acceptedAt: Timestamp?, at now: Timestamp) -> Bool {
-        guard ending == .dropped, let acceptedAt, acceptedAt.duration(to: now) < Self.quick else {
+    /// A connection accepted at `acceptedAt` ended at `now`; returns why to end, or `nil` to
+    /// connect again.
+    mutating func ended(_ ending: Ending, acceptedAt: Timestamp?, at now: Timestamp) -> Decision? {
+        let young = acceptedAt.map { $0.duration(to: now) < Self.quick } ?? false
+        guard young, ending == .dropped || ending == .takenOver else {
             drops = []
-            return false
+            return nil
         }
+        if ending == .takenOver { return .takenOver }
         drops.append(now)
         while let first = drops.first, first.duration(to: now) > Self.window { drops.removeFirst() }
-        return drops.count >= Self.limit
+        return drops.count >= Self.limit ? .fight : nil
     }
 
-    func explanation(address: MQTTAddress, clientID: String) -> String {
-        "\(address) closed this client's connection \(drops.count) times in a row, each within \(Self.quick.components.seconds) s of accepting it and with no reason given, as a broker does when another client keeps connecting with the same client id (\(clientID))"
+    func explanation(_ decision: Decision, address: MQTTAddress, clientID: String) -> String {
+        switch decision {
+        case .takenOver:
+            "another client connected to \(address) with this one's client id (\(clientID)) and the broker gave it the session"
+        case .fight:
+            "\(address) closed this client's connection \(drops.count) times in a row, each within \(Self.quick.components.seconds) s of accepting it and with no reason given, as a broker does when another client keeps connecting with the same client id (\(clientID))"
+        }
     }
 }
 

@@ -268,7 +268,7 @@ struct TakeoverWatchTests {
     /// accepted it) and how it ended, with `gap` seconds before the next; and after which
     /// connection (1-based) the watch must say "fight", if any.
     @Test(
-        "the watch ends a client only after five accepted connections in a row closed with no reason, each within 2 s, all within 10 s",
+        "the watch ends a client told its session was taken while young, or after five accepted connections in a row closed with no reason, each within 2 s, all within 10 s",
         arguments: [
             ("two clients, one id: each connection lives until the other reconnects", quick(6), 0.2, 5),
             ("the one that was there: its first loss is a long session's, so it counts one fewer", [(3_600, .dropped)] + quick(6), 0.2, 6),
@@ -279,6 +279,8 @@ struct TakeoverWatchTests {
             ("a broker that gives a reason each time (quota, ACL): no fight", quick(8, .other), 0.2, nil),
             ("a store that fails each time: dropped by the client itself, no fight", quick(8, .other), 0.2, nil),
             ("quick drops 3 s apart never make five within 10 s", quick(8), 3, nil),
+            ("the broker says taken over (0x8E) to a young connection: at once", quick(1, .takenOver), 0.2, 1),
+            ("taken over after a long session: once more, then taken over young", [(30, .takenOver)] + quick(1, .takenOver), 0.2, 2),
         ] as [(String, [Connection], Double, Int?)])
     func fight(_ what: String, connections: [Connection], gap: Double, endsAfter: Int?) {
         var watch = TakeoverWatch()
@@ -287,7 +289,10 @@ struct TakeoverWatchTests {
         for (index, connection) in connections.enumerated() where ended == nil {
             let accepted = connection.life.map { _ in now }
             now = now.advanced(by: .nanoseconds(Int64((connection.life ?? 0.1) * 1e9)))
-            if watch.ended(connection.ending, acceptedAt: accepted, at: now) { ended = index + 1 }
+            if let decision = watch.ended(connection.ending, acceptedAt: accepted, at: now) {
+                ended = index + 1
+                #expect(decision == (connection.ending == .takenOver ? .takenOver : .fight), "\(what)")
+            }
             now = now.advanced(by: .nanoseconds(Int64(gap * 1e9)))
         }
         #expect(ended == endsAfter, "\(what)")
