@@ -140,91 +140,65 @@ public final class FleetStore: Sendable {
     /// Stores one message unless its id is stored already.
     /// - Returns: `true` when stored, `false` when it was a copy of one stored before.
     public func store(id: String, site: String, device: String, payload: String, receivedNanoseconds: Int64) throws(SQLiteError) -> Bool {
-        let result = connection.withLock { db -> Result<Bool, SQLiteError> in
-            do throws(SQLiteError) {
-                try db.query(
-                    "INSERT OR IGNORE INTO fleet_verdict (id, site, device, payload, received_ns) VALUES (?1, ?2, ?3, ?4, ?5)",
-                    [.text(id), .text(site), .text(device), .text(payload), .integer(receivedNanoseconds)])
-                return .success(db.changes == 1)
-            } catch {
-                return .failure(error)
-            }
+        return try connection.withConnection { db throws(SQLiteError) -> Bool in
+            try db.query(
+                "INSERT OR IGNORE INTO fleet_verdict (id, site, device, payload, received_ns) VALUES (?1, ?2, ?3, ?4, ?5)",
+                [.text(id), .text(site), .text(device), .text(payload), .integer(receivedNanoseconds)])
+            return db.changes == 1
         }
-        return try result.get()
     }
 
     /// Stores each message unless its id is stored already, all in one transaction.
     /// - Returns: for each message, `true` when stored, `false` when it was a copy.
     public func store(_ messages: [Stored], receivedNanoseconds: Int64) throws(SQLiteError) -> [Bool] {
         guard !messages.isEmpty else { return [] }
-        let result = connection.withLock { db -> Result<[Bool], SQLiteError> in
+        return try connection.withConnection { db throws(SQLiteError) -> [Bool] in
+            try db.execute("BEGIN IMMEDIATE")
+            var stored: [Bool] = []
             do throws(SQLiteError) {
-                try db.execute("BEGIN IMMEDIATE")
-                var stored: [Bool] = []
-                do throws(SQLiteError) {
-                    for message in messages {
-                        try db.query(
-                            "INSERT OR IGNORE INTO fleet_verdict (id, site, device, payload, received_ns) VALUES (?1, ?2, ?3, ?4, ?5)",
-                            [
-                                .text(message.id), .text(message.site), .text(message.device), .text(message.payload),
-                                .integer(receivedNanoseconds),
-                            ])
-                        stored.append(db.changes == 1)
-                    }
-                    try db.execute("COMMIT")
-                } catch {
-                    try? db.execute("ROLLBACK")
-                    throw error
+                for message in messages {
+                    try db.query(
+                        "INSERT OR IGNORE INTO fleet_verdict (id, site, device, payload, received_ns) VALUES (?1, ?2, ?3, ?4, ?5)",
+                        [
+                            .text(message.id), .text(message.site), .text(message.device), .text(message.payload),
+                            .integer(receivedNanoseconds),
+                        ])
+                    stored.append(db.changes == 1)
                 }
-                return .success(stored)
+                try db.execute("COMMIT")
             } catch {
-                return .failure(error)
+                try? db.execute("ROLLBACK")
+                throw error
             }
+            return stored
         }
-        return try result.get()
     }
 
     /// Lets the file hold at most `pages` pages (SQLite's `max_page_count`; `nil`: SQLite's
     /// limit again), so a write that needs another fails with SQLITE_FULL at once: what a full
     /// disk looks like to the collector. For tests.
     func limitPages(_ pages: Int?) throws(SQLiteError) {
-        let result = connection.withLock { db -> Result<Void, SQLiteError> in
-            do throws(SQLiteError) {
-                try db.execute("PRAGMA max_page_count = \(pages ?? 4_294_967_294)")
-                return .success(())
-            } catch {
-                return .failure(error)
-            }
+        try connection.withConnection { db throws(SQLiteError) in
+            try db.execute("PRAGMA max_page_count = \(pages ?? 4_294_967_294)")
         }
-        try result.get()
     }
 
     /// How many pages the file has now.
     func pageCount() throws(SQLiteError) -> Int {
-        let result = connection.withLock { db -> Result<Int, SQLiteError> in
-            do throws(SQLiteError) {
-                var count = 0
-                try db.query("PRAGMA page_count") { count = Int($0.integer(0)) }
-                return .success(count)
-            } catch {
-                return .failure(error)
-            }
+        return try connection.withConnection { db throws(SQLiteError) -> Int in
+            var count = 0
+            try db.query("PRAGMA page_count") { count = Int($0.integer(0)) }
+            return count
         }
-        return try result.get()
     }
 
     /// How many messages are stored.
     public func count() throws(SQLiteError) -> Int {
-        let result = connection.withLock { db -> Result<Int, SQLiteError> in
-            do throws(SQLiteError) {
-                var count = 0
-                try db.query("SELECT count(*) FROM fleet_verdict") { count = Int($0.integer(0)) }
-                return .success(count)
-            } catch {
-                return .failure(error)
-            }
+        return try connection.withConnection { db throws(SQLiteError) -> Int in
+            var count = 0
+            try db.query("SELECT count(*) FROM fleet_verdict") { count = Int($0.integer(0)) }
+            return count
         }
-        return try result.get()
     }
 
     /// Where a tag of a site should be, as `collect --registry` stored it.
@@ -248,84 +222,68 @@ public final class FleetStore: Sendable {
     /// Only the id, UID, name, centre and radius are copied (a registry's SUN settings, read
     /// counters, enrolment and notes stay in the registry).
     public func replacePlacements(sites: Set<String>, with placements: [Placement], loadedNanoseconds: Int64) throws(SQLiteError) {
-        let result = connection.withLock { db -> Result<Void, SQLiteError> in
+        try connection.withConnection { db throws(SQLiteError) in
+            try db.execute("BEGIN IMMEDIATE")
             do throws(SQLiteError) {
-                try db.execute("BEGIN IMMEDIATE")
-                do throws(SQLiteError) {
-                    for site in sites.sorted() { try db.query("DELETE FROM fleet_placement WHERE site = ?1", [.text(site)]) }
-                    for placement in placements where sites.contains(placement.site) {
-                        let entry = placement.entry
-                        try db.query(
-                            """
-                            INSERT OR REPLACE INTO fleet_placement (site, tag_id, uid, name, lat, lon, radius_m, registry, loaded_ns)
-                            VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-                            """,
-                            [
-                                .text(placement.site), .text(entry.id), entry.uid.map { .text($0.hex) } ?? .null,
-                                entry.name.map { .text($0) } ?? .null, .real(entry.region.center.latitude),
-                                .real(entry.region.center.longitude), .real(entry.region.radius), .text(placement.registry),
-                                .integer(loadedNanoseconds),
-                            ])
-                    }
-                    try db.execute("COMMIT")
-                } catch {
-                    try? db.execute("ROLLBACK")
-                    throw error
+                for site in sites.sorted() { try db.query("DELETE FROM fleet_placement WHERE site = ?1", [.text(site)]) }
+                for placement in placements where sites.contains(placement.site) {
+                    let entry = placement.entry
+                    try db.query(
+                        """
+                        INSERT OR REPLACE INTO fleet_placement (site, tag_id, uid, name, lat, lon, radius_m, registry, loaded_ns)
+                        VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                        """,
+                        [
+                            .text(placement.site), .text(entry.id), entry.uid.map { .text($0.hex) } ?? .null,
+                            entry.name.map { .text($0) } ?? .null, .real(entry.region.center.latitude),
+                            .real(entry.region.center.longitude), .real(entry.region.radius), .text(placement.registry),
+                            .integer(loadedNanoseconds),
+                        ])
                 }
-                return .success(())
+                try db.execute("COMMIT")
             } catch {
-                return .failure(error)
+                try? db.execute("ROLLBACK")
+                throw error
             }
         }
-        try result.get()
     }
 
     /// The stored placements, by site and tag id; none from a store written before version 2
     /// (`report` reads such a store as it is, without migrating it). A row that no longer makes a
     /// region (edited by hand) is left out.
     public func placements() throws(SQLiteError) -> [Placement] {
-        let result = connection.withLock { db -> Result<[Placement], SQLiteError> in
-            do throws(SQLiteError) {
-                var exists = false
-                try db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'fleet_placement'") { _ in exists = true }
-                guard exists else { return .success([]) }
-                var placements: [Placement] = []
-                try db.query(
-                    "SELECT site, tag_id, uid, name, lat, lon, radius_m, registry FROM fleet_placement ORDER BY site, tag_id"
-                ) { row in
-                    guard let site = row.text(0), let id = row.text(1),
-                        let center = try? Coordinate(latitude: row.real(4), longitude: row.real(5)),
-                        let region = try? CircularRegion(center: center, radius: row.real(6), identifier: id, maximumRadius: .infinity)
-                    else { return }
-                    let uid = row.text(2).flatMap { try? TagUID(hex: $0) }
-                    placements.append(
-                        Placement(
-                            site: site, entry: RegistryEntry(id: id, uid: uid, region: region, name: row.text(3)),
-                            registry: row.text(7) ?? ""))
-                }
-                return .success(placements)
-            } catch {
-                return .failure(error)
+        return try connection.withConnection { db throws(SQLiteError) -> [Placement] in
+            var exists = false
+            try db.query("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'fleet_placement'") { _ in exists = true }
+            guard exists else { return [] }
+            var placements: [Placement] = []
+            try db.query(
+                "SELECT site, tag_id, uid, name, lat, lon, radius_m, registry FROM fleet_placement ORDER BY site, tag_id"
+            ) { row in
+                guard let site = row.text(0), let id = row.text(1),
+                    let center = try? Coordinate(latitude: row.real(4), longitude: row.real(5)),
+                    let region = try? CircularRegion(center: center, radius: row.real(6), identifier: id, maximumRadius: .infinity)
+                else { return }
+                let uid = row.text(2).flatMap { try? TagUID(hex: $0) }
+                placements.append(
+                    Placement(
+                        site: site, entry: RegistryEntry(id: id, uid: uid, region: region, name: row.text(3)),
+                        registry: row.text(7) ?? ""))
             }
+            return placements
         }
-        return try result.get()
     }
 
     /// Every stored message, by site, device and arrival.
     public func all() throws(SQLiteError) -> [Stored] {
-        let result = connection.withLock { db -> Result<[Stored], SQLiteError> in
-            do throws(SQLiteError) {
-                var rows: [Stored] = []
-                try db.query("SELECT id, site, device, payload FROM fleet_verdict ORDER BY site, device, rowid") { row in
-                    rows.append(
-                        Stored(id: row.text(0) ?? "", site: row.text(1) ?? "", device: row.text(2) ?? "", payload: row.text(3) ?? ""))
-                }
-                return .success(rows)
-            } catch {
-                return .failure(error)
+        return try connection.withConnection { db throws(SQLiteError) -> [Stored] in
+            var rows: [Stored] = []
+            try db.query("SELECT id, site, device, payload FROM fleet_verdict ORDER BY site, device, rowid") { row in
+                rows.append(
+                    Stored(id: row.text(0) ?? "", site: row.text(1) ?? "", device: row.text(2) ?? "", payload: row.text(3) ?? ""))
             }
+            return rows
         }
-        return try result.get()
     }
 }
 

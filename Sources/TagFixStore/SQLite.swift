@@ -1,4 +1,5 @@
 import CSQLite
+import Synchronization
 
 // MARK: - Every call into SQLite goes through this file.
 
@@ -155,5 +156,20 @@ struct SQLiteRow {
         guard let bytes = sqlite3_column_text(statement, column) else { return nil }
         let count = Int(sqlite3_column_bytes(statement, column))
         return String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
+    }
+}
+
+extension Mutex where Value == SQLiteConnection {
+    /// Runs `body` with the connection under the lock, its error kept typed (`withLock` alone
+    /// would take it as `any Error`).
+    func withConnection<T: Sendable>(_ body: (SQLiteConnection) throws(SQLiteError) -> T) throws(SQLiteError) -> T {
+        let result = withLock { db -> Result<T, SQLiteError> in
+            do throws(SQLiteError) {
+                return .success(try body(db))
+            } catch {
+                return .failure(error)
+            }
+        }
+        return try result.get()
     }
 }

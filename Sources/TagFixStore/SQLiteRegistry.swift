@@ -292,16 +292,8 @@ public final class SQLiteRegistry: TagRegistry, Sendable {
     // MARK: - Plumbing
 
     private func run(_ body: (SQLiteConnection) throws(SQLiteError) -> Void) throws(RegistryStoreError) {
-        let result = connection.withLock { db -> Result<Void, SQLiteError> in
-            do throws(SQLiteError) {
-                try body(db)
-                return .success(())
-            } catch {
-                return .failure(error)
-            }
-        }
         do {
-            try result.get()
+            try connection.withConnection(body)
         } catch {
             throw RegistryStoreError(error, path: path)
         }

@@ -37,40 +37,30 @@ public final class SQLiteSUNCounters: SUNCounterStore {
     }
 
     public func lastAccepted(uid: TagUID) throws(RegistryError) -> UInt32? {
-        let result = connection.withLock { db -> Result<UInt32?, SQLiteError> in
-            do throws(SQLiteError) {
+        do {
+            return try connection.withConnection { db throws(SQLiteError) -> UInt32? in
                 var counter: UInt32?
                 try db.query("SELECT counter FROM sun_counter WHERE uid = ?1", [.text(uid.hex)]) {
                     counter = UInt32(clamping: $0.integer(0))
                 }
-                return .success(counter)
-            } catch {
-                return .failure(error)
+                return counter
             }
-        }
-        do {
-            return try result.get()
         } catch {
             throw RegistryError(RegistryStoreError(error, path: path).description)
         }
     }
 
     public func accept(uid: TagUID, counter: UInt32, tagID: String) throws(RegistryError) -> Bool {
-        let result = connection.withLock { db -> Result<Bool, SQLiteError> in
-            do throws(SQLiteError) {
+        do {
+            return try connection.withConnection { db throws(SQLiteError) -> Bool in
                 try db.query(
                     """
                     INSERT INTO sun_counter (uid, counter, tag_id) VALUES (?1, ?2, ?3)
                     ON CONFLICT(uid) DO UPDATE SET counter = excluded.counter, tag_id = excluded.tag_id
                     WHERE excluded.counter > sun_counter.counter
                     """, [.text(uid.hex), .integer(Int64(counter)), .text(tagID)])
-                return .success(db.changes > 0)
-            } catch {
-                return .failure(error)
+                return db.changes > 0
             }
-        }
-        do {
-            return try result.get()
         } catch {
             throw RegistryError(RegistryStoreError(error, path: path).description)
         }
