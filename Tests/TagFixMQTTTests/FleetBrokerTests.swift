@@ -26,11 +26,18 @@ func runProgram(_ path: String, _ arguments: [String], environment: [String: Str
     process.standardError = err
     try process.run()
     let errData = Mutex(Data())
-    let errReader = Thread { errData.withLock { $0 = err.fileHandleForReading.readDataToEndOfFile() } }
+    // Joined through a semaphore the reader signals once it has read to the end: `Thread.isExecuting`
+    // is false until the new thread is first scheduled, so polling it returned at once on a busy
+    // machine, before anything was read, and the caller saw an empty standard error.
+    let errRead = DispatchSemaphore(value: 0)
+    let errReader = Thread {
+        errData.withLock { $0 = err.fileHandleForReading.readDataToEndOfFile() }
+        errRead.signal()
+    }
     errReader.start()
     let data = out.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
-    while errReader.isExecuting { usleep(1000) }
+    errRead.wait()
     let lines = String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
     return (process.terminationStatus, lines, errData.withLock { String(decoding: $0, as: UTF8.self) })
 }
