@@ -2,15 +2,33 @@
 Start-up: from starting `tagfix verify --reader … --gps gpsd://…` to the reader being ready (its
 "reader:" line), on the PN532 emulator and a private gpsd, minus libnfc's fixed 50 ms open sleep.
 Memory: peak resident set (VmHWM) of `tagfix verify --scenario` with a 1 M-tag registry, SQLite and
-CSV. Prints one JSON object. Usage: python3 startup.py TAGFIX WORKDIR"""
-import json, os, random, re, statistics, subprocess, sys, time
+CSV (TAGS tags, 1 M by default; bench/run --quick gives fewer). Prints one JSON object.
+Usage: python3 startup.py TAGFIX WORKDIR [TAGS]"""
+import atexit, json, os, random, re, statistics, subprocess, sys, time
 
 tagfix, work = sys.argv[1], sys.argv[2]
+tags = int(sys.argv[3]) if len(sys.argv) > 3 else 1_000_000
 os.makedirs(work, exist_ok=True)
+started = []
+
+
+@atexit.register
+def stop_all():
+    """Every process started here is stopped, however the script ends (SIGTERM, so that
+    `tagfix emulate nmea --gpsd` stops its private gpsd on the way out; killed, it left it running)."""
+    for p in started:
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
 
 
 def start(args, marker):
     p = subprocess.Popen([tagfix] + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    started.append(p)
     for line in p.stdout:
         if marker in line:
             return p, line.strip()
@@ -29,6 +47,7 @@ for _ in range(7):
     began = time.perf_counter()
     p = subprocess.Popen([tagfix, "verify", "--reader", f"pn532_uart:{work}/pn532", "--gps", gps, "--json", "--quiet"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    started.append(p)
     for err in p.stderr:
         if err.startswith("reader:"):
             startups.append((time.perf_counter() - began) * 1000 - 50)
@@ -36,27 +55,23 @@ for _ in range(7):
     p.kill()
     p.wait()
     time.sleep(0.3)
-# SIGTERM, not SIGKILL: `tagfix emulate nmea --gpsd` stops its private gpsd on the way out (killed,
-# it left that gpsd running).
-for emulator in (pn532, nmea):
-    emulator.terminate()
-    emulator.wait()
+stop_all()
 
-# A 1 M-tag registry, as SQLite (through tagfix registry import) and as CSV.
+# A registry of `tags` tags (1 M), as SQLite (through tagfix registry import) and as CSV.
 rng = random.Random(42)
-csv = f"{work}/registry-1m.csv"
+csv = f"{work}/registry.csv"
 with open(csv, "w") as f:
     f.write("id,lat,lon,radius_m\n")
-    for i in range(1_000_000):
+    for i in range(tags):
         f.write(f"T{i},{53.5 + rng.random() * 0.09:.7f},{9.9 + rng.random() * 0.15:.7f},25\n")
-db = f"{work}/registry-1m.sqlite"
+db = f"{work}/registry.sqlite"
 if os.path.exists(db):
     os.remove(db)
 subprocess.run([tagfix, "registry", "import", csv, "--registry", db], check=True, stdout=subprocess.DEVNULL)
 scenario = f"{work}/scenario.json"
 open(scenario, "w").write(json.dumps({"name": "memory", "start": "2026-05-14T08:00:00Z",
     "gps": {"fixes": [{"t": t, "lat": 53.545, "lon": 9.966, "accuracy_m": 3} for t in range(60)]},
-    "taps": [{"t": t + 0.5, "uid": "04A224B2C56480", "url": f"https://t.example/t/T{t * 997}"} for t in range(50)]}))
+    "taps": [{"t": t + 0.5, "uid": "04A224B2C56480", "url": f"https://t.example/t/T{t * 997 % tags}"} for t in range(50)]}))
 
 
 def peak(registry):
@@ -64,9 +79,10 @@ def peak(registry):
     p = subprocess.Popen([tagfix, "verify", "--scenario", scenario, "--registry", registry, "--json"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(p.pid, 0)
-    assert status == 0, f"verify with {registry} failed"
+    if status != 0:
+        raise SystemExit(f"tagfix verify --registry {registry} failed (wait status {status})")
     return usage.ru_maxrss / 1024
 
 
 print(json.dumps({"bench": "startup", "startup_ms_median": statistics.median(startups), "startup_ms_min": min(startups),
-                  "startup_ms_max": max(startups), "peak_mib_sqlite_1m": peak(db), "peak_mib_csv_1m": peak(csv)}))
+                  "startup_ms_max": max(startups), "registry_tags": tags, "peak_mib_sqlite_1m": peak(db), "peak_mib_csv_1m": peak(csv)}))

@@ -29,10 +29,12 @@ func percentile(_ values: [Double], _ p: Double) -> Double {
     return sorted.isEmpty ? .nan : sorted[min(sorted.count - 1, Int(Double(sorted.count - 1) * p))]
 }
 
-func fixLatencyBenchmark(seconds: Int) async {
+/// Prints one JSON object; `false` when it measured nothing (no epoch both clients delivered, or
+/// no gpsd), so the caller exits non-zero instead of printing NaN as a result.
+func fixLatencyBenchmark(seconds: Int) async -> Bool {
     guard PrivateGPSD.installedPath != nil, FileManager.default.isExecutableFile(atPath: "/usr/bin/gpspipe") else {
         print(#"{"bench":"fix-latency","error":"needs gpsd and gpspipe (apt-get install gpsd gpsd-clients)"}"#)
-        return
+        return false
     }
     let receiver = try! NMEAEmulator(source: .at(Coordinate(validLatitude: 53.545, longitude: 9.966), noise: 0.5, seed: 3), rate: 5)
     defer { receiver.stop() }
@@ -68,7 +70,10 @@ func fixLatencyBenchmark(seconds: Int) async {
     let source = GPSDFixSource(endpoint: GPSDEndpoint(host: "127.0.0.1", port: gpsd.port), clock: MonotonicClock())
     let consumer = Task {
         for await event in source.events() {
-            if case .fix(let fix) = event, fix.hasPosition { ours.add(fix.time) }
+            // Matched by the receiver's time, as gpspipe's TPV is: a fix's `time` is its time on
+            // the session's axis (the monotonic clock, `ReceiverTimeline`), not what the
+            // sentences said, so matching by it found no epoch at all.
+            if case .fix(let fix) = event, fix.hasPosition { ours.add(fix.reportedTime) }
         }
     }
     try? await Task.sleep(for: .seconds(2))  // both clients connected and watching
@@ -85,5 +90,13 @@ func fixLatencyBenchmark(seconds: Int) async {
         "tagfix_ms_min": (a.min() ?? .nan) * 1000, "gpspipe_ms_median": percentile(b, 0.5) * 1000,
         "gpspipe_ms_p90": percentile(b, 0.9) * 1000, "gpspipe_ms_min": (b.min() ?? .nan) * 1000,
     ]
+    guard !a.isEmpty, !b.isEmpty else {
+        let (mine, gpspipes) = (ours.times.withLock { $0.count }, theirs.times.withLock { $0.count })
+        print(
+            #"{"bench":"fix-latency","error":"no epoch matched: TagFix delivered \#(mine) fixes, gpspipe \#(gpspipes), \#(common.count) in common, \#(writes.count) written"}"#
+        )
+        return false
+    }
     print(#"{"bench":"fix-latency","# + fields.keys.sorted().map { "\"\($0)\":\(fields[$0]!)" }.joined(separator: ",") + "}")
+    return true
 }

@@ -2,7 +2,7 @@
 // measurement on standard output.
 //   TagFixBench verifier [SIZES…]     verifier throughput (in memory and SQLite), latency, scaling
 //   TagFixBench tag-read [ROUNDS]     tag placed → verdict on the PN532 emulator at 115200 baud
-//   TagFixBench fix-latency [SECONDS] NMEA epoch written → fix delivered, TagFix against gpspipe -w
+//   TagFixBench fix-latency [SECONDS] NMEA epoch written → fix delivered, TagFix against gpspipe -w (exit 1: no epoch)
 //   TagFixBench verifier-loop TAGS SECONDS   only the verifier's hot loop, for `perf record`
 //   TagFixBench serve-fan-out [N] [threads|process]  a VERDICT to 1 and 100 tagfix serve clients, beside gpsd's
 //                                     TPV fan-out; clients on threads here, or in one poll loop in a child (both by default)
@@ -21,7 +21,8 @@ case "fleet":
     let rounds = arguments.dropFirst(2).first.flatMap { Int($0) } ?? 200
     for line in await fleetBenchmark(verdicts: count, latencyRounds: rounds) { print(line) }
 case "fix-latency":
-    await fixLatencyBenchmark(seconds: arguments.dropFirst().first.flatMap { Int($0) } ?? 20)
+    // Measuring nothing is a failure, not a row of NaNs.
+    if await !fixLatencyBenchmark(seconds: arguments.dropFirst().first.flatMap { Int($0) } ?? 20) { exit(1) }
 case "serve-fan-out":
     await fanOutBenchmark(
         verdicts: arguments.dropFirst().first.flatMap { Int($0) } ?? 500,

@@ -11,6 +11,14 @@ public enum CSV {
 
     public static func parse(_ text: String) throws(DataFileError) -> [Row] {
         var rows: [Row] = []
+        try forEachRow(text) { row, _ in rows.append(row) }
+        return rows
+    }
+
+    /// Hands each record to `body` as it is read, with the number of bytes of `text` read so far,
+    /// holding no more than one record at a time (a large file's rows are not all kept).
+    /// - Throws: `DataFileError` for malformed text, or what `body` throws; nothing after it is read.
+    public static func forEachRow(_ text: String, _ body: (Row, _ bytesRead: Int) throws(DataFileError) -> Void) throws(DataFileError) {
         var fields: [String] = []
         var field: [UInt8] = []
         var inQuotes = false
@@ -18,7 +26,10 @@ public enum CSV {
         var rowLine = 1
         var atRowStart = true
         var fieldWasQuoted = false
-        let bytes = Array(text.utf8)
+        // The text's own bytes, read in place (a copy of them was the size of the file again).
+        var text = text
+        text.makeContiguousUTF8()
+        let bytes = text.utf8.span
         var i = 0
 
         func finishField() throws(DataFileError) {
@@ -79,7 +90,7 @@ public enum CSV {
                 break
             case 0x0A:
                 try finishField()
-                rows.append(Row(line: rowLine, fields: fields))
+                try body(Row(line: rowLine, fields: fields), i + 1)
                 fields = []
                 line += 1
                 atRowStart = true
@@ -94,9 +105,8 @@ public enum CSV {
         if inQuotes { throw DataFileError(line: rowLine, message: "unterminated quoted field") }
         if !atRowStart {
             try finishField()
-            rows.append(Row(line: rowLine, fields: fields))
+            try body(Row(line: rowLine, fields: fields), bytes.count)
         }
-        return rows
     }
 }
 

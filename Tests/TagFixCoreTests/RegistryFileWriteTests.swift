@@ -53,6 +53,24 @@ struct RegistryFileWriteTests {
         #expect(try RegistryFile.parse(RegistryFile.write([], format: format)).count == 0)
     }
 
+    /// A file past the row count where parsing reserves room for the rest (4,096), read row by
+    /// row: every entry as written, and a bad row's error still names its line.
+    @Test("a large CSV file reads back entry for entry, and a bad row far in names its line")
+    func largeCSV() throws {
+        let entries = try (0..<10_000).map { index in
+            let region = try CircularRegion(
+                center: Coordinate(latitude: 53.5 + Double(index) * 1e-6, longitude: 9.9), radius: 25, identifier: "T\(index)")
+            return RegistryEntry(id: "T\(index)", uid: nil, region: region, name: index % 3 == 0 ? "Name \(index)" : nil)
+        }
+        let text = RegistryFile.write(entries, format: .csv)
+        #expect(try RegistryFile.parse(text).entries == entries)
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        lines[9_000] = "T-bad,53.5"
+        #expect(
+            performing: { try RegistryFile.parse(lines.joined(separator: "\n")) },
+            throws: { ($0 as? DataFileError)?.line == 9_001 })
+    }
+
     @Test(
         "enrolment columns are checked",
         arguments: [
