@@ -171,6 +171,11 @@ public struct PlacementRefiner: Sendable, Hashable {
     public struct Position: Sendable, Hashable {
         public var coordinate: Coordinate
         public var accuracy: Double
+
+        public init(coordinate: Coordinate, accuracy: Double) {
+            self.coordinate = coordinate
+            self.accuracy = accuracy
+        }
     }
 
     /// The refinement of one tag.
@@ -192,6 +197,8 @@ public struct PlacementRefiner: Sendable, Hashable {
         /// From the enrolled centre to `fromTaps`: metres and azimuth.
         public var shift: Double?
         public var shiftAzimuth: Double?
+        /// The enrolled accuracy as weighed: the stated one, but no better than a visit's.
+        public var enrolledAccuracyUsed: Double?
         /// √(a_enrolled² + a_taps²) × `movedFactor`: a shift beyond this is a move.
         public var movedThreshold: Double?
         public var moved: Bool
@@ -239,7 +246,8 @@ public struct PlacementRefiner: Sendable, Hashable {
             let chi2 = kept.map { pow(hypot($0.x - mean.x, $0.y - mean.y) / Self.sigma($0.accuracy), 2) }.reduce(0, +)
             birge = max(1, sqrt(chi2 / (2 * Double(kept.count - 1))))
         }
-        let accuracy = hypot(mean.accuracy * birge, armLength)
+        let statistical = mean.accuracy * birge
+        let accuracy = hypot(statistical, armLength)
         let fromTaps = Position(coordinate: plane.coordinate(x: mean.x, y: mean.y), accuracy: accuracy)
         estimate.visits = visits.map {
             Visit(
@@ -250,15 +258,23 @@ public struct PlacementRefiner: Sendable, Hashable {
         let line = Geodesic.fastInverse(from: evidence.enrolled, to: fromTaps.coordinate)
         estimate.shift = line.distance
         estimate.shiftAzimuth = line.initialAzimuth
-        let threshold = movedFactor * hypot(evidence.enrolledAccuracy ?? 0, accuracy)
+        // An enrolment is one visit: averaging within it cannot beat the slow error its fixes
+        // share, so it is taken as no better than the taps' typical visit (their median accuracy),
+        // whatever it states.
+        let typicalVisit = Self.median(kept.map(\.accuracy))
+        let enrolledAccuracy = evidence.enrolledAccuracy.map { max($0, typicalVisit) }
+        estimate.enrolledAccuracyUsed = enrolledAccuracy
+        let threshold = movedFactor * hypot(enrolledAccuracy ?? 0, accuracy)
         estimate.movedThreshold = threshold
         estimate.moved = kept.count >= minimumVisitsForMoved && line.distance > threshold
         guard !estimate.moved, kept.count >= minimumVisits else { return estimate }
-        if let enrolledAccuracy = evidence.enrolledAccuracy {
+        if let enrolledAccuracy {
             let a = max(enrolledAccuracy, 0.01)
-            let we = 1 / (a * a), wt = 1 / (accuracy * accuracy)
+            // Weighed by their random errors; arm's length is a bias the enrolment shares (the
+            // reader held by the tag), which no combination removes.
+            let we = 1 / (a * a), wt = 1 / (statistical * statistical)
             let x = wt * mean.x / (we + wt), y = wt * mean.y / (we + wt)
-            estimate.refined = Position(coordinate: plane.coordinate(x: x, y: y), accuracy: 1 / sqrt(we + wt))
+            estimate.refined = Position(coordinate: plane.coordinate(x: x, y: y), accuracy: hypot(1 / sqrt(we + wt), armLength))
         } else {
             estimate.refined = fromTaps
         }
@@ -316,6 +332,12 @@ public struct PlacementRefiner: Sendable, Hashable {
             total += w
         }
         return (x / total, y / total, 1 / sqrt(total))
+    }
+
+    static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        guard !sorted.isEmpty else { return 0 }
+        return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
     }
 
     /// The σ per axis of a circular normal error whose 95 % radius is `accuracy`.
