@@ -105,6 +105,16 @@ struct PlacementRefinementTests {
         #expect(!early.moved)
     }
 
+    @Test("an enrolment that claims ±0.5 m is weighed as one visit: six visits 3 m away refine it, they do not call it moved")
+    func enrolmentIsOneVisit() throws {
+        let taps = (1...6).map { tap(day: Double($0), east: 3 + 0.3 * sin(Double($0)), north: 0.3 * cos(Double($0))) }
+        let estimate = PlacementRefiner().refine(PlacementEvidence(entry: try entry(accuracy: 0.5), history: [], taps: taps))
+        #expect(estimate.enrolledAccuracyUsed == 3)
+        #expect(!estimate.moved)
+        let refined = try #require(estimate.refined)
+        #expect(Geodesic.distance(from: centre, to: refined.coordinate) > 2, "the taps outweigh one visit")
+    }
+
     @Test("taps that scatter widely do not agree on a place: widened by their scatter, not a move")
     func scatter() throws {
         let taps = [
