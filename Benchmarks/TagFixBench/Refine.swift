@@ -6,7 +6,7 @@ import TagFixCore
 // on top, multipath biases the receiver does not see). Each tag is enrolled with today's
 // `PositionAverager` over 30 s of 1 Hz fixes, then tapped once a day for 10 days, at arm's length
 // (0.5–1 m, mostly from the same side); only taps the verifier's rule confirms (distance +
-// accuracy ≤ radius) feed `PlacementRefiner`. Prints the true errors of the enrolled and the refined
+// accuracy ≤ radius) feed `PlacementRefiner`. Run with multipath in one look in ten, and without. Prints the true errors of the enrolled and the refined
 // centres, the coverage of their stated 95 % accuracies, the tags reported moved that were not,
 // and, for tags moved 8 m after enrolment (radius 25 m), how many are reported moved after 3, 5
 // and 10 days of taps. Seeded: the same numbers on every machine.
@@ -46,9 +46,9 @@ private func arm(_ tag: RefineTag, _ random: inout SeededGenerator) -> (Double, 
     return (d * cos(a), d * sin(a))
 }
 
-/// A multipath bias the receiver does not know of (one look in ten), 3–8 m.
-private func multipath(_ random: inout SeededGenerator) -> (Double, Double) {
-    guard random.unit() < 0.1 else { return (0, 0) }
+/// A multipath bias the receiver does not know of (in `share` of the looks), 3–8 m.
+private func multipath(_ share: Double, _ random: inout SeededGenerator) -> (Double, Double) {
+    guard random.unit() < share else { return (0, 0) }
     let d = 3 + 5 * random.unit(), a = random.unit() * 2 * .pi
     return (d * cos(a), d * sin(a))
 }
@@ -61,7 +61,7 @@ private func refinePercentile(_ values: [Double], _ p: Double) -> Double {
     return sorted[low] + (sorted[high] - sorted[low]) * (rank - Double(low))
 }
 
-func refineBenchmark(tags count: Int) -> [String] {
+func refineBenchmark(tags count: Int, multipath share: Double) -> [String] {
     let origin = Coordinate(validLatitude: 53.545, longitude: 9.966)
     let start = Timestamp(nanosecondsSinceEpoch: 1_780_000_000_000_000_000)
     let radius = 25.0
@@ -73,7 +73,7 @@ func refineBenchmark(tags count: Int) -> [String] {
     func enrol(_ tag: RefineTag, at time: Timestamp) -> (Coordinate, Double, refusals: Int) {
         var refusals = 0
         while true {
-            let offset = arm(tag, &random), bias = multipath(&random)
+            let offset = arm(tag, &random), bias = multipath(share, &random)
             var state = tag.sky.draw(&random)
             var fixes: [Fix] = []
             for second in 0..<30 {
@@ -92,7 +92,7 @@ func refineBenchmark(tags count: Int) -> [String] {
 
     /// A confirmed tap on `day` (nil when the verifier would not confirm it).
     func tap(_ tag: RefineTag, id: String, day: Int, after enrolled: Timestamp, centre: Coordinate) -> PlacementTap? {
-        let offset = arm(tag, &random), bias = multipath(&random), state = tag.sky.draw(&random)
+        let offset = arm(tag, &random), bias = multipath(share, &random), state = tag.sky.draw(&random)
         let x = tag.truth.x + offset.0 + bias.0 + state.0 + tag.sky.jitter * random.gaussian()
         let y = tag.truth.y + offset.1 + bias.1 + state.1 + tag.sky.jitter * random.gaussian()
         let coordinate = offsetCoordinate(origin, x: x, y: y)
@@ -170,7 +170,7 @@ func refineBenchmark(tags count: Int) -> [String] {
     func fraction(_ n: Int, _ of: Int) -> String { String(format: "%.4f", Double(n) / Double(max(of, 1))) }
     func metres(_ v: Double) -> String { String(format: "%.3f", v) }
     let stay =
-        #"{"bench":"refine","tags":\#(count),"days":10,"radius_m":\#(radius),"taps_offered":\#(offered),"taps_confirmed":\#(confirmed),"#
+        #"{"bench":"refine","multipath_share":\#(share),"tags":\#(count),"days":10,"radius_m":\#(radius),"taps_offered":\#(offered),"taps_confirmed":\#(confirmed),"#
         + #""enrol_refusals":\#(refusals),"enrolled_error_median_m":\#(metres(refinePercentile(enrolledErrors, 0.5))),"#
         + #""enrolled_error_p95_m":\#(metres(refinePercentile(enrolledErrors, 0.95))),"enrolled_coverage":\#(fraction(enrolledCovered, count)),"#
         + #""refined_error_median_m":\#(metres(refinePercentile(refinedErrors, 0.5))),"refined_error_p95_m":\#(metres(refinePercentile(refinedErrors, 0.95))),"#
@@ -178,7 +178,7 @@ func refineBenchmark(tags count: Int) -> [String] {
         + #""visits_median":\#(refinePercentile(visits, 0.5)),"taps_only_error_median_m":\#(metres(refinePercentile(tapsErrors, 0.5))),"taps_only_coverage":\#(fraction(tapsCovered, tapsErrors.count)),"false_moved":\#(fraction(falseMoved, count)),"#
         + #""false_moved_good_enrolment":\#(fraction(falseMovedGoodEnrolment, count)),"refined_only_coverage":\#(fraction(refinedOnlyCovered, refinedCount))}"#
     let moved =
-        #"{"bench":"refine-moved","tags":\#(count),"shift_m":\#(shift),"radius_m":\#(radius),"taps_confirmed":\#(movedConfirmed),"#
+        #"{"bench":"refine-moved","multipath_share":\#(share),"tags":\#(count),"shift_m":\#(shift),"radius_m":\#(radius),"taps_confirmed":\#(movedConfirmed),"#
         + #""taps_offered":\#(10 * count),"detected_after_3":\#(fraction(detected[3] ?? 0, count)),"#
         + #""detected_after_5":\#(fraction(detected[5] ?? 0, count)),"detected_after_10":\#(fraction(detected[10] ?? 0, count))}"#
     return [stay, moved]

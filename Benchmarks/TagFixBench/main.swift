@@ -37,7 +37,9 @@ case "pcsc-read":
         rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15,
         model: arguments.dropFirst(2).first.flatMap { PCSCPart3Reader.Model(rawValue: $0) } ?? .virtual)
 case "refine":
-    for line in refineBenchmark(tags: arguments.dropFirst().first.flatMap { Int($0) } ?? 1000) { print(line) }
+    for share in [0.1, 0] {
+        for line in refineBenchmark(tags: arguments.dropFirst().first.flatMap { Int($0) } ?? 1000, multipath: share) { print(line) }
+    }
 case "sun":
     for line in sunBenchmark(rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15) { print(line) }
 case "sun-tap":
