@@ -39,7 +39,7 @@ def render(rows):
     good = max((r["false_moved_good_enrolment"] for r in stay), default=0)
     lines += ["", "An enrolment is one visit: whatever it states, the refiner weighs it as no better than the taps' typical "
               "visit. A tag reported moved that was not is one whose enrolled centre is off by more than that accuracy "
-              "(its stated one, or one visit's if better) and the taps can tell: "
+              "(the larger of its stated one and one visit's) and the taps can tell: "
               + ("none of them had an enrolment within its accuracy. " if good == 0 else
                  f"up to {pct(good)} of the tags had an enrolment within its accuracy and were still reported moved. ")
               + "A move of 8 m is told from a poor enrolment at the 99 % level only where the sky is good enough: on "

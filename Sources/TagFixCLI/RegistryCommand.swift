@@ -252,13 +252,16 @@ struct RegistryCommand: Subcommand {
         }
         let moved = estimates.filter(\.moved)
         if !json {
-            var summary = "\(counted(estimates.count, "tag")): \(estimates.filter { $0.refined != nil }.count) refined, \(moved.count) moved"
+            var summary =
+                "\(counted(estimates.count, "tag")): \(estimates.filter { $0.refined != nil }.count) refined, \(moved.count) moved"
             summary += ", \(estimates.filter { $0.fromTaps == nil }.count) without confirmed taps"
             if apply { summary += "; \(applied) placement\(applied == 1 ? "" : "s") changed in \(path)" }
             io.out(summary)
         }
         if !moved.isEmpty {
-            io.err("moved: \(moved.map(\.tagID).joined(separator: ", ")): the taps place \(moved.count == 1 ? "it" : "them") away from the registry's centre; check before trusting \(moved.count == 1 ? "its" : "their") placement")
+            io.err(
+                "moved: \(moved.map(\.tagID).joined(separator: ", ")): the taps place \(moved.count == 1 ? "it" : "them") away from the registry's centre; check before trusting \(moved.count == 1 ? "its" : "their") placement"
+            )
         }
     }
 

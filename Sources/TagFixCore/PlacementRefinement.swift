@@ -358,8 +358,10 @@ struct LocalPlane {
     }
 
     func point(_ c: Coordinate) -> (x: Double, y: Double) {
-        ((Geodesic.normalizedDegrees(c.longitude - origin.longitude)) * metresPerDegreeLongitude,
-            (c.latitude - origin.latitude) * metresPerDegreeLatitude)
+        (
+            (Geodesic.normalizedDegrees(c.longitude - origin.longitude)) * metresPerDegreeLongitude,
+            (c.latitude - origin.latitude) * metresPerDegreeLatitude
+        )
     }
 
     func coordinate(x: Double, y: Double) -> Coordinate {

@@ -362,7 +362,8 @@ public struct SiteReport: Sendable {
             "<table id=\"placement-moved\"><tr><th>tag</th><th>name</th><th>the taps place it</th><th>beyond</th><th>visits</th><th>radius</th></tr>\n"
         for e in moved {
             let direction = e.shiftAzimuth.map { " \(Geodesic.compassPoint(forAzimuth: $0))" } ?? ""
-            text += "<tr><td>\(Self.x(e.tagID))</td><td>\(Self.x(e.name ?? ""))</td><td>\(Self.n1(e.shift)) m\(direction) of its centre</td>"
+            text +=
+                "<tr><td>\(Self.x(e.tagID))</td><td>\(Self.x(e.name ?? ""))</td><td>\(Self.n1(e.shift)) m\(direction) of its centre</td>"
             text += "<td>±\(Self.n1(e.movedThreshold)) m</td><td>\(e.independentVisits)</td><td>\(Self.n1(e.radius)) m</td></tr>\n"
         }
         return text + "</table>\n"

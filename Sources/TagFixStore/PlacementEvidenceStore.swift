@@ -74,7 +74,8 @@ extension SQLiteRegistry {
                 changes.append(
                     PlacementChange(
                         tagID: row.text(0) ?? "", at: Timestamp(nanosecondsSinceEpoch: row.integer(1)),
-                        from: Coordinate(validLatitude: row.real(2), longitude: row.real(3)), fromAccuracy: row.isNull(4) ? nil : row.real(4),
+                        from: Coordinate(validLatitude: row.real(2), longitude: row.real(3)),
+                        fromAccuracy: row.isNull(4) ? nil : row.real(4),
                         to: Coordinate(validLatitude: row.real(5), longitude: row.real(6)), toAccuracy: row.isNull(7) ? nil : row.real(7),
                         visits: Int(row.integer(8))))
             }
@@ -108,7 +109,8 @@ extension SQLiteRegistry {
                 throw RegistryStoreError(error, path: self.path)
             }
             guard let from else { throw RegistryStoreError.invalidEntry(self.path, id: id, reason: "it is no longer in the registry") }
-            let recorded = PlacementChange(tagID: id, at: at, from: from.0, fromAccuracy: from.1, to: to, toAccuracy: accuracy, visits: visits)
+            let recorded = PlacementChange(
+                tagID: id, at: at, from: from.0, fromAccuracy: from.1, to: to, toAccuracy: accuracy, visits: visits)
             do throws(SQLiteError) {
                 try db.query(
                     """
@@ -117,7 +119,8 @@ extension SQLiteRegistry {
                     """,
                     [
                         .text(id), .integer(at.nanosecondsSinceEpoch), .real(from.0.latitude), .real(from.0.longitude),
-                        from.1.map { .real($0) } ?? .null, .real(to.latitude), .real(to.longitude), .real(accuracy), .integer(Int64(visits)),
+                        from.1.map { .real($0) } ?? .null, .real(to.latitude), .real(to.longitude), .real(accuracy),
+                        .integer(Int64(visits)),
                     ])
                 try db.query(
                     "UPDATE tag SET lat = ?2, lon = ?3, accuracy_m = ?4 WHERE id = ?1",

@@ -91,7 +91,9 @@ struct RefineEndToEndTests {
         var logs: [String] = []
         for number in 1...6 {
             let log = folder + "/day\(number).jsonl"
-            let verified = await run(["verify", "--scenario", try Self.day(number, in: folder, random: &random), "--registry", store, "--log", log])
+            let verified = await run([
+                "verify", "--scenario", try Self.day(number, in: folder, random: &random), "--registry", store, "--log", log,
+            ])
             #expect(verified.code == 0, "\(verified.err)")
             let records = try SessionLog.read(path: log).records.map { try SessionRecord($0.value, line: $0.line) }
             #expect(records.count == 2)
@@ -179,7 +181,8 @@ struct RefineEndToEndTests {
         let store = try await Self.registry(in: folder)
         var random = SeededGenerator(seed: 5)
         let log = folder + "/day.jsonl"
-        #expect(await run(["verify", "--scenario", try Self.day(1, in: folder, random: &random), "--registry", store, "--log", log]).code == 0)
+        #expect(
+            await run(["verify", "--scenario", try Self.day(1, in: folder, random: &random), "--registry", store, "--log", log]).code == 0)
         let handle = try #require(FileHandle(forWritingAtPath: log))
         try handle.seekToEnd()
         try handle.write(contentsOf: Data(#"{"time":"2026-05-02T09:01:00Z","verdict":"conf"#.utf8))

@@ -8,7 +8,8 @@ private let day0 = Timestamp(iso8601: "2026-05-14T08:00:00Z")!
 /// A point `east` and `north` metres from `origin` (a local plane; fine over metres).
 private func offset(_ origin: Coordinate, east: Double, north: Double) -> Coordinate {
     Coordinate(
-        validLatitude: origin.latitude + north / 111_257.6, longitude: origin.longitude + east / (111_412.84 * cos(origin.latitude * .pi / 180)))
+        validLatitude: origin.latitude + north / 111_257.6,
+        longitude: origin.longitude + east / (111_412.84 * cos(origin.latitude * .pi / 180)))
 }
 
 private func entry(id: String = "T01", at point: Coordinate = centre, accuracy: Double? = 3, radius: Double = 25) throws -> RegistryEntry {
@@ -53,7 +54,8 @@ struct PlacementRefinementTests {
         #expect(estimate.independentVisits == 3)
         // One hour apart is two visits.
         let apart = PlacementRefiner().refine(
-            PlacementEvidence(entry: try entry(), history: [], taps: [tap(day: 1, east: 2, north: 0), tap(day: 1, minutes: 60, east: 2, north: 0)]))
+            PlacementEvidence(
+                entry: try entry(), history: [], taps: [tap(day: 1, east: 2, north: 0), tap(day: 1, minutes: 60, east: 2, north: 0)]))
         #expect(apart.independentVisits == 2)
     }
 
@@ -76,7 +78,8 @@ struct PlacementRefinementTests {
         #expect(Geodesic.distance(from: centre, to: position.coordinate) < 0.2)
         let plain = PlacementRefiner().refine(
             PlacementEvidence(
-                entry: try entry(accuracy: nil), history: [], taps: [tap(day: 1, east: 0, north: 0, accuracy: 3), tap(day: 2, east: 4, north: 0, accuracy: 3)]))
+                entry: try entry(accuracy: nil), history: [],
+                taps: [tap(day: 1, east: 0, north: 0, accuracy: 3), tap(day: 2, east: 4, north: 0, accuracy: 3)]))
         #expect(abs(Geodesic.distance(from: centre, to: try #require(plain.fromTaps).coordinate) - 2) < 0.05)
     }
 
@@ -158,7 +161,8 @@ struct PlacementRefinementTests {
         let old = offset(centre, east: 40, north: 0)
         let refinedCentre = offset(centre, east: 1, north: 0)
         let history = [
-            PlacementChange(tagID: "T01", at: day0, from: old, fromAccuracy: 3, to: offset(old, east: 1, north: 0), toAccuracy: 2, visits: 3),
+            PlacementChange(
+                tagID: "T01", at: day0, from: old, fromAccuracy: 3, to: offset(old, east: 1, north: 0), toAccuracy: 2, visits: 3),
             PlacementChange(tagID: "T01", at: day0, from: centre, fromAccuracy: 4, to: refinedCentre, toAccuracy: 1.5, visits: 4),
         ]
         let taps = [
@@ -198,7 +202,9 @@ struct PlacementRefinementTests {
             let enrolled = offset(truth, east: sigma * random.gaussian(), north: sigma * random.gaussian())
             let id = "T\(index)"
             let taps = (1...8).map { day in
-                tap(id, day: Double(day), east: sigma * random.gaussian(), north: sigma * random.gaussian(), accuracy: stated, against: enrolled, from: truth)
+                tap(
+                    id, day: Double(day), east: sigma * random.gaussian(), north: sigma * random.gaussian(), accuracy: stated,
+                    against: enrolled, from: truth)
             }
             let estimate = PlacementRefiner().refine(
                 PlacementEvidence(entry: try entry(id: id, at: enrolled, accuracy: stated), history: [], taps: taps))

@@ -30,7 +30,8 @@ import Testing
     func migration() throws {
         let path = try scratchPath("before.sqlite")
         let db = try SQLiteConnection(path: path, mode: .create)
-        try SQLiteRegistry.prepare(db, path: path, mode: .create, migrations: Array(SQLiteRegistry.migrations.prefix(Self.evidenceMigration)))
+        try SQLiteRegistry.prepare(
+            db, path: path, mode: .create, migrations: Array(SQLiteRegistry.migrations.prefix(Self.evidenceMigration)))
         try db.query("INSERT INTO tag (id, lat, lon, radius_m, enrolled_at_ns, accuracy_m) VALUES ('A', 53.545, 9.966, 25, 1, 4)")
         #expect(throws: RegistryStoreError.olderSchema(path, found: Self.evidenceMigration, supported: SQLiteRegistry.schemaVersion)) {
             try SQLiteRegistry(path: path, mode: .readOnly)
@@ -59,13 +60,15 @@ import Testing
         #expect(try store.taps(forID: "ghost").isEmpty)
     }
 
-    @Test("applying a refinement moves the placement, keeps the previous one in the history, and the evidence still starts at the enrolment")
+    @Test(
+        "applying a refinement moves the placement, keeps the previous one in the history, and the evidence still starts at the enrolment")
     func history() throws {
         let path = try scratchPath("history.sqlite")
         let store = try SQLiteRegistry(path: path, mode: .create)
         try store.add(try Self.enrolled("A", accuracy: 4))
         let refined = Coordinate(validLatitude: 53.545, longitude: 9.96603)
-        let change = try store.applyRefinement(id: "A", to: refined, accuracy: 1.5, visits: 5, at: Self.day0.advanced(by: .seconds(864_000)))
+        let change = try store.applyRefinement(
+            id: "A", to: refined, accuracy: 1.5, visits: 5, at: Self.day0.advanced(by: .seconds(864_000)))
         #expect(change.from == Self.centre)
         #expect(change.fromAccuracy == 4)
         let after = try #require(try store.storedEntry(withID: "A"))
