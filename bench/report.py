@@ -362,6 +362,12 @@ if os.path.exists(f"{out}/pcsc.jsonl"):
     print(text)
     goals += pcsc_goals
 
+if os.path.exists(f"{out}/refine.jsonl"):
+    import refine_section
+    text, refine_goals = refine_section.render(rows("refine.jsonl"))
+    print(text)
+    goals += refine_goals
+
 print("## Goals\n")
 for ok, text in goals:
     print(f"- {met(ok)}: {text}")

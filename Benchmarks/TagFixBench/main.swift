@@ -11,6 +11,7 @@
 //   TagFixBench fleet [VERDICTS] [ROUNDS]  MQTT: collector vs mosquitto_sub, publisher CPU, verdict → stored
 //   TagFixBench pcsc-read [ROUNDS] [MODEL]  tag placed → verdict through a private pcscd (vpcd), beside pyscard;
 //                                     MODEL: the reader family the card answers as (default virtual; acr1552u…)
+//   TagFixBench refine [TAGS]         placements refined from 10 confirmed taps on 10 days (correlated GNSS errors)
 import Foundation
 import TagFixEmulators
 
@@ -36,6 +37,10 @@ case "pcsc-read":
     await pcscReadBenchmark(
         rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15,
         model: arguments.dropFirst(2).first.flatMap { PCSCPart3Reader.Model(rawValue: $0) } ?? .virtual)
+case "refine":
+    for share in [0.1, 0] {
+        for line in refineBenchmark(tags: arguments.dropFirst().first.flatMap { Int($0) } ?? 1000, multipath: share) { print(line) }
+    }
 case "sun":
     for line in sunBenchmark(rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15) { print(line) }
 case "sun-tap":

@@ -61,7 +61,7 @@ enum RegistrySource {
 struct RegistryCommand: Subcommand {
     static let spec = CommandSpec(
         name: "registry",
-        abstract: "Manage the SQLite registry of tag placements: import, export, list, show, remove, migrate.",
+        abstract: "Manage the SQLite registry of tag placements: import, export, list, show, remove, migrate, refine.",
         discussion: """
             The registry (a SQLite file, WAL mode) is where each tag should be: id, UID, name, centre, \
             radius, when, by whom and how accurately it was enrolled, and notes. CSV and JSON files \
@@ -72,7 +72,14 @@ struct RegistryCommand: Subcommand {
             spreadsheet) and imported without it; numbers stay numbers. export --output FILE \
             replaces an existing file atomically (its permissions kept; a failure leaves it as it \
             was); a FIFO, a device, - or /dev/stdout is written in place, a symlink is followed. \
-            tagfix verify reads the registry while other commands write it.
+            tagfix verify reads the registry while other commands write it. refine learns from \
+            confirmed taps: each --log's confirmed verdicts are recorded as evidence (a log read \
+            twice counts once), taps minutes apart are one visit, and per tag it shows the enrolled \
+            centre and accuracy, where the visits put the tag and how accurately, and the shift; a \
+            tag whose taps agree on a place away from its centre beyond both accuracies is reported \
+            moved (exit 0: it is a finding, not a failure). --apply records each refined placement, \
+            keeping the one it replaces in the registry's history, and prints what changed; a moved \
+            tag is never applied (check it, then re-enrol it). See docs/verifier.md.
             """,
         options: [
             .init(name: "registry", valueName: "FILE", help: "The SQLite registry; default: $TAGFIX_REGISTRY."),
@@ -81,10 +88,14 @@ struct RegistryCommand: Subcommand {
             .init(
                 name: "output", valueName: "FILE",
                 help: "export: write to FILE instead of stdout (replaced atomically; a FIFO or device is written in place)."),
-            .init(name: "json", valueName: nil, help: "list, show: JSON instead of text."),
+            .init(name: "json", valueName: nil, help: "list, show, refine: JSON instead of text."),
+            .init(
+                name: "log", valueName: "FILE", help: "refine: a session log (verify --log) whose confirmed taps are recorded as evidence.",
+                repeatable: true),
+            .init(name: "apply", valueName: nil, help: "refine: record the refined placements (the previous ones kept in the history)."),
         ],
         positionals: [
-            .init(name: "ACTION", help: "import FILE, export, list, show ID, remove ID, or migrate."),
+            .init(name: "ACTION", help: "import FILE, export, list, show ID, remove ID, migrate, or refine."),
             .init(name: "ARGUMENT", help: "The file (import) or tag id (show, remove).", optional: true),
         ],
         examples: [
@@ -93,10 +104,12 @@ struct RegistryCommand: Subcommand {
             "tagfix registry show T01 --registry site.sqlite --json",
             "tagfix registry export --registry site.sqlite --format json --output site.json",
             "tagfix registry remove T09 --registry site.sqlite",
+            "tagfix registry refine --registry site.sqlite --log monday.jsonl --log tuesday.jsonl",
+            "tagfix registry refine --registry site.sqlite --apply",
         ])
 
     enum Action: String, CaseIterable {
-        case `import`, export, list, show, remove, migrate
+        case `import`, export, list, show, remove, migrate, refine
     }
 
     var action: Action
@@ -106,6 +119,8 @@ struct RegistryCommand: Subcommand {
     var format: RegistryFile.Format
     var output: String?
     var json: Bool
+    var logs: [String]
+    var apply: Bool
 
     init(_ arguments: ParsedArguments) throws(CLIError) {
         let name = Self.spec.name
@@ -121,7 +136,7 @@ struct RegistryCommand: Subcommand {
             guard argument != nil else {
                 throw .usage("registry \(action.rawValue) needs \(action == .import ? "a FILE" : "a tag ID")", command: name)
             }
-        case .export, .list, .migrate:
+        case .export, .list, .migrate, .refine:
             if let argument { throw .usage("registry \(action.rawValue) takes no argument, found \"\(argument)\"", command: name) }
         }
         path = try RegistrySource.storePath(arguments, command: name)
@@ -133,6 +148,11 @@ struct RegistryCommand: Subcommand {
         self.format = format
         output = arguments.value("output")
         json = arguments.flag("json")
+        logs = arguments.all("log")
+        apply = arguments.flag("apply")
+        if action != .refine, !logs.isEmpty || apply {
+            throw .usage("--log and --apply are for registry refine", command: name)
+        }
     }
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
@@ -195,6 +215,78 @@ struct RegistryCommand: Subcommand {
         case .migrate:
             let store = try SQLiteRegistry(path: path, mode: .readWrite)
             io.out("\(path): schema version \(SQLiteRegistry.schemaVersion), \(counted(try store.count(), "tag"))")
+        case .refine:
+            try refine(io)
         }
+    }
+
+    /// `registry refine`: records the logs' confirmed taps, refines every placement, and with
+    /// --apply records the refined ones.
+    private func refine(_ io: some TerminalOutput) throws {
+        var taps: [PlacementTap] = []
+        for log in logs {
+            let read = try Self.confirmedTaps(log)
+            if let torn = read.torn { io.err("note: \(log):\(torn): skipped a torn last line (the run was cut off while writing it)") }
+            taps += read.taps
+        }
+        let store = try SQLiteRegistry(path: path, mode: logs.isEmpty && !apply ? .readOnly : .readWrite)
+        if !logs.isEmpty {
+            let recorded = try store.recordTaps(taps)
+            var note = "recorded \(counted(recorded.added, "new confirmed tap")) from \(counted(logs.count, "log"))"
+            if recorded.known > 0 { note += " (\(recorded.known) known already)" }
+            if recorded.unknownTag > 0 { note += "; \(counted(recorded.unknownTag, "tap")) of tags not in the registry ignored" }
+            io.err(note)
+        }
+        let estimates = PlacementRefiner().refine(try store.placementEvidence())
+        for estimate in estimates { io.out(json ? RefinementReport.json(estimate) : RefinementReport.line(estimate)) }
+        var applied = 0
+        if apply {
+            let now = MonotonicClock().now
+            for estimate in estimates where estimate.changesPlacement && !estimate.moved {
+                guard let refined = estimate.refined else { continue }
+                let change = try store.applyRefinement(
+                    id: estimate.tagID, to: refined.coordinate, accuracy: refined.accuracy, visits: estimate.independentVisits, at: now)
+                io.out(json ? RefinementReport.appliedJSON(change) : RefinementReport.applied(change))
+                applied += 1
+            }
+        }
+        let moved = estimates.filter(\.moved)
+        if !json {
+            var summary =
+                "\(counted(estimates.count, "tag")): \(estimates.filter { $0.refined != nil }.count) refined, \(moved.count) moved"
+            summary += ", \(estimates.filter { $0.fromTaps == nil }.count) without confirmed taps"
+            if apply { summary += "; \(applied) placement\(applied == 1 ? "" : "s") changed in \(path)" }
+            io.out(summary)
+        }
+        if !moved.isEmpty {
+            io.err(
+                "moved: \(moved.map(\.tagID).joined(separator: ", ")): the taps place \(moved.count == 1 ? "it" : "them") away from the registry's centre; check before trusting \(moved.count == 1 ? "its" : "their") placement"
+            )
+        }
+    }
+
+    /// The confirmed taps of the session log at `path` (any other verdict is no evidence).
+    static func confirmedTaps(_ path: String) throws(CLIError) -> (taps: [PlacementTap], torn: Int?) {
+        if RegistrySource.isSQLite(path) {
+            throw .data(
+                DataFileError(
+                    file: path, line: nil,
+                    message: "a SQLite file (a registry?), not a session log: give --log the JSON Lines file verify --log wrote"))
+        }
+        let contents: SessionLogContents
+        do {
+            contents = try SessionLog.read(path: path)
+        } catch {
+            throw .file(error)
+        }
+        var taps: [PlacementTap] = []
+        for (line, value) in contents.records {
+            do {
+                if let tap = PlacementTap(try SessionRecord(value, line: line)) { taps.append(tap) }
+            } catch {
+                throw .data(error.inFile(path))
+            }
+        }
+        return (taps, contents.tornLastLine)
     }
 }

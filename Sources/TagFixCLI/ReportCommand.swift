@@ -89,7 +89,8 @@ struct ReportCommand: Subcommand {
         let placements = try registry.map { path throws(CLIError) in try RegistrySource.entries(path) } ?? []
         let report = SiteReport(
             records: records, placements: placements,
-            title: title ?? "TagFix report — \(((session as NSString).lastPathComponent as NSString).deletingPathExtension)")
+            title: title ?? "TagFix report — \(((session as NSString).lastPathComponent as NSString).deletingPathExtension)",
+            refinements: try refinements(records: records, placements: placements))
         let text: String
         switch format {
         case .geojson: text = report.geoJSON()
@@ -99,6 +100,30 @@ struct ReportCommand: Subcommand {
         case .html: text = report.html()
         }
         try emit(text, io, summary: "\(counted(records.count, "scan")) of \(counted(report.tags.count, "tag"))")
+    }
+
+    /// The placements refined from the registry's recorded taps and this log's confirmed ones (a
+    /// SQLite registry also brings its history), so the report can list the tags that moved.
+    /// Nothing is written: `tagfix registry refine --log` records the evidence.
+    func refinements(records: [SessionRecord], placements: [RegistryEntry]) throws(CLIError) -> [PlacementRefiner.Estimate] {
+        guard let registry else { return [] }
+        let fromLog = records.compactMap(PlacementTap.init)
+        var evidence: [PlacementEvidence]
+        if RegistrySource.isSQLite(registry) {
+            do {
+                evidence = try SQLiteRegistry(path: registry, mode: .readOnly).placementEvidence()
+            } catch {
+                throw .registry(error)
+            }
+        } else {
+            evidence = placements.map { PlacementEvidence(entry: $0, history: [], taps: []) }
+        }
+        let byTag = Dictionary(grouping: fromLog, by: \.tagID)
+        for index in evidence.indices {
+            let known = Set(evidence[index].taps.map(\.key))
+            evidence[index].taps += (byTag[evidence[index].entry.id] ?? []).filter { !known.contains($0.key) }
+        }
+        return PlacementRefiner().refine(evidence)
     }
 
     /// A fleet store: the fleet's overview map, then per site its map, its tags never tapped and

@@ -9,12 +9,21 @@ public struct SiteReport: Sendable {
     /// The registry's placements, when known: they add tags never scanned.
     public var placements: [RegistryEntry]
     public var title: String
+    /// Placements refined from their confirmed taps (`PlacementRefiner`): the moved ones are listed.
+    public var refinements: [PlacementRefiner.Estimate]
 
-    public init(records: [SessionRecord], placements: [RegistryEntry] = [], title: String = "TagFix site report") {
+    public init(
+        records: [SessionRecord], placements: [RegistryEntry] = [], title: String = "TagFix site report",
+        refinements: [PlacementRefiner.Estimate] = []
+    ) {
         self.records = records.sorted { $0.time < $1.time }
         self.placements = placements.sorted { ExactID($0.id) < ExactID($1.id) }
         self.title = title
+        self.refinements = refinements
     }
+
+    /// Tags whose confirmed taps agree on a place away from their centre, beyond both accuracies.
+    public var placementsMoved: [PlacementRefiner.Estimate] { refinements.filter(\.moved) }
 
     /// One tag: where it should be, and its scans.
     public struct Tag: Sendable, Hashable {
@@ -330,6 +339,7 @@ public struct SiteReport: Sendable {
             }
             page += "</table>\n"
         }
+        page += placementMovedSection()
         page +=
             "<h2>Scans</h2>\n<table id=\"scans\"><tr><th>time</th><th>tag</th><th>verdict</th><th>distance</th><th>accuracy</th><th>message</th></tr>\n"
         for r in records {
@@ -339,6 +349,24 @@ public struct SiteReport: Sendable {
                 "<td>\(r.distance.map { "\(Self.n1($0)) m" } ?? "")</td><td>\(r.accuracy.map { "±\(Self.n1($0)) m" } ?? "")</td><td>\(Self.x(r.message))</td></tr>\n"
         }
         return page + "</table>\n</body></html>\n"
+    }
+
+    /// The tags reported moved by their confirmed taps (every tap may still be confirmed).
+    func placementMovedSection() -> String {
+        var text = "<h2>Placements that moved (confirmed taps agree on another place)</h2>\n"
+        let moved = placementsMoved
+        guard !moved.isEmpty else {
+            return text + (refinements.isEmpty ? "<p>No placement evidence (give --registry).</p>\n" : "<p>None.</p>\n")
+        }
+        text +=
+            "<table id=\"placement-moved\"><tr><th>tag</th><th>name</th><th>the taps place it</th><th>beyond</th><th>visits</th><th>radius</th></tr>\n"
+        for e in moved {
+            let direction = e.shiftAzimuth.map { " \(Geodesic.compassPoint(forAzimuth: $0))" } ?? ""
+            text +=
+                "<tr><td>\(Self.x(e.tagID))</td><td>\(Self.x(e.name ?? ""))</td><td>\(Self.n1(e.shift)) m\(direction) of its centre</td>"
+            text += "<td>±\(Self.n1(e.movedThreshold)) m</td><td>\(e.independentVisits)</td><td>\(Self.n1(e.radius)) m</td></tr>\n"
+        }
+        return text + "</table>\n"
     }
 
     // MARK: - Helpers

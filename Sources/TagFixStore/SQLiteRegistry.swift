@@ -51,6 +51,35 @@ public final class SQLiteRegistry: TagRegistry, Sendable {
             tag_id TEXT
         ) STRICT;
         """,
+        // Placements that learn (`tagfix registry refine`): each confirmed tap of a session log,
+        // keyed by the verdict's time and UID so a log imported twice counts once, with the centre
+        // it was confirmed against; and the refinements applied, before and after.
+        """
+        CREATE TABLE tap (
+            tag_id TEXT NOT NULL,
+            key TEXT NOT NULL,
+            at_ns INTEGER NOT NULL,
+            lat REAL NOT NULL CHECK (lat BETWEEN -90 AND 90),
+            lon REAL NOT NULL CHECK (lon BETWEEN -180 AND 180),
+            accuracy_m REAL NOT NULL CHECK (accuracy_m >= 0),
+            region_lat REAL NOT NULL CHECK (region_lat BETWEEN -90 AND 90),
+            region_lon REAL NOT NULL CHECK (region_lon BETWEEN -180 AND 180),
+            PRIMARY KEY (tag_id, key)
+        ) STRICT, WITHOUT ROWID;
+        CREATE TABLE placement_history (
+            seq INTEGER PRIMARY KEY,
+            tag_id TEXT NOT NULL,
+            changed_at_ns INTEGER NOT NULL,
+            from_lat REAL NOT NULL,
+            from_lon REAL NOT NULL,
+            from_accuracy_m REAL,
+            to_lat REAL NOT NULL,
+            to_lon REAL NOT NULL,
+            to_accuracy_m REAL,
+            visits INTEGER NOT NULL CHECK (visits >= 0)
+        ) STRICT;
+        CREATE INDEX placement_history_by_tag ON placement_history (tag_id, seq);
+        """,
     ]
 
     /// The schema version this build writes.
@@ -291,7 +320,7 @@ public final class SQLiteRegistry: TagRegistry, Sendable {
 
     // MARK: - Plumbing
 
-    private func run(_ body: (SQLiteConnection) throws(SQLiteError) -> Void) throws(RegistryStoreError) {
+    func run(_ body: (SQLiteConnection) throws(SQLiteError) -> Void) throws(RegistryStoreError) {
         do {
             try connection.withConnection(body)
         } catch {
@@ -300,7 +329,7 @@ public final class SQLiteRegistry: TagRegistry, Sendable {
     }
 
     /// BEGIN IMMEDIATE … COMMIT, rolled back when `body` throws.
-    private func transaction(_ body: (SQLiteConnection) throws(RegistryStoreError) -> Void) throws(RegistryStoreError) {
+    func transaction(_ body: (SQLiteConnection) throws(RegistryStoreError) -> Void) throws(RegistryStoreError) {
         let result = connection.withLock { db -> Result<Void, RegistryStoreError> in
             do throws(SQLiteError) {
                 try db.execute("BEGIN IMMEDIATE")
