@@ -144,3 +144,18 @@ public struct ReadHealth: Sendable, Hashable {
         return text
     }
 }
+
+/// A tag's read health as its enrolment measured it, as the registry keeps it.
+public struct EnrolledReadHealth: Sendable, Hashable {
+    public var health: ReadHealth
+    /// Whether it read badly and was enrolled anyway (`--accept-weak-read`).
+    public var weak: Bool
+    /// When it was measured, on the enrolling run's clock.
+    public var at: Timestamp
+
+    public init(health: ReadHealth, weak: Bool, at: Timestamp) {
+        self.health = health
+        self.weak = weak
+        self.at = at
+    }
+}
