@@ -366,6 +366,7 @@ extension EnrollCommand {
         object.add("completed", record.health.completed)
         object.add("retries", record.health.retries)
         object.add("rf_errors", record.health.rfErrors)
+        object.add("excess_rf_errors", record.health.excessRFErrors)
         object.add("median_read_ms", record.health.medianReadTime.map { $0.seconds * 1000 }, digits: 1)
         object.add("weak", record.weak)
         return object.text

@@ -34,17 +34,23 @@ public struct ReadHealth: Sendable, Hashable {
     /// Attempts over all reads, retries included.
     public var attempts: Int
     public var rfErrors: Int
+    /// The fewest RF errors one read had. A tag's protocol may cost a read the same RF error
+    /// every time (a PN532 reports a MIFARE Ultralight's NAK to the FAST_READ probe as one), so
+    /// what tells a weak tag is the errors beyond that: `excessRFErrors`.
+    public var fewestRFErrors: Int
     /// The median and the slowest read's time, of the completed reads.
     public var medianReadTime: Duration?
     public var slowestReadTime: Duration?
 
     public init(
-        reads: Int, completed: Int, attempts: Int, rfErrors: Int, medianReadTime: Duration? = nil, slowestReadTime: Duration? = nil
+        reads: Int, completed: Int, attempts: Int, rfErrors: Int, fewestRFErrors: Int = 0, medianReadTime: Duration? = nil,
+        slowestReadTime: Duration? = nil
     ) {
         self.reads = max(0, reads)
         self.completed = min(max(0, completed), self.reads)
         self.attempts = max(attempts, self.reads)
         self.rfErrors = max(0, rfErrors)
+        self.fewestRFErrors = self.reads == 0 ? 0 : min(max(0, fewestRFErrors), self.rfErrors / self.reads)
         self.medianReadTime = medianReadTime
         self.slowestReadTime = slowestReadTime
     }
@@ -55,9 +61,11 @@ public struct ReadHealth: Sendable, Hashable {
         var completed = 0
         var attempts = 0
         var rfErrors = 0
+        var fewest = Int.max
         var times: [Duration] = []
         for effort in efforts {
             reads += 1
+            fewest = min(fewest, effort.rfErrors)
             attempts += effort.attempts
             rfErrors += effort.rfErrors
             if effort.completed {
@@ -67,7 +75,7 @@ public struct ReadHealth: Sendable, Hashable {
         }
         times.sort()
         self.init(
-            reads: reads, completed: completed, attempts: attempts, rfErrors: rfErrors,
+            reads: reads, completed: completed, attempts: attempts, rfErrors: rfErrors, fewestRFErrors: reads == 0 ? 0 : fewest,
             medianReadTime: times.isEmpty ? nil : times[times.count / 2], slowestReadTime: times.last)
     }
 
@@ -80,6 +88,13 @@ public struct ReadHealth: Sendable, Hashable {
     /// Retries per read.
     public var retryRate: Double { reads == 0 ? 0 : Double(retries) / Double(reads) }
 
+    /// RF errors beyond the fewest one read had, over all reads: errors the tag's protocol does
+    /// not explain.
+    public var excessRFErrors: Int { rfErrors - reads * fewestRFErrors }
+
+    /// Excess RF errors per read.
+    public var excessRFErrorRate: Double { reads == 0 ? 0 : Double(excessRFErrors) / Double(reads) }
+
     /// When a tag reads badly. See docs/verifier.md#read-health for why these numbers.
     public struct Limits: Sendable, Hashable {
         /// The fewest reads that succeed, as a share: a read that fails with the reader held
@@ -88,13 +103,21 @@ public struct ReadHealth: Sendable, Hashable {
         /// The most retries per read: one glitch in ten reads is a hand that moved; more is a
         /// tag the field barely powers.
         public var maximumRetryRate: Double
+        /// The most RF errors per read beyond the fewest one read had (`excessRFErrors`): a
+        /// procedure swallows an error in a probe it may retry another way, so a weak tag shows
+        /// here before it needs a retry.
+        public var maximumExcessRFErrorRate: Double
         /// The slowest median read time: a tap that takes longer than this is one the holder
         /// pulls away from before it is read.
         public var maximumMedianReadTime: Duration
 
-        public init(minimumSuccessRate: Double = 1, maximumRetryRate: Double = 0.1, maximumMedianReadTime: Duration = .milliseconds(500)) {
+        public init(
+            minimumSuccessRate: Double = 1, maximumRetryRate: Double = 0.1, maximumExcessRFErrorRate: Double = 0.1,
+            maximumMedianReadTime: Duration = .milliseconds(500)
+        ) {
             self.minimumSuccessRate = minimumSuccessRate
             self.maximumRetryRate = maximumRetryRate
+            self.maximumExcessRFErrorRate = maximumExcessRFErrorRate
             self.maximumMedianReadTime = maximumMedianReadTime
         }
 
@@ -102,20 +125,23 @@ public struct ReadHealth: Sendable, Hashable {
         public static let enrolment = Limits()
         /// A session log's taps: a tap that failed is not logged, so only retries and time count;
         /// a tag is flagged when more than one tap in ten needed a retry.
-        public static let taps = Limits(minimumSuccessRate: 0, maximumRetryRate: 0.1)
+        public static let taps = Limits(minimumSuccessRate: 0)
     }
 
     /// Why a tag reads badly, in words a technician acts on.
     public enum Problem: Sendable, Hashable, CustomStringConvertible {
         case failedReads(failed: Int, of: Int)
         case retries(Int, reads: Int)
+        case rfErrors(excess: Int, reads: Int)
         case slow(median: Duration)
 
         public var description: String {
             switch self {
             case .failedReads(let failed, let reads): "\(failed) of \(reads) reads failed"
             case .retries(let retries, let reads): "\(retries) retr\(retries == 1 ? "y" : "ies") in \(reads) reads"
-            case .slow(let median): "a read takes \(Coordinate.format(median.seconds * 1000, 0)) ms (median)"
+            case .rfErrors(let excess, let reads):
+                "\(excess) RF error\(excess == 1 ? "" : "s") in \(reads) reads beyond what its best read had"
+            case .slow(let median): "a read takes \(Coordinate.format(median.seconds * 1000, 1)) ms (median)"
             }
         }
     }
@@ -125,6 +151,7 @@ public struct ReadHealth: Sendable, Hashable {
         var problems: [Problem] = []
         if successRate < limits.minimumSuccessRate { problems.append(.failedReads(failed: reads - completed, of: reads)) }
         if retryRate > limits.maximumRetryRate { problems.append(.retries(retries, reads: reads)) }
+        if excessRFErrorRate > limits.maximumExcessRFErrorRate { problems.append(.rfErrors(excess: excessRFErrors, reads: reads)) }
         if let median = medianReadTime, median > limits.maximumMedianReadTime { problems.append(.slow(median: median)) }
         return problems
     }
@@ -140,7 +167,7 @@ public struct ReadHealth: Sendable, Hashable {
     public var summary: String {
         var text =
             "\(completed) of \(reads) read\(reads == 1 ? "" : "s"), \(retries) retr\(retries == 1 ? "y" : "ies"), \(rfErrors) RF error\(rfErrors == 1 ? "" : "s")"
-        if let median = medianReadTime { text += ", \(Coordinate.format(median.seconds * 1000, 0)) ms a read" }
+        if let median = medianReadTime { text += ", \(Coordinate.format(median.seconds * 1000, 1)) ms a read" }
         return text
     }
 }

@@ -62,6 +62,7 @@ public final class SQLiteRegistry: TagRegistry, Sendable {
             completed INTEGER NOT NULL CHECK (completed BETWEEN 0 AND reads),
             attempts INTEGER NOT NULL CHECK (attempts >= reads),
             rf_errors INTEGER NOT NULL CHECK (rf_errors >= 0),
+            fewest_rf_errors INTEGER NOT NULL CHECK (fewest_rf_errors >= 0),
             median_read_ns INTEGER CHECK (median_read_ns >= 0),
             slowest_read_ns INTEGER CHECK (slowest_read_ns >= 0),
             weak INTEGER NOT NULL CHECK (weak IN (0, 1))
@@ -318,13 +319,13 @@ public final class SQLiteRegistry: TagRegistry, Sendable {
                 let health = record.health
                 try db.query(
                     """
-                    INSERT INTO read_health (tag_id, measured_at_ns, reads, completed, attempts, rf_errors, median_read_ns,
-                    slowest_read_ns, weak) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                    INSERT INTO read_health (tag_id, measured_at_ns, reads, completed, attempts, rf_errors, fewest_rf_errors,
+                    median_read_ns, slowest_read_ns, weak) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
                     """,
                     [
                         .text(entry.id), .integer(record.at.nanosecondsSinceEpoch), .integer(Int64(health.reads)),
                         .integer(Int64(health.completed)), .integer(Int64(health.attempts)), .integer(Int64(health.rfErrors)),
-                        health.medianReadTime.map { .integer(Self.nanoseconds($0)) } ?? .null,
+                        .integer(Int64(health.fewestRFErrors)), health.medianReadTime.map { .integer(Self.nanoseconds($0)) } ?? .null,
                         health.slowestReadTime.map { .integer(Self.nanoseconds($0)) } ?? .null, .integer(record.weak ? 1 : 0),
                     ])
             } catch {
@@ -339,16 +340,17 @@ public final class SQLiteRegistry: TagRegistry, Sendable {
         try run { db throws(SQLiteError) in
             try db.query(
                 """
-                SELECT h.tag_id, h.measured_at_ns, h.reads, h.completed, h.attempts, h.rf_errors, h.median_read_ns, h.slowest_read_ns,
-                h.weak FROM read_health h JOIN tag t ON t.id = h.tag_id
+                SELECT h.tag_id, h.measured_at_ns, h.reads, h.completed, h.attempts, h.rf_errors, h.fewest_rf_errors, h.median_read_ns,
+                h.slowest_read_ns, h.weak FROM read_health h JOIN tag t ON t.id = h.tag_id
                 """, []
             ) { row throws(SQLiteError) in
                 let health = ReadHealth(
                     reads: Int(row.integer(2)), completed: Int(row.integer(3)), attempts: Int(row.integer(4)),
-                    rfErrors: Int(row.integer(5)), medianReadTime: row.isNull(6) ? nil : .nanoseconds(row.integer(6)),
-                    slowestReadTime: row.isNull(7) ? nil : .nanoseconds(row.integer(7)))
+                    rfErrors: Int(row.integer(5)), fewestRFErrors: Int(row.integer(6)),
+                    medianReadTime: row.isNull(7) ? nil : .nanoseconds(row.integer(7)),
+                    slowestReadTime: row.isNull(8) ? nil : .nanoseconds(row.integer(8)))
                 found[row.text(0) ?? ""] = EnrolledReadHealth(
-                    health: health, weak: row.integer(8) != 0, at: Timestamp(nanosecondsSinceEpoch: row.integer(1)))
+                    health: health, weak: row.integer(9) != 0, at: Timestamp(nanosecondsSinceEpoch: row.integer(1)))
             }
         }
         return found
