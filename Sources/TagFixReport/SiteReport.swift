@@ -9,6 +9,8 @@ public struct SiteReport: Sendable {
     /// The registry's placements, when known: they add tags never scanned.
     public var placements: [RegistryEntry]
     public var title: String
+    /// The read health the registry kept from each tag's enrolment, by tag id (`weakReaders`).
+    public var enrolledReadHealth: [String: EnrolledReadHealth] = [:]
 
     public init(records: [SessionRecord], placements: [RegistryEntry] = [], title: String = "TagFix site report") {
         self.records = records.sorted { $0.time < $1.time }
@@ -330,6 +332,7 @@ public struct SiteReport: Sendable {
             }
             page += "</table>\n"
         }
+        page += weakReadersSection()
         page +=
             "<h2>Scans</h2>\n<table id=\"scans\"><tr><th>time</th><th>tag</th><th>verdict</th><th>distance</th><th>accuracy</th><th>message</th></tr>\n"
         for r in records {
