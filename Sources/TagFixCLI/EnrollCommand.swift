@@ -353,7 +353,8 @@ extension EnrollCommand {
         let reason = problems.map(\.description).joined(separator: ", ")
         guard accept else {
             throw .timedOut(
-                "enrolment refused: tag \(uid.hex) reads badly (\(reason); \(health.summary)): nothing was enrolled\(written ? " (the tag keeps the URL written to it)" : ""). Fix: \(ReadHealth.fix)")
+                "enrolment refused: tag \(uid.hex) reads badly (\(reason); \(health.summary)): nothing was enrolled\(written ? " (the tag keeps the URL written to it)" : ""). Fix: \(ReadHealth.fix)"
+            )
         }
         io.err("read health: weak (\(reason); \(health.summary)), enrolled as weak (--accept-weak-read)")
         return EnrolledReadHealth(health: health, weak: true, at: time)

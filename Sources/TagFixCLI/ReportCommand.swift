@@ -158,6 +158,8 @@ extension ReportCommand {
         }
         let weak = report.weakReaders
         guard !weak.isEmpty else { return }
-        io.err("note: \(counted(weak.count, "tag")) read\(weak.count == 1 ? "s" : "") badly: \(weak.map(\.key).joined(separator: ", ")) (see hardware.md#tags-that-read-badly)")
+        io.err(
+            "note: \(counted(weak.count, "tag")) read\(weak.count == 1 ? "s" : "") badly: \(weak.map(\.key).joined(separator: ", ")) (see hardware.md#tags-that-read-badly)"
+        )
     }
 }

@@ -69,7 +69,9 @@ struct WeakTagTests {
 
     @Test(
         "script mistakes name their line",
-        arguments: [("1 weak", "needs a tag"), ("1 weak 2 0.1", "no tag 2"), ("1 weak 0 1.5", "shares"), ("1 weak 0 0.7 0.5", "more than 1")])
+        arguments: [
+            ("1 weak", "needs a tag"), ("1 weak 2 0.1", "no tag 2"), ("1 weak 0 1.5", "shares"), ("1 weak 0 0.7 0.5", "more than 1"),
+        ])
     func mistakes(_ text: String, _ fragment: String) {
         do {
             _ = try FaultScript.parse(text, tagCount: 1)
