@@ -90,7 +90,7 @@ struct ReadHealthEndToEndTests {
         // The presence checks of a weak tag fail now and then, so it is read again: three taps.
         emulator.setWeak(rfErrorRate: 0.5)
         let weak = try await verifyAndReport()
-        #expect(weak.records.count == 3)
+        #expect(weak.records.count >= 3, "verify ends after 3 verdicts; taps still waiting for their fix are logged too")
         #expect(weak.records.allSatisfy { $0.read != nil }, "libnfc's reads carry their attempts and RF errors")
         #expect(weak.records.reduce(0) { $0 + ($1.read?.rfErrors ?? 0) } > 0)
         #expect(weak.note.contains("1 tag reads badly: H1"), "\(weak.note)")
