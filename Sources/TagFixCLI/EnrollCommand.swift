@@ -351,7 +351,10 @@ extension EnrollCommand {
             io.err("read health: \(health.summary)")
             return EnrolledReadHealth(health: health, weak: false, at: time)
         }
-        let reason = problems.map(\.description).joined(separator: ", ")
+        var reason = problems.map(\.description).joined(separator: ", ")
+        if problems.contains(where: { if case .failedReads = $0 { true } else { false } }) {
+            reason += " — if the reader was taken away, keep it on the tag until enroll has finished"
+        }
         guard accept else {
             throw .timedOut(
                 "enrolment refused: tag \(uid.hex) reads badly (\(reason); \(health.summary)): nothing was enrolled\(written ? " (the tag keeps the URL written to it)" : ""). Fix: \(ReadHealth.fix)"
