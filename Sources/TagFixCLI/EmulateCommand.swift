@@ -41,7 +41,7 @@ struct EmulateCommand: Subcommand {
             .init(
                 name: "script", valueName: "FILE",
                 help:
-                    "Faults on a timeline. pn532, pcsc: remove/present N, remove-after N, hang, resume, corrupt, hangup. nmea: no-fix, fix, degrade M, normal, silent, talk, garbage N, jump S."
+                    "Faults on a timeline. pn532, pcsc: remove/present N, remove-after N, hang, resume, corrupt, hangup; pn532 also weak N RATE [LOSS]. nmea: no-fix, fix, degrade M, normal, silent, talk, garbage N, jump S."
             ),
             .init(name: "port", valueName: "N", help: "pcsc: vpcd's port (the reader's CHANNELID); default 35963."),
             .init(name: "pcscd", valueName: nil, help: "pcsc: also start a private pcscd with vpcd and print its socket."),
@@ -63,7 +63,12 @@ struct EmulateCommand: Subcommand {
             .init(
                 name: "noise", valueName: "M",
                 help: "nmea: position noise, σ metres per axis; default 1.5 (an open-sky DGPS fix, which gpsd rates ±3 m)."),
-            .init(name: "seed", valueName: "N", help: "nmea: seed of the noise; default 1."),
+            .init(name: "seed", valueName: "N", help: "nmea: seed of the noise; pn532: of the weak tags' faults; default 1."),
+            .init(
+                name: "weak-tag", valueName: "N:RATE[:LOSS]",
+                help:
+                    "pn532: tag N (from 0) reads badly: RATE of its exchanges fail on the air (RF time-out, CRC, parity, framing), LOSS of them brown it out until selected again; e.g. 0:0.3 (repeat for more tags).",
+                repeatable: true),
             .init(name: "gpsd", valueName: nil, help: "nmea: also start a private gpsd on the pty and print its gpsd:// URL."),
         ],
         positionals: [.init(name: "DEVICE", help: "What to emulate: pn532, pcsc or nmea.")],
@@ -84,6 +89,9 @@ struct EmulateCommand: Subcommand {
     var port: Int?
     var privatePCSCD: Bool
     var model: PCSCPart3Reader.Model
+    /// pn532: --weak-tag, and the --seed their faults are drawn from.
+    var weak: [WeakTag] = []
+    var seed: UInt64 = 1
 
     init(_ arguments: ParsedArguments) throws(CLIError) {
         device = arguments.positionals[0]
@@ -110,6 +118,14 @@ struct EmulateCommand: Subcommand {
         link = arguments.value("link")
         baud = try arguments.number("baud", in: 300...4_000_000, command: "emulate").map { Int($0) }
         script = arguments.value("script")
+        for text in arguments.all("weak-tag") {
+            guard device == "pn532" else { throw .usage("--weak-tag is for emulate pn532", command: "emulate") }
+            switch WeakTag.parse(text.split(separator: ":", omittingEmptySubsequences: false).map(String.init), tagCount: tags.count) {
+            case .success(let tag): weak.append(tag)
+            case .failure(let problem): throw .usage("--weak-tag \(text): \(problem.message)", command: "emulate")
+            }
+        }
+        if device == "pn532" { seed = UInt64(try arguments.number("seed", in: 0...1e15, command: "emulate") ?? 1) }
     }
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
@@ -119,13 +135,16 @@ struct EmulateCommand: Subcommand {
         do throws(EmulatorLabError) {
             if let nmea { return try await nmea.run(io, link: link, stop: stop) }
             if device == "pcsc" { return try await runPCSC(io, stop: stop) }
-            let lab = try PN532Lab(tagFiles: tags, script: script, baud: baud)
+            let lab = try PN532Lab(tagFiles: tags, script: script, baud: baud, weak: weak, seed: seed)
             defer { lab.emulator.stop() }
             try EmulatorLab.makeLink(link, to: lab.emulator.path)
             defer { if let link { try? FileManager.default.removeItem(atPath: link) } }
             io.out("PN532 emulator on \(lab.emulator.path)" + (link.map { " (link \($0))" } ?? ""))
-            for image in lab.images {
-                io.out("  tag \(image.uid?.hex ?? "?") \(image.chip.name)")
+            for (index, image) in lab.images.enumerated() {
+                let weakness = weak.last { $0.tag == index }.map {
+                    " (weak: \(Coordinate.format($0.rfErrorRate * 100, 0)) % RF errors, \(Coordinate.format($0.lossRate * 100, 0)) % losses)"
+                }
+                io.out("  tag \(image.uid?.hex ?? "?") \(image.chip.name)\(weakness ?? "")")
             }
             io.out("connstring: pn532_uart:\(link ?? lab.emulator.path)")
             await lab.run(until: stop) { io.err($0) }

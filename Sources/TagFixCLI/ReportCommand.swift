@@ -87,10 +87,11 @@ struct ReportCommand: Subcommand {
             }
         }
         let placements = try registry.map { path throws(CLIError) in try RegistrySource.entries(path) } ?? []
-        let report = SiteReport(
+        var report = SiteReport(
             records: records, placements: placements,
             title: title ?? "TagFix report — \(((session as NSString).lastPathComponent as NSString).deletingPathExtension)",
             refinements: try refinements(records: records, placements: placements))
+        try noteWeakReaders(&report, io)
         let text: String
         switch format {
         case .geojson: text = report.geoJSON()
@@ -166,5 +167,24 @@ struct ReportCommand: Subcommand {
             if lines.last?.isEmpty == true { lines.removeLast() }
             for line in lines { io.out(String(line)) }
         }
+    }
+}
+
+extension ReportCommand {
+    /// Adds the registry's enrolment read health to the report and names on stderr the tags that
+    /// read badly (the html report lists them with the fix).
+    func noteWeakReaders(_ report: inout SiteReport, _ io: some TerminalOutput) throws(CLIError) {
+        if let registry, RegistrySource.isSQLite(registry) {
+            do {
+                report.enrolledReadHealth = try SQLiteRegistry(path: registry, mode: .readOnly).readHealth()
+            } catch {
+                throw .registry(error)
+            }
+        }
+        let weak = report.weakReaders
+        guard !weak.isEmpty else { return }
+        io.err(
+            "note: \(counted(weak.count, "tag")) read\(weak.count == 1 ? "s" : "") badly: \(weak.map(\.key).joined(separator: ", ")) (see hardware.md#tags-that-read-badly)"
+        )
     }
 }

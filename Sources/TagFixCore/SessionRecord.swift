@@ -62,6 +62,8 @@ public struct SessionRecord: Sendable, Hashable {
     public var clock: ClockStamp?
     /// A SUN tag's read counter, accepted with this verdict (never a key or a MAC).
     public var sunCounter: Int?
+    /// How the tap's read went (`read`: attempts, RF errors, time), when the reader knew.
+    public var read: ReadEffort?
 
     /// The fix's position, when the record has a fix with one.
     public var fix: Position? {
@@ -110,6 +112,7 @@ public struct SessionRecord: Sendable, Hashable {
         }
         clock = verdict.timeStamp.map { ClockStamp(source: $0.source.rawValue, offset: $0.systemMinusGPS?.seconds) }
         sunCounter = verdict.sun?.counter.map { Int($0) }
+        read = verdict.scan.readEffort
     }
 
     /// The JSON Lines record, without its newline, in the documented key order: `time` first
@@ -161,6 +164,14 @@ public struct SessionRecord: Sendable, Hashable {
             object.add("clock_offset_s", clock.offset, digits: 3)
         }
         if let sunCounter { object.add("sun_counter", sunCounter) }
+        // Last, and only when the reader knew: records without it are what they always were.
+        if let read {
+            var r = JSONObjectWriter()
+            r.add("attempts", read.attempts)
+            r.add("rf_errors", read.rfErrors)
+            r.add("time_ms", read.duration.seconds * 1000, digits: 1)
+            object.add("read", raw: r.text)
+        }
         return object.text
     }
 
@@ -236,6 +247,14 @@ public struct SessionRecord: Sendable, Hashable {
             clock = ClockStamp(source: source, offset: try number(value, "clock_offset_s"))
         }
         sunCounter = try integer(value, "sun_counter")
+        if let object = value["read"], !object.isNull {
+            guard let attempts = try integer(object, "attempts"), attempts >= 1 else { throw fail("read without attempts of 1 or more") }
+            let rfErrors = try integer(object, "rf_errors") ?? 0
+            guard rfErrors >= 0 else { throw fail("read's rf_errors must not be negative") }
+            let milliseconds = try number(object, "time_ms") ?? 0
+            guard milliseconds >= 0, milliseconds < 1e12 else { throw fail("read's time_ms must be 0 or more") }
+            read = ReadEffort(attempts: attempts, rfErrors: rfErrors, duration: .milliseconds(milliseconds), completed: true)
+        }
     }
 }
 

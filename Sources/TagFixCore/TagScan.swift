@@ -104,6 +104,7 @@ public struct TagScan: Sendable, Hashable {
         var ndefProblem: String?
         var ndefReadFailed = false
         var originality: Originality? = nil
+        var readEffort: ReadEffort? = nil
     }
 
     private var storage: ImmutableBox<Fields>
@@ -169,6 +170,12 @@ public struct TagScan: Sendable, Hashable {
     public var originality: Originality? {
         get { storage.fields.originality }
         set { storage.update { $0.originality = newValue } }
+    }
+
+    /// How the read went (attempts, RF errors, time), when the reader knows: libnfc's reader does.
+    public var readEffort: ReadEffort? {
+        get { storage.fields.readEffort }
+        set { storage.update { $0.readEffort = newValue } }
     }
 
     public init(

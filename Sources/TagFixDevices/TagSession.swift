@@ -34,11 +34,16 @@ public struct TagSessionRequest: Sendable, Hashable {
     /// Run after the read, before `exchanges`, while the tag is still selected (backends that
     /// cannot exchange commands skip it).
     public var dialogue: TagDialogue?
+    /// Reads of the tag after the first, each with the tag selected again, to measure how well
+    /// it reads (`TagSessionResult.reads`; enrolment's read health). Backends that cannot select
+    /// again make none.
+    public var healthReads: Int
 
-    public init(write: [UInt8]? = nil, exchanges: [[UInt8]] = [], dialogue: TagDialogue? = nil) {
+    public init(write: [UInt8]? = nil, exchanges: [[UInt8]] = [], dialogue: TagDialogue? = nil, healthReads: Int = 0) {
         self.write = write
         self.exchanges = exchanges
         self.dialogue = dialogue
+        self.healthReads = healthReads
     }
 }
 
@@ -83,12 +88,19 @@ public struct TagSessionResult: Sendable, Hashable {
     public var written: TagWritten?
     /// The answers to `TagSessionRequest.exchanges`, in order.
     public var answers: [Result<[UInt8], ReaderError>]
+    /// How each read went, when the reader knows: the first read's, then the health reads'
+    /// (`TagSessionRequest.healthReads`). Empty for a reader that does not tell.
+    public var reads: [ReadEffort]
 
-    public init(identity: TagIdentity, scan: TagScan, written: TagWritten? = nil, answers: [Result<[UInt8], ReaderError>] = []) {
+    public init(
+        identity: TagIdentity, scan: TagScan, written: TagWritten? = nil, answers: [Result<[UInt8], ReaderError>] = [],
+        reads: [ReadEffort] = []
+    ) {
         self.identity = identity
         self.scan = scan
         self.written = written
         self.answers = answers
+        self.reads = reads
     }
 }
 
@@ -139,7 +151,7 @@ public struct ReaderTagSession: TagSession {
                         .done(
                             TagSessionResult(
                                 identity: TagIdentity(uid: scan.uid), scan: scan,
-                                answers: request.exchanges.map { _ in .failure(refused) })))
+                                answers: request.exchanges.map { _ in .failure(refused) }, reads: scan.readEffort.map { [$0] } ?? [])))
                     return
                 case .failed(let error):
                     events.yield(.readFailed(error))

@@ -25,14 +25,22 @@ public struct PN532Lab: Sendable {
     public let images: [TagImage]
     let faults: FaultScript?
 
-    /// Loads the dumps and the script, then starts the emulator.
-    public init(tagFiles: [String], script: String?, baud: Int?) throws(EmulatorLabError) {
+    /// Loads the dumps and the script, then starts the emulator, with the `weak` tags weak from
+    /// the start (their faults drawn from `seed`).
+    public init(tagFiles: [String], script: String?, baud: Int?, weak: [WeakTag] = [], seed: UInt64 = 1) throws(EmulatorLabError) {
         let images = try Self.loadDumps(tagFiles)
         faults = try Self.loadScript(script, tagCount: images.count)
         do {
-            emulator = try PN532Emulator(dumps: images, options: .init(baud: baud))
+            emulator = try PN532Emulator(dumps: images, options: .init(baud: baud, seed: seed))
         } catch {
             throw .unavailable(error.description)
+        }
+        for tag in weak {
+            guard images.indices.contains(tag.tag) else {
+                emulator.stop()
+                throw .unavailable("--weak-tag \(tag.tag): there is no tag \(tag.tag) (tags are numbered from 0)")
+            }
+            emulator.setWeak(rfErrorRate: tag.rfErrorRate, lossRate: tag.lossRate, tag: tag.tag)
         }
         self.images = images
     }
@@ -97,6 +105,14 @@ public struct PCSCLab: Sendable {
     {
         images = try PN532Lab.loadDumps(tagFiles)
         faults = try PN532Lab.loadScript(script, tagCount: images.count)
+        for step in faults?.steps ?? [] {
+            if case .weak = step.action {
+                throw .file(
+                    DataFileError(
+                        file: script, line: step.line,
+                        message: "weak is a fault of the PN532 emulator's air link; vpcd's card has none (use emulate pn532)"))
+            }
+        }
         var daemon: PrivatePCSCD?
         if privatePCSCD {
             do {

@@ -11,6 +11,11 @@ public import TagFixCore
 ///     7     resume              # and answers again
 ///     8     corrupt             # the next reply has a broken checksum
 ///     9     hangup              # the line goes away (reader unplugged); the emulator exits
+///     0     weak    0  0.3      # tag 0 reads badly: 30 % of its exchanges fail on the air
+///     0     weak    1  0.2 0.1  # tag 1: 20 % RF errors, and 10 % of exchanges it browns out
+///     10    weak    0  0        # tag 0 reads well again
+///
+/// A weak tag's faults are drawn from the emulator's seed (`--seed`): the same on every run.
 public struct FaultScript: Sendable, Hashable {
     public enum Action: Sendable, Hashable {
         case remove(tag: Int)
@@ -20,6 +25,8 @@ public struct FaultScript: Sendable, Hashable {
         case resume
         case corrupt
         case hangUp
+        /// Tag `tag` reads badly from now on (`PN532Emulator.setWeak`); rates of 0: well again.
+        case weak(tag: Int, rfErrorRate: Double, lossRate: Double)
     }
 
     public struct Step: Sendable, Hashable {
@@ -54,14 +61,50 @@ public struct FaultScript: Sendable, Hashable {
             case "resume": try line.noArguments(); action = .resume
             case "corrupt": try line.noArguments(); action = .corrupt
             case "hangup": try line.noArguments(); action = .hangUp
+            case "weak":
+                switch WeakTag.parse(line.arguments, tagCount: tagCount) {
+                case .success(let weak): action = .weak(tag: weak.tag, rfErrorRate: weak.rfErrorRate, lossRate: weak.lossRate)
+                case .failure(let problem): throw DataFileError(line: line.number, message: "weak: \(problem.message)")
+                }
             default:
                 throw DataFileError(
                     line: line.number,
-                    message: "unknown action \"\(line.action)\" (remove, present, remove-after, hang, resume, corrupt, hangup)")
+                    message: "unknown action \"\(line.action)\" (remove, present, remove-after, hang, resume, corrupt, hangup, weak)")
             }
             steps.append(Step(at: line.at, action: action, line: line.number))
         }
         return FaultScript(steps: steps.enumerated().sorted { ($0.element.at, $0.offset) < ($1.element.at, $1.offset) }.map(\.element))
+    }
+}
+
+/// A weak tag for the PN532 emulator, as a script's `weak TAG RATE [LOSS]` and `emulate pn532
+/// --weak-tag TAG:RATE[:LOSS]` give it: the tag's number (from 0), the share of its exchanges that
+/// fail on the air, and the share after which it browns out until selected again.
+public struct WeakTag: Sendable, Hashable {
+    public var tag: Int
+    public var rfErrorRate: Double
+    public var lossRate: Double
+
+    public struct Problem: Error, Sendable, Hashable {
+        public var message: String
+    }
+
+    /// Parses the words `TAG RATE [LOSS]`; rates are shares from 0 to 1 (or percentages: `30%`).
+    public static func parse(_ words: [String], tagCount: Int) -> Result<WeakTag, Problem> {
+        let usage = Problem(message: "needs a tag number, a rate of RF errors and optionally a rate of losses, e.g. weak 0 0.3 or 0:30%")
+        guard (2...3).contains(words.count), let tag = Int(words[0]), tag >= 0 else { return .failure(usage) }
+        guard tag < tagCount else { return .failure(Problem(message: "there is no tag \(tag) (tags are numbered from 0)")) }
+        func rate(_ word: String) -> Double? {
+            let percent = word.hasSuffix("%")
+            guard let value = Double(percent ? String(word.dropLast()) : word), value.isFinite else { return nil }
+            let share = percent ? value / 100 : value
+            return (0...1).contains(share) ? share : nil
+        }
+        guard let rf = rate(words[1]), let loss = words.count == 3 ? rate(words[2]) : 0 else {
+            return .failure(Problem(message: "rates are shares from 0 to 1 (or 0% to 100%)"))
+        }
+        guard rf + loss <= 1 else { return .failure(Problem(message: "the two rates add up to more than 1")) }
+        return .success(WeakTag(tag: tag, rfErrorRate: rf, lossRate: loss))
     }
 }
 
@@ -241,6 +284,7 @@ extension PN532Emulator {
         case .hang: setHung(true)
         case .resume: setHung(false)
         case .corrupt: corruptNextReply()
+        case .weak(let tag, let rf, let loss): setWeak(rfErrorRate: rf, lossRate: loss, tag: tag)
         case .hangUp: return false
         }
         return true

@@ -1,3 +1,5 @@
+import TagFixCore
+
 /// A PN532 as the host sees it: the commands libnfc 1.8.0 and nfcpy send, answered from a
 /// register file and the emulated tags in the field. Pure: one command in, one answer out.
 public struct PN532Chip: Sendable {
@@ -14,10 +16,43 @@ public struct PN532Chip: Sendable {
     public struct Slot: Sendable {
         public var tag: any EmulatedTag
         public var present: Bool
+        /// A tag that reads badly (on metal, behind glass, detuned), when it is one.
+        public var weakness: Weakness?
+        /// The weak tag lost power mid-read: it answers nothing until it is selected again.
+        var browned = false
 
         public init(tag: any EmulatedTag, present: Bool) {
             self.tag = tag
             self.present = present
+        }
+    }
+
+    /// A weak tag's faults: each exchange with it fails on the air at `rfErrorRate` (the chip
+    /// answers a status byte of the PN532 user manual's error table: 0x01 time-out, 0x02 CRC
+    /// error, 0x03 parity error, 0x05 framing error; libnfc turns each into NFC_ERFTRANS), and at
+    /// `lossRate` the tag browns out: the exchange times out (0x01) and the tag stays silent
+    /// until the reader selects it again, so a read that does not select it again fails. Drawn
+    /// from a generator seeded with `seed`: the same exchanges fail on every run.
+    public struct Weakness: Sendable {
+        public var rfErrorRate: Double
+        public var lossRate: Double
+        var generator: SeededGenerator
+
+        /// The RF status bytes a weak tag's exchanges fail with, in turn as the generator picks.
+        public static let rfStatuses: [UInt8] = [0x01, 0x02, 0x03, 0x05]
+
+        public init(rfErrorRate: Double, lossRate: Double = 0, seed: UInt64) {
+            self.rfErrorRate = min(1, max(0, rfErrorRate))
+            self.lossRate = min(1, max(0, lossRate))
+            generator = SeededGenerator(seed: seed)
+        }
+
+        /// What this exchange suffers: nil (it goes through), an RF status, or a brown-out.
+        mutating func draw() -> (status: UInt8, lost: Bool)? {
+            let u = generator.unit()
+            if u < lossRate { return (0x01, true) }
+            guard u < lossRate + rfErrorRate else { return nil }
+            return (Self.rfStatuses[Int(generator.next() % UInt64(Self.rfStatuses.count))], false)
         }
     }
 
@@ -157,6 +192,13 @@ public struct PN532Chip: Sendable {
         }
     }
 
+    /// Makes tag `index` a weak one (`nil`: a healthy one again).
+    public mutating func setWeakness(_ weakness: Weakness?, slot index: Int) {
+        guard slots.indices.contains(index) else { return }
+        slots[index].weakness = weakness
+        slots[index].browned = false
+    }
+
     /// Puts a tag in the field or takes it out. A tag that leaves is deselected: when it comes
     /// back it is idle and answers nothing until it is selected again, as a real tag.
     public mutating func setPresent(_ present: Bool, slot index: Int) {
@@ -200,6 +242,7 @@ public struct PN532Chip: Sendable {
                     || (uid.count == 7 && filter == [0x88] + uid.prefix(3) + uid.suffix(4))
             else { continue }
             slot.tag.reset()
+            slots[index].browned = false
             activeTargets.append(index)
             body += [UInt8(activeTargets.count)] + slot.tag.sensRes + [slot.tag.selRes, UInt8(uid.count)] + uid
             if let ats = slot.tag.ats { body += ats }
@@ -215,6 +258,7 @@ public struct PN532Chip: Sendable {
         if listedFirst == nil { listedFirst = index }
         let tag = slots[index].tag
         tag.reset()
+        slots[index].browned = false
         activeTargets = [index]
         var target: [UInt8] = [0x01] + tag.sensRes + [tag.selRes, UInt8(tag.uid.count)] + tag.uid
         if let ats = tag.ats { target += ats }
@@ -249,6 +293,11 @@ public struct PN532Chip: Sendable {
                 return .response([reply, 0x01])
             }
             exchangesBeforeRemoval = remaining - 1
+        }
+        if slots[slot].browned { return .response([reply, 0x01]) }
+        if let fault = slots[slot].weakness?.draw() {
+            if fault.lost { slots[slot].browned = true }
+            return .response([reply, fault.status])
         }
         switch slots[slot].tag.transceive(data) {
         case .data(let bytes): return .response([reply, 0x00] + bytes + (appendCRC ? Self.crcA(bytes) : []))

@@ -15,9 +15,12 @@ public final class PN532Emulator: Sendable {
         public var baud: Int?
         /// Keep a timestamped log of every command (`Traffic.log`).
         public var logCommands: Bool
-        public init(baud: Int? = nil, logCommands: Bool = false) {
+        /// Seed of the weak tags' faults (`setWeak`): tag N's draw from `seed + N`.
+        public var seed: UInt64
+        public init(baud: Int? = nil, logCommands: Bool = false, seed: UInt64 = 1) {
             self.baud = baud
             self.logCommands = logCommands
+            self.seed = seed
         }
     }
 
@@ -85,6 +88,17 @@ public final class PN532Emulator: Sendable {
     /// The tags answer `count` more exchanges, then leave the field (a tag pulled mid-read).
     public func removeAfter(exchanges count: Int) {
         state.withLock { $0.chip.exchangesBeforeRemoval = count }
+    }
+
+    /// Makes tag `index` read badly: each exchange with it fails on the air at `rfErrorRate`
+    /// (an RF status byte), and at `lossRate` it browns out until selected again
+    /// (`PN532Chip.Weakness`); rates of 0 make it a healthy tag again. Deterministic from
+    /// `Options.seed`.
+    public func setWeak(rfErrorRate: Double, lossRate: Double = 0, tag index: Int = 0) {
+        let weakness =
+            rfErrorRate > 0 || lossRate > 0
+            ? PN532Chip.Weakness(rfErrorRate: rfErrorRate, lossRate: lossRate, seed: options.seed &+ UInt64(max(0, index))) : nil
+        state.withLock { $0.chip.setWeakness(weakness, slot: index) }
     }
 
     /// Stops answering (a hung reader) or resumes.

@@ -136,6 +136,7 @@ public final class VPCDEmulator: Sendable {
         case .hang: setHung(true)
         case .resume: setHung(false)
         case .corrupt: corruptNextReply()
+        case .weak: break  // refused when the script is loaded (PCSCLab): a card behind vpcd has no air to fail on
         case .hangUp: return false
         }
         return true

@@ -115,14 +115,20 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
                 continue
             }
             var transport = DeviceTransport(device: device)
-            switch read(&transport, target, expectedLength: lastType4Length) {
+            let link = transport
+            let (outcome, attempts) = ReadRetry.run(reselect: { link.reselectIfPresent(target) }) {
+                read(&transport, target, expectedLength: lastType4Length)
+            }
+            switch outcome {
             case .success(let result):
                 if result.tagType == .type4, let message = result.message { lastType4Length = message.count }
                 let duration = started.duration(to: clock.now)
                 DebugLog.debug(
-                    "read \(uid.hex) (\(result.chipName)): \(result.commands) commands, \(result.bytesMoved) bytes moved, \(Coordinate.format(duration.seconds * 1000, 1)) ms"
+                    "read \(uid.hex) (\(result.chipName)): \(result.commands) commands, \(result.bytesMoved) bytes moved, \(Coordinate.format(duration.seconds * 1000, 1)) ms, \(attempts) attempt\(attempts == 1 ? "" : "s"), \(link.failures.rfErrors) RF errors"
                 )
-                events.yield(.tagPresent(result.scan(readerID: readerID, uid: uid, time: started, duration: duration)))
+                var scan = result.scan(readerID: readerID, uid: uid, time: started, duration: duration)
+                scan.readEffort = ReadEffort(attempts: attempts, rfErrors: link.failures.rfErrors, duration: duration)
+                events.yield(.tagPresent(scan))
             case .failure(let error):
                 events.yield(.failed(Self.readError(error, uid: uid)))
                 // The reader itself failed (not the tag): reopen it, as libnfc said.
@@ -256,6 +262,13 @@ struct DeviceTransport: TagTransport {
         }
     }
 
+    /// Deselects `target` and selects it again for another attempt at a read (`ReadRetry`):
+    /// false when it no longer answers its selection (it left the field) or the reader failed.
+    func reselectIfPresent(_ target: ISO14443ATarget) -> Bool {
+        device.deselect()
+        return (try? device.selectISO14443A(uid: target.uid)) != nil
+    }
+
     /// Deselects `target` and selects it again (a tag that NAKed or refused a key is idle): the
     /// procedures' `reselect`.
     func reselect(_ target: ISO14443ATarget) throws(TagError) {
@@ -268,14 +281,25 @@ struct DeviceTransport: TagTransport {
     }
 }
 
-/// The libnfc error behind the last `TagError` a transport threw. Used on the device's thread only.
+/// The libnfc error behind the last `TagError` a transport threw, and how many of them were RF
+/// errors (a read's `ReadEffort.rfErrors`). Used on the device's thread only.
 final class NFCFailures {
     private(set) var last: NFCError?
+    /// Exchanges libnfc reported failed on the air: NFC_ERFTRANS (the PN53x's time-out, CRC,
+    /// parity, framing… statuses), NFC_ETIMEOUT, NFC_ETGRELEASED. A PN532 reports a tag's NAK
+    /// as NFC_ERFTRANS too, so a refused probe (FAST_READ on a MIFARE Ultralight) counts here.
+    private(set) var rfErrors = 0
 
     func record(_ error: NFCError) -> TagError {
         last = error
+        if error.isRF { rfErrors += 1 }
         return error.tagError
     }
+}
+
+extension NFCError {
+    /// Whether the exchange failed on the air rather than in the reader or the request.
+    var isRF: Bool { code == .rfTransmission || code == .timeout || code == .targetReleased }
 }
 
 /// The readers libnfc finds.

@@ -73,21 +73,49 @@ public final class LibNFCTagSession<C: Clock>: TagSession, Sendable where C.Inst
                     return
                 }
             }
-            do {
-                let read: NDEFRead
-                if target.isType2 {
-                    read = try Type2NDEFReader.read(&transport, reselect: reselect)
-                } else if target.isISODEP {
-                    read = try Type4NDEFReader.read(&transport, known: .layout(answerToSelect: target.ats))
-                } else {
-                    events.yield(
-                        .readFailed(
-                            ReaderError(code: .unsupportedTag, message: "a tag with SAK \(Hex.encode([target.sak])): not Type 2 or 4")))
-                    return
+            // One read of the tag as it is selected now, with its retries (`ReadRetry`).
+            func readOnce(_ transport: inout DeviceTransport) -> Result<NDEFRead, NDEFReadError> {
+                do throws(NDEFReadError) {
+                    if target.isType2 { return .success(try Type2NDEFReader.read(&transport, reselect: reselect)) }
+                    return .success(try Type4NDEFReader.read(&transport, known: .layout(answerToSelect: target.ats)))
+                } catch {
+                    return .failure(error)
                 }
-                let scan = read.scan(
-                    readerID: readerID, uid: uid, time: started, duration: started.duration(to: clock.now),
+            }
+            guard target.isType2 || target.isISODEP else {
+                events.yield(
+                    .readFailed(ReaderError(code: .unsupportedTag, message: "a tag with SAK \(Hex.encode([target.sak])): not Type 2 or 4")))
+                return
+            }
+            // The read, then the health reads, each with the tag selected again as a new tap
+            // selects it; the first read that completes is the scan. A first read that fails
+            // is not the end when health reads were asked for: they say how badly it reads.
+            var reads: [ReadEffort] = []
+            var firstRead: Result<NDEFRead, NDEFReadError>?
+            for index in 0...max(0, request.healthReads) where !thread.isStopped {
+                let readStarted = clock.now
+                let rfAtStart = link.failures.rfErrors
+                let (outcome, attempts) = ReadRetry.run(reselect: { link.reselectIfPresent(target) }) {
+                    guard index == 0 || link.reselectIfPresent(target) else {
+                        return .failure(.incompleteRead(after: 0, TagError(.tagLost, detail: "no answer to its selection")))
+                    }
+                    return readOnce(&transport)
+                }
+                let completed = (try? outcome.get()) != nil
+                reads.append(
+                    ReadEffort(
+                        attempts: attempts, rfErrors: link.failures.rfErrors - rfAtStart, duration: readStarted.duration(to: clock.now),
+                        completed: completed))
+                if firstRead == nil || (completed && (try? firstRead?.get()) == nil) { firstRead = outcome }
+            }
+            if request.healthReads > 0 { _ = link.reselectIfPresent(target) }
+            do {
+                guard let firstRead else { return }
+                let read = try firstRead.get()
+                var scan = read.scan(
+                    readerID: readerID, uid: uid, time: started, duration: reads[0].duration,
                     extraBytes: written?.bytesMoved ?? 0)
+                scan.readEffort = reads.first
                 let identity = TagIdentity(uid: uid, atqa: target.atqa, sak: target.sak, answerToSelect: target.ats)
                 request.dialogue?.run(identity) { command in try transport.transceive(command) }
                 var answers: [Result<[UInt8], ReaderError>] = []
@@ -106,7 +134,7 @@ public final class LibNFCTagSession<C: Clock>: TagSession, Sendable where C.Inst
                             written: written.map {
                                 TagWritten(
                                     chipName: $0.chipName, pagesWritten: $0.pagesWritten, bytesMoved: $0.bytesMoved, commands: $0.commands)
-                            }, answers: answers)))
+                            }, answers: answers, reads: reads)))
             } catch {
                 events.yield(.readFailed(LibNFCReader<C>.readError(error, uid: uid)))
             }

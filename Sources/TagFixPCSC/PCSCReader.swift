@@ -192,13 +192,24 @@ public final class PCSCReader<C: Clock>: TagReader, Sendable where C.Instant == 
             events.yield(.failed(unsupported))
             return try waitForRemoval(context, state, events, uid: tag.uid)
         }
-        switch tag.read() {
+        // A read that fails on the air is read again (`ReadRetry`); the card stays connected, so
+        // the next attempt starts over on it. pcsc-lite hides the reader's RF status: the RF
+        // errors counted are the attempts that failed on the air.
+        var rfErrors = 0
+        let (outcome, attempts) = ReadRetry.run(reselect: { true }) {
+            let result = tag.read()
+            if case .failure(let error) = result, ReadRetry.isRetryable(error) { rfErrors += 1 }
+            return result
+        }
+        switch outcome {
         case .success(let read):
             let duration = started.duration(to: clock.now)
             DebugLog.debug(
-                "read \(tag.uid.hex) (\(read.chipName)) on \(state.name): \(tag.apdus) APDUs, \(read.bytesMoved) bytes moved, \(Coordinate.format(duration.seconds * 1000, 1)) ms"
+                "read \(tag.uid.hex) (\(read.chipName)) on \(state.name): \(tag.apdus) APDUs, \(read.bytesMoved) bytes moved, \(Coordinate.format(duration.seconds * 1000, 1)) ms, \(attempts) attempt\(attempts == 1 ? "" : "s")"
             )
-            events.yield(.tagPresent(tag.scan(read, readerID: readerID, time: started, duration: duration)))
+            var scan = tag.scan(read, readerID: readerID, time: started, duration: duration)
+            scan.readEffort = ReadEffort(attempts: attempts, rfErrors: rfErrors, duration: duration)
+            events.yield(.tagPresent(scan))
         case .failure(let error):
             events.yield(.failed(Self.readError(error, uid: tag.uid)))
         }

@@ -11,6 +11,8 @@ public struct SiteReport: Sendable {
     public var title: String
     /// Placements refined from their confirmed taps (`PlacementRefiner`): the moved ones are listed.
     public var refinements: [PlacementRefiner.Estimate]
+    /// The read health the registry kept from each tag's enrolment, by tag id (`weakReaders`).
+    public var enrolledReadHealth: [String: EnrolledReadHealth] = [:]
 
     public init(
         records: [SessionRecord], placements: [RegistryEntry] = [], title: String = "TagFix site report",
@@ -340,6 +342,7 @@ public struct SiteReport: Sendable {
             page += "</table>\n"
         }
         page += placementMovedSection()
+        page += weakReadersSection()
         page +=
             "<h2>Scans</h2>\n<table id=\"scans\"><tr><th>time</th><th>tag</th><th>verdict</th><th>distance</th><th>accuracy</th><th>message</th></tr>\n"
         for r in records {

@@ -31,11 +31,12 @@ public struct EnrolmentRegistry: Sendable {
         opened = store
     }
 
-    /// Adds (or with `replace`, replaces) the placement, creating the file if it is new.
-    public func record(_ entry: RegistryEntry, replace: Bool) throws(RegistryStoreError) {
+    /// Adds (or with `replace`, replaces) the placement with the read health its enrolment
+    /// measured, creating the file if it is new.
+    public func record(_ entry: RegistryEntry, replace: Bool, readHealth: EnrolledReadHealth? = nil) throws(RegistryStoreError) {
         let store: SQLiteRegistry
         if let opened { store = opened } else { store = try SQLiteRegistry(path: path, mode: .create) }
-        try store.add(entry, replace: replace)
+        try store.add(entry, replace: replace, readHealth: readHealth)
     }
 }
 

@@ -80,6 +80,23 @@ public final class SQLiteRegistry: TagRegistry, Sendable {
         ) STRICT;
         CREATE INDEX placement_history_by_tag ON placement_history (tag_id, seq);
         """,
+        // Read health: how the tag read at enrolment (`ReadHealth`), one row per tag id, and
+        // whether it was accepted weak (--accept-weak-read). A table of its own, so entries
+        // without one (enrolled before, or through a reader that does not tell) are unchanged.
+        """
+        CREATE TABLE read_health (
+            tag_id TEXT PRIMARY KEY NOT NULL,
+            measured_at_ns INTEGER NOT NULL,
+            reads INTEGER NOT NULL CHECK (reads >= 0),
+            completed INTEGER NOT NULL CHECK (completed BETWEEN 0 AND reads),
+            attempts INTEGER NOT NULL CHECK (attempts >= reads),
+            rf_errors INTEGER NOT NULL CHECK (rf_errors >= 0),
+            fewest_rf_errors INTEGER NOT NULL CHECK (fewest_rf_errors >= 0),
+            median_read_ns INTEGER CHECK (median_read_ns >= 0),
+            slowest_read_ns INTEGER CHECK (slowest_read_ns >= 0),
+            weak INTEGER NOT NULL CHECK (weak IN (0, 1))
+        ) STRICT;
+        """,
     ]
 
     /// The schema version this build writes.
@@ -316,6 +333,61 @@ public final class SQLiteRegistry: TagRegistry, Sendable {
         } catch {
             throw .sqlite(path, SQLiteError(code: .error, operation: "insert \(entry.id)", message: "\(error)"))
         }
+    }
+
+    // MARK: - Read health
+
+    /// Adds (or replaces) `entry` and sets its enrolment's read health in one transaction: `nil`
+    /// removes a read health an earlier enrolment of the id left.
+    public func add(_ entry: RegistryEntry, replace: Bool = false, readHealth: EnrolledReadHealth?) throws(RegistryStoreError) {
+        try transaction { db throws(RegistryStoreError) in
+            try self.insert(entry, replace: replace, db)
+            do throws(SQLiteError) {
+                try db.query("DELETE FROM read_health WHERE tag_id = ?1", [.text(entry.id)])
+                guard let record = readHealth else { return }
+                let health = record.health
+                try db.query(
+                    """
+                    INSERT INTO read_health (tag_id, measured_at_ns, reads, completed, attempts, rf_errors, fewest_rf_errors,
+                    median_read_ns, slowest_read_ns, weak) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+                    """,
+                    [
+                        .text(entry.id), .integer(record.at.nanosecondsSinceEpoch), .integer(Int64(health.reads)),
+                        .integer(Int64(health.completed)), .integer(Int64(health.attempts)), .integer(Int64(health.rfErrors)),
+                        .integer(Int64(health.fewestRFErrors)), health.medianReadTime.map { .integer(Self.nanoseconds($0)) } ?? .null,
+                        health.slowestReadTime.map { .integer(Self.nanoseconds($0)) } ?? .null, .integer(record.weak ? 1 : 0),
+                    ])
+            } catch {
+                throw RegistryStoreError(error, path: self.path)
+            }
+        }
+    }
+
+    /// Every enrolled tag's read health, by tag id (tags enrolled without one are absent).
+    public func readHealth() throws(RegistryStoreError) -> [String: EnrolledReadHealth] {
+        var found: [String: EnrolledReadHealth] = [:]
+        try run { db throws(SQLiteError) in
+            try db.query(
+                """
+                SELECT h.tag_id, h.measured_at_ns, h.reads, h.completed, h.attempts, h.rf_errors, h.fewest_rf_errors, h.median_read_ns,
+                h.slowest_read_ns, h.weak FROM read_health h JOIN tag t ON t.id = h.tag_id
+                """, []
+            ) { row throws(SQLiteError) in
+                let health = ReadHealth(
+                    reads: Int(row.integer(2)), completed: Int(row.integer(3)), attempts: Int(row.integer(4)),
+                    rfErrors: Int(row.integer(5)), fewestRFErrors: Int(row.integer(6)),
+                    medianReadTime: row.isNull(7) ? nil : .nanoseconds(row.integer(7)),
+                    slowestReadTime: row.isNull(8) ? nil : .nanoseconds(row.integer(8)))
+                found[row.text(0) ?? ""] = EnrolledReadHealth(
+                    health: health, weak: row.integer(9) != 0, at: Timestamp(nanosecondsSinceEpoch: row.integer(1)))
+            }
+        }
+        return found
+    }
+
+    private static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds &* 1_000_000_000 &+ attoseconds / 1_000_000_000
     }
 
     // MARK: - Plumbing

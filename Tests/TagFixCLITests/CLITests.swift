@@ -33,6 +33,8 @@ struct CommandLineTests {
             ["verify", "--scenario", example, "stray"], ["help", "frobnicate"],
             ["emulate", "nmea"], ["emulate", "nmea", "--at", "100,0"], ["emulate", "nmea", "--at", "1,2", "--log", "x.log"],
             ["emulate", "pn532"], ["emulate", "toaster"], ["fix", "--gps", "http://x"],
+            ["emulate", "pn532", "--tag", "x.nfc", "--weak-tag", "1:0.3"], ["emulate", "pn532", "--tag", "x.nfc", "--weak-tag", "0:2"],
+            ["emulate", "nmea", "--at", "1,2", "--weak-tag", "0:0.3"],
         ])
     func usage(_ arguments: [String]) async {
         let result = await run(arguments)

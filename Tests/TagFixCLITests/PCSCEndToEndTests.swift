@@ -198,6 +198,9 @@ struct PCSCEndToEndTests {
         let verdict = try JSONValue.parse(try #require(result.out.first))
         #expect(verdict["verdict"]?.string == "confirmed", "\(verdict)")
         #expect(verdict["uid"]?.string == Hex.encode(tag.uid))
+        // The PC/SC reader says how its read went too: one attempt, none failed on the air.
+        #expect(verdict["read"]?["attempts"]?.double == 1, "\(verdict)")
+        #expect(verdict["read"]?["rf_errors"]?.double == 0)
     }
 
     @Test("the card logs every APDU whole and in order, with its times (TagFixBench pcsc-read measures from them)")
