@@ -63,6 +63,21 @@ public struct GPSDEpochTruth: Sendable {
     /// The reports of the epoch: those with its first position, or all when none had one.
     public let reports: [GPSDReport.TPV]
 
+    /// Every report gpsd gave under this time, in order.
+    public let all: [GPSDReport.TPV]
+
+    /// The same time, its epoch taken to be `position` (one of `positions`): the reports of that
+    /// position. `nil` when gpsd gave no such position for this time.
+    public func at(_ position: Coordinate) -> GPSDEpochTruth? {
+        guard positions.contains(position) else { return nil }
+        return GPSDEpochTruth(time: time, positions: positions, reports: all.filter { Self.position($0) == position }, all: all)
+    }
+
+    static func position(_ tpv: GPSDReport.TPV) -> Coordinate? {
+        guard tpv.mode >= 2, let latitude = tpv.latitude, let longitude = tpv.longitude else { return nil }
+        return try? Coordinate(latitude: latitude, longitude: longitude)
+    }
+
     /// The highest mode gpsd gave for the epoch's position.
     public var mode: Int { reports.map(\.mode).max() ?? 0 }
 
@@ -82,16 +97,12 @@ public struct GPSDEpochTruth: Sendable {
         }
         var epochs: [Timestamp: GPSDEpochTruth] = [:]
         for (time, tpvs) in byTime {
-            func position(_ tpv: GPSDReport.TPV) -> Coordinate? {
-                guard tpv.mode >= 2, let latitude = tpv.latitude, let longitude = tpv.longitude else { return nil }
-                return try? Coordinate(latitude: latitude, longitude: longitude)
-            }
             var positions: [Coordinate] = []
             for tpv in tpvs {
                 if let here = position(tpv), !positions.contains(here) { positions.append(here) }
             }
             let reports = positions.first.map { first in tpvs.filter { position($0) == first } } ?? tpvs
-            epochs[time] = GPSDEpochTruth(time: time, positions: positions, reports: reports)
+            epochs[time] = GPSDEpochTruth(time: time, positions: positions, reports: reports, all: tpvs)
         }
         return epochs
     }
