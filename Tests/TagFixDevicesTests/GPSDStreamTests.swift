@@ -160,7 +160,8 @@ struct GPSDStreamTests {
     /// gpsd's `.chk` output for its regression logs, played line by line, 20 ms apart.
     @Test(
         "gpsd's .chk reports: each time once as a fix, then refined to the highest mode and the altitude gpsd gave for its first position",
-        .enabled(if: TestData.isAvailable, Comment(rawValue: TestData.skipReason)), arguments: TestData.files(in: "nmea/gpsd", suffix: ".log"))
+        .enabled(if: TestData.isAvailable, Comment(rawValue: TestData.skipReason)),
+        arguments: TestData.files(in: "nmea/gpsd", suffix: ".log"))
     func checkFiles(_ log: String) throws {
         let reports = try TestData.gpsdCheckReports(forLog: log)
         let truth = GPSDEpochTruth.epochs(reports)
