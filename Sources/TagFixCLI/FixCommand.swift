@@ -10,10 +10,13 @@ struct FixCommand: Subcommand {
         name: "fix",
         abstract: "Print live GPS fixes from gpsd.",
         discussion: """
-            Connects to gpsd (default gpsd://localhost:2947), WATCHes and prints each fix once, as \
-            gpspipe does, with the receiver's time, mode, position and error estimates, whatever \
-            its date: a recording from another year, or a system clock that is wrong, changes \
-            nothing. Reports that cannot be a fix (no time, an impossible position) are dropped \
+            Connects to gpsd (default gpsd://localhost:2947), WATCHes and prints each fix as soon \
+            as gpsd reports its time, with the receiver's time, mode, position and error \
+            estimates, whatever its date: a recording from another year, or a system clock that \
+            is wrong, changes nothing. When gpsd completes that epoch a moment later (2D becomes \
+            3D, an altitude or vertical error is added), the fix is printed again, marked \
+            "(refined)" (--json: "refined":true); it replaces the line before and does not count \
+            towards --count. Reports that cannot be a fix (no time, an impossible position) are dropped \
             and said so on standard error; so is, once, a system clock off GPS time, and each jump \
             of the receiver's time (a new stream). If gpsd goes away, fix says so and reconnects. \
             --timeout runs on the monotonic clock. SIGINT (Ctrl-C) or SIGTERM ends it normally (exit 0).
@@ -63,6 +66,8 @@ struct FixCommand: Subcommand {
                             if let reference = watch.observe(fix, axisNow: clock.now) { io.err("! \(ClockFormat.offset(reference))") }
                             io.out(json ? Self.json(fix) : Self.line(fix))
                             if let count, printed.increment() >= count { return }
+                        case .refined(let fix):
+                            io.out(json ? Self.json(fix, refined: true) : Self.line(fix) + "  (refined)")
                         case .rejected(let why): io.err("! dropped \(why)")
                         case .restarted(let from, let to): io.err("· \(ClockFormat.restarted(from: from, to: to))")
                         case .unavailable(let why): io.err("! GPS unavailable: \(why)")
@@ -81,5 +86,5 @@ struct FixCommand: Subcommand {
 
     static func line(_ fix: Fix) -> String { FixReport.line(fix) }
 
-    static func json(_ fix: Fix) -> String { FixReport.json(fix) }
+    static func json(_ fix: Fix, refined: Bool = false) -> String { FixReport.json(fix, refined: refined) }
 }

@@ -175,7 +175,7 @@ struct StatusBoard: Sendable {
 
     mutating func receive(_ event: FixEvent) {
         switch event {
-        case .fix(let fix):
+        case .fix(let fix), .refined(let fix):
             self.fix = fix
             gpsProblem = nil
         case .unavailable(let why): gpsProblem = "unavailable (\(why))"

@@ -94,6 +94,20 @@ public struct VerificationSession: Sendable {
         return decided.sorted { $0.scan.time < $1.scan.time }
     }
 
+    /// A more complete report of a fix already received, at the same time (gpsd refines an epoch
+    /// as its sentences arrive: `FixEvent.refined`): it replaces that fix for every later
+    /// decision. It is the same epoch, not a new one: scans decided on the first report keep
+    /// their verdicts, and a refinement that keeps the position decides nothing and notes no jump
+    /// the first report did not. One that gives a no-fix epoch its position, or whose first
+    /// report this session never saw, is taken as `receive(_:)` takes a fix.
+    public mutating func refine(_ fix: Fix) -> [Verdict] {
+        guard let known = history.first(after: fix.time, orAt: true), known.time == fix.time, known.coordinate == fix.coordinate
+        else { return receive(fix) }
+        gpsOutage = nil
+        history.insert(fix, keeping: retention)
+        return []
+    }
+
     /// Time has reached `now`: decide every scan whose deadline has passed.
     public mutating func advance(to now: Timestamp) -> [Verdict] {
         var decided: [Verdict] = []

@@ -73,7 +73,12 @@ public protocol FixSource: Sendable {
 public enum FixEvent: Sendable, Hashable {
     /// The source is connected and streaming (gpsd answered WATCH).
     case connected(String)
+    /// A new epoch: the first report of its time, delivered at once.
     case fix(Fix)
+    /// A more complete report of an epoch already delivered with `.fix` (gpsd refines an epoch as
+    /// its sentences arrive: 2D becomes 3D, an altitude or `epv` is added). The same epoch, with
+    /// the same `time`: it replaces that fix for every later decision and is never a new epoch.
+    case refined(Fix)
     /// A report that was dropped instead of being used (no time, an impossible position).
     case rejected(FixRejection)
     /// The receiver's time jumped from `from` to `to` (a log replayed again, a GPS week rollover,

@@ -38,6 +38,11 @@ public struct FixWindow: Sendable {
                     }
                     guard let end, fix.time <= end else { return }
                     collected.withLock { $0.fixes.append(fix) }
+                case .refined(let fix):
+                    // The same epoch, more complete: it replaces the fix of its time, never adds one.
+                    collected.withLock { window in
+                        if let index = window.fixes.lastIndex(where: { $0.time == fix.time }) { window.fixes[index] = fix }
+                    }
                 case .connected: connected = true
                 case .unavailable(let why) where !connected && collected.withLock({ $0.fixes.isEmpty }):
                     collected.withLock { $0.unreachable = why }

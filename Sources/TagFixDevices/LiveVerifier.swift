@@ -86,6 +86,8 @@ public struct LiveVerifier<C: Clock>: Sendable where C.Instant == Timestamp, C.D
                     case .fix(let fix):
                         if let reference = watch.observe(fix, axisNow: clock.now) { await onEvent(.clockOffset(reference)) }
                         await emit(session.receive(fix))
+                    case .refined(let fix):
+                        await emit(session.refine(fix))
                     case .unavailable(let why): session.gpsUnavailable(why)
                     case .connected, .resumed: session.gpsUnavailable(nil)
                     default: break

@@ -74,8 +74,10 @@ public enum GPSDEndpointError: Error, Sendable, Hashable, CustomStringConvertibl
 ///
 /// It connects and WATCHes, turns each TPV into a `Fix` (with the latest SKY's satellites used),
 /// drops what cannot be a fix (no time, a NaN or out-of-range position) with a `.rejected`
-/// event, delivers each epoch once, reports "GPS unavailable" and reconnects with backoff when
-/// gpsd goes away, and reports a silent gpsd after `silenceThreshold`.
+/// event, delivers each epoch at once as `.fix` and the more complete reports gpsd sends for it
+/// later as `.refined` (`GPSDStream` says how epochs are merged), reports "GPS unavailable" and
+/// reconnects with backoff when gpsd goes away, and reports a silent gpsd after
+/// `silenceThreshold`.
 ///
 /// Nothing is dropped for its date: each fix is stamped on arrival with `clock` (monotonic) and
 /// its receiver time is mapped onto that axis by a `ReceiverTimeline`, so a receiver whose date
@@ -116,7 +118,7 @@ public final class GPSDFixSource<C: Clock>: FixSource, Sendable where C.Instant 
     private func run(_ events: AsyncStream<FixEvent>.Continuation) {
         var backoff = options.reconnectDelay
         var down = false
-        var state = StreamState()
+        var state = GPSDStream()
         while !isStopped {
             var error: Int32 = 0
             guard let data = cgps_open(endpoint.host, String(endpoint.port), &error) else {
@@ -137,7 +139,10 @@ public final class GPSDFixSource<C: Clock>: FixSource, Sendable where C.Instant 
             var silent = false
             var announced = false
             while !isStopped {
-                guard cgps_waiting(data, 200_000) else {
+                // The wait ends in time for a fix held for its SKY (GPSDStream.nextDeadline).
+                let wait = state.nextDeadline.map { min(max(clock.now.duration(to: $0), .zero), .milliseconds(200)) } ?? .milliseconds(200)
+                guard cgps_waiting(data, Int32(wait.nanoseconds / 1000)) else {
+                    for event in state.advance(to: clock.now) { events.yield(event) }
                     let quiet = lastMessage.duration(to: clock.now)
                     if !silent, quiet >= options.silenceThreshold {
                         silent = true
@@ -164,7 +169,8 @@ public final class GPSDFixSource<C: Clock>: FixSource, Sendable where C.Instant 
                     announced = true
                     events.yield(.connected("gpsd at \(endpoint.host):\(endpoint.port)"))
                 }
-                let produced = state.handle(report, now: clock.now)
+                let now = clock.now
+                let produced = GPSDReport.reports(in: report).flatMap { state.receive($0, arrival: now) } + state.advance(to: now)
                 DebugLog.debug("gpsd \(endpoint): class \(report.report_class) mode \(report.mode) → \(produced)")
                 for event in produced { events.yield(event) }
             }
@@ -175,80 +181,29 @@ public final class GPSDFixSource<C: Clock>: FixSource, Sendable where C.Instant 
     static func describe(_ error: Int32) -> String { describeGPSError(error) }
 }
 
-/// What the stream remembers between messages: the latest SKY, the receiver's timeline.
-struct StreamState {
-    var satellitesUsed: Int?
-    var satellitesVisible: Int?
-    var timeline = ReceiverTimeline()
-    /// gpsd 3.22 sends each epoch's TPV before its SKY, so the first positioned TPV of a stream
-    /// knows no satellites yet. It is held until that SKY (a moment later) and then delivered with
-    /// the epoch's count, so no fix reaches a verdict or a log with `satellites_used` unknown
-    /// while the receiver reports it. A second TPV without a SKY between ends the waiting: that
-    /// gpsd sends no SKY.
-    var held: (tpv: GPSDReport.TPV, now: Timestamp)?
-    var waitingForSky = true
-
-    mutating func handle(_ report: cgps_report, now: Timestamp) -> [FixEvent] {
-        if report.has_sky, report.satellites_used >= 0 { satellitesUsed = Int(report.satellites_used) }
-        if report.has_sky, report.satellites_visible >= 0 { satellitesVisible = Int(report.satellites_visible) }
-        var out: [FixEvent] = []
-        if report.has_sky {
-            waitingForSky = false
-            if let (tpv, at) = held {
-                held = nil
-                out = accept(tpv, arrival: at)
-            }
-        }
-        switch report.report_class {
-        case Int32(CGPS_TPV.rawValue):
+extension GPSDReport {
+    /// The reports one libgps read holds, in gpsd's order (a TPV, then its SKY when both came).
+    static func reports(in report: cgps_report) -> [GPSDReport] {
+        var reports: [GPSDReport] = []
+        if report.report_class == Int32(CGPS_TPV.rawValue) {
             let device = withUnsafeBytes(of: report.device) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            let tpv = GPSDReport.TPV(
-                device: device.isEmpty ? nil : device,
-                time: report.has_time
-                    ? Timestamp(nanosecondsSinceEpoch: report.time_seconds &* 1_000_000_000 &+ report.time_nanoseconds) : nil,
-                mode: Int(report.mode), status: Int(report.status), latitude: report.latitude, longitude: report.longitude,
-                altHAE: report.alt_hae, altMSL: report.alt_msl, eph: report.eph, epx: report.epx, epy: report.epy, epv: report.epv,
-                speed: report.speed, track: report.track, climb: report.climb)
-            if let (first, at) = held {
-                // gpsd answers WATCH with the latest TPV, then sends that epoch's TPV again: the
-                // same epoch, still waiting for its SKY (the first report of an epoch is the one
-                // delivered, as without the wait).
-                if first.time == tpv.time { return out }
-                held = nil
-                waitingForSky = false
-                out += accept(first, arrival: at)
-            }
-            if waitingForSky, satellitesUsed == nil, tpv.mode >= 2, tpv.time != nil {
-                held = (tpv, now)
-                return out
-            }
-            return out + accept(tpv, arrival: now)
-        default:
-            return out
+            reports.append(
+                .tpv(
+                    TPV(
+                        device: device.isEmpty ? nil : device,
+                        time: report.has_time
+                            ? Timestamp(nanosecondsSinceEpoch: report.time_seconds &* 1_000_000_000 &+ report.time_nanoseconds) : nil,
+                        mode: Int(report.mode), status: Int(report.status), latitude: report.latitude, longitude: report.longitude,
+                        altHAE: report.alt_hae, altMSL: report.alt_msl, eph: report.eph, epx: report.epx, epy: report.epy,
+                        epv: report.epv, speed: report.speed, track: report.track, climb: report.climb)))
         }
-    }
-
-    /// Validation, de-duplication and the time axis for one TPV that arrived at `arrival`.
-    mutating func accept(_ tpv: GPSDReport.TPV, arrival: Timestamp) -> [FixEvent] {
-        switch tpv.fix(satellitesUsed: satellitesUsed) {
-        case .failure(.noTime) where tpv.mode < 2 || timeline.offset == nil:
-            // A "no fix yet" report without a time says nothing we can place; nor do gpsd's first
-            // reports, before the receiver has sent a date: not worth a line.
-            return []
-        case .failure(let rejection):
-            return [.rejected(rejection)]
-        case .success(let fix):
-            var (mapped, observation) = timeline.place(fix, arrival: arrival)
-            var events: [FixEvent] = []
-            switch observation {
-            case .repeated: return []  // gpsd repeats the first epoch's TPV
-            case .restarted(let previous): events.append(.restarted(from: previous, to: fix.time))
-            case .started, .continued: break
-            }
-            mapped.satellitesVisible = satellitesVisible
-            events.append(.fix(mapped))
-            return events
+        if report.has_sky {
+            reports.append(
+                .sky(
+                    satellitesUsed: report.satellites_used >= 0 ? Int(report.satellites_used) : nil,
+                    satellitesVisible: report.satellites_visible >= 0 ? Int(report.satellites_visible) : nil))
         }
+        return reports
     }
 }
 

@@ -31,7 +31,7 @@ extension GPSDEndpoint {
                     if !seen.state.withLock({ $0.connected }) {
                         return .unreachable(endpoint: name, why: GPSDEndpoint.reason(inNotAnswering: why))
                     }
-                case .fix(let fix):
+                case .fix(let fix), .refined(let fix):
                     if fix.hasPosition { return .fix(endpoint: name, fix) }
                     seen.state.withLock { $0.noFix = fix }
                 default: break

@@ -11,7 +11,9 @@ public enum FixReport {
         return line
     }
 
-    public static func json(_ fix: Fix) -> String {
+    /// One JSON object; `refined`: a more complete report of an epoch already printed, which
+    /// replaces it (`"refined":true`).
+    public static func json(_ fix: Fix, refined: Bool = false) -> String {
         var object = JSONObjectWriter()
         object.add("time", fix.reportedTime.iso8601)
         object.add("mode", fix.mode.rawValue)
@@ -30,6 +32,7 @@ public enum FixReport {
         object.add("track", fix.track)
         object.add("climb", fix.climb)
         object.add("device", fix.device)
+        if refined { object.add("refined", true) }
         return object.text
     }
 }

@@ -137,15 +137,17 @@ public struct ServeState: Sendable {
 
     private mutating func observe(_ event: FixEvent, now: Timestamp?) -> [ServeEvent] {
         guard var gps else {
-            if case .fix(let fix) = event {
+            switch event {
+            case .fix(let fix), .refined(let fix):
                 self.fix = fix
                 return [ServeEvent(kind: .fix, line: ServeMessage.fix(fix))]
+            default:
+                return []
             }
-            return []
         }
         let before = gps.status
         switch event {
-        case .fix(let fix):
+        case .fix(let fix), .refined(let fix):
             self.fix = fix
             gps.status = .connected
             self.gps = gps

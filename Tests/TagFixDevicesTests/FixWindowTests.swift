@@ -76,3 +76,25 @@ struct FixWindowTests {
         #expect(collected.fixes.isEmpty)
     }
 }
+
+@Suite("Enrolment's averaging window and gpsd's refined epochs")
+struct FixWindowRefinedTests {
+    @Test("a refinement replaces its epoch's fix in the window, and is never counted as another fix")
+    func refinementReplaces() async throws {
+        let clock = ManualClock()
+        let start = clock.now
+        let source = MockFixSource(clock: clock)
+        let collecting = Task { await FixWindow.collect(from: source, for: .seconds(2), clock: clock) }
+        await clock.waitForSleepers(count: 1)
+        clock.advance(by: .seconds(3))
+        let times = (0..<4).map { start.advanced(by: .milliseconds(500 * $0)) }
+        for time in times {
+            source.send(Fix(time: time, mode: .twoD, coordinate: FixWindowTests.spot, horizontalAccuracy: nil))
+            source.send(.refined(Fix(time: time, mode: .threeD, coordinate: FixWindowTests.spot, horizontalAccuracy: 3)))
+        }
+        source.send(FixWindowTests.fix(at: start.advanced(by: .seconds(3))))
+        let collected = await collecting.value
+        #expect(collected.fixes.map(\.time) == times)
+        #expect(collected.fixes.allSatisfy { $0.mode == .threeD && $0.horizontalAccuracy == 3 })
+    }
+}

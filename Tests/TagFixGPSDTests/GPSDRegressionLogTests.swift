@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import TagFixCore
 import TagFixDevices
 import TagFixEmulators
@@ -9,60 +10,195 @@ import Testing
 /// gpsd's regression logs: NMEA, and one SiRF binary (bu303-nofix), replayed as recorded.
 private let nmeaLogs = TestData.files(in: "nmea/gpsd", suffix: ".log")
 
+/// `gpspipe -w` on a private gpsd: every JSON report gpsd sends, read on a thread of its own.
+private final class GPSPipe: Sendable {
+    static let path = "/usr/bin/gpspipe"
+    static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: path) }
+
+    private let process: ChildProcess
+    private let output: Int32
+
+    /// Starts `gpspipe -w` on `port` and returns once gpsd has answered its WATCH.
+    static func start(port: Int) async throws -> GPSPipe {
+        var fds: [Int32] = [0, 0]
+        guard pipe(&fds) == 0 else { throw POSIXError(.EMFILE) }
+        defer { close(fds[1]) }
+        let process = try ChildProcess(executable: path, arguments: ["-w", "127.0.0.1:\(port)"], standardOutput: fds[1])
+        let started = GPSPipe(process: process, output: fds[0])
+        let answered = await started.lines(until: { $0.contains(#""class":"WATCH""#) })
+        guard answered.last?.contains(#""class":"WATCH""#) == true else {
+            started.stop()
+            throw POSIXError(.ECONNREFUSED)
+        }
+        return started
+    }
+
+    private init(process: ChildProcess, output: Int32) {
+        self.process = process
+        self.output = output
+    }
+
+    /// The lines gpspipe writes, up to the first that `last` accepts (included), its end, or 10 s
+    /// without a line.
+    func lines(until last: @escaping @Sendable (String) -> Bool) async -> [String] {
+        let output = self.output
+        return await offThePool("gpspipe") { () -> [String] in
+            var lines: [String] = [], pending: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                var poller = pollfd(fd: output, events: Int16(POLLIN), revents: 0)
+                guard poll(&poller, 1, 10_000) > 0 else { return lines }
+                let count = read(output, &buffer, buffer.count)
+                guard count > 0 else { return lines }
+                pending += buffer[..<count]
+                while let newline = pending.firstIndex(of: 0x0A) {
+                    let line = String(decoding: pending[..<newline], as: UTF8.self)
+                    pending.removeSubrange(...newline)
+                    lines.append(line)
+                    if last(line) { return lines }
+                }
+            }
+        }
+    }
+
+    func stop() {
+        process.stop()
+        close(output)
+    }
+}
+
 @Suite("gpsd's regression logs through a real gpsd", .timeLimit(.minutes(2)))
 struct GPSDRegressionLogTests {
+    /// Two clean epochs at a place no log uses, after an NMEA log: when the first one's fix
+    /// arrives, gpsd has sent every report of the log. (gpsd places their date by the log's, so
+    /// they are told by their position; there are two because gpsd reports an epoch of a
+    /// receiver whose cycle it has learnt, a u-blox's ending with GLL, when the next one starts.)
+    static let sentinel = [0, 1].flatMap { second in
+        NMEA.sentences(
+            NMEA.Epoch(
+                time: Timestamp(iso8601: "2031-01-01T12:00:00Z")!.advanced(by: .seconds(second)),
+                position: Coordinate(validLatitude: -45, longitude: 170)))
+    }.map { $0.trimmingCharacters(in: .newlines) }
+
     @Test(
-        "every fix our client delivers matches gpsd's own .chk TPV for that time",
-        .enabled(if: PrivateGPSD.installedPath != nil && !nmeaLogs.isEmpty, "needs gpsd and TAGFIX_TESTDATA"), arguments: nmeaLogs)
+        "every epoch comes once as a fix, then refined: the position gpsd gave for its time, the highest mode and the altitude gpsd gave for that position, as in gpsd's .chk and gpspipe -w on the same gpsd",
+        .enabled(
+            if: PrivateGPSD.installedPath != nil && GPSPipe.isInstalled && !nmeaLogs.isEmpty, "needs gpsd, gpspipe and TAGFIX_TESTDATA"),
+        arguments: nmeaLogs)
     func replay(_ path: String) async throws {
-        let expected = try TestData.gpsdCheckTPVs(forLog: path)
+        let check = GPSDEpochTruth.epochs(try TestData.gpsdCheckReports(forLog: path))
         let data = try #require(FileManager.default.contents(atPath: path))
-        let receiver = try NMEAEmulator(source: NMEAEmulator.recording(Array(data)), rate: 20)
+        // A binary log (SiRF, no fix) ends with the .chk's last time; an NMEA log with the sentinel.
+        var source = NMEAEmulator.recording(Array(data))
+        let binary: Bool
+        if case .log(let lines) = source {
+            source = .log(lines + Self.sentinel)
+            binary = false
+        } else {
+            binary = true
+        }
+        let lastTime = binary ? check.keys.max() : nil
+        let receiver = try NMEAEmulator(source: source, rate: 20)
         defer { receiver.stop() }
         let gpsd = try await PrivateGPSD.start(device: receiver.path)
         defer { gpsd.stop() }
+        let gpspipe = try await GPSPipe.start(port: gpsd.port)
+        defer { gpspipe.stop() }
         // No option for the recordings' dates (2002-2034): the default source takes any date.
         var events = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: MonotonicClock()).events().makeAsyncIterator()
         while let event = await events.next() {
             if case .connected = event { break }
         }
-        receiver.start()
-        let last = expected.keys.max()
-        var delivered: [Fix] = []
-        if last != nil {
-            while let event = await events.next() {
-                if case .fix(let fix) = event {
-                    delivered.append(fix)
-                    if fix.reportedTime == last { break }
-                }
+        // gpspipe's last line: the sentinel's TPV under a time of its own (under the log's last
+        // time, it is the sentinel's position reaching gpsd before its time: not the end).
+        let logTimes = Set(check.keys)
+        let piping = Task {
+            await gpspipe.lines { line in
+                guard case .tpv(let tpv)? = try? GPSDReport.parse(line: line), let time = tpv.time else { return false }
+                if let lastTime { return time == lastTime }
+                return tpv.latitude == -45 && !logTimes.contains(time)
             }
         }
-        #expect(delivered.count == expected.count, "\(delivered.map(\.reportedTime)) vs \(expected.keys.sorted())")
-        for fix in delivered {
-            let tpv = try #require(expected[fix.reportedTime], "no .chk TPV at \(fix.reportedTime); .chk has \(expected.keys.sorted())")
-            #expect(fix.mode.rawValue == Int(tpv["mode"]?.double ?? -1) || (fix.mode == .noFix && (tpv["mode"]?.double ?? 0) < 2))
-            func close(_ a: Double?, _ b: Double?, _ what: String) {
-                switch (a, b) {
+        receiver.start()
+        var firsts: [Timestamp: Fix] = [:], finals: [Timestamp: Fix] = [:]
+        loop: while let event = await events.next() {
+            switch event {
+            case .fix(let fix):
+                let time = fix.reportedTime
+                if fix.coordinate?.latitude == -45 { break loop }
+                #expect(firsts[time] == nil, "\(time) came twice as a new epoch")
+                firsts[time] = fix
+                finals[time] = fix
+                if time == lastTime { break loop }
+            case .refined(let fix):
+                let first = try #require(firsts[fix.reportedTime], "a refinement of \(fix.reportedTime), never delivered")
+                #expect(fix.time == first.time, "a refinement keeps its epoch's time on the axis")
+                finals[fix.reportedTime] = fix
+            default: break
+            }
+        }
+        let piped = GPSDEpochTruth.epochs(
+            (await piping.value).filter { $0.hasPrefix("{") }.compactMap { try? GPSDReport.parse(line: $0) })
+        #expect(Set(finals.keys) == Set(check.keys), "\(finals.keys.sorted()) vs \(check.keys.sorted())")
+        for (time, fix) in finals.sorted(by: { $0.key < $1.key }) {
+            let chk = try #require(check[time], "no .chk TPV at \(time); .chk has \(check.keys.sorted())")
+            let pipe = try #require(piped[time], "gpspipe saw no TPV at \(time)")
+            guard let position = fix.coordinate else {
+                #expect(chk.positions.isEmpty && pipe.positions.isEmpty, "\(time): gpsd gave a position, we kept none")
+                continue
+            }
+            // gpsd's .chk (gpsfake): a position gpsd gave for this time, the highest mode and the
+            // altitude it gave for that position.
+            let epoch = try #require(chk.at(position), "\(time): \(position) is not one of the .chk's \(chk.positions)")
+            #expect(fix.mode.rawValue == epoch.mode, "\(time): \(fix.mode) where the .chk has mode \(epoch.mode)")
+            #expect(fix.altitudeHAE == epoch.latest(\.altHAE), "\(time)")
+            // gpspipe -w on the same gpsd: the first position of the time, and every field as gpsd
+            // last gave it for that position.
+            #expect(position == pipe.positions.first, "\(time): the first position gpsd gave for it, \(pipe.positions)")
+            #expect(fix.mode.rawValue == pipe.mode, "\(time)")
+            func same(_ ours: Double?, _ field: KeyPath<GPSDReport.TPV, Double?>, _ name: String) {
+                switch (ours, pipe.latest(field)) {
                 case (nil, nil): break
-                case (let a?, let b?): #expect(abs(a - b) <= 1e-6, "\(what) \(a) vs \(b) at \(fix.time)")
-                default: Issue.record("\(what): \(String(describing: a)) vs \(String(describing: b)) at \(fix.time)")
+                case (let a?, let b?): #expect(abs(a - b) <= 1e-6, "\(name) \(a) vs gpspipe's \(b) at \(time)")
+                case (let a, let b): Issue.record("\(name): \(String(describing: a)) vs gpspipe's \(String(describing: b)) at \(time)")
                 }
             }
-            close(fix.coordinate?.latitude, tpv["lat"]?.double, "lat")
-            close(fix.coordinate?.longitude, tpv["lon"]?.double, "lon")
-            close(fix.altitudeHAE, tpv["altHAE"]?.double, "altHAE")
-            close(fix.errorEstimates?.eph, tpv["eph"]?.double, "eph")
-            close(fix.errorEstimates?.epx, tpv["epx"]?.double, "epx")
-            close(fix.errorEstimates?.epy, tpv["epy"]?.double, "epy")
-            close(fix.speed, tpv["speed"]?.double, "speed")
-            close(fix.track, tpv["track"]?.double, "track")
-            close(fix.climb, tpv["climb"]?.double, "climb")
-            close(fix.altitudeMSL, tpv["altMSL"]?.double, "altMSL")
-            let status = Int(tpv["status"]?.double ?? 1)
-            #expect(fix.status.rawValue == (status == 0 ? 1 : status))
+            same(fix.altitudeHAE, \.altHAE, "altHAE")
+            same(fix.altitudeMSL, \.altMSL, "altMSL")
+            same(fix.errorEstimates?.eph, \.eph, "eph")
+            same(fix.errorEstimates?.epx, \.epx, "epx")
+            same(fix.errorEstimates?.epy, \.epy, "epy")
+            same(fix.errorEstimates?.epv, \.epv, "epv")
+            same(fix.speed, \.speed, "speed")
+            same(fix.track, \.track, "track")
+            same(fix.climb, \.climb, "climb")
         }
     }
+
+    /// pynmeagps's bad-checksum log: one valid RMC, so gpsd's only fix is a 2D one with no SKY
+    /// after it. Held for a SKY that never came, it was never delivered.
+    @Test(
+        "a recording whose only fix gpsd reports (mode 2, no SKY after it) gives that fix",
+        .enabled(if: PrivateGPSD.installedPath != nil && lone != nil, "needs gpsd and TAGFIX_TESTDATA"))
+    func loneFix() async throws {
+        let lines = try TextFile.read(try #require(lone)).split(whereSeparator: \.isNewline).map(String.init)
+        let receiver = try NMEAEmulator(source: .log(lines), rate: 20)
+        defer { receiver.stop() }
+        let gpsd = try await PrivateGPSD.start(device: receiver.path)
+        defer { gpsd.stop() }
+        var events = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: MonotonicClock()).events().makeAsyncIterator()
+        while let event = await events.next() {
+            if case .connected = event { break }
+        }
+        receiver.start()
+        let fix = try #require(await nextFix(&events))
+        #expect(fix.mode == .twoD)
+        #expect(abs((fix.coordinate?.longitude ?? 0) + 102.2404103) < 1e-6)
+    }
 }
+
+/// The log whose only fix has no SKY after it.
+private let lone = TestData.files(in: "nmea/other", suffix: "nmeabadck.log").first
 
 /// pynmeagps's logs: a u-blox 7 start-up, and sentences with bad checksums / a non-numeric field.
 private let otherLogs = TestData.files(in: "nmea/other", suffix: ".log")
