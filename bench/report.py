@@ -305,6 +305,12 @@ if os.path.exists(f"{out}/sun.jsonl"):
     print(text)
     goals += sun_goals
 
+if os.path.exists(f"{out}/enrol.jsonl"):
+    import enrol_section
+    text, enrol_goals = enrol_section.render(rows("enrol.jsonl"))
+    print(text)
+    goals += enrol_goals
+
 if os.path.exists(f"{out}/fleet.jsonl"):
     import fleet_section
     text, fleet_goals = fleet_section.render(rows("fleet.jsonl"))

@@ -11,6 +11,8 @@
 //   TagFixBench fleet [VERDICTS] [ROUNDS]  MQTT: collector vs mosquitto_sub, publisher CPU, verdict → stored
 //   TagFixBench pcsc-read [ROUNDS] [MODEL]  tag placed → verdict through a private pcscd (vpcd), beside pyscard;
 //                                     MODEL: the reader family the card answers as (default virtual; acr1552u…)
+//   TagFixBench enrol [N]             N simulated enrolments on the correlated sky: enroll's stopping rule beside
+//                                     the old 30 s average, on the same streams (time, true error, coverage, refusals)
 import Foundation
 import TagFixEmulators
 
@@ -35,6 +37,10 @@ case "pcsc-read":
     await pcscReadBenchmark(
         rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15,
         model: arguments.dropFirst(2).first.flatMap { PCSCPart3Reader.Model(rawValue: $0) } ?? .virtual)
+case "enrol-debug":
+    enrolDebug(seed: UInt64(arguments.dropFirst().first.flatMap { Int($0) } ?? 1))
+case "enrol":
+    for line in enrolBenchmark(enrolments: arguments.dropFirst().first.flatMap { Int($0) } ?? 1_000) { print(line) }
 case "sun":
     for line in sunBenchmark(rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15) { print(line) }
 case "sun-tap":

@@ -19,7 +19,8 @@ import Foundation
 /// - **Outlier**: one or two fixes that disagree with the fixes both before and after them are
 ///   dropped.
 /// - **Drift**: agreeing fixes whose earlier and later halves are apart by more than half their
-///   tolerance are still moving (settling after lock): wait.
+///   tolerance are still moving (settling after lock): their oldest are left out, and below
+///   `minimumFixes` the rule waits.
 /// - **Jump**: three fixes agree on a new place, away from the last place fixes agreed on by more
 ///   than `jump` stated σ — farther than the slow error moves in seconds (a reflected signal
 ///   switching on or off: multipath). After one jump the fixes must agree again for `quietAfterJump`, and the stated
@@ -151,10 +152,10 @@ public struct PositionAverager: Sendable, Hashable {
             if jumps.count >= 2, let largest = jumps.max(by: { $0.size < $1.size }) {
                 return .failure(.multipath(jumps: jumps.count, jump: largest.size, stated: largest.stated))
             }
-            guard let run = agreeingRun(), run.count >= rule.minimumFixes else { return nil }
+            guard let run = steadyRun() else { return nil }
             let span = points[run[0]].time.duration(to: points[newest].time)
             let quiet = jumps.last.map { points[$0.index].time.duration(to: points[newest].time) >= rule.quietAfterJump } ?? true
-            guard span >= rule.minimumSpan, quiet, !drifting(run) else { return nil }
+            guard span >= rule.minimumSpan, quiet else { return nil }
             let result = self.result(run)
             guard result.accuracy <= rule.maximumAccuracy else {
                 // A receiver still converging states less and less: wait for the deadline.
@@ -173,7 +174,7 @@ public struct PositionAverager: Sendable, Hashable {
                 return .failure(.multipath(jumps: jumps.count, jump: largest.size, stated: largest.stated))
             }
             // A window shorter than minimumSpan (a short --average) decides on what agreed.
-            if let run = agreeingRun(), run.count >= rule.minimumFixes, !drifting(run) {
+            if let run = steadyRun() {
                 let result = self.result(run)
                 if result.accuracy <= rule.maximumAccuracy { return .success(result) }
                 return .failure(.tooInaccurate(result, limit: rule.maximumAccuracy))
@@ -231,6 +232,17 @@ public struct PositionAverager: Sendable, Hashable {
 
         /// The longest run of agreeing fixes ending at the newest (dropped fixes skipped).
         private func agreeingRun() -> [Int]? { points.indices.last.flatMap { agreeingRun(endingAt: $0) } }
+
+        /// The agreeing run ending at the newest fix, its oldest fixes left out while it drifts
+        /// (the tail of a receiver's settling); `nil` below `minimumFixes`.
+        private func steadyRun() -> [Int]? {
+            guard var run = agreeingRun() else { return nil }
+            while run.count >= rule.minimumFixes {
+                if !drifting(run) { return run }
+                run.removeFirst()
+            }
+            return nil
+        }
 
         /// Whether a run's fixes still move: its first and second halves' means apart by more than
         /// half the newest fix's tolerance (a receiver settling after lock, a walk).
