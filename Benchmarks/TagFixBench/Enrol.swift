@@ -35,7 +35,9 @@ func enrolStream(seed: UInt64, seconds: Int = 60) -> EnrolStream {
     let truth = Coordinate(validLatitude: -60 + 120 * draw.unit(), longitude: -180 + 360 * draw.unit())
     var model = GNSSErrorModel(sigma: sigma, sky: sky, seed: seed)
     let start = Timestamp(iso8601: "2026-05-14T08:00:00Z")!
-    let metresPerDegree = (latitude: 111_132.954 - 559.822 * cos(2 * truth.latitude * .pi / 180), longitude: 111_412.84 * cos(truth.latitude * .pi / 180))
+    let metresPerDegree = (
+        latitude: 111_132.954 - 559.822 * cos(2 * truth.latitude * .pi / 180), longitude: 111_412.84 * cos(truth.latitude * .pi / 180)
+    )
     let fixes = (0..<seconds).map { second -> Fix in
         let error = model.sample(at: .seconds(second))
         var longitude = truth.longitude + error.east / metresPerDegree.longitude
@@ -166,7 +168,9 @@ func enrolBenchmark(enrolments: Int) -> [String] {
         let group = outcomes.filter { kind == "all" || $0.kind == kind }
         // Both rules accepted: the true errors compared on the same streams.
         let both = group.filter { $0.rule.error != nil && $0.baseline.error != nil }
-        for (name, pick) in [("stopping_rule", \(kind: String, rule: EnrolOutcome, baseline: EnrolOutcome).rule), ("average_30s", \.baseline)] {
+        for (name, pick) in [
+            ("stopping_rule", \(kind: String, rule: EnrolOutcome, baseline: EnrolOutcome).rule), ("average_30s", \.baseline),
+        ] {
             let outcomes = group.map { $0[keyPath: pick] }
             let accepted = outcomes.filter { $0.error != nil }
             let errors = accepted.compactMap(\.error)
@@ -190,19 +194,4 @@ func enrolBenchmark(enrolments: Int) -> [String] {
         }
     }
     return lines
-}
-
-func enrolDebug(seed: UInt64) {
-    let stream = enrolStream(seed: seed)
-    print(stream.kind)
-    var session = PositionAverager.Session(PositionAverager())
-    let m = 111_320.0
-    for fix in stream.fixes.prefix(31) {
-        let c = fix.coordinate!
-        let n = (c.latitude - stream.truth.latitude) * m, e = (c.longitude - stream.truth.longitude) * m * cos(stream.truth.latitude * .pi / 180)
-        let d = session.add(fix)
-        print(String(format: "%5.1f %6.2f %6.2f  eph %.2f", stream.fixes[0].time.duration(to: fix.time).seconds, e, n, fix.horizontalAccuracy!), d.map { "\($0)" } ?? "")
-        if d != nil { return }
-    }
-    print(session.finish())
 }

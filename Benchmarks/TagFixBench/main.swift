@@ -37,8 +37,6 @@ case "pcsc-read":
     await pcscReadBenchmark(
         rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15,
         model: arguments.dropFirst(2).first.flatMap { PCSCPart3Reader.Model(rawValue: $0) } ?? .virtual)
-case "enrol-debug":
-    enrolDebug(seed: UInt64(arguments.dropFirst().first.flatMap { Int($0) } ?? 1))
 case "enrol":
     for line in enrolBenchmark(enrolments: arguments.dropFirst().first.flatMap { Int($0) } ?? 1_000) { print(line) }
 case "sun":

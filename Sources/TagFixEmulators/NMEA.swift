@@ -48,7 +48,9 @@ public enum NMEA {
         let prns = (0..<min(12, sats)).map { String(3 + $0 * 2) }
         let used = (prns + Array(repeating: "", count: 12 - prns.count)).joined(separator: ",")
         out.append(
-            sentence("GPGSA,A,\(fixed ? 3 : 1),\(used),\(fixed ? "1.6" : ""),\(fixed ? decimal(e.hdop, e.hdopDigits) : ""),\(fixed ? "1.2" : "")"))
+            sentence(
+                "GPGSA,A,\(fixed ? 3 : 1),\(used),\(fixed ? "1.6" : ""),\(fixed ? decimal(e.hdop, e.hdopDigits) : ""),\(fixed ? "1.2" : "")"
+            ))
         if fixed {
             let rms = max(e.sigmaLatitude, e.sigmaLongitude)
             out.append(

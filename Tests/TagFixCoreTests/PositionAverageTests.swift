@@ -111,7 +111,9 @@ struct PositionAverageTests {
         #expect(distance(spot, result.coordinate) < 4)
     }
 
-    @Test("a position that keeps jumping (a reflected signal switching on and off) is refused as multipath", arguments: [1, 2, 3, 4] as [UInt64])
+    @Test(
+        "a position that keeps jumping (a reflected signal switching on and off) is refused as multipath",
+        arguments: [1, 2, 3, 4] as [UInt64])
     func multipathRefused(seed: UInt64) {
         let sky = GNSSErrorModel.Sky(multipath: .init(magnitude: 12, meanOn: 0.6, meanOff: 0.6, startsOn: true))
         let decision = PositionAverager().average(fixes(count: 150, sky: sky, rate: 5, seed: seed))
