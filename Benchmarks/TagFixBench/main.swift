@@ -12,6 +12,8 @@
 //   TagFixBench pcsc-read [ROUNDS] [MODEL]  tag placed → verdict through a private pcscd (vpcd), beside pyscard;
 //                                     MODEL: the reader family the card answers as (default virtual; acr1552u…)
 //   TagFixBench refine [TAGS]         placements refined from 10 confirmed taps on 10 days (correlated GNSS errors)
+//   TagFixBench enrol [N]             N simulated enrolments on the correlated sky: enroll's stopping rule beside
+//                                     the old 30 s average, on the same streams (time, true error, coverage, refusals)
 import Foundation
 import TagFixEmulators
 
@@ -41,6 +43,8 @@ case "refine":
     for share in [0.1, 0] {
         for line in refineBenchmark(tags: arguments.dropFirst().first.flatMap { Int($0) } ?? 1000, multipath: share) { print(line) }
     }
+case "enrol":
+    for line in enrolBenchmark(enrolments: arguments.dropFirst().first.flatMap { Int($0) } ?? 1_000) { print(line) }
 case "sun":
     for line in sunBenchmark(rounds: arguments.dropFirst().first.flatMap { Int($0) } ?? 15) { print(line) }
 case "sun-tap":

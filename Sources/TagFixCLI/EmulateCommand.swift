@@ -24,7 +24,14 @@ struct EmulateCommand: Subcommand {
             a removed tag stays away 1 s, as pcscd needs to see it go.
             emulate nmea writes NMEA 0183 (GGA, GSA, GST, RMC, GSV, with checksums) at --rate, from \
             --at LAT,LON or along a --route (GeoJSON LineString or GPX track, at --speed), with \
-            --noise metres and --seed, or from a recorded --log. Point gpsd at it: \
+            --noise metres and --seed, or from a recorded --log. The noise has memory, as the sky's \
+            does: a slow error per axis (first-order Gauss–Markov, σ --noise, correlation time --tau, \
+            default 180 s) with --jitter on top; --multipath M adds a reflected signal switching on \
+            (the position jumps by about M metres) and off (the bias decays) every --multipath-on / \
+            --multipath-off seconds on average; --settle M starts M metres off, converging over a few \
+            seconds as a receiver does after lock. The receiver's stated σ (GST, and HDOP: gpsd's \
+            eph) follows the slow error and the jitter, not the multipath bias. --errors independent \
+            gives the old independent noise at every epoch instead. Point gpsd at it: \
             gpsd -N -n -b -S 2948 PATH, or add --gpsd to start a private gpsd and print its \
             gpsd:// URL. See hardware.md#emulators.
             Both run, script or no script, until SIGINT (Ctrl-C), SIGTERM or SIGQUIT (Ctrl-\\), \
@@ -69,6 +76,15 @@ struct EmulateCommand: Subcommand {
                 help:
                     "pn532: tag N (from 0) reads badly: RATE of its exchanges fail on the air (RF time-out, CRC, parity, framing), LOSS of them brown it out until selected again; e.g. 0:0.3 (repeat for more tags).",
                 repeatable: true),
+            .init(
+                name: "errors", valueName: "KIND",
+                help: "nmea: correlated (errors with memory, the default) or independent (new noise at every epoch)."),
+            .init(name: "tau", valueName: "S", help: "nmea: correlation time of the slow error, seconds; default 180."),
+            .init(name: "jitter", valueName: "M", help: "nmea: white noise on top of the slow error, σ metres per axis; default 0.2."),
+            .init(name: "multipath", valueName: "M", help: "nmea: multipath episodes whose bias is about M metres; default none."),
+            .init(name: "multipath-on", valueName: "S", help: "nmea: mean length of a multipath episode, seconds; default 8."),
+            .init(name: "multipath-off", valueName: "S", help: "nmea: mean clear time between multipath episodes, seconds; default 20."),
+            .init(name: "settle", valueName: "M", help: "nmea: start M metres off, converging (time constant 4 s) as after lock."),
             .init(name: "gpsd", valueName: nil, help: "nmea: also start a private gpsd on the pty and print its gpsd:// URL."),
         ],
         positionals: [.init(name: "DEVICE", help: "What to emulate: pn532, pcsc or nmea.")],
@@ -78,6 +94,7 @@ struct EmulateCommand: Subcommand {
             "tagfix emulate pcsc --tag Call_112.nfc --pcscd",
             "tagfix emulate pcsc --tag Call_112.nfc --pcscd --model omnikey5422",
             "tagfix emulate nmea --at 53.545,9.966 --rate 5 --gpsd",
+            "tagfix emulate nmea --at 53.545,9.966 --noise 2 --tau 300 --multipath 8 --gpsd",
         ])
 
     var device: String
@@ -185,6 +202,7 @@ struct NMEAOptions: Sendable {
     var rate: Double
     var noise: Double
     var seed: UInt64
+    var sky: GNSSErrorModel.Sky
     var startGPSD: Bool
     var script: String?
 
@@ -208,7 +226,36 @@ struct NMEAOptions: Sendable {
         rate = try arguments.number("rate", in: 0.1...20, command: "emulate") ?? 1
         noise = try arguments.number("noise", in: 0...1000, command: "emulate") ?? 1.5
         seed = UInt64(try arguments.number("seed", in: 0...1e15, command: "emulate") ?? 1)
+        sky = try Self.sky(arguments)
         startGPSD = arguments.flag("gpsd")
+    }
+
+    /// --errors, --tau, --jitter, --multipath…, --settle.
+    static func sky(_ arguments: ParsedArguments) throws(CLIError) -> GNSSErrorModel.Sky {
+        let shaping = ["tau", "jitter", "multipath", "multipath-on", "multipath-off", "settle"]
+        switch arguments.value("errors") ?? "correlated" {
+        case "independent":
+            if let given = shaping.first(where: { arguments.value($0) != nil }) {
+                throw .usage("--\(given) shapes correlated errors: it cannot go with --errors independent", command: "emulate")
+            }
+            return .independent
+        case "correlated": break
+        case let other: throw .usage("--errors is correlated or independent, not \"\(other)\"", command: "emulate")
+        }
+        var sky = GNSSErrorModel.Sky.open
+        sky.correlationTime = try arguments.number("tau", in: 0.1...86_400, command: "emulate") ?? sky.correlationTime
+        sky.jitter = try arguments.number("jitter", in: 0...100, command: "emulate") ?? sky.jitter
+        let on = try arguments.number("multipath-on", in: 0.1...86_400, command: "emulate")
+        let off = try arguments.number("multipath-off", in: 0.1...86_400, command: "emulate")
+        if let magnitude = try arguments.number("multipath", in: 0.1...1000, command: "emulate") {
+            sky.multipath = GNSSErrorModel.Multipath(magnitude: magnitude, meanOn: on ?? 8, meanOff: off ?? 20)
+        } else if on != nil || off != nil {
+            throw .usage("--multipath-on and --multipath-off need --multipath M", command: "emulate")
+        }
+        if let offset = try arguments.number("settle", in: 0.1...1000, command: "emulate") {
+            sky.settling = GNSSErrorModel.Settling(offset: offset)
+        }
+        return sky
     }
 
     func run(_ io: some TerminalOutput, link: String?, stop: StopSignals) async throws(EmulatorLabError) {
@@ -220,7 +267,7 @@ struct NMEAOptions: Sendable {
         } else {
             origin = .at(position ?? Coordinate(validLatitude: 0, longitude: 0))
         }
-        let lab = try NMEALab(origin: origin, rate: rate, noise: noise, seed: seed, script: script)
+        let lab = try NMEALab(origin: origin, rate: rate, noise: noise, seed: seed, sky: sky, script: script)
         defer { lab.emulator.stop() }
         try EmulatorLab.makeLink(link, to: lab.emulator.path)
         defer { if let link { try? FileManager.default.removeItem(atPath: link) } }

@@ -41,16 +41,24 @@ enum GPSOption {
     }
 }
 
-/// `tagfix enroll`: record where a tag is, by standing at its spot: average the GPS, read (and
-/// optionally write) the tag, and store the placement in the SQLite registry.
+/// `tagfix enroll`: record where a tag is, by standing at its spot: take GPS fixes until they
+/// agree (PositionAverager's stopping rule), read (and optionally write) the tag, and store the
+/// placement in the SQLite registry.
 struct EnrollCommand: Subcommand {
     static let spec = CommandSpec(
         name: "enroll",
         abstract: "Enrol a tag at its spot: average GPS fixes, read or write the tag, record its placement.",
         discussion: """
-            Stand at the tag's spot with the GPS. enroll averages fixes for --average seconds \
-            (weighted by accuracy, outliers dropped) and refuses, saying why, when the result is \
-            worse than --max-accuracy. Then it waits for the tag on the reader. With --write-url it \
+            Stand at the tag's spot with the GPS. enroll takes fixes until they agree — at least \
+            --min-fixes over 2 s, each within its stated σ of their mean, not drifting — and stops \
+            there, in seconds under open sky: GNSS errors wander for minutes, so averaging longer \
+            within one visit would not make the position better. It waits while fixes disagree (a \
+            stray fix, a receiver settling after lock) and refuses, saying why, when they keep \
+            disagreeing (the position jumps: multipath), when --average seconds pass first, or when \
+            the accuracy is worse than --max-accuracy. The accuracy stated and recorded (95 %) is \
+            the receiver's own, widened by the scatter seen and any jump, never shrunk by the \
+            number of fixes (docs/verifier.md#enrolment). Without --write-url the tag is read \
+            while the fixes come in; with it, the tag is written once the position is known. With --write-url it \
             writes the tag's NDEF URL from a template ({id}, {lat}, {lon}, {r}) to a Type 2 tag — \
             the NDEF length is set to 0 first and to the real length last, so a tag pulled away \
             early is empty, never half-written — and reads it back to compare. Read-only and \
@@ -84,9 +92,11 @@ struct EnrollCommand: Subcommand {
                 name: "sun", valueName: "KEYSET",
                 help: "Provision an NTAG 424 DNA for SUN with this key set; --write-url carries {picc_data} and {cmac}."),
             .init(name: "sun-keys", valueName: "FILE", help: "With --sun: the SUN key file (mode 0600), as verify --sun-keys reads it."),
-            .init(name: "average", valueName: "S", help: "Seconds of GPS to average, from the first fix; default 30."),
-            .init(name: "max-accuracy", valueName: "M", help: "Worst averaged accuracy (95 %) to accept, metres; default 10."),
-            .init(name: "min-fixes", valueName: "N", help: "Fewest usable fixes; default 5."),
+            .init(
+                name: "average", valueName: "S",
+                help: "The longest to take for the position, seconds from the first fix; default 30 (it stops once the fixes agree)."),
+            .init(name: "max-accuracy", valueName: "M", help: "Worst position accuracy (95 %) to accept, metres; default 10."),
+            .init(name: "min-fixes", valueName: "N", help: "Fewest agreeing fixes for a position; default 5."),
             .init(name: "by", valueName: "NAME", help: "Who enrols; default $USER."),
             .init(name: "notes", valueName: "TEXT", help: "Free notes kept with the placement."),
             .init(name: "replace", valueName: nil, help: "Replace the registry entry if the id exists."),
@@ -205,42 +215,43 @@ struct EnrollCommand: Subcommand {
         }
         let fixSource = try GPSOption.source(gps, clock: clock, command: command)
 
-        // 1. The position.
+        // 1. The position: fixes from now on, until they agree (seconds under open sky) or
+        // --average runs out. Without a URL to write, the tech taps meanwhile.
+        let overlap = template == nil && sun == nil
         io.err(
-            "averaging GPS fixes for \(Coordinate.format(average.seconds, 0)) s from \(fixSource.sourceID): stand still at the tag's spot…")
-        let window = await FixWindow.collect(from: fixSource, for: average, clock: clock)
-        if let unreachable = window.unreachable { throw .unavailable("nothing was enrolled: \(unreachable)") }
+            "taking GPS fixes from \(fixSource.sourceID) (at most \(Coordinate.format(average.seconds, 0)) s): stand still at the tag's spot"
+                + (overlap ? " and tap the tag on the reader…" : "…"))
         let position: PositionAverager.Result
-        switch averager.average(window.fixes) {
-        case .success(let result): position = result
-        case .failure(let refusal): throw .timedOut("enrolment refused: \(refusal)")
-        }
-        io.err(
-            "averaged \(position.kept) fixes\(position.rejected > 0 ? " (\(position.rejected) dropped as outliers)" : "") over \(Coordinate.format(position.span.seconds, 0)) s: \(position.coordinate) ±\(Coordinate.format(position.accuracy, 1)) m"
-        )
-        guard radius >= position.accuracy else {
-            throw .usage(
-                "--radius \(Coordinate.format(radius, 1)) m is smaller than the position's accuracy ±\(Coordinate.format(position.accuracy, 1)) m: verification could rarely confirm; choose a larger radius",
-                command: command)
-        }
-
-        // 2. The tag.
-        var url = try template.map { t throws(CLIError) in
-            try Self.render(t, id: id, at: position.coordinate, radius: radius, command: command)
-        }
-        if let signKey, let unsigned = url {
-            url = try SignURLCommand.sign(unsigned, key: signKey, uid: nil, maximumRadius: CircularRegion.defaultMaximumRadius)
-        }
-        let message = url.map { NDEFMessage(records: [NDEFRecord.uri($0)]).encoded() }
-        io.err(url.map { "tap the tag to write \($0)…" } ?? "tap the tag on the reader…")
         let (scan, written, sunRead): (TagScan, TagWritten?, SUNResult?)
         var reads: [ReadEffort] = []
-        if let sun, let url, let message {
-            let (read, proof) = try await sun.provision(url: url, message: message, reader: reader, timeout: timeout, clock: clock, io: io)
-            (scan, written, sunRead) = (read, nil, proof)
-        } else {
-            (scan, written, reads) = try await tag(writing: message, clock: clock, io: io)
+        var url: String?
+        if overlap {
+            let (located, read) = await locate(from: fixSource, clock: clock, whileReading: true, io: io)
+            position = try located.get()
+            (scan, written, reads) = try (read ?? .failure(.unavailable("the reader stopped"))).get()
             sunRead = nil
+            try check(position)
+        } else {
+            position = try await locate(from: fixSource, clock: clock, whileReading: false, io: io).position.get()
+            io.err(Self.describe(position))
+            try check(position)
+            // 2. The tag.
+            url = try template.map { t throws(CLIError) in
+                try Self.render(t, id: id, at: position.coordinate, radius: radius, command: command)
+            }
+            if let signKey, let unsigned = url {
+                url = try SignURLCommand.sign(unsigned, key: signKey, uid: nil, maximumRadius: CircularRegion.defaultMaximumRadius)
+            }
+            let message = url.map { NDEFMessage(records: [NDEFRecord.uri($0)]).encoded() }
+            io.err(url.map { "tap the tag to write \($0)…" } ?? "tap the tag on the reader…")
+            if let sun, let url, let message {
+                let (read, proof) = try await sun.provision(
+                    url: url, message: message, reader: reader, timeout: timeout, clock: clock, io: io)
+                (scan, written, sunRead) = (read, nil, proof)
+            } else {
+                (scan, written, reads) = try await tag(writing: message, clock: clock, io: io)
+                sunRead = nil
+            }
         }
         let readHealth = try Self.judge(reads, uid: scan.uid, accept: acceptWeakRead, written: written != nil, at: clock.now, io: io)
         if url == nil, let tagURL = scan.url, let found = (try? URLLocation(url: tagURL, defaultRadius: radius))?.tagID, found != id {
@@ -278,6 +289,9 @@ struct EnrollCommand: Subcommand {
             object.add("accuracy_m", position.accuracy)
             object.add("fixes", position.kept)
             object.add("rejected", position.rejected)
+            object.add("span_s", position.span.seconds)
+            object.add("elapsed_s", position.elapsed.seconds)
+            object.add("stated_m", position.stated)
             object.add("url", sunRead != nil ? url : scan.url)
             object.add("written", written != nil)
             object.add("pages_written", written?.pagesWritten)
@@ -296,6 +310,75 @@ struct EnrollCommand: Subcommand {
             io.out(
                 "enrolled \(id)\(name.map { " (\($0))" } ?? "") = \(scan.uid.hex) at \(position.coordinate), radius \(Coordinate.format(radius, 1)) m, ±\(Coordinate.format(position.accuracy, 1)) m from \(position.kept) fixes → \(registryPath)"
             )
+        }
+    }
+
+    /// The position from `source`'s fixes, by the stopping rule (PositionAverager): collects
+    /// until the rule decides or --average runs out. With `whileReading`, the tag is read
+    /// meanwhile (a read-only enrolment: standing still and tapping overlap); a GPS refusal then
+    /// stops the reading and comes first, as does the GPS's answer when the reader fails.
+    private func locate(
+        from source: any FixSource, clock: MonotonicClock, whileReading: Bool, io: some TerminalOutput
+    ) async -> (position: Result<PositionAverager.Result, CLIError>, read: Result<(TagScan, TagWritten?, [ReadEffort]), CLIError>?) {
+        let (averager, average) = (self.averager, self.average)
+        let gps = { @Sendable () async -> Result<PositionAverager.Result, CLIError> in
+            let session = Mutex(PositionAverager.Session(averager))
+            let decided = Mutex<Result<PositionAverager.Result, PositionAverager.Refusal>?>(nil)
+            let window = await FixWindow.collect(from: source, for: average, clock: clock) { fix in
+                guard let decision = session.withLock({ $0.add(fix) }) else { return false }
+                decided.withLock { $0 = decision }
+                return true
+            }
+            if let unreachable = window.unreachable { return .failure(.unavailable("nothing was enrolled: \(unreachable)")) }
+            switch decided.withLock({ $0 }) ?? session.withLock({ $0.finish() }) {
+            case .success(let result): return .success(result)
+            case .failure(let refusal): return .failure(.timedOut("enrolment refused: \(refusal)"))
+            }
+        }
+        guard whileReading else { return (await gps(), nil) }
+        return await withTaskGroup(of: LocateDone.self) { group in
+            group.addTask { .gps(await gps()) }
+            group.addTask {
+                do throws(CLIError) {
+                    return .tag(.success(try await self.tag(writing: nil, clock: clock, io: io)))
+                } catch {
+                    return .tag(.failure(error))
+                }
+            }
+            var position: Result<PositionAverager.Result, CLIError>?
+            var read: Result<(TagScan, TagWritten?, [ReadEffort]), CLIError>?
+            while let done = await group.next() {
+                switch done {
+                case .gps(let result):
+                    position = result
+                    if case .failure = result { group.cancelAll() }
+                    if case .success(let found) = result { io.err(Self.describe(found) + (read == nil ? "; waiting for the tag…" : "")) }
+                case .tag(let result): read = result
+                }
+            }
+            return (position ?? .failure(.unavailable("the GPS stopped")), read)
+        }
+    }
+
+    /// Which of enroll's overlapping halves finished.
+    private enum LocateDone: Sendable {
+        case gps(Result<PositionAverager.Result, CLIError>)
+        case tag(Result<(TagScan, TagWritten?, [ReadEffort]), CLIError>)
+    }
+
+    /// The position's line for the tech: how many fixes over how long, and the accuracy.
+    static func describe(_ position: PositionAverager.Result) -> String {
+        let dropped = position.rejected > 0 ? " (\(position.rejected) left out: settling, stray or before a jump)" : ""
+        return
+            "position from \(position.kept) agreeing fixes\(dropped) after \(Coordinate.format(position.elapsed.seconds, 1)) s: \(position.coordinate) ±\(Coordinate.format(position.accuracy, 1)) m (95 %; the receiver states ±\(Coordinate.format(position.stated, 1)) m)"
+    }
+
+    /// The radius must be able to hold the position's accuracy.
+    private func check(_ position: PositionAverager.Result) throws(CLIError) {
+        guard radius >= position.accuracy else {
+            throw .usage(
+                "--radius \(Coordinate.format(radius, 1)) m is smaller than the position's accuracy ±\(Coordinate.format(position.accuracy, 1)) m: verification could rarely confirm; choose a larger radius",
+                command: Self.spec.name)
         }
     }
 

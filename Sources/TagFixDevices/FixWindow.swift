@@ -19,9 +19,12 @@ public struct FixWindow: Sendable {
     /// fixes that arrived in the window wait in the stream's buffer. The collection ends at the
     /// first fix that arrived after the window, or when the source ends, or `grace` after the
     /// window when the source has gone silent (with no fix at all, `window` + `grace` after the
-    /// call); or, as soon as it says so, when a source that never connected cannot be reached.
+    /// call); or, as soon as it says so, when a source that never connected cannot be reached; or
+    /// at the first fix for which `enough` says true (a stopping rule: enroll stops once more
+    /// fixes no longer help).
     public static func collect<C: Clock>(
-        from source: any FixSource, for window: Duration, grace: Duration = .seconds(10), clock: C
+        from source: any FixSource, for window: Duration, grace: Duration = .seconds(10), clock: C,
+        enough: (@Sendable (Fix) -> Bool)? = nil
     ) async -> FixWindow where C.Instant == Timestamp, C.Duration == Duration {
         let collected = Mutex(FixWindow(fixes: [], unreachable: nil))
         // Moved on by the first fix: the window's end plus the grace.
@@ -38,6 +41,7 @@ public struct FixWindow: Sendable {
                     }
                     guard let end, fix.time <= end else { return }
                     collected.withLock { $0.fixes.append(fix) }
+                    if let enough, enough(fix) { return }
                 case .refined(let fix):
                     // The same epoch, more complete: it replaces the fix of its time, never adds one.
                     collected.withLock { window in

@@ -164,7 +164,9 @@ public struct NMEALab: Sendable {
     let faults: NMEAScript?
 
     /// Reads the route, log and script, then creates the emulator (not yet talking: `start`).
-    public init(origin: Origin, rate: Double, noise: Double, seed: UInt64, script: String?) throws(EmulatorLabError) {
+    public init(
+        origin: Origin, rate: Double, noise: Double, seed: UInt64, sky: GNSSErrorModel.Sky = .open, script: String?
+    ) throws(EmulatorLabError) {
         let source: NMEAEmulator.Source
         switch origin {
         case .log(let log, _):
@@ -175,12 +177,12 @@ public struct NMEALab: Sendable {
             }
         case .route(let route, let speed):
             do {
-                source = .route(try Route.parse(try TextFile.read(route)), speed: speed, noise: noise, seed: seed)
+                source = .route(try Route.parse(try TextFile.read(route)), speed: speed, noise: noise, seed: seed, sky: sky)
             } catch {
                 throw .file(error.file == nil ? error.inFile(route) : error)
             }
         case .at(let position):
-            source = .at(position, noise: noise, seed: seed)
+            source = .at(position, noise: noise, seed: seed, sky: sky)
         }
         if let script {
             do {

@@ -16,6 +16,8 @@ public enum NMEA {
         public var altitude: Double = 35
         public var satellites: Int = 9
         public var hdop: Double = 0.9
+        /// Decimals of HDOP in GGA and GSA (receivers write one or two).
+        public var hdopDigits = 1
         /// Standard deviations of the position error, metres (GST): gpsd derives epx/epy from them.
         public var sigmaLatitude: Double = 1.5
         public var sigmaLongitude: Double = 1.5
@@ -41,12 +43,14 @@ public enum NMEA {
         var out: [String] = []
         out.append(
             sentence(
-                "GPGGA,\(clock),\(lat),\(ns),\(lon),\(ew),\(quality),\(pad(sats)),\(fixed ? decimal(e.hdop, 1) : ""),\(fixed ? decimal(e.altitude, 1) : ""),M,47.4,M,,"
+                "GPGGA,\(clock),\(lat),\(ns),\(lon),\(ew),\(quality),\(pad(sats)),\(fixed ? decimal(e.hdop, e.hdopDigits) : ""),\(fixed ? decimal(e.altitude, 1) : ""),M,47.4,M,,"
             ))
         let prns = (0..<min(12, sats)).map { String(3 + $0 * 2) }
         let used = (prns + Array(repeating: "", count: 12 - prns.count)).joined(separator: ",")
         out.append(
-            sentence("GPGSA,A,\(fixed ? 3 : 1),\(used),\(fixed ? "1.6" : ""),\(fixed ? decimal(e.hdop, 1) : ""),\(fixed ? "1.2" : "")"))
+            sentence(
+                "GPGSA,A,\(fixed ? 3 : 1),\(used),\(fixed ? "1.6" : ""),\(fixed ? decimal(e.hdop, e.hdopDigits) : ""),\(fixed ? "1.2" : "")"
+            ))
         if fixed {
             let rms = max(e.sigmaLatitude, e.sigmaLongitude)
             out.append(

@@ -11,10 +11,12 @@ public import TagFixCore
 public final class NMEAEmulator: Sendable {
     /// Where positions come from.
     public enum Source: Sendable {
-        /// A fixed point, with seeded Gaussian noise (σ metres per axis).
-        case at(Coordinate, noise: Double, seed: UInt64)
+        /// A fixed point, its position error σ metres per axis (`noise`), shaped by `sky`: by
+        /// default errors with memory (GNSSErrorModel: a slow error with τ 180 s and jitter),
+        /// `.independent` for seeded independent noise at every epoch.
+        case at(Coordinate, noise: Double, seed: UInt64, sky: GNSSErrorModel.Sky = .open)
         /// A route walked at `speed` metres per second, with noise.
-        case route(Route, speed: Double, noise: Double, seed: UInt64)
+        case route(Route, speed: Double, noise: Double, seed: UInt64, sky: GNSSErrorModel.Sky = .open)
         /// A binary recording (SiRF, as in gpsd's regression logs), written one packet per tick:
         /// packets start with A0 A2.
         case bytes([UInt8])
@@ -93,17 +95,17 @@ public final class NMEAEmulator: Sendable {
     deinit { stop() }
 
     private func serve() {
-        var generator = SeededGenerator(seed: 1)
+        var errors = GNSSErrorModel(sigma: 1.5, sky: .independent, seed: 1)
         var origin: Coordinate?
         var sigmaDefault = 1.5
         var log: [[String]] = []
         var packets: [[UInt8]] = []
         var packetIndex = 0
         switch source {
-        case .at(let position, let noise, let seed):
+        case .at(let position, let noise, let seed, let sky):
             origin = position
             sigmaDefault = max(noise, 0.3)
-            generator = SeededGenerator(seed: seed)
+            errors = GNSSErrorModel(sigma: sigmaDefault, sky: sky, seed: seed)
         case .log(let lines):
             log = Self.epochs(lines)
         case .route:
@@ -112,12 +114,14 @@ public final class NMEAEmulator: Sendable {
             packets = Self.packets(bytes)
         }
         var route: (Route, Double)?
-        if case .route(let path, let speed, let noise, let seed) = source {
+        if case .route(let path, let speed, let noise, let seed, let sky) = source {
             route = (path, speed)
             origin = path.points[0]
             sigmaDefault = max(noise, 0.3)
-            generator = SeededGenerator(seed: seed)
+            errors = GNSSErrorModel(sigma: sigmaDefault, sky: sky, seed: seed)
         }
+        // The error model's time: the receiver's own, monotonic (a jumped NMEA clock moves no error).
+        let started = ContinuousClock.now
         var walkStart: Date?
         var logIndex = 0
         let interval = 1 / rate
@@ -148,22 +152,12 @@ public final class NMEAEmulator: Sendable {
                 let now = Timestamp(secondsSinceEpoch: Date().timeIntervalSince1970)!.advanced(by: snapshot.timeOffset)
                 stamped = now
                 let sigma = snapshot.sigma ?? sigmaDefault
-                let north = generator.gaussian() * sigma + snapshot.displacement.north
-                let east = generator.gaussian() * sigma + snapshot.displacement.east
-                let latitude = origin.latitude + north / 111_320
-                let longitude = origin.longitude + east / (111_320 * max(0.01, cos(origin.latitude * .pi / 180)))
-                var epoch = NMEA.Epoch(
-                    time: now, position: snapshot.fixLost ? nil : try? Coordinate(latitude: latitude, longitude: longitude))
-                epoch.sigmaLatitude = sigma
-                epoch.sigmaLongitude = sigma
-                // An open-sky fix as a receiver with SBAS gives it: 10+ satellites, HDOP 0.6-0.7 and
-                // a DGPS fix (GGA quality 2). gpsd 3.22 ignores GST for its error estimates and
-                // takes eph = HDOP × 19 m for a plain fix, HDOP × 4.75 m for a DGPS one: this is ±3 m,
-                // not the ±17 m that made the README's enroll (limit 10 m) fail. A degraded sky
-                // (setAccuracy) loses the corrections.
-                epoch.hdop = max(0.6, sigma / 2.2)
-                epoch.satellites = snapshot.sigma == nil ? 12 : max(4, 12 - Int(sigma / 4))
-                epoch.quality = snapshot.sigma == nil ? 2 : 1
+                errors.setSigma(sigma)
+                let error = errors.sample(at: ContinuousClock.now - started)
+                var epoch = Self.epoch(
+                    at: now, origin: origin, error: error, displacement: snapshot.displacement, sky: errors.sky,
+                    degraded: snapshot.sigma != nil)
+                if snapshot.fixLost { epoch.position = nil }
                 text += NMEA.sentences(epoch).joined()
             } else if logIndex < log.count {
                 text += log[logIndex].map { $0 + "\r\n" }.joined()
@@ -194,6 +188,40 @@ public final class NMEAEmulator: Sendable {
                 Thread.sleep(forTimeInterval: min(wait, 0.05))
             }
         }
+    }
+
+    /// The epoch a receiver at `origin` writes for an error sample: its position, and the figures
+    /// it states (GST σ, HDOP, satellites, fix quality) for it. Pure.
+    ///
+    /// gpsd 3.22 ignores GST for its error estimates and takes eph = HDOP × 4.75 m for a DGPS fix
+    /// (GGA quality 2), HDOP × 19 m for a plain one. An open-sky fix from the correlated model is a
+    /// receiver with SBAS: DGPS, 12 satellites (10 in a multipath episode), and its HDOP (two
+    /// decimals) such that gpsd's eph is the 95 % radius of the σ the receiver states,
+    /// 2.448 σ. With independent noise, the old figures: HDOP 0.6–0.7 and DGPS (±3 m from gpsd).
+    /// A degraded sky (setAccuracy) loses the corrections.
+    public static func epoch(
+        at time: Timestamp, origin: Coordinate, error: GNSSErrorModel.Sample, displacement: (north: Double, east: Double),
+        sky: GNSSErrorModel.Sky, degraded: Bool
+    ) -> NMEA.Epoch {
+        let north = error.north + displacement.north
+        let east = error.east + displacement.east
+        let latitude = origin.latitude + north / 111_320
+        let longitude = origin.longitude + east / (111_320 * max(0.01, cos(origin.latitude * .pi / 180)))
+        var epoch = NMEA.Epoch(time: time, position: try? Coordinate(latitude: latitude, longitude: longitude))
+        let sigma = error.statedSigma
+        epoch.sigmaLatitude = sigma
+        epoch.sigmaLongitude = sigma
+        if degraded || sky.isIndependent {
+            epoch.hdop = max(0.6, sigma / 2.2)
+            epoch.satellites = degraded ? max(4, 12 - Int(sigma / 4)) : 12
+            epoch.quality = degraded ? 1 : 2
+        } else {
+            epoch.hdop = max(0.01, GNSSErrorModel.radius95PerSigma * sigma / 4.75)
+            epoch.hdopDigits = 2
+            epoch.satellites = error.multipath ? 10 : 12
+            epoch.quality = 2
+        }
+        return epoch
     }
 
     /// Splits a binary recording at each SiRF start sequence (A0 A2).
