@@ -19,7 +19,7 @@ def render(rows):
              "`tagfix registry refine`'s estimator (`PlacementRefiner`) on simulated tags (`TagFixBench refine`). The sky "
              "wanders: a first-order Gauss–Markov error per axis, σ drawn from 1–3 m and τ from 30–600 s per tag, 0.3 m of "
              "white jitter, and in one look in ten a multipath bias of 3–8 m the receiver does not know of (also run without "
-             "it); the receiver states 2.45 σ (95 %). Each tag is enrolled with today's 30 s `PositionAverager`, then tapped "
+             "it); the receiver states 2.45 σ (95 %). Each tag is enrolled with enroll's stopping rule (`PositionAverager`, fed at most 30 s of 1 Hz fixes), then tapped "
              "once a day for 10 days at arm's length (0.5–1 m, mostly from the same side, as from in front of a wall); a tap "
              "feeds the estimator only when the verifier's rule confirms it (distance + accuracy ≤ 25 m). True errors are "
              "from where the tag really is. A tag the refiner reports moved keeps its enrolled centre in these figures.\n",

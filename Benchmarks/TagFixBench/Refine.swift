@@ -3,8 +3,8 @@ import TagFixCore
 
 // `TagFixBench refine [TAGS]`: placements refined from confirmed taps on later days, on a sky whose
 // errors wander (a first-order Gauss–Markov process per axis, σ 1–3 m, τ 30–600 s, white jitter
-// on top, multipath biases the receiver does not see). Each tag is enrolled with today's
-// `PositionAverager` over 30 s of 1 Hz fixes, then tapped once a day for 10 days, at arm's length
+// on top, multipath biases the receiver does not see). Each tag is enrolled with enroll's
+// stopping rule (`PositionAverager`, fed at most 30 s of 1 Hz fixes), then tapped once a day for 10 days, at arm's length
 // (0.5–1 m, mostly from the same side); only taps the verifier's rule confirms (distance +
 // accuracy ≤ radius) feed `PlacementRefiner`. Run with multipath in one look in ten, and without. Prints the true errors of the enrolled and the refined
 // centres, the coverage of their stated 95 % accuracies, the tags reported moved that were not,
