@@ -9,23 +9,6 @@ import Testing
 
 @testable import TagFixCLI
 
-private let gpsdInstalled = PrivateGPSD.installedPath != nil
-
-/// A receiver standing at `spot` under `sky` (by default open sky: errors with memory, σ 0.8 m,
-/// τ 180 s), a private gpsd reading it, and its gpsd:// URL once it has a fix.
-private func receiver(at spot: Coordinate, sky: GNSSErrorModel.Sky = .open, seed: UInt64 = 5) async throws -> (
-    NMEAEmulator, PrivateGPSD, String
-) {
-    let receiver = try NMEAEmulator(source: .at(spot, noise: 0.8, seed: seed, sky: sky), rate: 5)
-    let gpsd = try await PrivateGPSD.start(device: receiver.path)
-    receiver.start()
-    var probe = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: MonotonicClock()).events().makeAsyncIterator()
-    while let event = await probe.next() {
-        if case .fix(let fix) = event, fix.hasPosition { break }
-    }
-    return (receiver, gpsd, "gpsd://127.0.0.1:\(gpsd.port)")
-}
-
 private func store() throws -> String {
     (try temporaryFile("x", "") as NSString).deletingLastPathComponent + "/site.sqlite"
 }

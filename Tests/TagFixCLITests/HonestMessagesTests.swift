@@ -9,7 +9,6 @@ import Testing
 @testable import TagFixCLI
 @testable import TagFixDoctor
 
-private let gpsdInstalled = PrivateGPSD.installedPath != nil
 /// An address where no gpsd answers.
 private let deadGPSD = "gpsd://127.0.0.1:1"
 
