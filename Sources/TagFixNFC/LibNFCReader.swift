@@ -135,8 +135,13 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
                 if case .incompleteRead = error, let cause = transport.failures.last, cause.code == .io || cause.code == .noSuchDevice {
                     throw cause
                 }
+                // A read that failed is read again as soon as the tag answers anew: the first
+                // probe it misses ends this tap.
+                try waitForRemoval(device, target, readSucceeded: false)
+                events.yield(.tagRemoved(uid, at: clock.now))
+                continue
             }
-            try waitForRemoval(device, target)
+            try waitForRemoval(device, target, readSucceeded: true)
             events.yield(.tagRemoved(uid, at: clock.now))
         }
     }
@@ -203,7 +208,14 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
     }
 
     /// Checks presence every poll interval until the tag no longer answers.
-    private func waitForRemoval(_ device: NFCDeviceHandle, _ target: ISO14443ATarget) throws(NFCError) {
+    ///
+    /// After a read that succeeded, one failed probe is not a removal: a tag on metal, behind glass
+    /// or at the edge of the field misses an exchange now and then (an RF error) or browns out
+    /// until it is selected again, and taken for gone it would come back at once as a second tap
+    /// of the same tag. It has left when a probe fails and then its selection, by its UID, finds
+    /// it on none of `removalSelections` tries. After a read that failed, the first failed probe
+    /// ends the tap, so that the tag is read again when it answers anew.
+    private func waitForRemoval(_ device: NFCDeviceHandle, _ target: ISO14443ATarget, readSucceeded: Bool = false) throws(NFCError) {
         while !isStopped {
             pause(options.pollInterval)
             let probe: [UInt8] =
@@ -212,11 +224,28 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
                 _ = try device.transceive(probe)
             } catch {
                 if error.code == .io || error.code == .noSuchDevice { throw error }
+                if readSucceeded, try answersSelection(device, target) { continue }
                 device.deselect()
                 return
             }
         }
     }
+
+    /// Tries to select `target` again by its UID (deselected first): whether it is still there.
+    private func answersSelection(_ device: NFCDeviceHandle, _ target: ISO14443ATarget) throws(NFCError) -> Bool {
+        for _ in 0..<Self.removalSelections {
+            device.deselect()
+            do {
+                if try device.selectISO14443A(uid: target.uid) != nil { return true }
+            } catch {
+                if error.code == .io || error.code == .noSuchDevice { throw error }
+            }
+        }
+        return false
+    }
+
+    /// How many selections must miss, after a failed probe, before a tag counts as removed.
+    static var removalSelections: Int { 3 }
 
     // MARK: - Errors a person reads
 

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TagFixCLI
 import TagFixCore
 import TagFixCrypto
@@ -248,6 +249,42 @@ struct ReaderFaultTests {
             return
         }
         #expect(scan.url == url)
+    }
+
+    @Test("a weak tag held on the reader is one tap: an exchange it misses is not a removal, and taking it away is")
+    func weakTagStays() async throws {
+        let emulator = try PN532Emulator(tags: [ntag213(url: "https://weak.example/t/W1")])
+        defer { emulator.stop() }
+        var options = LibNFCReader<MonotonicClock>.Options()
+        options.pollInterval = .milliseconds(5)
+        let reader = LibNFCReader(connstring: "pn532_uart:\(emulator.path)", clock: MonotonicClock(), options: options)
+        let seen = Mutex<[String]>([])
+        let watcher = Task {
+            for await event in reader.events() {
+                let kind =
+                    switch event {
+                    case .ready: "ready"
+                    case .tagPresent: "present"
+                    case .tagRemoved: "removed"
+                    case .failed(let error): "failed \(error.code)"
+                    default: "other"
+                    }
+                seen.withLock { $0.append(kind) }
+            }
+        }
+        defer { watcher.cancel() }
+        func waitFor(_ done: @Sendable () -> Bool) async throws {
+            while !done() { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        try await waitFor { seen.withLock { $0.contains("present") } }
+        // Now on metal: 30 % of its exchanges fail on the air, 10 % brown it out until selected.
+        emulator.setWeak(rfErrorRate: 0.3, lossRate: 0.1)
+        let before = emulator.traffic.commands
+        try await waitFor { emulator.traffic.commands >= before + 120 }
+        #expect(seen.withLock { $0 } == ["ready", "present"], "held still, it stays one tap")
+        emulator.setPresent(false)
+        try await waitFor { seen.withLock { $0.contains("removed") } }
+        #expect(seen.withLock { $0 } == ["ready", "present", "removed"])
     }
 
     @Test("the line hangs up: the reader says so, and reconnects when the device is back")
