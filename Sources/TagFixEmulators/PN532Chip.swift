@@ -63,6 +63,9 @@ public struct PN532Chip: Sendable {
     /// Pages (or APDUs) each tag still answers before it "leaves the field" (a tag pulled
     /// mid-read); `nil` for no limit.
     public var exchangesBeforeRemoval: Int?
+    /// Lifted tags (by slot) put back once the reader's ISO 14443A selections have found them
+    /// gone this many more times (`lift`).
+    private var liftedFor: [Int: Int] = [:]
     /// Counters for tests and benchmarks.
     public private(set) var commandCount = 0
     public private(set) var lastCommands: [UInt8] = []
@@ -192,6 +195,15 @@ public struct PN532Chip: Sendable {
         }
     }
 
+    /// Lifts tag `index` out of the field and puts it back after the reader's next `selections`
+    /// ISO 14443A selections have not found it: a lift as long as a hand's, seen the way a reader
+    /// sees one (a tag gone and back between two selections is a tag that never left).
+    public mutating func lift(slot index: Int, selections: Int) {
+        guard slots.indices.contains(index) else { return }
+        setPresent(false, slot: index)
+        liftedFor[index] = max(1, selections)
+    }
+
     /// Makes tag `index` a weak one (`nil`: a healthy one again).
     public mutating func setWeakness(_ weakness: Weakness?, slot index: Int) {
         guard slots.indices.contains(index) else { return }
@@ -204,6 +216,7 @@ public struct PN532Chip: Sendable {
     public mutating func setPresent(_ present: Bool, slot index: Int) {
         guard slots.indices.contains(index) else { return }
         slots[index].present = present
+        liftedFor[index] = nil
         if !present { activeTargets.removeAll { $0 == index } }
     }
 
@@ -232,6 +245,15 @@ public struct PN532Chip: Sendable {
         let filter = Array(p.dropFirst(2))
         activeTargets = []
         activeFelica = nil
+        // A lifted tag stays out of the field for as many selections as its lift lasts.
+        for (index, remaining) in liftedFor {
+            if remaining == 0 {
+                liftedFor[index] = nil
+                slots[index].present = true
+            } else {
+                liftedFor[index] = remaining - 1
+            }
+        }
         var body: [UInt8] = []
         for index in listingOrder where slots[index].present && activeTargets.count < maxTargets {
             let slot = slots[index]

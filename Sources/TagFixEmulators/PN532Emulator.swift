@@ -85,6 +85,14 @@ public final class PN532Emulator: Sendable {
         state.withLock { $0.chip.setPresent(present, slot: index) }
     }
 
+    /// Lifts tag `index` out of the field and puts it back once the reader's selections have
+    /// found it gone `selections` times: a tap lifted and made again as a hand makes it, however
+    /// fast the test (4: the libnfc reader's selections after a missed presence check, and its
+    /// next poll).
+    public func lift(tag index: Int = 0, selections: Int = 4) {
+        state.withLock { $0.chip.lift(slot: index, selections: selections) }
+    }
+
     /// The tags answer `count` more exchanges, then leave the field (a tag pulled mid-read).
     public func removeAfter(exchanges count: Int) {
         state.withLock { $0.chip.exchangesBeforeRemoval = count }

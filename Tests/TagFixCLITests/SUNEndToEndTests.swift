@@ -105,8 +105,7 @@ struct SUNEndToEndTests {
         // would still get its verdict (a fourth), as every scan does.
         for tap in 1...2 {
             while output.stdout.count < tap, !finished.value { try await Task.sleep(for: .milliseconds(20)) }
-            reader.setPresent(false)
-            reader.setPresent(true)
+            reader.lift()
         }
         #expect(await session.value == 0, "\(output.stderr)")
         let verdicts = try output.stdout.map { try JSONValue.parse($0) }

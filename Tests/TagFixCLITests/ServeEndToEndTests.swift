@@ -60,7 +60,12 @@ final class ServeRig: Sendable {
 
     /// The PN532 emulator with both tags, out of the field.
     static func emulator() throws -> PN532Emulator {
-        let tags = try urls.map { try EmulatedType2Tag.ntag(215, message: NDEFMessage(records: [NDEFRecord.uri($0)]).encoded()) }
+        // Two tags, each its own UID: one taking the other's place is a new tap.
+        let tags = try urls.enumerated().map {
+            try EmulatedType2Tag.ntag(
+                215, message: NDEFMessage(records: [NDEFRecord.uri($0.element)]).encoded(),
+                uid: [0x04, 0x11, 0x22, 0x33, 0x44, 0x55, 0x60 + UInt8($0.offset)])
+        }
         let reader = try PN532Emulator(tags: tags)
         for index in tags.indices { reader.setPresent(false, tag: index) }
         return reader

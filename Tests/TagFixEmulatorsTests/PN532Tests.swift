@@ -97,6 +97,24 @@ struct PN532ChipTests {
         #expect(c.handle([0x06, 0x63, 0x02, 0x63, 0x3D]) == .response([0x07, 0x03, 0x07]))
     }
 
+    @Test("a lifted tag is gone for the selections its lift lasts, then answers again", arguments: [1, 4, 7])
+    func lift(_ selections: Int) {
+        let tag = ntag213(url: "https://a.example")
+        var c = chip([tag])
+        let found: [UInt8] = [0x4B, 0x01, 0x01, 0x00, 0x44, 0x00, 0x07] + tag.uid
+        #expect(c.handle([0x4A, 0x01, 0x00]) == .response(found))
+        c.lift(slot: 0, selections: selections)
+        #expect(c.handle([0x40, 0x01, 0x30, 0x00]) != .response([0x41, 0x00] + Array(tag.pages[0..<16])), "the selected tag left the field")
+        for _ in 0..<selections {
+            #expect(c.handle([0x4A, 0x01, 0x00] + tag.uid) == .response([0x4B, 0x00]))
+        }
+        #expect(c.handle([0x4A, 0x01, 0x00]) == .response(found))
+        // Put back by hand, a lift ends at once.
+        c.lift(slot: 0, selections: selections)
+        c.setPresent(true, slot: 0)
+        #expect(c.handle([0x4A, 0x01, 0x00]) == .response(found))
+    }
+
     @Test("InListPassiveTarget lists the tags, with and without a UID filter")
     func list() {
         let tag = ntag213(url: "https://a.example")
