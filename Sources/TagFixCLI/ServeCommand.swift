@@ -2,7 +2,9 @@ import Foundation
 import TagFixCore
 import TagFixDevices
 import TagFixGPSD
+import TagFixReport
 import TagFixServe
+import TagFixStore
 
 /// `tagfix serve`: the live verifier as a service, with a gpsd-style event socket and a live
 /// map over HTTP. The session is `verify --reader`'s (VerifyCommand); the server is one more
@@ -53,6 +55,12 @@ struct ServeCommand: Subcommand {
                 help:
                     "How long a client has to finish what it began sending, seconds (default 10): an HTTP request's head, a socket command; then 408 or an ERROR object and the connection is closed. Clients that only read are never cut off by it."
             ),
+            .init(
+                name: "tiles", valueName: "FILE|URL",
+                help:
+                    "The live map's base map: an MBTiles file (served as /tiles/Z/X/Y, so the page works without a network) or an XYZ tile server's https://…/{z}/{x}/{y}.png (the browser reads it; mind its usage policy)."
+            ),
+            .init(name: "attribution", valueName: "TEXT", help: "The base map's credit (default: the MBTiles file's, or OpenStreetMap's for its servers)."),
             .init(name: "json", valueName: nil, help: "Print one JSON object per verdict on standard output (JSON Lines)."),
             .init(name: "quiet", valueName: nil, help: "No terminal bell on a verdict."),
         ]
@@ -76,6 +84,9 @@ struct ServeCommand: Subcommand {
     var readers: [ReaderAddress]
     var configuration: ServeConfiguration
     var tokenPath: String?
+    var tiles: ReportCommand.Tiles?
+    var attribution: String?
+    var leafletDirectory = ProcessInfo.processInfo.environment["TAGFIX_LEAFLET_DIR"] ?? Leaflet.debianDirectory
 
     init(_ arguments: ParsedArguments) throws(CLIError) {
         let name = Self.spec.name
@@ -87,6 +98,8 @@ struct ServeCommand: Subcommand {
         readers = try arguments.all("reader").map { text throws(CLIError) in try ReaderOption.address(text, command: name) }
         if Set(readers.map(\.description)).count < readers.count { throw .usage("a --reader is given twice", command: name) }
         tokenPath = arguments.value("token")
+        tiles = try arguments.value("tiles").map { text throws(CLIError) in try ReportCommand.Tiles.parse(text, command: name) }
+        attribution = arguments.value("attribution")
         do {
             configuration = ServeConfiguration(
                 socketPath: arguments.value("socket") ?? ServeConfiguration.defaultSocketPath(),
@@ -112,6 +125,7 @@ struct ServeCommand: Subcommand {
             }
             guard configuration.token?.isEmpty == false else { throw .usage("--token \(tokenPath) is empty", command: Self.spec.name) }
         }
+        let map = try liveMap(io)
         let stop = StopSignals(StopSignals.standard)
         defer { stop.cancel() }
         let scenario = try verify.sessionScenario()
@@ -128,7 +142,7 @@ struct ServeCommand: Subcommand {
             hub = try ServeHub(
                 configuration, readers: readers.map(\.description), gps: verify.gpsd?.description ?? verify.scenarioPath,
                 placements: placements,
-                clock: MonotonicClock(), log: { io.err($0) })
+                clock: MonotonicClock(), map: map, log: { io.err($0) })
         } catch {
             throw error.kind == .usage ? .usage(error.message, command: Self.spec.name) : .unavailable(error.message)
         }
@@ -168,6 +182,33 @@ struct ServeCommand: Subcommand {
         if let failure { throw failure }
     }
 
+    /// The live page's map: Leaflet read once from libjs-leaflet, and --tiles. Without Leaflet
+    /// the page draws the plain map, with a note; with --tiles that is an error (69). A
+    /// --tiles file that is not MBTiles is one line and exit 65 (66 when it cannot be read).
+    func liveMap(_ io: some TerminalOutput) throws(CLIError) -> LiveMap {
+        var map = LiveMap()
+        do {
+            map.leaflet = try Leaflet.load(directory: leafletDirectory)
+        } catch {
+            guard tiles == nil else { throw .unavailable("\(error.message) (--tiles needs it to draw the map)") }
+            io.err("note: \(error.message); the live page draws the plain map")
+        }
+        switch tiles {
+        case nil: break
+        case .server(let template): map.tiles = .server(template, attribution: attribution)
+        case .file(let path):
+            do {
+                let file = try MBTiles(path: path)
+                map.tiles = .source(MBTilesSource(file: file, attribution: attribution ?? file.metadata["attribution"]))
+                io.err(
+                    "tagfix serve: tiles from \(path), zooms \(file.zooms.lowerBound)–\(file.zooms.upperBound) (\(file.format)), at /tiles/Z/X/Y")
+            } catch {
+                throw .file(DataFileError(file: path, line: nil, message: error.message, unreadable: error.kind == .missing))
+            }
+        }
+        return map
+    }
+
     /// What the server listens on, said once at start.
     static func listening(_ configuration: ServeConfiguration, hub: ServeHub) -> String {
         var parts: [String] = []
@@ -186,4 +227,15 @@ struct ServeCommand: Subcommand {
         }
         return line
     }
+}
+
+
+/// An MBTiles file as the live page's tile source.
+struct MBTilesSource: TileSource {
+    let file: MBTiles
+    let attribution: String?
+
+    var zooms: ClosedRange<Int> { file.zooms }
+    var mediaType: String { file.mediaType }
+    func tileData(z: Int, x: Int, y: Int) throws -> [UInt8]? { try file.tile(z: z, x: x, y: y) }
 }
