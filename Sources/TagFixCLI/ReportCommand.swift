@@ -17,7 +17,16 @@ struct ReportCommand: Subcommand {
             fix, lines from where each tag should be to where it was scanned (opens in QGIS or \
             geojson.io). gpx: waypoints. csv: one row per scan. svg: the site to scale, each \
             region coloured by its tag's last verdict. html: the map, the counts, tags never \
-            scanned, tags moved and every scan, in one file that needs no network. In csv, a text \
+            scanned, tags moved and every scan, in one file that needs no network. The html map is \
+            Leaflet, from Debian's libjs-leaflet, inlined (without it, a note and the plain SVG map): \
+            each region coloured by its last verdict, every tap (one decided without a fix drawn \
+            hollow at its tag's place), a legend, a scale bar and the tech's last position. \
+            --tiles FILE.mbtiles embeds the file's tiles over the site, at the zooms the page uses \
+            down to --max-zoom (default 18; at most 4096 tiles), and says how many and their size: \
+            the report still opens offline. --tiles https://…/{z}/{x}/{y}.png has the browser read \
+            a tile server (OpenStreetMap's asks for its attribution, given by default, and forbids \
+            heavy use: https://operations.osmfoundation.org/policies/tiles/). A --tiles file that \
+            is not MBTiles exits 65 (66 when it cannot be read); --tiles without Leaflet exits 69. In csv, a text \
             cell that starts with = + - @, a tab or CR gets an apostrophe in front, so a spreadsheet \
             does not run it as a formula; numbers are written as numbers. --output FILE replaces an \
             existing file atomically (a temporary file beside it, synced, renamed over it, its \

@@ -20,7 +20,11 @@ struct ServeCommand: Subcommand {
             (--socket, mode 0660) and optionally TCP (--listen) where clients send ?WATCH={"enable":true}; \
             and read one JSON object per line (VERSION, SCAN, FIX, VERDICT, READER, GPS, ERROR; \
             docs/protocol.md); and with --http a live page (GET /, updated by Server-Sent Events from \
-            /events), /api/verdicts?since=ID, /api/tags, /healthz and /metrics (Prometheus). \
+            /events: the site on a Leaflet map, the tags left to tap nearest first with their distance \
+            and direction, the progress and the last verdicts), /api/verdicts?since=ID, /api/tags, /healthz and \
+            /metrics (Prometheus); Leaflet (Debian's libjs-leaflet, read once at start) under /leaflet/, and \
+            with --tiles FILE.mbtiles the file's tiles at /tiles/Z/X/Y (anything outside its zooms or \
+            tile range is 404; a file that is not MBTiles is one line at start and exit 65). \
             Addresses are loopback unless --token FILE is given (mode 0600): then HTTP needs \
             Authorization: Bearer TOKEN and TCP socket clients ?AUTH="TOKEN"; first. A client that does \
             not read is cut off after 1 MiB of unread output, with a line on standard error; one that begins a request or a \
