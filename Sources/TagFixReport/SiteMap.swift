@@ -113,6 +113,7 @@ public enum SiteMap {
         .tagfix-legend{background:rgba(255,255,255,0.9);padding:4px 8px;border-radius:4px;box-shadow:0 1px 4px rgba(0,0,0,0.3)}
         .tagfix-legend div{white-space:nowrap}.tagfix-legend .swatch{display:inline-block;width:10px;height:10px;border-radius:50%;margin-right:5px;vertical-align:-1px;border:1px solid #222}
         .tag-label{padding:0 3px;font-size:11px}
+        @media (max-width:600px){.tagfix-legend{font-size:10px;line-height:1.2;padding:2px 5px}.tagfix-legend .swatch{width:8px;height:8px}}
         """
 
     /// The script that draws a map: `tagfixMap(element, data)` (Leaflet must be loaded first).

@@ -331,6 +331,7 @@ public struct SiteReport: Sendable {
             <html lang="en"><head><meta charset="utf-8"><title>\(Self.x(title))</title>
             <style>
             body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
+            @media (max-width:600px){body{margin:0.6em}}
             td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}th{background:#eee}
             .confirmed{color:#1a7f37}.outside{color:#cf222e;font-weight:bold}.inconclusive{color:#9a6700}
             .notRegistered{color:#8250df}.disallowed{color:#0969da}.untrusted{color:#bc4c00;font-weight:bold}
