@@ -242,8 +242,11 @@ public enum SiteMap {
     /// The <head> part of a page with a Leaflet map: Leaflet's style sheet (its images inline),
     /// the map's, and a catch of any script error into `data-script-error` on <html> (what the
     /// browser tests read).
-    public static func head(leaflet: Leaflet, inline: Bool) -> String {
-        let style = inline ? "<style>\n\(leaflet.inlineCSS)\n\(css)\n</style>\n" : "<link rel=\"stylesheet\" href=\"/leaflet/leaflet.css\">\n<style>\n\(css)\n</style>\n"
+    /// - Parameter query: what follows `/leaflet/leaflet.css` when not inline (`?token=…`, already safe in an attribute).
+    public static func head(leaflet: Leaflet, inline: Bool, query: String = "") -> String {
+        let style =
+            inline
+            ? "<style>\n\(leaflet.inlineCSS)\n\(css)\n</style>\n" : "<link rel=\"stylesheet\" href=\"/leaflet/leaflet.css\(query)\">\n<style>\n\(css)\n</style>\n"
         return style + errorCatcher
     }
 

@@ -5,9 +5,23 @@ import TagFixReport
 /// circles coloured by their last verdict) with the tech's position and accuracy, kept up to
 /// date by the Server-Sent Events of `/events`. A phone's width is enough.
 enum LivePage {
-    static func html(state: ServeState, release: String, map: LiveMap = LiveMap()) -> String {
+    /// - Parameter token: the request's `?token=`, given again to what the page loads from
+    ///   this server (Leaflet, the tiles): a <script src> cannot send an Authorization header.
+    static func html(state: ServeState, release: String, map: LiveMap = LiveMap(), token: String? = nil) -> String {
         guard let leaflet = map.leaflet else { return plain(state: state, release: release) }
-        return leafletPage(state: state, release: release, leaflet: leaflet, base: map.base)
+        return leafletPage(state: state, release: release, leaflet: leaflet, base: map.base, token: token)
+    }
+
+    /// `?token=…` percent-encoded (only unreserved characters stay), or nothing.
+    static func tokenQuery(_ token: String?) -> String {
+        guard let token, !token.isEmpty else { return "" }
+        let unreserved = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~".utf8)
+        return "?token="
+            + token.utf8.map { byte in
+                guard !unreserved.contains(byte) else { return String(UnicodeScalar(byte)) }
+                let hex = String(byte, radix: 16, uppercase: true)
+                return "%" + (hex.count == 1 ? "0" + hex : hex)
+            }.joined()
     }
 
     /// The page without Leaflet (libjs-leaflet not installed): the report's SVG map.
@@ -151,15 +165,16 @@ enum LivePage {
     }
 
     /// The page with Leaflet (served by this server under /leaflet/) over the base map.
-    static func leafletPage(state: ServeState, release: String, leaflet: Leaflet, base: BaseMap) -> String {
+    static func leafletPage(state: ServeState, release: String, leaflet: Leaflet, base: BaseMap, token: String?) -> String {
         let site = state.site
+        let query = tokenQuery(token)
         let devices = SiteMap.scriptSafe(ServeMessage.devices(readers: state.readers, gps: state.gps))
         let data = site.mapJSON(base: base, position: state.position, positionLabel: "you (± the GPS's accuracy)")
         return """
             <!DOCTYPE html>
             <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
             <title>TagFix live</title>
-            \(SiteMap.head(leaflet: leaflet, inline: false))<style>
+            \(SiteMap.head(leaflet: leaflet, inline: false, query: query))<style>
             body{font-family:sans-serif;margin:0;color:#222}header{padding:0.3em 0.5em}
             h1{font-size:1.1em;margin:0.1em 0}#status{font-size:0.9em}#status span:not(:empty)~span:not(:empty)::before{content:" · "}
             #last{font-weight:bold;min-height:1.3em}main{display:grid;grid-template-columns:1fr}
@@ -174,13 +189,14 @@ enum LivePage {
             <div id="last"></div></header>
             <main><div id="map"></div>
             \(panelHTML)</main>
-            <script src="/leaflet/leaflet.js"></script>
+            <script src="/leaflet/leaflet.js\(query)"></script>
             <script type="application/json" id="site-data">\(SiteMap.scriptSafe(data))</script>
             <script type="application/json" id="devices-data">\(devices)</script>
             <script>
             \(SiteMap.script)
             \(walkScript)
             const data = JSON.parse(document.getElementById("site-data").textContent);
+            if (data.base.url && data.base.url.startsWith("/tiles/")) data.base.url += "\(query)";
             const site = tagfixMap(document.getElementById("map"), data);
             const walk = walkPanel(data);
             window.tagfixSite = site;

@@ -106,7 +106,7 @@ public final class ServeHub: VerdictSink {
             let now = clock?.timestamp
             switch request.path {
             case "/":
-                let page = state.value.withLock { LivePage.html(state: $0, release: release, map: map) }
+                let page = state.value.withLock { LivePage.html(state: $0, release: release, map: map, token: request.query["token"]) }
                 return HTTPResponse(status: 200, contentType: "text/html; charset=utf-8", body: page)
             case "/api/verdicts":
                 guard let since = Int(request.query["since"] ?? "0"), since >= 0 else {
