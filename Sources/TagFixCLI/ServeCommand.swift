@@ -1,5 +1,6 @@
 import Foundation
 import TagFixCore
+import TagFixDemo
 import TagFixDevices
 import TagFixGPSD
 import TagFixReport
@@ -65,6 +66,11 @@ struct ServeCommand: Subcommand {
                     "The live map's base map: an MBTiles file (served as /tiles/Z/X/Y, so the page works without a network) or an XYZ tile server's https://…/{z}/{x}/{y}.png (the browser reads it; mind its usage policy)."
             ),
             .init(name: "attribution", valueName: "TEXT", help: "The base map's credit (default: the MBTiles file's, or OpenStreetMap's for its servers)."),
+            .init(
+                name: "demo", valueName: nil,
+                help:
+                    "Walk the built-in example site through the emulators (as verify --demo does) and serve it live: open the link it prints (--http defaults to 127.0.0.1 on a free port); the walk begins once the page is open, and the page stays up until Ctrl-C."
+            ),
             .init(name: "json", valueName: nil, help: "Print one JSON object per verdict on standard output (JSON Lines)."),
             .init(name: "quiet", valueName: nil, help: "No terminal bell on a verdict."),
         ]
@@ -72,6 +78,7 @@ struct ServeCommand: Subcommand {
         examples: [
             "tagfix serve --reader pn532_uart:/dev/ttyUSB0 --gps gpsd://localhost:2947 --registry site.sqlite --log today.jsonl --http 127.0.0.1:8080",
             "tagfix serve --reader pn532_uart:/dev/ttyUSB0 --registry site.sqlite --listen 0.0.0.0:2948 --token /etc/tagfix/token",
+            "tagfix serve --demo",
             #"printf '?WATCH={"enable":true};\n' | socat - UNIX-CONNECT:$XDG_RUNTIME_DIR/tagfix.sock"#,
         ])
 
@@ -88,13 +95,15 @@ struct ServeCommand: Subcommand {
     var readers: [ReaderAddress]
     var configuration: ServeConfiguration
     var tokenPath: String?
+    var demo: Bool
     var tiles: ReportCommand.Tiles?
     var attribution: String?
     var leafletDirectory = ProcessInfo.processInfo.environment["TAGFIX_LEAFLET_DIR"] ?? Leaflet.debianDirectory
 
     init(_ arguments: ParsedArguments) throws(CLIError) {
         let name = Self.spec.name
-        guard arguments.value("reader") != nil else { throw .usage("serve needs --reader ADDRESS", command: name) }
+        demo = arguments.flag("demo")
+        guard arguments.value("reader") != nil || demo else { throw .usage("serve needs --reader ADDRESS (or --demo)", command: name) }
         if arguments.value("gps") != nil, arguments.value("gpsd") != nil { throw .usage("give --gps or --gpsd, not both", command: name) }
         var session = arguments
         session.values["gps"] = arguments.values["gpsd"] ?? arguments.values["gps"]
@@ -108,7 +117,7 @@ struct ServeCommand: Subcommand {
             configuration = ServeConfiguration(
                 socketPath: arguments.value("socket") ?? ServeConfiguration.defaultSocketPath(),
                 listen: try arguments.value("listen").map { text throws(ServeError) in try ListenAddress(text) },
-                http: try arguments.value("http").map { text throws(ServeError) in try ListenAddress(text) },
+                http: try (arguments.value("http") ?? (demo ? "127.0.0.1:0" : nil)).map { text throws(ServeError) in try ListenAddress(text) },
                 token: tokenPath.map { _ in "" }, release: TagFixCommandLine.version)
             configuration.socketGroup = arguments.value("socket-group")
             try configuration.check()
@@ -119,7 +128,10 @@ struct ServeCommand: Subcommand {
     }
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
-        guard let reader = readers.first else { throw .usage("serve needs --reader ADDRESS", command: Self.spec.name) }
+        guard let reader = readers.first else {
+            guard demo else { throw .usage("serve needs --reader ADDRESS", command: Self.spec.name) }
+            return try await runDemo(io)
+        }
         var configuration = self.configuration
         if let tokenPath {
             do {
@@ -183,6 +195,52 @@ struct ServeCommand: Subcommand {
         let signal = stop.received.map { $0 == SIGINT ? "SIGINT" : $0 == SIGTERM ? "SIGTERM" : "signal \($0)" }
         await hub.stop(
             reason: failure.map { "error: \($0.message)" } ?? signal.map { "stopped by \($0); the log is complete" } ?? "session over")
+        if let failure { throw failure }
+    }
+
+    /// `serve --demo`: the example site (its registry on the page), walked through the emulators
+    /// as `verify --demo` walks it once the first page is open, each verdict to the hub as to any
+    /// sink; then the finished walk stays served until SIGINT or SIGTERM.
+    func runDemo(_ io: some TerminalOutput) async throws(CLIError) {
+        let map = try liveMap(io)
+        let stop = StopSignals(StopSignals.standard)
+        defer { stop.cancel() }
+        let hub: ServeHub
+        do {
+            hub = try ServeHub(
+                configuration, readers: ["demo: PN532 emulator"], gps: "demo: NMEA emulator", placements: ExampleSite.registry().entries,
+                clock: MonotonicClock(), map: map, log: { io.err($0) })
+        } catch {
+            throw error.kind == .usage ? .usage(error.message, command: Self.spec.name) : .unavailable(error.message)
+        }
+        io.err(Self.listening(configuration, hub: hub))
+        hub.start()
+        if let address = configuration.http, let port = hub.server.httpPort {
+            io.err("tagfix serve --demo: open http://\(ListenAddress.described(address.host, port))/ — the walk begins when the page is open")
+        }
+        let viewer = hub.firstViewer
+        let opened = await stop.run { await viewer.wait() }
+        var failure: CLIError?
+        if opened == true {
+            io.err("tagfix serve --demo: the page is open: walking the Harbour Works example site (\(ExampleSite.stops.count) taps)")
+            do {
+                try await verify.withPrinter(io, sinks: [hub]) { printer throws(CLIError) in
+                    do throws(DemoError) {
+                        try await DemoRun(stop: stop, note: { io.err($0) }, onEvent: { printer.print($0, now: $1) }).run()
+                    } catch {
+                        throw CLIError(error)
+                    }
+                }
+            } catch {
+                failure = error
+            }
+            if failure == nil, stop.received == nil {
+                io.err("tagfix serve --demo: the walk is over; the page stays up until Ctrl-C")
+                _ = await stop.wait()
+            }
+        }
+        let signal = stop.received.map { $0 == SIGINT ? "SIGINT" : $0 == SIGTERM ? "SIGTERM" : "signal \($0)" }
+        await hub.stop(reason: failure.map { "error: \($0.message)" } ?? signal.map { "stopped by \($0)" } ?? "demo over")
         if let failure { throw failure }
     }
 

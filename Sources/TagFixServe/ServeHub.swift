@@ -10,6 +10,9 @@ public import TagFixDevices
 /// thread. They never wait for a client.
 public final class ServeHub: VerdictSink {
     public let server: EventServer
+    /// Set when the first event stream opens (a live page in a browser): `serve --demo` waits
+    /// for it before its walk begins.
+    public let firstViewer = OneShot<Bool>()
     private let state: StateBox
     private let clock: (any SessionClock)?
 
@@ -29,7 +32,8 @@ public final class ServeHub: VerdictSink {
         self.state = state
         self.clock = clock
         server = try EventServer(
-            configuration, responder: Responder(state: state, clock: clock, release: configuration.release, map: map), log: log)
+            configuration, responder: Responder(state: state, clock: clock, release: configuration.release, map: map, viewer: firstViewer),
+            log: log)
     }
 
     /// Starts serving.
@@ -79,6 +83,7 @@ public final class ServeHub: VerdictSink {
         let clock: (any SessionClock)?
         let release: String
         let map: LiveMap
+        var viewer: OneShot<Bool>? = nil
 
         func answer(_ command: ClientCommand) -> [String] {
             let now = clock?.timestamp
@@ -92,7 +97,8 @@ public final class ServeHub: VerdictSink {
         }
 
         func verdicts(since id: Int) -> [ServeEvent] {
-            state.value.withLock { state in state.verdicts(since: id).map { ServeEvent(kind: .verdict, line: $0.line, id: $0.id) } }
+            viewer?.finish(true)
+            return state.value.withLock { state in state.verdicts(since: id).map { ServeEvent(kind: .verdict, line: $0.line, id: $0.id) } }
         }
 
         func devices() -> [ServeEvent] {

@@ -3,10 +3,10 @@ chromedriver and Selenium at a phone's viewport. Opens URL and prints a line STA
 time what the page shows changes: the stream's state, the progress, the tags left to tap (in the
 page's order), how many verdicts the feed holds, the tiles loaded from /tiles/ and a pixel of
 the map where nothing is drawn (read from a screenshot, saved as SHOT-phone-N.png). Once the
-progress reads "N of N tapped" it saves SHOT-tablet.png at a tablet's viewport and exits; exits 1
-after 90 s without.
+progress reads "N of N tapped" (or the feed holds FEED verdicts, when given) it saves
+SHOT-tablet.png at a tablet's viewport and exits; exits 1 after 90 s without.
 
-usage: python live_walk.py URL SHOT"""
+usage: python live_walk.py URL SHOT [FEED]"""
 import json, os, sys, time
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
@@ -16,6 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from png_pixels import pixels
 
 url, shot = sys.argv[1:3]
+feed_wanted = int(sys.argv[3]) if len(sys.argv) > 3 else None
 READ = r"""
 const text = id => (document.getElementById(id) || {textContent: null}).textContent;
 const box = document.getElementById("map").getBoundingClientRect();
@@ -54,7 +55,8 @@ try:
             print("STATE " + json.dumps(state), flush=True)
             last, count = shown, count + 1
             done = (state["progress"] or "").split(" ")
-            if len(done) >= 3 and done[0] == done[2] and done[0] != "0":
+            finished = len(state["feed"]) >= feed_wanted if feed_wanted else len(done) >= 3 and done[0] == done[2] and done[0] != "0"
+            if finished:
                 driver.set_window_size(820, 1180)
                 time.sleep(0.5)
                 driver.save_screenshot("%s-tablet.png" % shot)

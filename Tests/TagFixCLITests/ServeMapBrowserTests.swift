@@ -103,4 +103,47 @@ struct ServeMapBrowserTests {
         }
         #expect(FileManager.default.fileExists(atPath: artefacts + "/serve-walk-tablet.png"))
     }
+
+    @Test(
+        "serve --demo: one command, the link it prints, and the live page shows the tiles, the progress going up, the list shrinking, the feed growing to the walk's nine verdicts",
+        .enabled(
+            if: ServeEndToEndTests.runnable && ReportMapBrowserTests.ready,
+            "needs the built tagfix, gpsd, chromium-driver, libjs-leaflet and TAGFIX_SELENIUM_PYTHON (scripts/test sets it up)"))
+    func demo() async throws {
+        let mbtiles = FileManager.default.temporaryDirectory.path + "/tagfix-demo-\(UUID().uuidString).mbtiles"
+        let made = Process()
+        made.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        made.arguments = [packageRoot + "/Tests/Browser/make_mbtiles.py", mbtiles] + ReportMapBrowserTests.tile.map(String.init) + ["53.5458", "9.9665"]
+        try made.run()
+        made.waitUntilExit()
+        let socket = FileManager.default.temporaryDirectory.path + "/tagfix-demo-\(UUID().uuidString).sock"
+        let serve = try RunningTagFix(["serve", "--demo", "--socket", socket, "--tiles", mbtiles])
+        #expect(await serve.waitFor("the walk begins when the page is open", onStandardError: true), "\(serve.stderr)")
+        let link = try #require(serve.stderr.components(separatedBy: "open ").dropFirst().first?.split(separator: " ").first.map(String.init))
+        #expect(link.hasPrefix("http://127.0.0.1:"))
+        let artefacts = packageRoot + "/.build/test-artefacts"
+        try FileManager.default.createDirectory(atPath: artefacts, withIntermediateDirectories: true)
+        let browser = try ReportMapBrowserTests.python("live_walk.py", [link, artefacts + "/serve-demo", "9"])
+        #expect(browser.code == 0, "\(browser.err)")
+        #expect(await serve.waitFor("the walk is over", onStandardError: true), "\(serve.stderr)")
+        #expect(await serve.stop(with: SIGTERM))
+        let states = browser.lines.filter { $0.hasPrefix("STATE ") }.compactMap { try? JSONValue.parse(String($0.dropFirst(6))) }
+        #expect(states.count >= 2, "\(browser.lines)")
+        #expect(states.allSatisfy { $0["error"]?.isNull == true }, "a script error: \(states)")
+        let tapped = states.compactMap { $0["progress"]?.string.flatMap { Int($0.prefix { $0.isNumber }) } }
+        let feeds = states.map { $0["feed"]?.array?.count ?? -1 }
+        let left = states.map { $0["left"]?.array?.count ?? -1 }
+        #expect(tapped == tapped.sorted() && (tapped.last ?? 0) > (tapped.first ?? 0), "the progress did not go up: \(tapped)")
+        #expect(feeds == feeds.sorted() && feeds.last == 9, "the feed did not grow to nine: \(feeds)")
+        #expect(left == left.sorted(by: >) && (left.last ?? 0) < (left.first ?? 0), "the list did not shrink: \(left)")
+        // The walk leaves T06, T08 and T10 untapped: what is left to tap, each with a distance.
+        let last = try #require(states.last)
+        #expect(last["progress"]?.string?.hasSuffix("tapped") == true)
+        #expect(Set(last["left"]?.array?.compactMap { $0.string?.split(separator: ",").first.map(String.init) } ?? []) == ["T06", "T08", "T10"], "\(last)")
+        for state in states {
+            #expect((state["tiles"]?.double ?? 0) > 0 && state["tilesFromServer"]?.bool == true, "no tiles from /tiles/: \(state)")
+            #expect(ReportMapBrowserTests.rgb(state["pixel"]) == ReportMapBrowserTests.tile, "\(state)")
+        }
+        #expect(FileManager.default.fileExists(atPath: artefacts + "/serve-demo-tablet.png"))
+    }
 }
