@@ -51,7 +51,9 @@ struct ReportCommand: Subcommand {
             ),
             .init(
                 name: "max-zoom", valueName: "Z",
-                help: "The deepest zoom whose tiles are embedded from --tiles FILE.mbtiles (default 18; each zoom deeper about quadruples the tiles)."),
+                help:
+                    "The deepest zoom whose tiles are embedded from --tiles FILE.mbtiles (default 18; each zoom deeper about quadruples the tiles)."
+            ),
             .init(
                 name: "attribution", valueName: "TEXT",
                 help: "The base map's credit, shown on the map (default: the MBTiles file's, or OpenStreetMap's for its servers)."),
@@ -109,14 +111,18 @@ struct ReportCommand: Subcommand {
         title = arguments.value("title")
         tiles = try arguments.value("tiles").map { text throws(CLIError) in try Tiles.parse(text, command: Self.spec.name) }
         if let zoom = try arguments.number("max-zoom", in: 0...Double(MBTiles.deepestZoom), command: Self.spec.name) {
-            guard zoom == zoom.rounded() else { throw .usage("--max-zoom \(zoom): give a whole zoom level, 0 to \(MBTiles.deepestZoom)", command: Self.spec.name) }
+            guard zoom == zoom.rounded() else {
+                throw .usage("--max-zoom \(zoom): give a whole zoom level, 0 to \(MBTiles.deepestZoom)", command: Self.spec.name)
+            }
             maximumZoom = Int(zoom)
         }
         attribution = arguments.value("attribution")
         if tiles != nil || arguments.value("max-zoom") != nil || attribution != nil, format != .html {
             throw .usage("--tiles, --max-zoom and --attribution are for --format html (the map a browser draws)", command: Self.spec.name)
         }
-        if arguments.value("max-zoom") != nil, tiles == nil { throw .usage("--max-zoom is for --tiles FILE.mbtiles", command: Self.spec.name) }
+        if arguments.value("max-zoom") != nil, tiles == nil {
+            throw .usage("--max-zoom is for --tiles FILE.mbtiles", command: Self.spec.name)
+        }
     }
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
@@ -282,7 +288,8 @@ extension ReportCommand {
     }
 
     static func size(_ bytes: Int) -> String {
-        bytes < 1024 * 1024 ? "\(Coordinate.format(Double(bytes) / 1024, 1)) KiB" : "\(Coordinate.format(Double(bytes) / 1024 / 1024, 1)) MiB"
+        bytes < 1024 * 1024
+            ? "\(Coordinate.format(Double(bytes) / 1024, 1)) KiB" : "\(Coordinate.format(Double(bytes) / 1024 / 1024, 1)) MiB"
     }
 
     /// Adds the registry's enrolment read health to the report and names on stderr the tags that

@@ -65,7 +65,9 @@ struct ServeCommand: Subcommand {
                 help:
                     "The live map's base map: an MBTiles file (served as /tiles/Z/X/Y, so the page works without a network) or an XYZ tile server's https://…/{z}/{x}/{y}.png (the browser reads it; mind its usage policy)."
             ),
-            .init(name: "attribution", valueName: "TEXT", help: "The base map's credit (default: the MBTiles file's, or OpenStreetMap's for its servers)."),
+            .init(
+                name: "attribution", valueName: "TEXT",
+                help: "The base map's credit (default: the MBTiles file's, or OpenStreetMap's for its servers)."),
             .init(
                 name: "demo", valueName: nil,
                 help:
@@ -117,7 +119,8 @@ struct ServeCommand: Subcommand {
             configuration = ServeConfiguration(
                 socketPath: arguments.value("socket") ?? ServeConfiguration.defaultSocketPath(),
                 listen: try arguments.value("listen").map { text throws(ServeError) in try ListenAddress(text) },
-                http: try (arguments.value("http") ?? (demo ? "127.0.0.1:0" : nil)).map { text throws(ServeError) in try ListenAddress(text) },
+                http: try (arguments.value("http") ?? (demo ? "127.0.0.1:0" : nil)).map { text throws(ServeError) in try ListenAddress(text)
+                },
                 token: tokenPath.map { _ in "" }, release: TagFixCommandLine.version)
             configuration.socketGroup = arguments.value("socket-group")
             try configuration.check()
@@ -216,7 +219,8 @@ struct ServeCommand: Subcommand {
         io.err(Self.listening(configuration, hub: hub))
         hub.start()
         if let address = configuration.http, let port = hub.server.httpPort {
-            io.err("tagfix serve --demo: open http://\(ListenAddress.described(address.host, port))/ — the walk begins when the page is open")
+            io.err(
+                "tagfix serve --demo: open http://\(ListenAddress.described(address.host, port))/ — the walk begins when the page is open")
         }
         let viewer = hub.firstViewer
         let opened = await stop.run { await viewer.wait() }
@@ -263,7 +267,8 @@ struct ServeCommand: Subcommand {
                 let file = try MBTiles(path: path)
                 map.tiles = .source(MBTilesSource(file: file, attribution: attribution ?? file.metadata["attribution"]))
                 io.err(
-                    "tagfix serve: tiles from \(path), zooms \(file.zooms.lowerBound)–\(file.zooms.upperBound) (\(file.format)), at /tiles/Z/X/Y")
+                    "tagfix serve: tiles from \(path), zooms \(file.zooms.lowerBound)–\(file.zooms.upperBound) (\(file.format)), at /tiles/Z/X/Y"
+                )
             } catch {
                 throw .file(DataFileError(file: path, line: nil, message: error.message, unreadable: error.kind == .missing))
             }
@@ -290,7 +295,6 @@ struct ServeCommand: Subcommand {
         return line
     }
 }
-
 
 /// An MBTiles file as the live page's tile source.
 struct MBTilesSource: TileSource {

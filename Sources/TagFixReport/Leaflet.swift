@@ -35,12 +35,16 @@ public struct Leaflet: Sendable {
                     "Leaflet is not installed (no \(directory)/leaflet.js or leaflet.css): apt-get install libjs-leaflet")
         }
         guard let javascript = String(data: script, encoding: .utf8), let css = String(data: style, encoding: .utf8) else {
-            throw LeafletError(message: "\(directory)/leaflet.js or leaflet.css is not UTF-8 text: reinstall it (apt-get install --reinstall libjs-leaflet)")
+            throw LeafletError(
+                message:
+                    "\(directory)/leaflet.js or leaflet.css is not UTF-8 text: reinstall it (apt-get install --reinstall libjs-leaflet)")
         }
         // Inlined into <script> and <style>: text that would end them early is refused.
         let lower = javascript.lowercased() + css.lowercased()
         guard !lower.contains("</script"), !lower.contains("</style"), !lower.contains("<!--") else {
-            throw LeafletError(message: "\(directory)/leaflet.js holds \"</script\", \"</style\" or \"<!--\": it cannot be inlined (reinstall libjs-leaflet)")
+            throw LeafletError(
+                message:
+                    "\(directory)/leaflet.js holds \"</script\", \"</style\" or \"<!--\": it cannot be inlined (reinstall libjs-leaflet)")
         }
         var images: [String: [UInt8]] = [:]
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory + "/images")) ?? []

@@ -130,13 +130,18 @@ public struct TileTemplate: Sendable, Hashable, CustomStringConvertible {
 
     public init(_ text: String) throws(TileTemplateError) {
         func fail(_ why: String) -> TileTemplateError {
-            TileTemplateError(message: "--tiles \(text.debugDescription): \(why) (give a file.mbtiles, or a template such as https://tile.example.org/{z}/{x}/{y}.png)")
+            TileTemplateError(
+                message:
+                    "--tiles \(text.debugDescription): \(why) (give a file.mbtiles, or a template such as https://tile.example.org/{z}/{x}/{y}.png)"
+            )
         }
         guard text.count <= 2048 else { throw fail("longer than 2048 characters") }
         guard text.unicodeScalars.allSatisfy({ (0x21...0x7E).contains($0.value) }) else {
             throw fail("only printable ASCII, without spaces, may be in a tile URL (percent-encode the rest)")
         }
-        guard !text.contains(where: { "\"'<>\\`".contains($0) }) else { throw fail("quotes, backslashes and angle brackets are not allowed") }
+        guard !text.contains(where: { "\"'<>\\`".contains($0) }) else {
+            throw fail("quotes, backslashes and angle brackets are not allowed")
+        }
         let lower = text.lowercased()
         guard lower.hasPrefix("https://") || lower.hasPrefix("http://") else { throw fail("it must start with https:// or http://") }
         var placeholders: [String] = []

@@ -246,7 +246,8 @@ public enum SiteMap {
     public static func head(leaflet: Leaflet, inline: Bool, query: String = "") -> String {
         let style =
             inline
-            ? "<style>\n\(leaflet.inlineCSS)\n\(css)\n</style>\n" : "<link rel=\"stylesheet\" href=\"/leaflet/leaflet.css\(query)\">\n<style>\n\(css)\n</style>\n"
+            ? "<style>\n\(leaflet.inlineCSS)\n\(css)\n</style>\n"
+            : "<link rel=\"stylesheet\" href=\"/leaflet/leaflet.css\(query)\">\n<style>\n\(css)\n</style>\n"
         return style + errorCatcher
     }
 
@@ -282,7 +283,8 @@ extension SiteReport {
 
     /// The box the map opens on: every region and every tap.
     public var mapBounds: MapBounds? {
-        MapBounds(tags.compactMap { tag in tag.center.map { ($0, tag.radius ?? 0) } } + tapPositions.compactMap { $0.coordinate.map { ($0, 0) } })
+        MapBounds(
+            tags.compactMap { tag in tag.center.map { ($0, tag.radius ?? 0) } } + tapPositions.compactMap { $0.coordinate.map { ($0, 0) } })
     }
 
     /// The tech's last position, from the last tap with a fix.

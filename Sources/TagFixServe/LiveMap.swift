@@ -36,7 +36,8 @@ public struct LiveMap: Sendable {
         switch tiles {
         case nil: .plain
         case .server(let template, let attribution): .server(template, attribution: attribution, maximumZoom: 19)
-        case .source(let source): .served(minimumZoom: source.zooms.lowerBound, maximumZoom: source.zooms.upperBound, attribution: source.attribution)
+        case .source(let source):
+            .served(minimumZoom: source.zooms.lowerBound, maximumZoom: source.zooms.upperBound, attribution: source.attribution)
         }
     }
 
@@ -56,7 +57,8 @@ public struct LiveMap: Sendable {
                 if name.hasPrefix("images/"), let bytes = leaflet.images[String(name.dropFirst("images/".count))] {
                     return HTTPResponse(status: 200, contentType: "image/png", bytes: bytes)
                 }
-                return HTTPResponse(status: 404, body: "no such file of Leaflet's: /leaflet/leaflet.js, /leaflet/leaflet.css, /leaflet/images/…\n")
+                return HTTPResponse(
+                    status: 404, body: "no such file of Leaflet's: /leaflet/leaflet.js, /leaflet/leaflet.css, /leaflet/images/…\n")
             }
         }
         guard path.hasPrefix("/tiles/") else { return nil }
@@ -69,7 +71,9 @@ public struct LiveMap: Sendable {
         guard MapTile.isValid(z: tile.z, x: tile.x, y: tile.y, zooms: source.zooms) else {
             return HTTPResponse(
                 status: 404,
-                body: "tile \(tile) is outside the tiles' range: zooms \(source.zooms.lowerBound) to \(source.zooms.upperBound), X and Y 0 to 2^Z - 1\n")
+                body:
+                    "tile \(tile) is outside the tiles' range: zooms \(source.zooms.lowerBound) to \(source.zooms.upperBound), X and Y 0 to 2^Z - 1\n"
+            )
         }
         do {
             guard let bytes = try source.tileData(z: tile.z, x: tile.x, y: tile.y) else {

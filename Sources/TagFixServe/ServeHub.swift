@@ -134,7 +134,8 @@ public final class ServeHub: VerdictSink {
             default:
                 if let answer = map.respond(to: request.path) { return answer }
                 return HTTPResponse(
-                    status: 404, body: "no such page: /, /events, /api/verdicts?since=ID, /api/tags, /healthz, /metrics, /leaflet/…, /tiles/Z/X/Y\n")
+                    status: 404,
+                    body: "no such page: /, /events, /api/verdicts?since=ID, /api/tags, /healthz, /metrics, /leaflet/…, /tiles/Z/X/Y\n")
             }
         }
     }

@@ -47,7 +47,8 @@ public final class MBTiles: Sendable {
         self.path = path
         func fail(_ kind: MBTilesError.Kind, _ message: String) -> MBTilesError { MBTilesError(kind: kind, path: path, message: message) }
         guard FileManager.default.isReadableFile(atPath: path) else {
-            throw fail(.missing, "no such MBTiles file, or it cannot be read (give --tiles an .mbtiles file QGIS, TileMill or mb-util made)")
+            throw fail(
+                .missing, "no such MBTiles file, or it cannot be read (give --tiles an .mbtiles file QGIS, TileMill or mb-util made)")
         }
         let notMBTiles = "not an MBTiles file"
         do {

@@ -37,7 +37,8 @@ struct ServeMapBrowserTests {
         let mbtiles = FileManager.default.temporaryDirectory.path + "/tagfix-serve-\(UUID().uuidString).mbtiles"
         let made = Process()
         made.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        made.arguments = [packageRoot + "/Tests/Browser/make_mbtiles.py", mbtiles] + ReportMapBrowserTests.tile.map(String.init) + ["53.5463", "9.966"]
+        made.arguments =
+            [packageRoot + "/Tests/Browser/make_mbtiles.py", mbtiles] + ReportMapBrowserTests.tile.map(String.init) + ["53.5463", "9.966"]
         try made.run()
         made.waitUntilExit()
         let rig = try await ServeRig(extra: ["--registry", registry, "--tiles", mbtiles])
@@ -62,7 +63,9 @@ struct ServeMapBrowserTests {
             }
         }
         let states = {
-            printed.withLock { $0 }.split(separator: "\n").filter { $0.hasPrefix("STATE ") }.compactMap { try? JSONValue.parse(String($0.dropFirst(6))) }
+            printed.withLock { $0 }.split(separator: "\n").filter { $0.hasPrefix("STATE ") }.compactMap {
+                try? JSONValue.parse(String($0.dropFirst(6)))
+            }
         }
         func progress(_ text: String) async -> Bool {
             await RunningTagFix.poll { states().contains { $0["progress"]?.string == text } || !browser.isRunning }
@@ -82,7 +85,8 @@ struct ServeMapBrowserTests {
         let seen = states()
         #expect(seen.allSatisfy { $0["error"]?.isNull == true }, "a script error: \(seen)")
         let at = { (text: String) in seen.last { $0["progress"]?.string == text } }
-        let before = try #require(seen.last { $0["progress"]?.string == "0 of 2 tapped" && $0["left"]?.array?.first?.string?.contains(" m ") == true })
+        let before = try #require(
+            seen.last { $0["progress"]?.string == "0 of 2 tapped" && $0["left"]?.array?.first?.string?.contains(" m ") == true })
         let left0 = before["left"]?.array?.compactMap(\.string) ?? []
         #expect(left0.count == 2)
         #expect(left0.first?.hasPrefix("E1, ") == true, "nearest first: \(left0)")
@@ -90,7 +94,9 @@ struct ServeMapBrowserTests {
         let left1 = one["left"]?.array?.compactMap(\.string) ?? []
         #expect(left1.count == 1)
         // E2 is 300 m north of where the tech stands (±0.5 m of noise).
-        #expect(left1.first.map { $0.hasPrefix("E2, 299 m N") || $0.hasPrefix("E2, 300 m N") || $0.hasPrefix("E2, 301 m N") } == true, "\(left1)")
+        #expect(
+            left1.first.map { $0.hasPrefix("E2, 299 m N") || $0.hasPrefix("E2, 300 m N") || $0.hasPrefix("E2, 301 m N") } == true,
+            "\(left1)")
         #expect(one["feed"]?.array?.count == 1)
         #expect(one["feed"]?.array?.first?.string?.contains("E1 confirmed") == true, "\(one)")
         let two = try #require(at("2 of 2 tapped"))
@@ -99,7 +105,8 @@ struct ServeMapBrowserTests {
         #expect(two["left"]?.array?.first?.string?.hasPrefix("none") == true)
         for state in seen {
             #expect((state["tiles"]?.double ?? 0) > 0 && state["tilesFromServer"]?.bool == true, "no tiles from /tiles/: \(state)")
-            #expect(ReportMapBrowserTests.rgb(state["pixel"]) == ReportMapBrowserTests.tile, "the map's background is not the tiles: \(state)")
+            #expect(
+                ReportMapBrowserTests.rgb(state["pixel"]) == ReportMapBrowserTests.tile, "the map's background is not the tiles: \(state)")
         }
         #expect(FileManager.default.fileExists(atPath: artefacts + "/serve-walk-tablet.png"))
     }
@@ -113,13 +120,15 @@ struct ServeMapBrowserTests {
         let mbtiles = FileManager.default.temporaryDirectory.path + "/tagfix-demo-\(UUID().uuidString).mbtiles"
         let made = Process()
         made.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        made.arguments = [packageRoot + "/Tests/Browser/make_mbtiles.py", mbtiles] + ReportMapBrowserTests.tile.map(String.init) + ["53.5458", "9.9665"]
+        made.arguments =
+            [packageRoot + "/Tests/Browser/make_mbtiles.py", mbtiles] + ReportMapBrowserTests.tile.map(String.init) + ["53.5458", "9.9665"]
         try made.run()
         made.waitUntilExit()
         let socket = FileManager.default.temporaryDirectory.path + "/tagfix-demo-\(UUID().uuidString).sock"
         let serve = try RunningTagFix(["serve", "--demo", "--socket", socket, "--tiles", mbtiles])
         #expect(await serve.waitFor("the walk begins when the page is open", onStandardError: true), "\(serve.stderr)")
-        let link = try #require(serve.stderr.components(separatedBy: "open ").dropFirst().first?.split(separator: " ").first.map(String.init))
+        let link = try #require(
+            serve.stderr.components(separatedBy: "open ").dropFirst().first?.split(separator: " ").first.map(String.init))
         #expect(link.hasPrefix("http://127.0.0.1:"))
         let artefacts = packageRoot + "/.build/test-artefacts"
         try FileManager.default.createDirectory(atPath: artefacts, withIntermediateDirectories: true)
@@ -139,7 +148,10 @@ struct ServeMapBrowserTests {
         // The walk leaves T06, T08 and T10 untapped: what is left to tap, each with a distance.
         let last = try #require(states.last)
         #expect(last["progress"]?.string?.hasSuffix("tapped") == true)
-        #expect(Set(last["left"]?.array?.compactMap { $0.string?.split(separator: ",").first.map(String.init) } ?? []) == ["T06", "T08", "T10"], "\(last)")
+        #expect(
+            Set(last["left"]?.array?.compactMap { $0.string?.split(separator: ",").first.map(String.init) } ?? []) == [
+                "T06", "T08", "T10",
+            ], "\(last)")
         for state in states {
             #expect((state["tiles"]?.double ?? 0) > 0 && state["tilesFromServer"]?.bool == true, "no tiles from /tiles/: \(state)")
             #expect(ReportMapBrowserTests.rgb(state["pixel"]) == ReportMapBrowserTests.tile, "\(state)")

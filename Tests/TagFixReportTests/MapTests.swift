@@ -14,7 +14,9 @@ func makeMBTiles(
     guard sqlite3_open(path, &db) == SQLITE_OK, let db else { throw CocoaError(.fileWriteUnknown) }
     defer { sqlite3_close(db) }
     func exec(_ sql: String) throws { guard sqlite3_exec(db, sql, nil, nil, nil) == SQLITE_OK else { throw CocoaError(.fileWriteUnknown) } }
-    try exec("CREATE TABLE metadata (name text, value text); CREATE TABLE tiles (zoom_level integer, tile_column integer, tile_row integer, tile_data blob)")
+    try exec(
+        "CREATE TABLE metadata (name text, value text); CREATE TABLE tiles (zoom_level integer, tile_column integer, tile_row integer, tile_data blob)"
+    )
     for (key, value) in metadata {
         try exec("INSERT INTO metadata VALUES ('\(key)', '\(value.replacing("'", with: "''"))')")
     }
@@ -102,7 +104,9 @@ struct SiteMapTests {
     func tilePaths() {
         #expect(MapTile(path: "3/1/2") == MapTile(z: 3, x: 1, y: 2))
         #expect(MapTile(path: "3/1/2.png") == MapTile(z: 3, x: 1, y: 2))
-        for bad in ["../../etc/passwd", "3/1", "3/1/2/4", "-1/0/0", "3/+1/2", "3/ 1/2", "3/1/2.exe", "3//2", "", "3/1/2%00", "a/b/c", "3/1/１"] {
+        for bad in [
+            "../../etc/passwd", "3/1", "3/1/2/4", "-1/0/0", "3/+1/2", "3/ 1/2", "3/1/2.exe", "3//2", "", "3/1/2%00", "a/b/c", "3/1/１",
+        ] {
             #expect(MapTile(path: Substring(bad)) == nil, "\(bad)")
         }
         #expect(MapTile.isValid(z: 3, x: 7, y: 7, zooms: 0...5))

@@ -5,7 +5,8 @@ import Testing
 
 /// A log line: `fix` nil for a verdict decided without one (disallowed, untrusted…).
 private func line(_ verdict: String, tag: String, fix: (Double, Double)?, region: (Double, Double)?, message: String = "m") -> String {
-    let fixJSON = fix.map { #"{"time":"2026-05-14T08:00:00Z","mode":"3d","lat":\#($0.0),"lon":\#($0.1),"accuracy_m":4,"status":"gps"}"# } ?? "null"
+    let fixJSON =
+        fix.map { #"{"time":"2026-05-14T08:00:00Z","mode":"3d","lat":\#($0.0),"lon":\#($0.1),"accuracy_m":4,"status":"gps"}"# } ?? "null"
     let regionJSON =
         region.map { #"{"id":\#(JSONValue.quoted(tag)),"name":"n","lat":\#($0.0),"lon":\#($0.1),"radius_m":20,"source":"registry"}"# }
         ?? "null"
@@ -83,12 +84,14 @@ struct SiteMapReportTests {
             line("confirmed", tag: name, fix: (53.545, 9.966), region: (53.545, 9.966), message: "msg " + name),
             line("disallowed", tag: "T09", fix: nil, region: nil, message: name),
         ])
-        let page = site.html(map: .leaflet(leaflet, .embedded(EmbeddedTiles(tiles: [:], mediaType: "image/png", zooms: 15...16, attribution: name))))
+        let page = site.html(
+            map: .leaflet(leaflet, .embedded(EmbeddedTiles(tiles: [:], mediaType: "image/png", zooms: 15...16, attribution: name))))
         let scripts = page.components(separatedBy: "<script").count - 1
         #expect(page.lowercased().components(separatedBy: "</script").count - 1 == scripts, "a script ended early")
         #expect(!page.contains("<!--"))
         #expect(!page.contains("<img"))
-        let json = try #require(page.components(separatedBy: #"id="site-data">"#).dropFirst().first?.components(separatedBy: "</script>").first)
+        let json = try #require(
+            page.components(separatedBy: #"id="site-data">"#).dropFirst().first?.components(separatedBy: "</script>").first)
         #expect(!json.contains("\u{2028}"), "U+2028 ends a line in older JavaScript")
         let data = try mapData(page)
         #expect(data["tags"]?.array?.first?["key"]?.string == name)
@@ -112,7 +115,8 @@ struct SiteMapReportTests {
         #expect(base["tileMaxZoom"]?.double == 17)
     }
 
-    @Test("the Leaflet from Debian's libjs-leaflet loads, its images inline in its style sheet",
+    @Test(
+        "the Leaflet from Debian's libjs-leaflet loads, its images inline in its style sheet",
         .enabled(if: FileManager.default.fileExists(atPath: Leaflet.debianDirectory + "/leaflet.css"), "needs libjs-leaflet"))
     func debianLeaflet() throws {
         let leaflet = try Leaflet.load()

@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
-import TagFixDevices
 import TagFixCore
+import TagFixDevices
 import TagFixReport
 import Testing
 
@@ -40,7 +40,8 @@ struct LiveMapTests {
         #expect(try get("/tiles/3/1/3", map).status == 404, "none there")
         #expect(source.asked.withLock { $0 } == [MapTile(z: 3, x: 1, y: 2), MapTile(z: 4, x: 0, y: 0), MapTile(z: 3, x: 1, y: 3)])
         for path in [
-            "/tiles/2/0/0", "/tiles/5/0/0", "/tiles/3/8/0", "/tiles/3/0/8", "/tiles/3/-1/0", "/tiles/../../etc/passwd", "/tiles/3/1/2/../../x",
+            "/tiles/2/0/0", "/tiles/5/0/0", "/tiles/3/8/0", "/tiles/3/0/8", "/tiles/3/-1/0", "/tiles/../../etc/passwd",
+            "/tiles/3/1/2/../../x",
             "/tiles/3/1", "/tiles/3/1/2.txt", "/tiles/99999999999/0/0", "/tiles/%2e%2e/0/0",
         ] {
             let answer = try get(path, map)
@@ -59,7 +60,9 @@ struct LiveMapTests {
         #expect(String(decoding: script.body, as: UTF8.self) == "window.L = {};")
         #expect(try get("/leaflet/leaflet.css", map).contentType.hasPrefix("text/css"))
         #expect(try get("/leaflet/images/layers.png", map).body == [1, 2, 3])
-        for path in ["/leaflet/../../etc/passwd", "/leaflet/images/../leaflet.js", "/leaflet/images/none.png", "/leaflet/leaflet.min.js.map"] {
+        for path in [
+            "/leaflet/../../etc/passwd", "/leaflet/images/../leaflet.js", "/leaflet/images/none.png", "/leaflet/leaflet.min.js.map",
+        ] {
             #expect(try get(path, map).status == 404, "\(path)")
         }
         #expect(try get("/leaflet/leaflet.js", LiveMap()).status == 404)
@@ -72,11 +75,14 @@ struct LiveMapTests {
             placements: [
                 RegistryEntry(
                     id: "</script><!--T1", uid: nil,
-                    region: try CircularRegion(center: Coordinate(latitude: 53.545, longitude: 9.966), radius: 20, identifier: "</script><!--T1"),
+                    region: try CircularRegion(
+                        center: Coordinate(latitude: 53.545, longitude: 9.966), radius: 20, identifier: "</script><!--T1"),
                     name: "<img src=x onerror=alert(1)>")
             ])
-        _ = state.observe(ReaderEvent.failed(ReaderError(code: .io, message: "answer </script> <!-- ended")), reader: state.readers[0].path, now: nil)
-        let page = String(decoding: try get("/", LiveMap(leaflet: leaflet, tiles: .source(RecordingTiles())), state: state).body, as: UTF8.self)
+        _ = state.observe(
+            ReaderEvent.failed(ReaderError(code: .io, message: "answer </script> <!-- ended")), reader: state.readers[0].path, now: nil)
+        let page = String(
+            decoding: try get("/", LiveMap(leaflet: leaflet, tiles: .source(RecordingTiles())), state: state).body, as: UTF8.self)
         #expect(page.contains(#"<script src="/leaflet/leaflet.js"></script>"#))
         #expect(page.contains(#"href="/leaflet/leaflet.css""#))
         #expect(page.contains("/tiles/{z}/{x}/{y}"))
@@ -84,7 +90,8 @@ struct LiveMapTests {
         #expect(page.lowercased().components(separatedBy: "</script").count == page.components(separatedBy: "<script").count)
         #expect(!page.contains("<!--"))
         #expect(!page.contains("<img"))
-        let data = try #require(page.components(separatedBy: #"id="site-data">"#).dropFirst().first?.components(separatedBy: "</script>").first)
+        let data = try #require(
+            page.components(separatedBy: #"id="site-data">"#).dropFirst().first?.components(separatedBy: "</script>").first)
         let parsed = try JSONValue.parse(data)
         #expect(parsed["tags"]?.array?.first?["key"]?.string == "</script><!--T1")
         #expect(parsed["tags"]?.array?.first?["name"]?.string == "<img src=x onerror=alert(1)>")
