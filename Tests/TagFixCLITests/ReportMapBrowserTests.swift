@@ -115,3 +115,52 @@ struct ReportMapBrowserTests {
         }
     }
 }
+
+@Suite("tagfix report's map options")
+struct ReportMapOptionTests {
+    /// The built tagfix with `environment` added; its exit code and standard error.
+    static func tagfix(_ arguments: [String], environment: [String: String]) throws -> (code: Int32, err: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: RunningTagFix.binary)
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, text)
+    }
+
+    @Test(
+        "without libjs-leaflet: a note naming the package and the plain SVG map; with --tiles, exit 69",
+        .enabled(if: RunningTagFix.isBuilt, "needs the built tagfix"))
+    func withoutLeaflet() async throws {
+        let log = try await ReportCommandTests.sessionLog()
+        let output = (log as NSString).deletingLastPathComponent + "/no-leaflet.html"
+        let missing = ["TAGFIX_LEAFLET_DIR": "/nonexistent/leaflet"]
+        let plain = try Self.tagfix(["report", log, "--output", output], environment: missing)
+        #expect(plain.code == 0, "\(plain.err)")
+        #expect(plain.err.contains("apt-get install libjs-leaflet"), "\(plain.err)")
+        #expect(try String(contentsOfFile: output, encoding: .utf8).contains("<svg"))
+        let tiles = try Self.tagfix(
+            ["report", log, "--output", output, "--tiles", "https://tile.openstreetmap.org/{z}/{x}/{y}.png"], environment: missing)
+        #expect(tiles.code == 69)
+        #expect(tiles.err.split(separator: "\n").count == 1, "\(tiles.err)")
+        #expect(tiles.err.contains("apt-get install libjs-leaflet"))
+    }
+
+    @Test(
+        "--tiles URL: the template reaches the page's data escaped, with OpenStreetMap's attribution for its servers",
+        .enabled(if: FileManager.default.fileExists(atPath: Leaflet.debianDirectory + "/leaflet.js"), "needs libjs-leaflet"))
+    func tileServer() async throws {
+        let log = try await ReportCommandTests.sessionLog()
+        let output = (log as NSString).deletingLastPathComponent + "/osm.html"
+        let result = await run(["report", log, "--output", output, "--tiles", "https://tile.openstreetmap.org/{z}/{x}/{y}.png?a=1&b=2"])
+        #expect(result.code == 0, "\(result.err)")
+        let page = try String(contentsOfFile: output, encoding: .utf8)
+        #expect(page.contains(#""url":"https://tile.openstreetmap.org/{z}/{x}/{y}.png?a=1\u0026b=2""#))
+        #expect(page.contains("© OpenStreetMap contributors"))
+    }
+}

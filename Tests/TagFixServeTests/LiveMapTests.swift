@@ -99,3 +99,17 @@ struct LiveMapTests {
         #expect(!LivePage.walkScript.contains("innerHTML"))
     }
 }
+
+@Suite("The live page's token")
+struct LivePageTokenTests {
+    @Test("the page's ?token= goes again to /leaflet/ and /tiles/, percent-encoded so it cannot leave its attribute")
+    func token() throws {
+        let map = LiveMap(leaflet: Leaflet(javascript: "", css: ""), tiles: .source(RecordingTiles()))
+        let page = LivePage.html(state: ServeState(readers: ["r"], gps: nil), release: "t", map: map, token: "a b\"<&>é")
+        let query = "?token=a%20b%22%3C%26%3E%C3%A9"
+        #expect(page.contains("<script src=\"/leaflet/leaflet.js\(query)\"></script>"))
+        #expect(page.contains("href=\"/leaflet/leaflet.css\(query)\""))
+        #expect(page.contains("data.base.url += \"\(query)\""))
+        #expect(!LivePage.html(state: ServeState(readers: ["r"], gps: nil), release: "t", map: map).contains("?token="))
+    }
+}
