@@ -149,6 +149,8 @@ public enum SiteMap {
           if (b) map.fitBounds([[b.south, b.west], [b.north, b.east]], {padding: [24, 24], maxZoom: 19});
           else map.setView([0, 0], 2);
           const layer = L.featureGroup().addTo(map);
+          // Thousands of taps (a long session) are drawn on one canvas, not as as many SVG paths.
+          const dots = data.taps.length > 1000 ? L.canvas({padding: 0.5}) : undefined;
           const tags = new Map();
           const permanent = data.tags.length <= 60;
           function mark(path, attributes) {
@@ -199,11 +201,11 @@ public enum SiteMap {
             if (!at) return null;
             if (measured && tap.verdict === "outside" && tap.region) {
               L.polyline([[tap.region.lat, tap.region.lon], at], {color: colour("outside"), weight: 1.5, dashArray: "4 3",
-                                                                 interactive: false, className: "offset"}).addTo(layer);
+                                                                 interactive: false, className: "offset", renderer: dots}).addTo(layer);
             }
             const dot = L.circleMarker(at, {radius: 5, color: measured ? "#222" : colour(tap.verdict), weight: measured ? 1 : 2,
                                             dashArray: measured ? null : "2 2", fillColor: colour(tap.verdict),
-                                            fillOpacity: measured ? 0.9 : 0.35, className: "scan"}).addTo(layer);
+                                            fillOpacity: measured ? 0.9 : 0.35, className: "scan", renderer: dots}).addTo(layer);
             dot.bindTooltip(node("span", tap.tag + " " + tap.verdict + ": " + tap.message + (measured ? "" : " (no fix: drawn at " + where + ")")));
             mark(dot, {"data-verdict": tap.verdict, "data-measured": String(measured)});
             if (map.hasLayer(you)) you.bringToFront();
