@@ -130,7 +130,7 @@ let package = Package(
         .testTarget(name: "TagFixDevicesTests", dependencies: ["TagFixDevices", "TagFixScenarios", "TagFixTesting"]),
         .testTarget(name: "TagFixTestingTests", dependencies: ["TagFixScenarios", "TagFixTesting"]),
         .testTarget(name: "TagFixStoreTests", dependencies: ["TagFixStore", "TagFixCore", "TagFixTesting"]),
-        .testTarget(name: "TagFixReportTests", dependencies: ["TagFixReport", "TagFixCore"]),
+        .testTarget(name: "TagFixReportTests", dependencies: ["TagFixReport", "TagFixCore", "TagFixStore", "CSQLite"]),
         .testTarget(
             name: "TagFixMQTTTests",
             dependencies: [

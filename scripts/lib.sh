@@ -13,7 +13,7 @@ set -euo pipefail
 #   faketime      tests: a wrong wall clock (with DONT_FAKE_MONOTONIC=1) around tagfix
 #   chromium, chromium-driver  tests: tagfix serve's live page in a real browser (Selenium, PyPI)
 TAGFIX_DEBIAN_PACKAGES=(libnfc-dev pkg-config libnfc-bin libnfc-examples python3-venv libgps-dev gpsd gpsd-clients libsqlite3-dev libssl-dev faketime mosquitto libmosquitto-dev mosquitto-clients libpcsclite-dev pcscd vsmartcard-vpcd pcsc-tools python3-pyscard
-    chromium chromium-driver)
+    chromium chromium-driver libjs-leaflet)
 
 tagfix_root() { cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd; }
 

@@ -17,7 +17,16 @@ struct ReportCommand: Subcommand {
             fix, lines from where each tag should be to where it was scanned (opens in QGIS or \
             geojson.io). gpx: waypoints. csv: one row per scan. svg: the site to scale, each \
             region coloured by its tag's last verdict. html: the map, the counts, tags never \
-            scanned, tags moved and every scan, in one file that needs no network. In csv, a text \
+            scanned, tags moved and every scan, in one file that needs no network. The html map is \
+            Leaflet, from Debian's libjs-leaflet, inlined (without it, a note and the plain SVG map): \
+            each region coloured by its last verdict, every tap (one decided without a fix drawn \
+            hollow at its tag's place), a legend, a scale bar and the tech's last position. \
+            --tiles FILE.mbtiles embeds the file's tiles over the site, at the zooms the page uses \
+            down to --max-zoom (default 18; at most 4096 tiles), and says how many and their size: \
+            the report still opens offline. --tiles https://…/{z}/{x}/{y}.png has the browser read \
+            a tile server (OpenStreetMap's asks for its attribution, given by default, and forbids \
+            heavy use: https://operations.osmfoundation.org/policies/tiles/). A --tiles file that \
+            is not MBTiles exits 65 (66 when it cannot be read); --tiles without Leaflet exits 69. In csv, a text \
             cell that starts with = + - @, a tab or CR gets an apostrophe in front, so a spreadsheet \
             does not run it as a formula; numbers are written as numbers. --output FILE replaces an \
             existing file atomically (a temporary file beside it, synced, renamed over it, its \
@@ -35,6 +44,19 @@ struct ReportCommand: Subcommand {
                 name: "output", valueName: "FILE",
                 help: "Write to FILE instead of standard output (replaced atomically; a FIFO or device is written in place)."),
             .init(name: "title", valueName: "TEXT", help: "The report's title; default from the log's name."),
+            .init(
+                name: "tiles", valueName: "FILE|URL",
+                help:
+                    "html: draw the map on tiles: an MBTiles file (its tiles over the site are embedded, so the report opens offline) or an XYZ tile server's https://…/{z}/{x}/{y}.png (read by the browser; mind the server's usage policy)."
+            ),
+            .init(
+                name: "max-zoom", valueName: "Z",
+                help:
+                    "The deepest zoom whose tiles are embedded from --tiles FILE.mbtiles (default 18; each zoom deeper about quadruples the tiles)."
+            ),
+            .init(
+                name: "attribution", valueName: "TEXT",
+                help: "The base map's credit, shown on the map (default: the MBTiles file's, or OpenStreetMap's for its servers)."),
         ],
         positionals: [
             .init(name: "SESSION", help: "A session log (verify --log FILE), or a fleet store (collect --db FILE): html or csv.")
@@ -43,6 +65,7 @@ struct ReportCommand: Subcommand {
             "tagfix report today.jsonl --registry site.sqlite --output today.html",
             "tagfix report today.jsonl --format geojson --output today.geojson",
             "tagfix report today.jsonl --format csv | column -s, -t",
+            "tagfix report today.jsonl --registry site.sqlite --tiles site.mbtiles --max-zoom 19 --output today.html",
         ])
 
     enum Format: String, CaseIterable {
@@ -54,6 +77,27 @@ struct ReportCommand: Subcommand {
     var registry: String?
     var output: String?
     var title: String?
+    /// --tiles: an MBTiles file's path, or a tile server's template.
+    var tiles: Tiles?
+    var maximumZoom = 18
+    var attribution: String?
+    /// Where Leaflet is read from (Debian's libjs-leaflet; tests may point elsewhere).
+    var leafletDirectory = ProcessInfo.processInfo.environment["TAGFIX_LEAFLET_DIR"] ?? Leaflet.debianDirectory
+
+    enum Tiles {
+        case file(String)
+        case server(TileTemplate)
+
+        /// `--tiles TEXT`: a template when it has a scheme, else a file.
+        static func parse(_ text: String, command: String) throws(CLIError) -> Tiles {
+            guard text.contains("://") else { return .file(text) }
+            do {
+                return .server(try TileTemplate(text))
+            } catch {
+                throw .usage(error.message, command: command)
+            }
+        }
+    }
 
     init(_ arguments: ParsedArguments) throws(CLIError) {
         session = arguments.positionals[0]
@@ -65,6 +109,20 @@ struct ReportCommand: Subcommand {
         registry = arguments.value("registry")
         output = arguments.value("output")
         title = arguments.value("title")
+        tiles = try arguments.value("tiles").map { text throws(CLIError) in try Tiles.parse(text, command: Self.spec.name) }
+        if let zoom = try arguments.number("max-zoom", in: 0...Double(MBTiles.deepestZoom), command: Self.spec.name) {
+            guard zoom == zoom.rounded() else {
+                throw .usage("--max-zoom \(zoom): give a whole zoom level, 0 to \(MBTiles.deepestZoom)", command: Self.spec.name)
+            }
+            maximumZoom = Int(zoom)
+        }
+        attribution = arguments.value("attribution")
+        if tiles != nil || arguments.value("max-zoom") != nil || attribution != nil, format != .html {
+            throw .usage("--tiles, --max-zoom and --attribution are for --format html (the map a browser draws)", command: Self.spec.name)
+        }
+        if arguments.value("max-zoom") != nil, tiles == nil {
+            throw .usage("--max-zoom is for --tiles FILE.mbtiles", command: Self.spec.name)
+        }
     }
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
@@ -98,7 +156,7 @@ struct ReportCommand: Subcommand {
         case .gpx: text = report.gpx()
         case .csv: text = report.csv()
         case .svg: text = report.svg()
-        case .html: text = report.html()
+        case .html: text = report.html(map: try mapStyle(report, io))
         }
         try emit(text, io, summary: "\(counted(records.count, "scan")) of \(counted(report.tags.count, "tag"))")
     }
@@ -161,7 +219,7 @@ struct ReportCommand: Subcommand {
     private func emit(_ text: String, _ io: some TerminalOutput, summary: String) throws(CLIError) {
         if let output {
             try writeOutput(text, to: output)
-            io.err("wrote \(output): \(summary) (\(format.rawValue))")
+            io.err("wrote \(output): \(summary) (\(format.rawValue), \(Self.size(text.utf8.count)))")
         } else {
             var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
             if lines.last?.isEmpty == true { lines.removeLast() }
@@ -171,6 +229,69 @@ struct ReportCommand: Subcommand {
 }
 
 extension ReportCommand {
+    /// The html report's map: Leaflet over --tiles, or over a plain background. Without
+    /// Leaflet (libjs-leaflet not installed) the report keeps its plain SVG map, with a note;
+    /// with --tiles that is an error (69), as the tiles could not be drawn.
+    func mapStyle(_ report: SiteReport, _ io: some TerminalOutput) throws(CLIError) -> SiteReport.MapStyle {
+        let leaflet: Leaflet
+        do {
+            leaflet = try Leaflet.load(directory: leafletDirectory)
+        } catch {
+            guard tiles == nil else { throw .unavailable("\(error.message) (--tiles needs it to draw the map)") }
+            io.err("note: \(error.message); the report's map is the plain SVG one")
+            return .svg
+        }
+        switch tiles {
+        case nil:
+            return .leaflet(leaflet, .plain)
+        case .server(let template):
+            return .leaflet(leaflet, .server(template, attribution: attribution, maximumZoom: 19))
+        case .file(let path):
+            return .leaflet(leaflet, try embedded(path, report, io))
+        }
+    }
+
+    /// The tiles of `path` (MBTiles) over the site, at the zooms the page uses, down to --max-zoom.
+    func embedded(_ path: String, _ report: SiteReport, _ io: some TerminalOutput) throws(CLIError) -> BaseMap {
+        let file: MBTiles
+        do {
+            file = try MBTiles(path: path)
+        } catch {
+            throw .file(DataFileError(file: path, line: nil, message: error.message, unreadable: error.kind == .missing))
+        }
+        let credit = attribution ?? file.metadata["attribution"]
+        guard let box = report.mapBounds else {
+            io.err("note: \(path): the log has no place to draw, so no tiles were embedded")
+            return .plain
+        }
+        guard let wanted = EmbeddedTiles.wanted(for: box, available: file.zooms, maximumZoom: maximumZoom) else {
+            io.err(
+                "note: \(path) has tiles at zooms \(file.zooms.lowerBound)–\(file.zooms.upperBound), none of them at the site's zooms down to --max-zoom \(maximumZoom): no tiles embedded"
+            )
+            return .plain
+        }
+        var tiles: [MapTile: [UInt8]] = [:]
+        for tile in wanted.tiles {
+            do {
+                if let bytes = try file.tile(z: tile.z, x: tile.x, y: tile.y) { tiles[tile] = bytes }
+            } catch {
+                throw .data(DataFileError(file: path, line: nil, message: error.message))
+            }
+        }
+        let embedded = EmbeddedTiles(tiles: tiles, mediaType: file.mediaType, zooms: wanted.zooms, attribution: credit)
+        var note =
+            "note: embedded \(counted(tiles.count, "tile")) from \(path), zooms \(wanted.zooms.lowerBound)–\(wanted.zooms.upperBound), \(Self.size(embedded.byteCount))"
+        if tiles.isEmpty { note += " (the file has no tiles over the site: the map's background is plain)" }
+        if wanted.cut { note += "; stopped before zoom \(wanted.zooms.upperBound + 1): more than \(EmbeddedTiles.tileLimit) tiles" }
+        io.err(note + " (--max-zoom \(maximumZoom) sets the deepest)")
+        return .embedded(embedded)
+    }
+
+    static func size(_ bytes: Int) -> String {
+        bytes < 1024 * 1024
+            ? "\(Coordinate.format(Double(bytes) / 1024, 1)) KiB" : "\(Coordinate.format(Double(bytes) / 1024 / 1024, 1)) MiB"
+    }
+
     /// Adds the registry's enrolment read health to the report and names on stderr the tags that
     /// read badly (the html report lists them with the fix).
     func noteWeakReaders(_ report: inout SiteReport, _ io: some TerminalOutput) throws(CLIError) {

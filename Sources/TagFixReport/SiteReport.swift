@@ -209,9 +209,17 @@ public struct SiteReport: Sendable {
             svg +=
                 "<text x=\"\(Self.p(s.x))\" y=\"\(Self.p(s.y - max(2, radius * scale) - 4))\" text-anchor=\"middle\">\(Self.x(tag.key))</text></g>\n"
         }
-        for record in records {
-            guard let fix = record.fix else { continue }
-            let f = screen(fix.coordinate)
+        for position in tapPositions {
+            let record = position.record
+            guard let coordinate = position.coordinate else { continue }
+            let f = screen(coordinate)
+            guard position.measured else {
+                // Decided without a fix (disallowed, untrusted, not registered): drawn hollow at
+                // its tag's place, or the tech's last position before it.
+                svg +=
+                    "  <circle class=\"scan\" data-verdict=\"\(record.verdict)\" data-measured=\"false\" cx=\"\(Self.p(f.x))\" cy=\"\(Self.p(f.y))\" r=\"5\" fill=\"\(Self.colour(record.verdict))\" fill-opacity=\"0.35\" stroke=\"\(Self.colour(record.verdict))\" stroke-width=\"2\" stroke-dasharray=\"2 2\"><title>\(Self.x("\(record.tagKey) \(record.verdict): \(record.message) (no fix)"))</title></circle>\n"
+                continue
+            }
             if record.verdict == "outside", let region = record.region {
                 let c = screen(region.center)
                 svg +=
@@ -300,22 +308,40 @@ public struct SiteReport: Sendable {
 
     /// A page that needs nothing else: the map (inline SVG), the counts, the tags never scanned,
     /// the tags that moved, and every scan.
-    public func html() -> String {
+    public func html() -> String { html(map: .svg) }
+
+    /// How the HTML page draws its map.
+    public enum MapStyle: Sendable {
+        /// The inline SVG (`svg()`): no script at all.
+        case svg
+        /// Leaflet, inline, over `BaseMap` (`SiteMap`).
+        case leaflet(Leaflet, BaseMap)
+    }
+
+    /// The page with its map drawn as `map` says.
+    public func html(map: MapStyle) -> String {
         let counts = self.counts
+        var mapHead = "", mapBody = svg()
+        if case .leaflet(let leaflet, let base) = map {
+            mapHead = SiteMap.head(leaflet: leaflet, inline: true)
+            mapBody = leafletMap(leaflet: leaflet, base: base)
+        }
         var page = """
             <!DOCTYPE html>
             <html lang="en"><head><meta charset="utf-8"><title>\(Self.x(title))</title>
             <style>
             body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
+            @media (max-width:600px){body{margin:0.6em}}
             td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}th{background:#eee}
             .confirmed{color:#1a7f37}.outside{color:#cf222e;font-weight:bold}.inconclusive{color:#9a6700}
             .notRegistered{color:#8250df}.disallowed{color:#0969da}.untrusted{color:#bc4c00;font-weight:bold}
-            </style></head><body>
+            </style>
+            \(mapHead)</head><body>
             <h1>\(Self.x(title))</h1>
             <p>\(records.count) scan\(records.count == 1 ? "" : "s") of \(tags.count) tag\(tags.count == 1 ? "" : "s")\(records.first.map { ", \($0.time.formatted(fractionDigits: 0)) to \(records.last?.time.formatted(fractionDigits: 0) ?? "")" } ?? "").</p>
 
             """
-        page += svg() + "\n<h2>Summary</h2>\n<table id=\"summary\"><tr><th>verdict</th><th>scans</th></tr>\n"
+        page += mapBody + "\n<h2>Summary</h2>\n<table id=\"summary\"><tr><th>verdict</th><th>scans</th></tr>\n"
         for verdict in SessionRecord.verdicts {
             page += "<tr class=\"\(verdict)\"><td>\(verdict)</td><td>\(counts[verdict] ?? 0)</td></tr>\n"
         }

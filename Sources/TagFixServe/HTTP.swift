@@ -89,6 +89,14 @@ public struct HTTPResponse: Sendable {
         self.extraHeaders = headers
     }
 
+    /// A response of bytes (a tile, an image).
+    public init(status: Int, contentType: String, bytes: [UInt8], headers: [(String, String)] = []) {
+        self.status = status
+        self.contentType = contentType
+        self.body = bytes
+        self.extraHeaders = headers
+    }
+
     public static func reason(_ status: Int) -> String {
         switch status {
         case 200: "OK"

@@ -10,6 +10,9 @@ public import TagFixDevices
 /// thread. They never wait for a client.
 public final class ServeHub: VerdictSink {
     public let server: EventServer
+    /// Set when the first event stream opens (a live page in a browser): `serve --demo` waits
+    /// for it before its walk begins.
+    public let firstViewer = OneShot<Bool>()
     private let state: StateBox
     private let clock: (any SessionClock)?
 
@@ -23,12 +26,14 @@ public final class ServeHub: VerdictSink {
     /// - Throws: `ServeError` for an address that cannot be used.
     public init(
         _ configuration: ServeConfiguration, readers: [String], gps: String?, placements: [RegistryEntry], clock: (any SessionClock)? = nil,
-        log: @escaping @Sendable (String) -> Void
+        map: LiveMap = LiveMap(), log: @escaping @Sendable (String) -> Void
     ) throws(ServeError) {
         let state = StateBox(ServeState(readers: readers, gps: gps, placements: placements))
         self.state = state
         self.clock = clock
-        server = try EventServer(configuration, responder: Responder(state: state, clock: clock, release: configuration.release), log: log)
+        server = try EventServer(
+            configuration, responder: Responder(state: state, clock: clock, release: configuration.release, map: map, viewer: firstViewer),
+            log: log)
     }
 
     /// Starts serving.
@@ -77,6 +82,8 @@ public final class ServeHub: VerdictSink {
         let state: StateBox
         let clock: (any SessionClock)?
         let release: String
+        let map: LiveMap
+        var viewer: OneShot<Bool>? = nil
 
         func answer(_ command: ClientCommand) -> [String] {
             let now = clock?.timestamp
@@ -90,7 +97,8 @@ public final class ServeHub: VerdictSink {
         }
 
         func verdicts(since id: Int) -> [ServeEvent] {
-            state.value.withLock { state in state.verdicts(since: id).map { ServeEvent(kind: .verdict, line: $0.line, id: $0.id) } }
+            viewer?.finish(true)
+            return state.value.withLock { state in state.verdicts(since: id).map { ServeEvent(kind: .verdict, line: $0.line, id: $0.id) } }
         }
 
         func devices() -> [ServeEvent] {
@@ -104,7 +112,7 @@ public final class ServeHub: VerdictSink {
             let now = clock?.timestamp
             switch request.path {
             case "/":
-                let page = state.value.withLock { LivePage.html(state: $0, release: release) }
+                let page = state.value.withLock { LivePage.html(state: $0, release: release, map: map, token: request.query["token"]) }
                 return HTTPResponse(status: 200, contentType: "text/html; charset=utf-8", body: page)
             case "/api/verdicts":
                 guard let since = Int(request.query["since"] ?? "0"), since >= 0 else {
@@ -124,7 +132,10 @@ public final class ServeHub: VerdictSink {
                 }
                 return HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4", body: text)
             default:
-                return HTTPResponse(status: 404, body: "no such page: /, /events, /api/verdicts?since=ID, /api/tags, /healthz, /metrics\n")
+                if let answer = map.respond(to: request.path) { return answer }
+                return HTTPResponse(
+                    status: 404,
+                    body: "no such page: /, /events, /api/verdicts?since=ID, /api/tags, /healthz, /metrics, /leaflet/…, /tiles/Z/X/Y\n")
             }
         }
     }

@@ -19,7 +19,9 @@ options.binary_location = "/usr/bin/chromium"
 driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
 try:
     driver.get(url)
-    fill = "return (document.querySelector('g.tag[data-tag=\"' + arguments[0] + '\"] circle') || {getAttribute: () => null}).getAttribute('fill')"
+    # The tag's circle: Leaflet's path (libjs-leaflet installed), else the plain SVG map's circle.
+    fill = ("return ([...document.querySelectorAll('path.tag, g.tag')].filter(e => e.getAttribute('data-tag') === arguments[0])"
+            ".map(e => e.tagName === 'g' ? e.querySelector('circle') : e)[0] || {getAttribute: () => null}).getAttribute('fill')")
     deadline = time.time() + 60
     text = lambda id: driver.execute_script("return document.getElementById(arguments[0]).textContent", id)
     while text("stream") != "live":

@@ -109,7 +109,11 @@ struct SiteReportTests {
         let tagGroups = svg.attributes.filter { $0["_element"] == "g" && $0["class"] == "tag" }
         #expect(tagGroups.count == 4)
         #expect(tagGroups.first { $0["data-tag"] == "T08" }?["data-status"] == "never_scanned")
-        #expect(svg.attributes.filter { $0["class"] == "scan" }.count == 3)
+        // Three taps at their fixes, and the one without a fix (inconclusive, no_fix) hollow at its tag's place.
+        #expect(svg.attributes.filter { $0["class"] == "scan" }.count == 4)
+        #expect(
+            svg.attributes.filter { $0["class"] == "scan" && $0["data-measured"] == "false" }.map { $0["data-verdict"] } == ["inconclusive"]
+        )
         #expect(svg.attributes.filter { $0["class"] == "offset" }.count == 1, "a line for the moved tag")
         let html = report.html()
         #expect(!html.contains("<moved>"), "markup in messages is escaped")

@@ -21,8 +21,8 @@ struct LivePageTests {
             ReaderEvent.failed(ReaderError(code: .io, message: "answer </script> <!-- ended early")), reader: reader, now: nil)
         let page = LivePage.html(state: state, release: "test")
         let script = try #require(page.components(separatedBy: "<script>").dropFirst().first)
-        #expect(page.components(separatedBy: "<script>").count == 2, "one script")
-        #expect(page.components(separatedBy: "</script>").count == 2, "one end of script")
+        #expect(page.components(separatedBy: "<script>").count == 2, "one script (and the map's data)")
+        #expect(page.components(separatedBy: "</script>").count == page.components(separatedBy: "<script").count, "one end of each script")
         #expect(!script.contains("<!--"))
         #expect(!script.contains("\u{2028}"))
         // The embedded devices are JSON whose strings say the same as the server's DEVICES.

@@ -1,0 +1,166 @@
+import Foundation
+import TagFixCore
+import TagFixReport
+import Testing
+
+/// The report's map in headless Chromium with the network off (Tests/Browser/report_map.py),
+/// screenshots of a desktop, a tablet and a phone viewport in .build/test-artefacts.
+@Suite("tagfix report's map in a browser")
+struct ReportMapBrowserTests {
+    static let ready =
+        ServeEndToEndTests.seleniumPython != nil && FileManager.default.isExecutableFile(atPath: "/usr/bin/chromedriver")
+        && FileManager.default.fileExists(atPath: Leaflet.debianDirectory + "/leaflet.js")
+
+    /// The tiles' one colour: no verdict's, no background's.
+    static let tile = [51, 102, 153]
+
+    /// Runs a script of Tests/Browser with the Selenium venv's Python; its standard output's lines.
+    static func python(_ script: String, _ arguments: [String]) throws -> (code: Int32, lines: [String], err: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try #require(ServeEndToEndTests.seleniumPython))
+        process.arguments = [packageRoot + "/Tests/Browser/" + script] + arguments
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let output = out.fileHandleForReading.readDataToEndOfFile()
+        let errors = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (
+            process.terminationStatus, String(decoding: output, as: UTF8.self).split(separator: "\n").map(String.init),
+            String(decoding: errors, as: UTF8.self)
+        )
+    }
+
+    /// A report of the example walk, with `extra` options; its path.
+    static func report(_ name: String, _ extra: [String]) async throws -> (path: String, err: [String]) {
+        let log = try await ReportCommandTests.sessionLog()
+        let output = (log as NSString).deletingLastPathComponent + "/\(name).html"
+        let result = await run(["report", log, "--registry", packageRoot + "/Examples/site/registry.csv", "--output", output] + extra)
+        #expect(result.code == 0, "\(result.err)")
+        return (output, result.err)
+    }
+
+    static func viewports(_ path: String, shot: String) throws -> [JSONValue] {
+        let artefacts = packageRoot + "/.build/test-artefacts"
+        try FileManager.default.createDirectory(atPath: artefacts, withIntermediateDirectories: true)
+        let browser = try python("report_map.py", [path, artefacts + "/" + shot])
+        #expect(browser.code == 0, "\(browser.err)")
+        let lines = try browser.lines.map { try JSONValue.parse($0) }
+        #expect(lines.map { $0["viewport"]?.string } == ["desktop", "tablet", "phone"], "\(browser.lines) \(browser.err)")
+        for name in ["desktop", "tablet", "phone"] {
+            #expect(FileManager.default.fileExists(atPath: "\(artefacts)/\(shot)-\(name).png"))
+        }
+        return lines
+    }
+
+    static func rgb(_ value: JSONValue?) -> [Int] { value?.array?.compactMap { $0.double.map { Int($0) } } ?? [] }
+
+    /// `colour` (#rrggbb) at `opacity` over `under`.
+    static func blend(_ colour: String, _ opacity: Double, over under: [Int]) -> [Int] {
+        let hex = Array(colour.dropFirst())
+        let top = stride(from: 0, to: 6, by: 2).map { Int(String(hex[$0..<$0 + 2]), radix: 16) ?? 0 }
+        return zip(top, under).map { Int((Double($0) * opacity + Double($1) * (1 - opacity)).rounded()) }
+    }
+
+    static func near(_ a: [Int], _ b: [Int], within: Int = 6) -> Bool { a.count == 3 && zip(a, b).allSatisfy { abs($0 - $1) <= within } }
+
+    @Test(
+        "with --tiles FILE.mbtiles, the tiles' colour is under the circles in the screenshot's pixels, with the network off",
+        .enabled(if: ready, "needs chromium-driver, libjs-leaflet and TAGFIX_SELENIUM_PYTHON (scripts/test sets it up)"))
+    func tiles() async throws {
+        let mbtiles = FileManager.default.temporaryDirectory.path + "/tagfix-report-\(UUID().uuidString).mbtiles"
+        let made = Process()
+        made.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        made.arguments = [packageRoot + "/Tests/Browser/make_mbtiles.py", mbtiles] + Self.tile.map(String.init) + ["53.5458", "9.9665"]
+        try made.run()
+        made.waitUntilExit()
+        #expect(made.terminationStatus == 0)
+        let (path, err) = try await Self.report("tiles", ["--tiles", mbtiles, "--max-zoom", "18"])
+        #expect(err.contains { $0.hasPrefix("note: embedded ") && $0.contains("zooms") && $0.contains("KiB") }, "\(err)")
+        for line in try Self.viewports(path, shot: "report-tiles") {
+            #expect(line["error"]?.isNull == true, "a script error: \(line)")
+            #expect((line["tiles"]?.double ?? 0) > 0, "no tile loaded: \(line)")
+            #expect(Self.rgb(line["outside"]) == Self.tile, "the base map is not the tiles' colour: \(line)")
+            let fill = try #require(line["fill"]?.string), opacity = Double(line["opacity"]?.string ?? "") ?? 0
+            let inside = Self.rgb(line["inside"])
+            #expect(Self.near(inside, Self.blend(fill, opacity, over: Self.tile)), "not the tiles under the circle: \(line)")
+            #expect(!Self.near(inside, Self.blend(fill, opacity, over: [248, 248, 244])), "the plain background under the circle: \(line)")
+            // The tiles' file's attribution is shown as text, not markup.
+            #expect(line["legend"]?.array?.count == 8)
+        }
+        let page = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(!page.contains("<b>test</b>"), "the MBTiles attribution reached the page as markup")
+    }
+
+    @Test(
+        "without tiles: the circles, the legend of the six verdicts, every verdict's taps, a plain background and no script error",
+        .enabled(if: ready, "needs chromium-driver, libjs-leaflet and TAGFIX_SELENIUM_PYTHON (scripts/test sets it up)"))
+    func plain() async throws {
+        let (path, _) = try await Self.report("plain", [])
+        let log = try await ReportCommandTests.sessionLog()
+        let records = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n").enumerated().map {
+            try SessionRecord(try JSONValue.parse(String($0.element)), line: $0.offset + 1)
+        }
+        let expected = Dictionary(grouping: records, by: \.verdict).mapValues(\.count)
+        for line in try Self.viewports(path, shot: "report-plain") {
+            #expect(line["error"]?.isNull == true, "a script error: \(line)")
+            let legend = line["legend"]?.array?.compactMap(\.string) ?? []
+            #expect(Array(legend.prefix(7)) == SiteMap.labels.map(\.1), "\(line)")
+            let drawn = line["verdicts"]?.members.map { Dictionary(uniqueKeysWithValues: $0.map { ($0.key, Int($0.value.double ?? 0)) }) }
+            #expect(drawn == expected, "not every tap is on the map: \(line)")
+            #expect(Self.rgb(line["outside"]) == [248, 248, 244], "\(line)")
+            let fill = try #require(line["fill"]?.string), opacity = Double(line["opacity"]?.string ?? "") ?? 0
+            #expect(Self.near(Self.rgb(line["inside"]), Self.blend(fill, opacity, over: [248, 248, 244])), "\(line)")
+        }
+    }
+}
+
+@Suite("tagfix report's map options")
+struct ReportMapOptionTests {
+    /// The built tagfix with `environment` added; its exit code and standard error.
+    static func tagfix(_ arguments: [String], environment: [String: String]) throws -> (code: Int32, err: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: RunningTagFix.binary)
+        process.arguments = arguments
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, text)
+    }
+
+    @Test(
+        "without libjs-leaflet: a note naming the package and the plain SVG map; with --tiles, exit 69",
+        .enabled(if: RunningTagFix.isBuilt, "needs the built tagfix"))
+    func withoutLeaflet() async throws {
+        let log = try await ReportCommandTests.sessionLog()
+        let output = (log as NSString).deletingLastPathComponent + "/no-leaflet.html"
+        let missing = ["TAGFIX_LEAFLET_DIR": "/nonexistent/leaflet"]
+        let plain = try Self.tagfix(["report", log, "--output", output], environment: missing)
+        #expect(plain.code == 0, "\(plain.err)")
+        #expect(plain.err.contains("apt-get install libjs-leaflet"), "\(plain.err)")
+        #expect(try String(contentsOfFile: output, encoding: .utf8).contains("<svg"))
+        let tiles = try Self.tagfix(
+            ["report", log, "--output", output, "--tiles", "https://tile.openstreetmap.org/{z}/{x}/{y}.png"], environment: missing)
+        #expect(tiles.code == 69)
+        #expect(tiles.err.split(separator: "\n").count == 1, "\(tiles.err)")
+        #expect(tiles.err.contains("apt-get install libjs-leaflet"))
+    }
+
+    @Test(
+        "--tiles URL: the template reaches the page's data escaped, with OpenStreetMap's attribution for its servers",
+        .enabled(if: FileManager.default.fileExists(atPath: Leaflet.debianDirectory + "/leaflet.js"), "needs libjs-leaflet"))
+    func tileServer() async throws {
+        let log = try await ReportCommandTests.sessionLog()
+        let output = (log as NSString).deletingLastPathComponent + "/osm.html"
+        let result = await run(["report", log, "--output", output, "--tiles", "https://tile.openstreetmap.org/{z}/{x}/{y}.png?a=1&b=2"])
+        #expect(result.code == 0, "\(result.err)")
+        let page = try String(contentsOfFile: output, encoding: .utf8)
+        #expect(page.contains(#""url":"https://tile.openstreetmap.org/{z}/{x}/{y}.png?a=1\u0026b=2""#))
+        #expect(page.contains("© OpenStreetMap contributors"))
+    }
+}
