@@ -34,7 +34,7 @@ struct ReportCommand: Subcommand {
             /dev/stdout is written in place, a symlink is followed and stays a link. A fleet store \
             (tagfix collect --db) is reported as html (the whole fleet on one map, each tag coloured \
             by its site's last verdict for it and the tags of the sites' registries never tapped in \
-            grey; then per site its map, its tags never tapped and a table per device) or csv (every \
+            grey; then per site its map, on Leaflet over --tiles as a log's is, its tags never tapped and a table per device) or csv (every \
             verdict with its site and device); its registries are the ones collect --registry stored.
             """,
         options: [
@@ -211,7 +211,7 @@ struct ReportCommand: Subcommand {
         let report = FleetReport(rows: rows, placements: placements, title: title ?? "TagFix fleet report")
         let never = report.sites.reduce(0) { $0 + report.siteReport($1).neverScanned.count }
         try emit(
-            format == .csv ? report.csv() : report.html(), io,
+            format == .csv ? report.csv() : report.html(map: try fleetMapStyle(report, io)), io,
             summary: "\(counted(rows.count, "verdict")) from \(counted(report.sites.count, "site"))"
                 + (placements.isEmpty ? "" : ", \(counted(never, "tag")) never tapped"))
     }
@@ -249,6 +249,20 @@ extension ReportCommand {
         case .file(let path):
             return .leaflet(leaflet, try embedded(path, report, io))
         }
+    }
+
+    /// The fleet report's site maps: Leaflet over each site's tiles, as `mapStyle` decides for one
+    /// site (an MBTiles file's tiles are embedded per site, over that site alone).
+    func fleetMapStyle(_ report: FleetReport, _ io: some TerminalOutput) throws(CLIError) -> FleetReport.MapStyle {
+        guard let first = report.sites.first else { return .svg }
+        guard case .leaflet(let leaflet, let base) = try mapStyle(report.siteReport(first), io) else { return .svg }
+        var bases = [first: base]
+        if case .file(let path) = tiles {
+            for site in report.sites.dropFirst() { bases[site] = try embedded(path, report.siteReport(site), io) }
+        } else {
+            for site in report.sites { bases[site] = base }
+        }
+        return .leaflet(leaflet, bases: bases)
     }
 
     /// The tiles of `path` (MBTiles) over the site, at the zooms the page uses, down to --max-zoom.

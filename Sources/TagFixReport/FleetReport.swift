@@ -71,10 +71,19 @@ public struct FleetReport: Sendable {
         return lines.joined(separator: "\n") + "\n"
     }
 
+    /// How the page draws each site's map: the inline SVG, or Leaflet (inline, once) over each
+    /// site's base map (a site missing from `bases` gets the plain background).
+    public enum MapStyle: Sendable {
+        case svg
+        case leaflet(Leaflet, bases: [String: BaseMap])
+    }
+
     /// A page that needs nothing else: the fleet's totals and its overview map, then per site its
     /// map, its tags never tapped and a table of verdicts per device.
-    public func html() -> String {
+    public func html(map: MapStyle = .svg) -> String {
         let reports = Dictionary(uniqueKeysWithValues: sites.map { ($0, siteReport($0)) })
+        var mapHead = ""
+        if case .leaflet(let leaflet, _) = map { mapHead = SiteMap.head(leaflet: leaflet, inline: true) }
         var page = """
             <!DOCTYPE html>
             <html lang="en"><head><meta charset="utf-8"><title>\(SiteReport.x(title))</title>
@@ -82,7 +91,8 @@ public struct FleetReport: Sendable {
             body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;margin:1em 0}
             td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}th{background:#eee}
             .key{display:inline-block;width:.9em;height:.9em;border-radius:50%;margin:0 .3em 0 1em;vertical-align:middle}
-            </style></head><body>
+            </style>
+            \(mapHead)</head><body>
             <h1>\(SiteReport.x(title))</h1>
             <p>\(rows.count) verdict\(rows.count == 1 ? "" : "s") from \(Set(rows.map(\.device)).count) device(s) on \(sites.count) site(s).</p>
 
@@ -104,10 +114,17 @@ public struct FleetReport: Sendable {
         }
         page += "</table>\n</section>\n"
         let header = "<tr><th>device</th>" + SessionRecord.verdicts.map { "<th>\($0)</th>" }.joined() + "<th>total</th></tr>\n"
-        for site in sites {
+        if case .leaflet(let leaflet, _) = map { page += SiteMap.library(leaflet) }
+        for (index, site) in sites.enumerated() {
             guard let report = reports[site] else { continue }
             page += "<section class=\"site\" data-site=\"\(SiteReport.x(site))\">\n<h2>\(SiteReport.x(site))</h2>\n"
-            page += report.svg() + "\n"
+            switch map {
+            case .svg:
+                page += report.svg() + "\n"
+            case .leaflet(_, let bases):
+                page += report.leafletMap(
+                    base: bases[site] ?? .plain, id: "map-\(index)", data: "site-data-\(index)", global: "tagfixSite\(index)")
+            }
             let never = report.neverScanned
             if !never.isEmpty {
                 page += "<h3>Tags never tapped</h3>\n<ul class=\"never-tapped\">"
@@ -123,6 +140,7 @@ public struct FleetReport: Sendable {
             }
             page += "</table>\n</section>\n"
         }
+        if case .leaflet = map { page += "<script>document.documentElement.setAttribute(\"data-map\", \"ready\");</script>\n" }
         return page + "</body></html>\n"
     }
 }

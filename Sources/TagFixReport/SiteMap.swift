@@ -340,17 +340,34 @@ extension SiteReport {
 
     /// The map as the report draws it: a <div id="map"> and the scripts (Leaflet inline).
     public func leafletMap(leaflet: Leaflet, base: BaseMap) -> String {
+        SiteMap.library(leaflet) + leafletMap(base: base, id: "map", data: "site-data", global: "tagfixSite")
+            + "<script>document.documentElement.setAttribute(\"data-map\", \"ready\");</script>\n"
+    }
+
+    /// One map of a page that holds several (a fleet report's sites): its <div id=`id`>, its data
+    /// (`<script id=data>`) and the script that draws it, set as `window[global]`. The page
+    /// carries `SiteMap.library` once, before the first.
+    public func leafletMap(base: BaseMap, id: String, data: String, global: String) -> String {
         """
-        <div id="map" style="height:70vh;min-height:360px;border:1px solid #ccc"></div>
+        <div id="\(id)" class="tagfix-map" style="height:70vh;min-height:360px;border:1px solid #ccc"></div>
+        <script type="application/json" id="\(data)">\(SiteMap.scriptSafe(mapJSON(base: base)))</script>
+        <script>
+        window[\(JSONValue.quoted(global))] = tagfixMap(document.getElementById(\(JSONValue.quoted(id))), JSON.parse(document.getElementById(\(JSONValue.quoted(data))).textContent));
+        </script>
+
+        """
+    }
+}
+
+extension SiteMap {
+    /// Leaflet (inline) and the map's script (`tagfixMap`): once a page, before its maps.
+    public static func library(_ leaflet: Leaflet) -> String {
+        """
         <script>
         \(leaflet.javascript)
         </script>
-        <script type="application/json" id="site-data">\(SiteMap.scriptSafe(mapJSON(base: base)))</script>
         <script>
-        \(SiteMap.script)
-        const site = tagfixMap(document.getElementById("map"), JSON.parse(document.getElementById("site-data").textContent));
-        window.tagfixSite = site;
-        document.documentElement.setAttribute("data-map", "ready");
+        \(script)
         </script>
 
         """

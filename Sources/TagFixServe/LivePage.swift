@@ -325,9 +325,10 @@ enum LivePage {
             position(lat, lon) { here = [lat, lon]; render(); },
             verdict(key, v) {
               const known = tags.get(key);
+              // A tag the site does not know (not registered, no location) is in the feed, not in
+              // the progress: it is not one of the tags to tap.
               if (known) known.tapped = true;
-              else tags.set(key, {key: key, name: v.region ? v.region.name : null, lat: v.region ? v.region.lat : null,
-                                  lon: v.region ? v.region.lon : null, tapped: true});
+              else if (v.region) tags.set(key, {key: key, name: v.region.name, lat: v.region.lat, lon: v.region.lon, tapped: true});
               feed.push({tag: key, verdict: v.verdict, message: v.message, time: v.time});
               if (feed.length > 20) feed.shift();
               render();

@@ -16,11 +16,13 @@ def png(rgb, size=256):
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
 
 db = sqlite3.connect(out)
-db.execute("CREATE TABLE metadata (name text, value text)")
-db.execute("CREATE TABLE tiles (zoom_level integer, tile_column integer, tile_row integer, tile_data blob)")
-db.executemany("INSERT INTO metadata VALUES (?, ?)",
-               [("name", "one colour"), ("format", "png"), ("attribution", "<b>test</b> tiles & co"),
-                ("minzoom", str(zmin)), ("maxzoom", str(zmax))])
+db.execute("CREATE TABLE IF NOT EXISTS metadata (name text, value text)")
+db.execute("CREATE TABLE IF NOT EXISTS tiles (zoom_level integer, tile_column integer, tile_row integer, tile_data blob)")
+fresh = db.execute("SELECT count(*) FROM metadata").fetchone()[0] == 0
+if fresh:  # a second call adds the tiles around another place to the same file
+    db.executemany("INSERT INTO metadata VALUES (?, ?)",
+                   [("name", "one colour"), ("format", "png"), ("attribution", "<b>test</b> tiles & co"),
+                    ("minzoom", str(zmin)), ("maxzoom", str(zmax))])
 tile = png((r, g, b))
 for z in range(zmin, zmax + 1):
     n = 2 ** z

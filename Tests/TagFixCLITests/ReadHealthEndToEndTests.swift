@@ -95,7 +95,9 @@ struct ReadHealthEndToEndTests {
         let weak = try await verifyAndReport()
         #expect(weak.records.count == 3, "one verdict a tap")
         #expect(weak.records.allSatisfy { $0.read != nil }, "libnfc's reads carry their attempts and RF errors")
-        #expect(weak.records.reduce(0) { $0 + ($1.read?.rfErrors ?? 0) } > 0)
+        #expect(
+            weak.records.reduce(0) { $0 + ($1.read?.rfErrors ?? 0) } > 0,
+            "\(weak.records.map { "\($0.read.map { "\($0)" } ?? "no read") \($0.uid ?? "")" })")
         #expect(weak.note.contains("1 tag reads badly: H1"), "\(weak.note)")
         #expect(weak.html.contains("id=\"reads-badly\""))
         #expect(weak.html.contains("move the tag off the metal"))

@@ -1,6 +1,7 @@
 import Foundation
 import TagFixCore
 import TagFixReport
+import TagFixStore
 import Testing
 
 /// The report's map in headless Chromium with the network off (Tests/Browser/report_map.py),
@@ -149,6 +150,55 @@ struct ReportMapOptionTests {
         #expect(tiles.code == 69)
         #expect(tiles.err.split(separator: "\n").count == 1, "\(tiles.err)")
         #expect(tiles.err.contains("apt-get install libjs-leaflet"))
+    }
+
+    @Test(
+        "a fleet store on tiles: each site its own Leaflet map with the MBTiles file's tiles over that site, embedded; --tiles URL for every site",
+        .enabled(if: FileManager.default.fileExists(atPath: Leaflet.debianDirectory + "/leaflet.js"), "needs libjs-leaflet"))
+    func fleetOnTiles() async throws {
+        let folder = (try temporaryFile("x", "") as NSString).deletingLastPathComponent
+        let db = folder + "/fleet.sqlite"
+        let store = try FleetStore(path: db, create: true)
+        // Two sites 20 km apart, two tags 330 m apart and one tap each.
+        let sites = [("harbour", 53.545, 9.966), ("depot", 53.725, 9.966)]
+        var placements: [FleetStore.Placement] = []
+        for (index, (site, lat, lon)) in sites.enumerated() {
+            for (tag, north) in [("T0\(index)", 0.0), ("T1\(index)", 0.003)] {
+                let region = try CircularRegion(center: Coordinate(latitude: lat + north, longitude: lon), radius: 20, identifier: tag)
+                placements.append(.init(site: site, entry: RegistryEntry(id: tag, uid: nil, region: region, name: tag), registry: "r.csv"))
+            }
+            let line =
+                #"{"time":"2026-05-14T08:00:00.000Z","verdict":"confirmed","reason":null,"message":"m","uid":null,"tag_id":"T0\#(index)","url":null,"reader":"r","distance_m":2,"accuracy_m":3,"bearing_deg":0,"region":{"id":"T0\#(index)","name":"n","lat":\#(lat),"lon":\#(lon),"radius_m":20,"source":"registry"},"fix_age_s":0,"interpolated":false,"fix":{"time":"2026-05-14T08:00:00.000Z","mode":"3d","lat":\#(lat + 0.00002),"lon":\#(lon),"accuracy_m":3}}"#
+            #expect(try store.store(id: "v\(index)", site: site, device: "van", payload: line, receivedNanoseconds: 1))
+        }
+        try store.replacePlacements(sites: Set(sites.map(\.0)), with: placements, loadedNanoseconds: 1)
+        // One MBTiles file holding tiles around both sites (zooms 14–17, as make_mbtiles.py makes them).
+        let mbtiles = folder + "/both.mbtiles"
+        for (_, lat, lon) in sites {
+            let made = try await runProgram(
+                "/usr/bin/python3",
+                [packageRoot + "/Tests/Browser/make_mbtiles.py", mbtiles, "51", "102", "153", "\(lat)", "\(lon)", "14", "17", "3"])
+            #expect(made?.status == 0, "\(made?.output ?? "no python3")")
+        }
+        let output = folder + "/fleet.html"
+        let result = await run(["report", db, "--tiles", mbtiles, "--max-zoom", "17", "--output", output])
+        #expect(result.code == 0, "\(result.err)")
+        #expect(result.err.filter { $0.hasPrefix("note: embedded ") }.count == 2, "a note per site: \(result.err)")
+        let page = try String(contentsOfFile: output, encoding: .utf8)
+        var keys: [Set<String>] = []
+        for index in 0..<2 {
+            let data = try #require(
+                page.components(separatedBy: "id=\"site-data-\(index)\">").dropFirst().first?.components(separatedBy: "</script>").first)
+            let base = try #require(try JSONValue.parse(data)["base"])
+            #expect(base["kind"]?.string == "tiles")
+            keys.append(Set(base["tiles"]?.members?.map(\.key) ?? []))
+        }
+        #expect(!keys[0].isEmpty && !keys[1].isEmpty && keys[0].isDisjoint(with: keys[1]), "each site's own tiles, 20 km apart")
+
+        let served = await run(["report", db, "--tiles", "https://tiles.example.org/{z}/{x}/{y}.png", "--output", output])
+        #expect(served.code == 0, "\(served.err)")
+        let again = try String(contentsOfFile: output, encoding: .utf8)
+        #expect(again.components(separatedBy: #""url":"https://tiles.example.org/{z}/{x}/{y}.png""#).count - 1 == 2)
     }
 
     @Test(

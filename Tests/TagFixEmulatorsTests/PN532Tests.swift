@@ -104,7 +104,8 @@ struct PN532ChipTests {
         let found: [UInt8] = [0x4B, 0x01, 0x01, 0x00, 0x44, 0x00, 0x07] + tag.uid
         #expect(c.handle([0x4A, 0x01, 0x00]) == .response(found))
         c.lift(slot: 0, selections: selections)
-        #expect(c.handle([0x40, 0x01, 0x30, 0x00]) != .response([0x41, 0x00] + Array(tag.pages[0..<16])), "the selected tag left the field")
+        #expect(
+            c.handle([0x40, 0x01, 0x30, 0x00]) != .response([0x41, 0x00] + Array(tag.pages[0..<16])), "the selected tag left the field")
         for _ in 0..<selections {
             #expect(c.handle([0x4A, 0x01, 0x00] + tag.uid) == .response([0x4B, 0x00]))
         }

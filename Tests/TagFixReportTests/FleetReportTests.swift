@@ -129,6 +129,33 @@ struct FleetReportTests {
         #expect(html.components(separatedBy: "http").count - 1 == html.components(separatedBy: "http://www.w3.org/2000/svg").count - 1)
     }
 
+    @Test("on Leaflet: Leaflet once, then each site its own map over its own base map, with its own tags and taps")
+    func leafletSites() throws {
+        let report = try Self.fleet()
+        let leaflet = Leaflet(javascript: "window.L = {version: \"test\"};", css: ".leaflet-container{}")
+        let served = BaseMap.served(minimumZoom: 15, maximumZoom: 17, attribution: "the depot's own")
+        let html = report.html(map: .leaflet(leaflet, bases: ["depot": served]))
+        #expect(html.components(separatedBy: leaflet.javascript).count - 1 == 1, "Leaflet inline once")
+        #expect(html.components(separatedBy: "function tagfixMap").count - 1 == 1)
+        #expect(html.contains("<section id=\"overview\">"), "the overview stays")
+        var maps: [String: JSONValue] = [:]
+        for (index, site) in report.sites.enumerated() {
+            let section = try #require(html.components(separatedBy: "<section class=\"site\" data-site=\"\(site)\">").dropFirst().first)
+            #expect(section.contains("<div id=\"map-\(index)\""), "\(site)")
+            let data = try #require(
+                section.components(separatedBy: "<script type=\"application/json\" id=\"site-data-\(index)\">").dropFirst().first?
+                    .components(separatedBy: "</script>").first)
+            maps[site] = try JSONValue.parse(data)
+        }
+        #expect(maps["depot"]?["base"]?["url"]?.string == "/tiles/{z}/{x}/{y}")
+        #expect(maps["harbour"]?["base"]?["kind"]?.string == "plain", "a site without a base map gets the plain one")
+        let harbourTaps = maps["harbour"]?["taps"]?.array?.compactMap { $0["verdict"]?.string }.sorted()
+        #expect(harbourTaps == ["confirmed", "inconclusive", "outside"], "\(maps["harbour"].map { "\($0)" } ?? "")")
+        #expect(maps["depot"]?["taps"]?.array?.count == 1)
+        #expect(maps["depot"]?["tags"]?.array?.count == 10, "the depot's registry: every tag, tapped or not")
+        #expect(html.contains("data-map\", \"ready\""))
+    }
+
     @Test("with no placements stored the report is as before, plus the overview of the tags that were tapped")
     func withoutPlacements() throws {
         let report = FleetReport(rows: try Self.fleet().rows)
