@@ -374,6 +374,12 @@ if os.path.exists(f"{out}/refine.jsonl"):
     print(text)
     goals += refine_goals
 
+if os.path.exists(f"{out}/maps.jsonl"):
+    import maps_section
+    text, maps_goals = maps_section.render(rows("maps.jsonl"))
+    print(text)
+    goals += maps_goals
+
 print("## Goals\n")
 for ok, text in goals:
     print(f"- {met(ok)}: {text}")

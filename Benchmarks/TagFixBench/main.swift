@@ -12,6 +12,7 @@
 //   TagFixBench pcsc-read [ROUNDS] [MODEL]  tag placed → verdict through a private pcscd (vpcd), beside pyscard;
 //                                     MODEL: the reader family the card answers as (default virtual; acr1552u…)
 //   TagFixBench refine [TAGS]         placements refined from 10 confirmed taps on 10 days (correlated GNSS errors)
+//   TagFixBench fleet-store PATH [N]  a fleet store of N verdicts at three sites (for the report benchmark)
 //   TagFixBench enrol [N]             N simulated enrolments on the correlated sky: enroll's stopping rule beside
 //                                     the old 30 s average, on the same streams (time, true error, coverage, refusals)
 import Foundation
@@ -43,6 +44,9 @@ case "refine":
     for share in [0.1, 0] {
         for line in refineBenchmark(tags: arguments.dropFirst().first.flatMap { Int($0) } ?? 1000, multipath: share) { print(line) }
     }
+case "fleet-store":
+    guard let path = arguments.dropFirst().first else { fatalError("usage: TagFixBench fleet-store PATH [VERDICTS]") }
+    print(try makeFleetStore(path: path, verdicts: arguments.dropFirst(2).first.flatMap { Int($0) } ?? 36_000))
 case "enrol":
     for line in enrolBenchmark(enrolments: arguments.dropFirst().first.flatMap { Int($0) } ?? 1_000) { print(line) }
 case "sun":
