@@ -7,8 +7,18 @@ import TagFixStore
 /// Where tag placements come from for a run: a SQLite registry, or a CSV / JSON file. The format
 /// is found by content (SQLite's header), not by the file's name.
 enum RegistrySource {
+    /// A registry is a file: a FIFO, a device or a socket is refused before anything opens it
+    /// (opening a FIFO that nobody writes blocks for ever; a device is not ours to read).
+    static func checkIsFile(_ path: String) throws(CLIError) {
+        guard let kind = SQLiteRegistry.notARegularFile(path), kind != "a directory" else { return }
+        throw .file(
+            DataFileError(
+                file: path, line: nil, message: "is \(kind), not a file: give the registry's file (SQLite, CSV or JSON)", unreadable: true))
+    }
+
     /// Opens the registry at `path` for lookups.
     static func open(_ path: String, maximumRadius: Double) throws(CLIError) -> (registry: any TagRegistry, description: String) {
+        try checkIsFile(path)
         if isSQLite(path) {
             do {
                 let store = try SQLiteRegistry(path: path, mode: .readOnly, maximumRadius: maximumRadius)
@@ -28,6 +38,7 @@ enum RegistrySource {
 
     /// Every placement in the registry at `path` (SQLite, CSV or JSON).
     static func entries(_ path: String) throws(CLIError) -> [RegistryEntry] {
+        try checkIsFile(path)
         if isSQLite(path) {
             do {
                 return try SQLiteRegistry(path: path, mode: .readOnly).entries()
@@ -43,7 +54,7 @@ enum RegistrySource {
     }
 
     static func isSQLite(_ path: String) -> Bool {
-        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
+        guard SQLiteRegistry.notARegularFile(path) == nil, let handle = FileHandle(forReadingAtPath: path) else { return false }
         defer { try? handle.close() }
         return SQLiteRegistry.isSQLite(header: (try? handle.read(upToCount: 16)) ?? Data())
     }

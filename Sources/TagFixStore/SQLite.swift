@@ -1,4 +1,5 @@
 import CSQLite
+import Glibc
 import Synchronization
 
 // MARK: - Every call into SQLite goes through this file.
@@ -56,6 +57,13 @@ final class SQLiteConnection {
     private var statements: [String: OpaquePointer] = [:]
 
     init(path: String, mode: Mode) throws(SQLiteError) {
+        // A FIFO, a device or a socket is never a database, and opening one blocks (a FIFO with no
+        // writer) or reads what is not ours: refused before SQLite opens it.
+        if let kind = Self.notARegularFile(path) {
+            throw SQLiteError(
+                code: SQLiteResultCode(rawValue: SQLITE_CANTOPEN), operation: "open \(path)",
+                message: "it is \(kind), not a database file: give the SQLite file itself")
+        }
         var opened: OpaquePointer?
         // NOMUTEX: the owner serialises access; SQLite need not lock again.
         let result = sqlite3_open_v2(path, &opened, mode.flags | SQLITE_OPEN_NOMUTEX, nil)
@@ -66,6 +74,22 @@ final class SQLiteConnection {
         }
         handle = opened
         sqlite3_extended_result_codes(handle, 1)
+    }
+
+    /// What `path` is when it exists and is not a regular file (or a link to one): "a FIFO", "a
+    /// directory"…; `nil` for a regular file or nothing there.
+    static func notARegularFile(_ path: String) -> String? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: return nil
+        case S_IFIFO: return "a FIFO"
+        case S_IFDIR: return "a directory"
+        case S_IFCHR: return "a character device"
+        case S_IFBLK: return "a block device"
+        case S_IFSOCK: return "a socket"
+        default: return "not a regular file"
+        }
     }
 
     deinit {

@@ -134,6 +134,10 @@ public final class SQLiteRegistry: TagRegistry, Sendable {
         try body(try SQLiteRegistry(path: path, mode: mode, maximumRadius: maximumRadius))
     }
 
+    /// What `path` is when it exists and is not a regular file (or a link to one): "a FIFO", "a
+    /// directory", "a character device"…; `nil` for a regular file or nothing there.
+    public static func notARegularFile(_ path: String) -> String? { SQLiteConnection.notARegularFile(path) }
+
     /// Whether `bytes` (a file's start) are a SQLite database's header.
     public static func isSQLite(header bytes: some Collection<UInt8>) -> Bool {
         bytes.starts(with: Array("SQLite format 3\u{0}".utf8))
@@ -440,6 +444,10 @@ public enum RegistryStoreError: Error, Sendable, Hashable, CustomStringConvertib
     case sqlite(String, SQLiteError)
 
     init(_ error: SQLiteError, path: String) {
+        if let kind = SQLiteConnection.notARegularFile(path) {
+            self = .notARegistry(path, "it is \(kind), not a file")
+            return
+        }
         switch error.code.primary {
         case .notADatabase: self = .notARegistry(path, "not a SQLite database")
         case .corrupt: self = .damaged(path, error)

@@ -40,6 +40,37 @@ struct FileSafetyTests {
         #expect(await run(["registry", "list", "--registry", sqlite]).code == 0, "the registry still opens")
     }
 
+    @Test(
+        "a FIFO or a device given as the registry is refused in one line, before anything opens it (a FIFO nobody writes would block for ever)",
+        arguments: ["fifo", "device"], ["list", "verify", "report", "import", "refine", "enroll"])
+    func registryIsNotAFile(_ kind: String, _ command: String) async throws {
+        let folder = (try temporaryFile("x", "") as NSString).deletingLastPathComponent
+        var registry = "/dev/null"
+        if kind == "fifo" {
+            registry = folder + "/registry.fifo"
+            #expect(mkfifo(registry, 0o600) == 0)
+        }
+        let log = folder + "/day.jsonl"
+        #expect(await run(["verify", "--scenario", example, "--log", log]).code == 0)
+        let arguments: [String] =
+            switch command {
+            case "list": ["registry", "list", "--registry", registry]
+            case "verify": ["verify", "--scenario", example, "--registry", registry]
+            case "report": ["report", log, "--registry", registry]
+            case "import": ["registry", "import", packageRoot + "/Examples/site/registry.csv", "--registry", registry]
+            case "refine": ["registry", "refine", "--registry", registry, "--log", log]
+            default: ["enroll", "--id", "T1", "--reader", "mock:\(example)", "--gps", "mock:\(example)", "--registry", registry]
+            }
+        let result = await run(arguments)
+        #expect(result.code == 65 || result.code == 66, "\(result.err)")
+        #expect(result.err.count == 1, "\(result.err)")
+        #expect(result.err.first?.contains(kind == "fifo" ? "a FIFO" : "a character device") == true, "\(result.err)")
+        if kind == "fifo" {
+            var info = stat()
+            #expect(lstat(registry, &info) == 0 && info.st_mode & S_IFMT == S_IFIFO, "the FIFO is left as it was")
+        }
+    }
+
     @Test("verify --log appends to a log an earlier run wrote")
     func logAppends() async throws {
         let log = try temporaryFile("today.jsonl", "")
