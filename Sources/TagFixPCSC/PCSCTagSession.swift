@@ -116,15 +116,39 @@ public final class PCSCTagSession<C: Clock>: TagSession, Sendable where C.Instan
                 return
             }
         }
+        // The read, then the health reads (`healthReads`): each read as a tap reads it, retried
+        // when it fails on the air (`ReadRetry`). pcsc-lite keeps the card connected and hides the
+        // reader's RF status, so each read starts over on the connected card and the RF errors
+        // counted are the attempts that failed on the air. The first read that completes is the scan.
+        var reads: [ReadEffort] = []
+        var firstRead: Result<NDEFRead, NDEFReadError>?
+        var firstDuration: Duration = .zero
+        for _ in 0...max(0, request.healthReads) where !thread.isStopped {
+            let readStarted = clock.now
+            var rfErrors = 0
+            let (outcome, attempts) = ReadRetry.run(reselect: { true }) {
+                let result = tag.read()
+                if case .failure(let error) = result, ReadRetry.isRetryable(error) { rfErrors += 1 }
+                return result
+            }
+            let completed = (try? outcome.get()) != nil
+            let duration = readStarted.duration(to: clock.now)
+            reads.append(ReadEffort(attempts: attempts, rfErrors: rfErrors, duration: duration, completed: completed))
+            if firstRead == nil || (completed && (try? firstRead?.get()) == nil) {
+                firstRead = outcome
+                firstDuration = reads.count == 1 ? started.duration(to: clock.now) : duration
+            }
+        }
         let read: NDEFRead
-        switch tag.read() {
+        switch firstRead {
         case .success(let result): read = result
         case .failure(let error):
             events.yield(.readFailed(PCSCReader<C>.readError(error, uid: tag.uid)))
             return
+        case nil: return
         }
-        let scan = tag.scan(
-            read, readerID: readerID, time: started, duration: started.duration(to: clock.now), extraBytes: written?.bytesMoved ?? 0)
+        var scan = tag.scan(read, readerID: readerID, time: started, duration: firstDuration, extraBytes: written?.bytesMoved ?? 0)
+        scan.readEffort = reads.first
         request.dialogue?.run(tag.identity) { command in try tag.exchange(command) }
         var answers: [Result<[UInt8], ReaderError>] = []
         for command in request.exchanges {
@@ -141,7 +165,7 @@ public final class PCSCTagSession<C: Clock>: TagSession, Sendable where C.Instan
                     identity: tag.identity, scan: scan,
                     written: written.map {
                         TagWritten(chipName: $0.chipName, pagesWritten: $0.pagesWritten, bytesMoved: $0.bytesMoved, commands: $0.commands)
-                    }, answers: answers)))
+                    }, answers: answers, reads: request.healthReads > 0 ? reads : [])))
     }
 
     static func writeError(_ error: NDEFWriteError) -> ReaderError {

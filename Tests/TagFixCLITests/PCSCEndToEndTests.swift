@@ -5,6 +5,7 @@ import TagFixDevices
 import TagFixEmulators
 import TagFixNDEF
 import TagFixPCSC
+import TagFixStore
 import TagFixTesting
 import Testing
 
@@ -320,6 +321,11 @@ struct PCSCEndToEndTests {
         #expect(enrolled.code == 0, "\(enrolled.err)")
         let report = try JSONValue.parse(try #require(enrolled.out.first))
         #expect(report["written"]?.bool == true)
+        // Read health through PC/SC too: the read and nine more, each completed, kept in the registry.
+        let health = try #require(report["read_health"], "\(report)")
+        #expect(health["reads"]?.double == 10 && health["completed"]?.double == 10, "\(health)")
+        #expect(health["retries"]?.double == 0 && health["weak"]?.bool == false, "\(health)")
+        #expect(try SQLiteRegistry(path: registry, mode: .readOnly).readHealth()["PC1"]?.health.completed == 10)
         let bytes = try #require(try Type2Memory.read(tag.pages).ndefMessage)
         let written = try #require(try NDEFMessage(bytes: bytes).firstURL)
         #expect(written.hasPrefix("https://tags.example.org/t/PC1?lat=53.545"))
