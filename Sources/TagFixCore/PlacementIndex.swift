@@ -284,7 +284,7 @@ struct PlacementIndex: Sendable {
 
     /// Makes room for `total` entries in all, so that adding them never grows the table on the
     /// way: each doubling held the old table and the new one, twice its size, at once (at a
-    /// million tags, 48 and 96 MiB).
+    /// million tags, 64 and 128 MiB).
     mutating func reserve(_ total: Int) {
         var size = slots.count
         while total * 4 > size * 3 { size *= 2 }
