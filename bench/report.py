@@ -300,9 +300,12 @@ lookup and the decision read in its last 48, which for a table the size of a mil
 whose elements start 48 bytes into a line) is one whole cache line, as a test checks. A million tags now add 1.31 a
 verdict, 1.06 of them in the lookup: one line, and the control byte now and then. The name of a named entry is read
 from the slot (its first 16 bytes) instead of the entry array; a UID-bound entry's UID is still read from the entry.
-20 instructions a verdict more (the control walk); the index is 128 MiB for a million tags, not 96. In alternating
-runs of `taskset -c 0 TagFixBench verifier-loop 1000000 3` on a host that other work kept at a load of 2–4, pairwise
-1.00–1.13× faster, median 1.07× (one pair of six 0.86×).
+20 instructions a verdict more (the control walk); the index is 128 MiB for a million tags, not 96. The wall clock
+does not yet confirm it: in alternating runs of `taskset -c 0 TagFixBench verifier-loop TAGS 3` (2026-12-04 03:44–04:10
+UTC, a host that other work kept at a load of 2–4), after ÷ before pair by pair was 0.70–1.20 at 1 M tags (median
+1.02 of 13 pairs: no gain beyond the noise) and 0.65–1.56 at 1,000 (median 0.83 of 14, 11 of them below 0.97: slower,
+though callgrind counts 1 % more instructions and fewer L1 misses there). This round's full run decides whether the
+layout stays.
 
 Still in the count, per verdict: reference counting about 250 instructions (the scan and fix boxes, the URL text, and
 small strings whose retain is a no-op that still costs two calls), the verdict's one allocation, release and
