@@ -304,8 +304,10 @@ from the slot (its first 16 bytes) instead of the entry array; a UID-bound entry
 does not yet confirm it: in alternating runs of `taskset -c 0 TagFixBench verifier-loop TAGS 3` (2026-12-04 03:44–04:10
 UTC, a host that other work kept at a load of 2–4), after ÷ before pair by pair was 0.70–1.20 at 1 M tags (median
 1.02 of 13 pairs: no gain beyond the noise) and 0.65–1.56 at 1,000 (median 0.83 of 14, 11 of them below 0.97: slower,
-though callgrind counts 1 % more instructions and fewer L1 misses there). This round's full run decides whether the
-layout stays.
+though callgrind counts 1 % more instructions and fewer L1 misses there). In a quiet minute (04:12 UTC) the same
+benchmark built with the index before and after, taking turns, gave 1.02–1.06× at 1,000 tags (3.61–3.67 M/s before,
+3.73–3.85 after; five pairs) and 0.99–1.02× at 1 M (2.17–2.29 M/s either way; three pairs): the slower pairs above
+were the host, and the line the slot no longer crosses is fetched beside the first, so it cost little time.
 
 Still in the count, per verdict: reference counting about 250 instructions (the scan and fix boxes, the URL text, and
 small strings whose retain is a no-op that still costs two calls), the verdict's one allocation, release and
