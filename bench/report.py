@@ -307,7 +307,8 @@ UTC, a host that other work kept at a load of 2–4), after ÷ before pair by pa
 though callgrind counts 1 % more instructions and fewer L1 misses there). In a quiet minute (04:12 UTC) the same
 benchmark built with the index before and after, taking turns, gave 1.02–1.06× at 1,000 tags (3.61–3.67 M/s before,
 3.73–3.85 after; five pairs) and 0.99–1.02× at 1 M (2.17–2.29 M/s either way; three pairs): the slower pairs above
-were the host, and the line the slot no longer crosses is fetched beside the first, so it cost little time.
+were the host's, and the misses this removed (a second line next to the first, and probes) cost this host little
+time: the miss left is the one the memory's latency sets.
 
 Still in the count, per verdict: reference counting about 250 instructions (the scan and fix boxes, the URL text, and
 small strings whose retain is a no-op that still costs two calls), the verdict's one allocation, release and
