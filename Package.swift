@@ -100,9 +100,11 @@ let package = Package(
             name: "TagFixBench",
             dependencies: [
                 "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixTags", "TagFixNFC", "TagFixGPSD",
-                "TagFixStore", "TagFixCrypto", "TagFixMQTT", "TagFixServe", "TagFixPCSC",
+                "TagFixStore", "TagFixCrypto", "TagFixMQTT", "TagFixServe", "TagFixPCSC", "CBenchSched",
             ],
             path: "Benchmarks/TagFixBench"),
+        // sched_setaffinity for the benchmarks (the serve fan-out's threads harness).
+        .target(name: "CBenchSched", path: "Benchmarks/CBenchSched"),
         // Test tooling: the parsers' fuzz targets (a library the corpus tests also run), and
         // tagfix-fuzz, which runs them under libFuzzer (Fuzz/run builds it with -DFUZZING) or
         // replays files through them (an ordinary build).

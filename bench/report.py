@@ -168,7 +168,7 @@ def million_paragraph():
     at_1m = 1e6 / at_million["verdicts_per_second_median"]
     head = (f"At {int(small['tags']):,} tags, where the index sits in the caches, the whole path takes {in_cache:.2f} µs "
             f"({small['verdicts_per_second_median'] / 1e6:.2f} M/s); at 1 M it takes {at_1m:.2f} µs. The difference, "
-            f"{at_1m - in_cache:.2f} µs, is one random read into a 96 MiB index (2²¹ slots of 48 bytes): a cache miss, to "
+            f"{at_1m - in_cache:.2f} µs, is one random read into a 128 MiB index (2²¹ slots of 64 bytes, one cache line each): a cache miss, to "
             f"memory that on this virtual machine answers in some 150 ns. The \"registry alone\" column shows it: "
             f"{small['microseconds_registry']:.2f} µs at {int(small['tags']):,} tags, {at_million['microseconds_registry']:.2f} µs at 1 M; "
             f"a verdict timed alone for a scan and fix made just before it (the fresh-scan column) pays it in full: "
@@ -288,6 +288,28 @@ The seventh round: 1 868 → 1 821 instructions per verdict, and 11 → 8 calls 
   round, before the change was 1.55–2.08 M/s and after it 1.66–1.90. The goal holds with some margin when the host
   is quiet, and does not when it is busy: the memory's latency on a shared host moves more than any change here.
 
+The eighth round (issue 32) counted cache misses instead: callgrind's cache simulation (`--cache-sim=yes`, a 32 KiB
+L1 and this machine's 32 MiB L3 as the last level) over `TagFixBench verifier-loop TAGS 60` (six rounds of the 200 000
+scans), last-level misses a verdict. Most of them are the benchmark's inputs, read from memory at every size (5.88
+at 1,000 tags); what a million tags add was 1.75 a verdict, not one: 1.51 in the index lookup (a 48-byte slot crosses
+a cache line in two cases of four, and each probe past another key's slot read that slot) and 0.25 in
+`expectation(for:)` that the change below leaves as it was and that is not the index's code. The index now probes a
+control array of one byte a slot (the key's hash's top seven bits, 2 MiB at a million tags, which stays in the last
+level) and reads a slot only where its byte matches; a slot is 64 bytes, the entry's name first and everything a
+lookup and the decision read in its last 48, which for a table the size of a million tags' (a mapping of its own,
+whose elements start 48 bytes into a line) is one whole cache line, as a test checks. A million tags now add 1.31 a
+verdict, 1.06 of them in the lookup: one line, and the control byte now and then. The name of a named entry is read
+from the slot (its first 16 bytes) instead of the entry array; a UID-bound entry's UID is still read from the entry.
+20 instructions a verdict more (the control walk); the index is 128 MiB for a million tags, not 96. The wall clock
+does not yet confirm it: in alternating runs of `taskset -c 0 TagFixBench verifier-loop TAGS 3` (2026-12-04 03:44–04:10
+UTC, a host that other work kept at a load of 2–4), after ÷ before pair by pair was 0.70–1.20 at 1 M tags (median
+1.02 of 13 pairs: no gain beyond the noise) and 0.65–1.56 at 1,000 (median 0.83 of 14, 11 of them below 0.97: slower,
+though callgrind counts 1 % more instructions and fewer L1 misses there). In a quiet minute (04:12 UTC) the same
+benchmark built with the index before and after, taking turns, gave 1.02–1.06× at 1,000 tags (3.61–3.67 M/s before,
+3.73–3.85 after; five pairs) and 0.99–1.02× at 1 M (2.17–2.29 M/s either way; three pairs): the slower pairs above
+were the host's, and the misses this removed (a second line next to the first, and probes) cost this host little
+time: the miss left is the one the memory's latency sets.
+
 Still in the count, per verdict: reference counting about 250 instructions (the scan and fix boxes, the URL text, and
 small strings whose retain is a no-op that still costs two calls), the verdict's one allocation, release and
 field destruction about 370, the URL reader about 310, the index lookup about 270 (with the registry's protocol
@@ -316,7 +338,8 @@ print("What a 1 M-tag CSV registry held at its peak before issue 32 (608 MiB), a
       "once (an array of strings a row, some 130 MB) and a copy of the file's bytes (32 MB), now read row by row in "
       "place (`CSV.forEachRow`); a `RegistryEntry` of some 264 bytes, now 88 with its rarely set fields (enrolment, "
       "notes, originality, SUN settings) in one optional box; the index slot grown from 48 to 56 bytes by the UID and "
-      "trust flags, now one flag byte again (96 MiB, not 112); and the entries' and the index's last doublings, each "
+      "trust flags, then one flag byte again (96 MiB, not 112; since the lookup reads one cache line, §3, a slot is 64 "
+      "bytes and the index 128 MiB with its 2 MiB of control bytes); and the entries' and the index's last doublings, each "
       "holding the old copy beside the new, now reserved once 4,096 rows tell the file's row length. Measured with "
       "bench/startup.py's registry and scenario, the binary before against after: 608 → 252 MiB.\n")
 

@@ -11,7 +11,8 @@ import json, sys
 
 HARNESSES = {
     "threads": "each client reads on a thread of its own in the benchmark's process (100 threads on the server's 2 cores: "
-               "every line wakes 100 threads, and the p99 is the scheduler's as much as the server's)",
+               "every line wakes 100 threads, and the p99 is the scheduler's as much as the server's); a read only appends "
+               "its bytes and its time, the lines are cut out after the run",
     "process": "every client's socket is read by one poll(2) loop in a child process (one thread wakes and reads what is "
                "ready), the same for both servers",
 }

@@ -5,6 +5,13 @@
 // a thread of its own in this process (on the same cores as the server: with 100 clients that
 // measures the scheduler's 100 wake-ups as much as the server), and `process`, every client read
 // by one poll(2) loop in a child process. Each line is stamped (CLOCK_BOOTTIME) as its read returns.
+//
+// `TAGFIX_BENCH_PIN=1` runs the threads harness's client threads on the last CPU and the server's
+// side (this process's other threads, and gpsd, which inherits its spawning thread's CPUs) on the
+// others. Unpinned, a socket's wake-up is a synchronous one, which queues the woken reader on the
+// sender's CPU, where it preempts the sender (`perf sched`, docs/benchmarks.md §9); pinned, the
+// sender is never preempted but the 100 readers take turns on one CPU, and the p99 was no better.
+import CBenchSched
 import Foundation
 import Synchronization
 import TagFixCore
@@ -21,32 +28,74 @@ enum FanOutHarness: String, CaseIterable {
     case process
 }
 
-/// A raw socket client on a thread of its own that stamps each line on arrival.
+/// The threads harness's CPUs: the clients on the last, the server's side on the rest (`nil`
+/// on a machine of one CPU, where nothing is pinned).
+struct HarnessCPUs {
+    let server: ClosedRange<Int32>
+    let client: Int32
+
+    /// Only with `TAGFIX_BENCH_PIN=1`: by default every thread may run on every CPU.
+    static let split: HarnessCPUs? = {
+        let count = Int32(ProcessInfo.processInfo.activeProcessorCount)
+        guard ProcessInfo.processInfo.environment["TAGFIX_BENCH_PIN"] == "1" else { return nil }
+        return count >= 2 ? HarnessCPUs(server: 0...(count - 2), client: count - 1) : nil
+    }()
+
+    /// Every thread of this process, now, to `cpus` (threads started later inherit their
+    /// creator's): the server's side to its CPUs, or back to all of them.
+    static func pinProcess(to cpus: ClosedRange<Int32>) {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        for tid in tasks.compactMap({ Int32($0) }) { _ = cbenchsched_pin(tid, cpus.lowerBound, cpus.upperBound) }
+    }
+
+    func pinServerSide() { Self.pinProcess(to: server) }
+    func unpin() { Self.pinProcess(to: 0...client) }
+}
+
+/// A raw socket client on a thread of its own that stamps each line on arrival. While measuring,
+/// a read only appends its bytes and notes where they end and when it returned (as the process
+/// harness's loop does): the lines are cut out when they are asked for, so a woken reader is back
+/// asleep at once and the next one gets the CPU.
 final class StampingClient: Sendable {
     let fd: Int32
-    let arrivals = Mutex<[(String, Int64)]>([])
+    /// Every byte read, each read's end in them and its stamp, and whether the server closed.
+    private let log = Mutex<(bytes: [UInt8], reads: [(end: Int, stamp: Int64)], closed: Bool)>(([], [], false))
 
-    init(fd: Int32, hello: String) {
+    /// - Parameter cpu: the CPU the client's thread runs on (`nil`: any).
+    init(fd: Int32, hello: String, cpu: Int32? = nil) {
         self.fd = fd
         _ = hello.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
         Thread.detachNewThread { [self] in
+            if let cpu { _ = cbenchsched_pin(0, cpu, cpu) }
             var buffer = [UInt8](repeating: 0, count: 65_536)
-            var partial: [UInt8] = []
             while true {
                 let count = recv(fd, &buffer, buffer.count, 0)
-                if count <= 0 { return arrivals.withLock { $0.append((StampingClient.closed, 0)) } }
+                if count <= 0 { return log.withLock { $0.closed = true } }
                 let now = bootNanos()
-                partial += buffer[0..<count]
-                var lines: [(String, Int64)] = []
-                var start = 0
-                while let newline = partial[start...].firstIndex(of: 10) {
-                    lines.append((String(decoding: partial[start..<newline], as: UTF8.self), now))
-                    start = newline + 1
+                buffer.withUnsafeBufferPointer { read in
+                    log.withLock { log in
+                        log.bytes.append(contentsOf: read[0..<count])
+                        log.reads.append((log.bytes.count, now))
+                    }
                 }
-                partial.removeFirst(start)
-                arrivals.withLock { $0 += lines }
             }
         }
+    }
+
+    /// Every line so far, stamped with when the read that brought its end returned; `closed`
+    /// last when the server closed the connection.
+    var arrivals: [(String, Int64)] {
+        let (bytes, reads, closed) = log.withLock { ($0.bytes, $0.reads, $0.closed) }
+        var lines: [(String, Int64)] = []
+        var start = 0
+        var read = 0
+        while let newline = bytes[start...].firstIndex(of: 10) {
+            while reads[read].end <= newline { read += 1 }
+            lines.append((String(decoding: bytes[start..<newline], as: UTF8.self), reads[read].stamp))
+            start = newline + 1
+        }
+        if closed { lines.append((Self.closed, 0)) }
+        return lines
     }
 
     /// The line a client's arrivals end with when the server closed it.
@@ -54,9 +103,7 @@ final class StampingClient: Sendable {
 
     /// Whether the server answered its WATCH (`true`), closed it first (`false`), or neither yet.
     var watching: Bool? {
-        arrivals.withLock { lines in
-            lines.first { $0.0.hasPrefix(#"{"class":"WATCH""#) || $0.0 == Self.closed }.map { $0.0 != Self.closed }
-        }
+        arrivals.first { $0.0.hasPrefix(#"{"class":"WATCH""#) || $0.0 == Self.closed }.map { $0.0 != Self.closed }
     }
 
     static func connectUnix(_ path: String) -> Int32 {
@@ -101,7 +148,9 @@ final class FanOutClients {
         switch harness {
         case .threads:
             threads = (0..<count).map { _ in
-                StampingClient(fd: path.map(StampingClient.connectUnix) ?? StampingClient.connectTCP(port: port ?? 0), hello: hello)
+                StampingClient(
+                    fd: path.map(StampingClient.connectUnix) ?? StampingClient.connectTCP(port: port ?? 0), hello: hello,
+                    cpu: HarnessCPUs.split?.client)
             }
             while threads.contains(where: { $0.watching == nil }) {
                 try? await Task.sleep(for: .milliseconds(10))
@@ -119,7 +168,7 @@ final class FanOutClients {
     func finish() -> [(String, Int64)] {
         if let child { return child.finish().map { ($0.1, $0.0) } }
         defer { threads = [] }
-        return threads.flatMap { client in client.arrivals.withLock { $0 } }
+        return threads.flatMap { client in client.arrivals }
     }
 }
 
@@ -142,9 +191,14 @@ func fanOutBenchmark(verdicts: Int, harnesses: [FanOutHarness]) async {
         return
     }
     func row(_ server: String, _ harness: FanOutHarness, _ clients: Int, _ served: Int, _ values: [Double]) -> String {
-        #"{"bench":"serve-fan-out","server":"\#(server)","harness":"\#(harness.rawValue)","clients":\#(clients),"served":\#(served),"messages":\#(values.count),"p50_ms":\#(percentile(values, 0.5) * 1000),"p99_ms":\#(percentile(values, 0.99) * 1000),"max_ms":\#(percentile(values, 1) * 1000)}"#
+        #"{"bench":"serve-fan-out","server":"\#(server)","harness":"\#(harness.rawValue)","clients":\#(clients),"served":\#(served),"pinned":\#(harness == .threads && HarnessCPUs.split != nil),"messages":\#(values.count),"p50_ms":\#(percentile(values, 0.5) * 1000),"p99_ms":\#(percentile(values, 0.99) * 1000),"max_ms":\#(percentile(values, 1) * 1000)}"#
     }
     for harness in harnesses {
+        // The threads harness: the server's side (the hub's thread, the thread that hands it the
+        // verdicts, gpsd) off the clients' CPU, for both servers alike; all CPUs again after it.
+        let cpus = harness == .threads ? HarnessCPUs.split : nil
+        cpus?.pinServerSide()
+        defer { cpus?.unpin() }
         for clients in [1, 100] {
             guard
                 let hub = try? ServeHub(

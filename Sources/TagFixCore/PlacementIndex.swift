@@ -47,44 +47,48 @@ public struct TrustChecks: OptionSet, Sendable, Hashable {
     }
 }
 
-/// An open-addressing hash index from tag id to registry entry that holds each entry's region in
-/// the slot itself: a lookup that hits reads one slot (48 bytes, usually one cache line) and
-/// nothing else, where a dictionary and an entry array cost four or five cache and TLB misses
-/// once a large registry no longer fits the caches.
+/// An open-addressing hash index from tag id to registry entry that holds what a verdict needs of
+/// an entry in the slot itself: a lookup that hits reads one byte of a small control array (which
+/// stays in the caches) and one cache line of the slot table, and nothing else, where a
+/// dictionary and an entry array cost four or five cache and TLB misses once a large registry no
+/// longer fits the caches.
 ///
-/// Linear probing over a power-of-two table kept at most three-quarters full. The key is compared
+/// Linear probing over a power-of-two table kept at most three-quarters full. The probe walks the
+/// control bytes (one a slot: 0 for empty, else seven bits of the key's hash with the top bit
+/// set), not the slots, so passing another key's slot reads no slot at all. The key is compared
 /// in full, byte for byte (with the region's identifier when it is the id, the common case, else
 /// with the entry's id), so a hash collision can cost a probe but never give a wrong entry.
 struct PlacementIndex: Sendable {
+    /// 64 bytes: the entry's name first (read only for an entry that has one), then everything a
+    /// lookup and the decision read, in the slot's last 48 bytes. A large table is its own
+    /// mapping (glibc maps it, 16 bytes into a page, and the array's header takes 32), so its
+    /// elements start 48 bytes into a cache line and each slot's last 48 bytes are one whole
+    /// line: an unnamed entry's lookup reads exactly one line. (At 48 bytes a slot, half the
+    /// slots crossed a line, and each probe past another key's slot read that slot too.)
     struct Slot: Sendable {
+        /// The entry's name, when it has one (`hasName`).
+        var name: String?
         /// `nil`: the slot is empty.
         var region: CircularRegion?
         /// The entry's position in the registry's entry array.
         var entry: Int32
         /// What the slot knows of its entry and key, one bit each, and the entry's `TrustChecks`
-        /// (bits 4 and up). In one byte, with `tag` in a second, the slot is 48 bytes, a stride
-        /// the cache lines share evenly: as separate `Bool`s (one more with the UID binding and
-        /// one with the trust checks) it had grown to 56, so the index of a million tags took
-        /// 112 MiB, not 96, and three lookups in four read two cache lines instead of one in two.
+        /// (bits 4 and up).
         var flags: UInt8
-        /// The top byte of the key's hash: a probe compares keys only where it matches, so
-        /// passing another key's slot costs a byte compare, not a string compare.
-        var tag: UInt8
 
         private static let keyIsIdentifierBit: UInt8 = 1, hasNameBit: UInt8 = 2, hasUIDBit: UInt8 = 4, keyIsASCIIBit: UInt8 = 8
         private static let checksShift: UInt8 = 4
 
         init(
-            region: CircularRegion?, entry: Int32, keyIsIdentifier: Bool, hasName: Bool, hasUID: Bool, checks: UInt8, keyIsASCII: Bool,
-            tag: UInt8
+            region: CircularRegion?, name: String?, entry: Int32, keyIsIdentifier: Bool, hasUID: Bool, checks: UInt8, keyIsASCII: Bool
         ) {
             precondition(checks < 1 << (8 - Self.checksShift), "TrustChecks has outgrown the slot's four bits")
+            self.name = name
             self.region = region
             self.entry = entry
             self.flags =
-                (keyIsIdentifier ? Self.keyIsIdentifierBit : 0) | (hasName ? Self.hasNameBit : 0) | (hasUID ? Self.hasUIDBit : 0)
+                (keyIsIdentifier ? Self.keyIsIdentifierBit : 0) | (name != nil ? Self.hasNameBit : 0) | (hasUID ? Self.hasUIDBit : 0)
                 | (keyIsASCII ? Self.keyIsASCIIBit : 0) | checks << Self.checksShift
-            self.tag = tag
         }
 
         /// The region's identifier is the entry's id, so the slot alone can check the key.
@@ -97,11 +101,14 @@ struct PlacementIndex: Sendable {
         /// The entry's `TrustChecks`.
         var checks: UInt8 { flags >> Self.checksShift }
 
-        static let empty = Slot(
-            region: nil, entry: -1, keyIsIdentifier: false, hasName: false, hasUID: false, checks: 0, keyIsASCII: false, tag: 0)
+        static let empty = Slot(region: nil, name: nil, entry: -1, keyIsIdentifier: false, hasUID: false, checks: 0, keyIsASCII: false)
     }
 
     private var slots = Self.table(count: 16)
+    /// One byte a slot: 0 for an empty slot, else `tag(of:)` of its key's hash. The probe reads
+    /// these; a slot is read only where its byte matches. 2 MiB for a million tags, so it stays
+    /// in the caches while the table (128 MiB) does not.
+    private var control = [UInt8](repeating: 0, count: 16)
     /// Random per index, so that no registry file can be written to collide in every index.
     private let seed = UInt64.random(in: .min ... .max)
     /// The ids of entries whose region's identifier is not their id (rare: files always name the
@@ -135,10 +142,9 @@ struct PlacementIndex: Sendable {
     @inline(__always)
     private func placement(inSlot position: Int?, entries: [RegistryEntry]) -> Placement? {
         guard let i = position, let region = slots[i].region else { return nil }
-        let entry = Int(slots[i].entry)
         return Placement(
-            id: slots[i].keyIsIdentifier ? region.identifier : entries[entry].id, region: region,
-            name: slots[i].hasName ? entries[entry].name : nil, uid: slots[i].hasUID ? entries[entry].uid : nil,
+            id: slots[i].keyIsIdentifier ? region.identifier : entries[Int(slots[i].entry)].id, region: region,
+            name: slots[i].hasName ? slots[i].name : nil, uid: slots[i].hasUID ? entries[Int(slots[i].entry)].uid : nil,
             checks: TrustChecks(rawValue: slots[i].checks))
     }
 
@@ -148,25 +154,28 @@ struct PlacementIndex: Sendable {
     }
 
     /// Linear probing from `hash` to the slot whose key `matches` (given the key and whether it is
-    /// ASCII), or to the first empty slot: `nil`. Only slots with the hash's tag are compared, and
-    /// an empty slot is known by its entry (-1) without its region being read.
+    /// ASCII), or to the first empty slot: `nil`. The walk reads control bytes; only a slot whose
+    /// byte is the hash's tag is read and its key compared.
     @inline(__always)
     private func probe(from hash: Int, matches: (String, Bool) -> Bool) -> Int? {
-        let mask = slots.count - 1
+        let mask = control.count - 1
         let tag = Self.tag(of: hash)
         var i = hash & mask
-        while slots[i].entry >= 0 {
-            if slots[i].tag == tag, let region = slots[i].region,
+        while true {
+            let byte = control[i]
+            if byte == 0 { return nil }
+            if byte == tag, let region = slots[i].region,
                 let key = slots[i].keyIsIdentifier ? region.identifier : otherKeys[slots[i].entry], matches(key, slots[i].keyIsASCII)
             {
                 return i
             }
             i = (i + 1) & mask
         }
-        return nil
     }
 
-    private static func tag(of hash: Int) -> UInt8 { UInt8(truncatingIfNeeded: hash >> 56) }
+    /// A slot's control byte: the hash's top seven bits, with the top bit set (never 0, which is
+    /// an empty slot's).
+    private static func tag(of hash: Int) -> UInt8 { UInt8(truncatingIfNeeded: UInt64(bitPattern: Int64(hash)) >> 57) | 0x80 }
 
     /// Ids are the same when their UTF-8 bytes are, as in the SQLite registry's `id` column
     /// (SQLite's binary collation), so both stores answer alike: "Caf\u{E9}" and "Cafe\u{301}" are
@@ -265,10 +274,9 @@ struct PlacementIndex: Sendable {
         if (count + 1) * 4 > slots.count * 3 { grow(to: slots.count * 2) }
         let home = home(of: entry.id)
         let slot = Slot(
-            region: entry.region, entry: Int32(position),
+            region: entry.region, name: entry.name, entry: Int32(position),
             keyIsIdentifier: Self.sameBytes(entry.region.identifier.utf8.span, entry.id.utf8.span),
-            hasName: entry.name != nil, hasUID: entry.uid != nil, checks: TrustChecks(entry).rawValue, keyIsASCII: home.isASCII,
-            tag: Self.tag(of: home.hash))
+            hasUID: entry.uid != nil, checks: TrustChecks(entry).rawValue, keyIsASCII: home.isASCII)
         if !slot.keyIsIdentifier { otherKeys[slot.entry] = entry.id }
         place(slot, home: home.hash)
         count += 1
@@ -276,7 +284,7 @@ struct PlacementIndex: Sendable {
 
     /// Makes room for `total` entries in all, so that adding them never grows the table on the
     /// way: each doubling held the old table and the new one, twice its size, at once (at a
-    /// million tags, 48 and 96 MiB).
+    /// million tags, 64 and 128 MiB).
     mutating func reserve(_ total: Int) {
         var size = slots.count
         while total * 4 > size * 3 { size *= 2 }
@@ -286,11 +294,12 @@ struct PlacementIndex: Sendable {
     private mutating func grow(to size: Int) {
         let old = slots
         slots = Self.table(count: size)
+        control = [UInt8](repeating: 0, count: size)
         for slot in old { if let key = key(of: slot) { place(slot, home: home(of: key).hash) } }
     }
 
-    /// An empty table of `count` slots. One of 4 MiB or more (from some 49 000 tags, where the
-    /// table doubles to 131 072 slots) is asked for transparent huge pages before its first write,
+    /// An empty table of `count` slots. One of 4 MiB or more (from some 24 600 tags, where the
+    /// table doubles to 65 536 slots of 64 bytes) is asked for transparent huge pages before its first write,
     /// so the kernel backs it with 2 MiB pages: a lookup into a table far bigger than the caches
     /// then misses the cache but not the TLB, where 4 KiB pages cost a page walk as well.
     /// `madvise` is a hint, like the math functions the core already calls: no I/O, and its
@@ -316,14 +325,15 @@ struct PlacementIndex: Sendable {
         _ = madvise(UnsafeMutableRawPointer(bitPattern: start), end - start, MADV_HUGEPAGE)
     }
 
-    /// The table's memory, for tests that check how the kernel backs it.
+    /// The table's memory, for tests that check how the kernel backs it and where its lines fall.
     func withTableMemory<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R { slots.withUnsafeBytes(body) }
 
     /// Puts `slot` in the first free slot from `home`, its key's hash.
     private mutating func place(_ slot: Slot, home: Int) {
         let mask = slots.count - 1
         var i = home & mask
-        while slots[i].region != nil { i = (i + 1) & mask }
+        while control[i] != 0 { i = (i + 1) & mask }
         slots[i] = slot
+        control[i] = Self.tag(of: home)
     }
 }

@@ -39,7 +39,7 @@ struct HugePageTableTests {
         "a table of 4 MiB or more lies in a THP-eligible mapping",
         .enabled(if: mode == "madvise" || mode == "always", "transparent huge pages are off or unknown on this kernel"))
     func largeTableIsEligible() throws {
-        // 50 000 entries: a 131 072-slot table of 6 MiB.
+        // 50 000 entries: a 131 072-slot table of 8 MiB.
         var index = PlacementIndex()
         for k in 0..<50_000 {
             let region = try CircularRegion(center: Coordinate(validLatitude: 1, longitude: 2), radius: 10, identifier: "T\(k)")
@@ -50,5 +50,19 @@ struct HugePageTableTests {
         // The middle of the table: whole pages, inside the advised range.
         #expect(try Self.eligibility(of: base + UInt(bytes / 2)) == 1)
         #expect(index.count == 50_000)
+    }
+
+    /// A lookup into a large table reads one cache line: the slot's last 48 bytes (everything but
+    /// the name) must lie in one line for every slot, which they do when the table's elements
+    /// start 48 bytes into a line (the slot is 64 bytes, the name its first 16).
+    @Test("a large table's slots keep what a lookup reads in one cache line")
+    func largeTableSlotsFitALine() throws {
+        #expect(MemoryLayout<PlacementIndex.Slot>.stride == 64)
+        #expect(MemoryLayout<PlacementIndex.Slot>.offset(of: \.region) == 16)
+        var index = PlacementIndex()
+        index.reserve(50_000)
+        let (base, bytes) = index.withTableMemory { (UInt(bitPattern: $0.baseAddress), $0.count) }
+        #expect(bytes >= PlacementIndex.hugePageThreshold)
+        #expect((base + 16) % 64 == 0, "the table's elements start \(base % 64) bytes into a cache line")
     }
 }
