@@ -60,10 +60,12 @@ public struct TrustChecks: OptionSet, Sendable, Hashable {
 /// with the entry's id), so a hash collision can cost a probe but never give a wrong entry.
 struct PlacementIndex: Sendable {
     /// 64 bytes: the entry's name first (read only for an entry that has one), then everything a
-    /// lookup and the decision read, in the slot's last 48 bytes. A large table is its own
-    /// mapping (glibc maps it, 16 bytes into a page, and the array's header takes 32), so its
-    /// elements start 48 bytes into a cache line and each slot's last 48 bytes are one whole
-    /// line: an unnamed entry's lookup reads exactly one line. (At 48 bytes a slot, half the
+    /// lookup and the decision read, in the slot's last 48 bytes. A table above 32 MiB (some
+    /// 390 000 tags on) is its own mapping (glibc maps every block above its largest mmap
+    /// threshold, 16 bytes into a page, and the array's header takes 32), so its elements start
+    /// 48 bytes into a cache line and each slot's last 48 bytes are one whole line: an unnamed
+    /// entry's lookup reads exactly one line. A smaller table may come from the heap at another
+    /// offset and read two lines now and then; it mostly sits in the caches anyway. (At 48 bytes a slot, half the
     /// slots crossed a line, and each probe past another key's slot read that slot too.)
     struct Slot: Sendable {
         /// The entry's name, when it has one (`hasName`).
