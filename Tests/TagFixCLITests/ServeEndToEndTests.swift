@@ -66,9 +66,15 @@ final class ServeRig: Sendable {
                 215, message: NDEFMessage(records: [NDEFRecord.uri($0.element)]).encoded(),
                 uid: [0x04, 0x11, 0x22, 0x33, 0x44, 0x55, 0x60 + UInt8($0.offset)])
         }
-        let reader = try PN532Emulator(tags: tags)
+        // Seed 3: tag 0 made weak (`weaken`) meets its faults from the first exchange on.
+        let reader = try PN532Emulator(tags: tags, options: .init(seed: 3))
         for index in tags.indices { reader.setPresent(false, tag: index) }
         return reader
+    }
+
+    /// Makes tag `index` weak from its next exchange on (RF errors at `rfErrorRate`; 0 heals it).
+    func weaken(tag index: Int, rfErrorRate: Double) {
+        reader.withLock { $0.setWeak(rfErrorRate: rfErrorRate, tag: index) }
     }
 
     /// Unplugs the reader (the emulator stops and the link goes, as udev removes it), or plugs a
