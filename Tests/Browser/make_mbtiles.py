@@ -1,9 +1,10 @@
 """Makes a small MBTiles file (test tooling): every tile one colour, a 256 x 256 PNG, at zooms
 ZMIN to ZMAX, SPAN tiles on every side of the tile holding LAT, LON; written as MBTiles keeps
-them (TMS rows: row = 2^z - 1 - y).
+them (TMS rows: row = 2^z - 1 - y). The attribution is MBTILES_ATTRIBUTION when set (a hostile
+one for the escaping tests), else a little markup that must reach a page as text.
 
 usage: python3 make_mbtiles.py OUT R G B LAT LON [ZMIN ZMAX SPAN]"""
-import math, sqlite3, struct, sys, zlib
+import math, os, sqlite3, struct, sys, zlib
 
 out, r, g, b, lat, lon = sys.argv[1], *map(int, sys.argv[2:5]), *map(float, sys.argv[5:7])
 zmin, zmax, span = (int(v) for v in (sys.argv[7:10] if len(sys.argv) > 9 else (10, 20, 8)))
@@ -21,7 +22,7 @@ db.execute("CREATE TABLE IF NOT EXISTS tiles (zoom_level integer, tile_column in
 fresh = db.execute("SELECT count(*) FROM metadata").fetchone()[0] == 0
 if fresh:  # a second call adds the tiles around another place to the same file
     db.executemany("INSERT INTO metadata VALUES (?, ?)",
-                   [("name", "one colour"), ("format", "png"), ("attribution", "<b>test</b> tiles & co"),
+                   [("name", "one colour"), ("format", "png"), ("attribution", os.environ.get("MBTILES_ATTRIBUTION", "<b>test</b> tiles & co")),
                     ("minzoom", str(zmin)), ("maxzoom", str(zmax))])
 tile = png((r, g, b))
 for z in range(zmin, zmax + 1):

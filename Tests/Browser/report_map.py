@@ -83,7 +83,14 @@ try:
         legend = driver.execute_script("return [...document.querySelectorAll('#legend div')].map(d => d.textContent)")
         verdicts = driver.execute_script(
             "const n = {}; for (const e of document.querySelectorAll('path.scan')) { const v = e.getAttribute('data-verdict'); n[v] = (n[v] || 0) + 1; } return n;")
-        print(json.dumps({"viewport": name, "error": error, "legend": legend, "verdicts": verdicts, "tag": sample.get("key"),
+        # What a hostile name or attribution could have done: an attribute its script set, an
+        # element it injected; and the text the page shows for the labels and the attribution.
+        hostile = driver.execute_script(
+            "return {pwned: document.documentElement.getAttribute('data-pwned'),"
+            " injected: document.querySelectorAll('[onerror], img[src=\\'x\\'], .tagfix-map script').length,"
+            " labels: [...document.querySelectorAll('.leaflet-tooltip')].map(e => e.textContent),"
+            " attribution: (document.querySelector('.leaflet-control-attribution') || {}).textContent || null}")
+        print(json.dumps({"viewport": name, "hostile": hostile, "error": error, "legend": legend, "verdicts": verdicts, "tag": sample.get("key"),
                           "fill": sample.get("fill"), "opacity": sample.get("opacity"), "tiles": sample.get("tiles"),
                           "inside": at(sample.get("inside")), "outside": at(sample.get("outside")), "at": sample.get("inside"), "size": [len(rows[0]), len(rows)], "inner": driver.execute_script("return [innerWidth, innerHeight, devicePixelRatio]")}), flush=True)
 finally:

@@ -115,6 +115,53 @@ struct ReportMapBrowserTests {
             #expect(Self.near(Self.rgb(line["inside"]), Self.blend(fill, opacity, over: [248, 248, 244])), "\(line)")
         }
     }
+
+    /// Names from a log nobody here wrote: markup, a script end tag, an event handler.
+    static let hostileNames = [
+        #"<img src=x onerror="document.documentElement.setAttribute('data-pwned','img')">"#,
+        #"</script><script>document.documentElement.setAttribute('data-pwned','script')</script>"#,
+    ]
+
+    @Test(
+        "hostile tag ids, messages and an MBTiles attribution reach the browser as text: nothing runs, nothing is injected, the labels read as written",
+        .enabled(if: ready, "needs chromium-driver, libjs-leaflet and TAGFIX_SELENIUM_PYTHON (scripts/test sets it up)"))
+    func hostile() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tagfix-hostile-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        // Two taps of two tags 60 m apart whose ids, names and messages are markup.
+        let lines = Self.hostileNames.enumerated().map { index, name in
+            let lat = 53.5458 + Double(index) * 0.0005, lon = 9.9665
+            let text = JSONValue.quoted(name)
+            return
+                #"{"time":"2026-05-14T08:0\#(index):00.000Z","verdict":"confirmed","reason":null,"message":\#(text),"uid":null,"tag_id":\#(text),"url":null,"reader":"r","distance_m":2,"accuracy_m":3,"bearing_deg":0,"region":{"id":\#(text),"name":\#(text),"lat":\#(lat),"lon":\#(lon),"radius_m":20,"source":"url"},"fix_age_s":0,"interpolated":false,"fix":{"time":"2026-05-14T08:0\#(index):00.000Z","mode":"3d","lat":\#(lat + 0.00002),"lon":\#(lon),"accuracy_m":3}}"#
+        }
+        let log = folder + "/hostile.jsonl"
+        try (lines.joined(separator: "\n") + "\n").write(toFile: log, atomically: true, encoding: .utf8)
+        let mbtiles = folder + "/hostile.mbtiles"
+        let attribution = #"<img src=x onerror="document.documentElement.setAttribute('data-pwned','attribution')"> tiles"#
+        let made = try await runProgram(
+            "/usr/bin/python3",
+            [packageRoot + "/Tests/Browser/make_mbtiles.py", mbtiles] + Self.tile.map(String.init) + [
+                "53.5460", "9.9665", "14", "18", "3",
+            ],
+            environment: ["MBTILES_ATTRIBUTION": attribution])
+        #expect(made?.status == 0, "\(made?.output ?? "no python3")")
+        let output = folder + "/hostile.html"
+        let result = await run(["report", log, "--tiles", mbtiles, "--max-zoom", "18", "--output", output])
+        #expect(result.code == 0, "\(result.err)")
+        for line in try Self.viewports(output, shot: "report-hostile") {
+            #expect(line["error"]?.isNull == true, "a script error: \(line)")
+            let hostile = try #require(line["hostile"])
+            #expect(hostile["pwned"]?.isNull == true, "a hostile name ran as script: \(line)")
+            #expect(hostile["injected"]?.double == 0, "a hostile name became an element: \(line)")
+            let labels = hostile["labels"]?.array?.compactMap(\.string) ?? []
+            for name in Self.hostileNames { #expect(labels.contains(name), "the label does not read as written: \(labels)") }
+            #expect(hostile["attribution"]?.string?.contains(attribution) == true, "\(line)")
+            let drawn = line["verdicts"]?["confirmed"]?.double
+            #expect(drawn == 2, "both taps drawn: \(line)")
+        }
+    }
 }
 
 @Suite("tagfix report's map options")
