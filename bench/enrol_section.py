@@ -20,7 +20,7 @@ def render(rows):
     if not rows:
         return "", []
     count = next(r["enrolments"] for r in rows if r["sky"] == "all")
-    lines = ["## Enrolment: a stopping rule against the 30 s average\n",
+    lines = ["## 12. Enrolment: a stopping rule against the 30 s average\n",
              f"{count:,} simulated enrolments (`TagFixBench enrol`) on the correlated sky of the NMEA emulator "
              "(GNSSErrorModel): a receiver at 1 Hz standing at a known spot, σ 1–3 m per axis, τ 30–600 s "
              "(log-uniform), 0.2 m of jitter; a quarter with multipath episodes (3–10 m, on 5–20 s, off 10–40 s on "

@@ -364,12 +364,6 @@ if os.path.exists(f"{out}/sun.jsonl"):
     goals += sun_goals
 notes("7-core")
 
-if os.path.exists(f"{out}/enrol.jsonl"):
-    import enrol_section
-    text, enrol_goals = enrol_section.render(rows("enrol.jsonl"))
-    print(text)
-    goals += enrol_goals
-
 if os.path.exists(f"{out}/fleet.jsonl"):
     import fleet_section
     text, fleet_goals = fleet_section.render(rows("fleet.jsonl"))
@@ -396,6 +390,12 @@ if os.path.exists(f"{out}/refine.jsonl"):
     text, refine_goals = refine_section.render(rows("refine.jsonl"))
     print(text)
     goals += refine_goals
+
+if os.path.exists(f"{out}/enrol.jsonl"):
+    import enrol_section
+    text, enrol_goals = enrol_section.render(rows("enrol.jsonl"))
+    print(text)
+    goals += enrol_goals
 
 if os.path.exists(f"{out}/maps.jsonl"):
     import maps_section

@@ -45,11 +45,15 @@ public enum NMEA {
             sentence(
                 "GPGGA,\(clock),\(lat),\(ns),\(lon),\(ew),\(quality),\(pad(sats)),\(fixed ? decimal(e.hdop, e.hdopDigits) : ""),\(fixed ? decimal(e.altitude, 1) : ""),M,47.4,M,,"
             ))
+        // The dilutions a receiver states together: VDOP about 1.3 × HDOP, PDOP² = HDOP² + VDOP²,
+        // never below the open sky's 1.6 / 1.2 (so a degraded sky's HDOP never exceeds its PDOP).
+        let vdop = max(1.2, 1.3 * e.hdop)
+        let pdop = max(1.6, (e.hdop * e.hdop + vdop * vdop).squareRoot())
         let prns = (0..<min(12, sats)).map { String(3 + $0 * 2) }
         let used = (prns + Array(repeating: "", count: 12 - prns.count)).joined(separator: ",")
         out.append(
             sentence(
-                "GPGSA,A,\(fixed ? 3 : 1),\(used),\(fixed ? "1.6" : ""),\(fixed ? decimal(e.hdop, e.hdopDigits) : ""),\(fixed ? "1.2" : "")"
+                "GPGSA,A,\(fixed ? 3 : 1),\(used),\(fixed ? decimal(pdop, 1) : ""),\(fixed ? decimal(e.hdop, e.hdopDigits) : ""),\(fixed ? decimal(vdop, 1) : "")"
             ))
         if fixed {
             let rms = max(e.sigmaLatitude, e.sigmaLongitude)

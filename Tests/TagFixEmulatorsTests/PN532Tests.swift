@@ -243,6 +243,21 @@ struct NMEAEmulatorTests {
         #expect(sentences.filter { $0.hasPrefix("$GPGSV") }.count == 3, "nine satellites, four to a GSV")
     }
 
+    @Test(
+        "GSA's dilutions agree with GGA's HDOP: PDOP² = HDOP² + VDOP² (to a rounding), PDOP never below HDOP, the open sky's 1.6 / 1.2 kept",
+        arguments: [0.6, 0.9, 1.5, 3.0, 7.5])
+    func dilutions(hdop: Double) throws {
+        var epoch = NMEA.Epoch(time: Timestamp(nanosecondsSinceEpoch: 0), position: Coordinate(validLatitude: 47.4, longitude: 8.5))
+        epoch.hdop = hdop
+        let gsa = try #require(NMEA.sentences(epoch).first { $0.hasPrefix("$GPGSA") })
+        let fields = gsa.split(separator: "*")[0].split(separator: ",", omittingEmptySubsequences: false)
+        let (p, h, v) = (try #require(Double(fields[15])), try #require(Double(fields[16])), try #require(Double(fields[17])))
+        #expect(h == hdop)
+        #expect(p >= h && v >= 1.2 && p >= 1.6, "\(gsa)")
+        #expect(abs(p * p - (h * h + v * v)) <= 0.3 * p || (p == 1.6 && v == 1.2), "\(gsa)")
+        if hdop <= 0.9 { #expect(p == 1.6 && v == 1.2, "the open sky's figures: \(gsa)") }
+    }
+
     @Test("no fix: GGA quality 0, RMC status V, GSA mode 1")
     func noFix() throws {
         let sentences = NMEA.sentences(NMEA.Epoch(time: Timestamp(nanosecondsSinceEpoch: 0), position: nil))
