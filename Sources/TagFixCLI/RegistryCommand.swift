@@ -106,7 +106,7 @@ struct RegistryCommand: Subcommand {
             .init(name: "apply", valueName: nil, help: "refine: record the refined placements (the previous ones kept in the history)."),
         ],
         positionals: [
-            .init(name: "ACTION", help: "import FILE, export, list, show ID, remove ID, migrate, or refine."),
+            .init(name: "ACTION", help: "import FILE, export, list, show ID (with its refinements), remove ID, migrate, or refine."),
             .init(name: "ARGUMENT", help: "The file (import) or tag id (show, remove).", optional: true),
         ],
         examples: [
@@ -213,10 +213,12 @@ struct RegistryCommand: Subcommand {
             }
         case .show:
             let id = argument ?? ""
-            guard let entry = try SQLiteRegistry(path: path, mode: .readOnly).storedEntry(withID: id) else {
+            let store = try SQLiteRegistry(path: path, mode: .readOnly)
+            guard let entry = try store.storedEntry(withID: id) else {
                 throw CLIError.noInput(DataFileError(file: path, line: nil, message: "no tag \"\(id)\" in the registry", unreadable: true))
             }
-            io.out(json ? RegistryEntryReport.json(entry) : RegistryEntryReport.details(entry))
+            let history = try store.placementHistory(forID: id)
+            io.out(json ? RegistryEntryReport.json(entry, history: history) : RegistryEntryReport.details(entry, history: history))
         case .remove:
             let id = argument ?? ""
             guard try SQLiteRegistry(path: path, mode: .readWrite).remove(id: id) else {

@@ -48,7 +48,7 @@ public enum RegistryEntryReport {
         return text
     }
 
-    public static func details(_ entry: RegistryEntry) -> String {
+    public static func details(_ entry: RegistryEntry, history: [PlacementChange] = []) -> String {
         var lines = ["id:        \(entry.id)"]
         lines.append("uid:       \(entry.uid?.hex ?? "-")")
         lines.append("name:      \(entry.name ?? "-")")
@@ -62,10 +62,23 @@ public enum RegistryEntryReport {
             lines.append(line)
         }
         if let notes = entry.notes { lines.append("notes:     \(notes)") }
+        for (index, change) in history.enumerated() {
+            lines.append((index == 0 ? "history:   " : "           ") + Self.line(change))
+        }
         return lines.joined(separator: "\n")
     }
 
-    public static func json(_ entry: RegistryEntry) -> String {
+    /// One refinement applied (`registry refine --apply`), as `registry show` prints it: when, how
+    /// far the centre moved, from where to where with each accuracy, and on how many visits.
+    public static func line(_ change: PlacementChange) -> String {
+        let accuracy = { (metres: Double?) in metres.map { " ±\(Coordinate.format($0, 1)) m" } ?? "" }
+        let shift = Geodesic.distance(from: change.from, to: change.to)
+        return "\(change.at.formatted(fractionDigits: 0)) refined, moved \(Coordinate.format(shift, 1)) m: \(change.from)"
+            + "\(accuracy(change.fromAccuracy)) → \(change.to)\(accuracy(change.toAccuracy)), from \(change.visits) visit\(change.visits == 1 ? "" : "s")"
+    }
+
+    /// The entry as one JSON object; with `history` (registry show), its refinements oldest first.
+    public static func json(_ entry: RegistryEntry, history: [PlacementChange]? = nil) -> String {
         var object = JSONObjectWriter()
         object.add("id", entry.id)
         object.add("uid", entry.uid?.hex)
@@ -78,6 +91,22 @@ public enum RegistryEntryReport {
         object.add("accuracy_m", entry.enrolment?.accuracy)
         object.add("fixes", entry.enrolment?.fixes)
         object.add("notes", entry.notes)
+        if let history {
+            let changes = history.map { change in
+                var item = JSONObjectWriter()
+                item.add("at", change.at.iso8601)
+                item.add("from_lat", change.from.latitude, digits: 9)
+                item.add("from_lon", change.from.longitude, digits: 9)
+                item.add("from_accuracy_m", change.fromAccuracy)
+                item.add("to_lat", change.to.latitude, digits: 9)
+                item.add("to_lon", change.to.longitude, digits: 9)
+                item.add("to_accuracy_m", change.toAccuracy)
+                item.add("shift_m", Geodesic.distance(from: change.from, to: change.to), digits: 3)
+                item.add("visits", change.visits)
+                return item.text
+            }
+            object.add("history", raw: "[" + changes.joined(separator: ",") + "]")
+        }
         return object.text
     }
 
