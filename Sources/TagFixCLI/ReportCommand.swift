@@ -323,3 +323,20 @@ extension ReportCommand {
         )
     }
 }
+
+extension FleetStore {
+    /// Every stored verdict as a fleet report's row; a payload that is not a verdict record is
+    /// left out and counted.
+    func reportRows() throws(SQLiteError) -> (rows: [FleetReport.Row], skipped: Int) {
+        var rows: [FleetReport.Row] = []
+        var skipped = 0
+        for stored in try all() {
+            guard let value = try? JSONValue.parse(stored.payload), let record = try? SessionRecord(value, line: rows.count + 1) else {
+                skipped += 1
+                continue
+            }
+            rows.append(FleetReport.Row(site: stored.site, device: stored.device, record: record))
+        }
+        return (rows, skipped)
+    }
+}

@@ -2,8 +2,7 @@ import Foundation
 import Glibc
 import TagFixCore
 import TagFixDevices
-public import TagFixReport
-public import TagFixStore
+import TagFixStore
 
 /// What `verify --publish` was given, as text: turned into a publisher once the log is open.
 /// (The CLI parses the options; everything that checks and builds them is here.)
@@ -72,22 +71,5 @@ extension FleetPublisher.Outcome {
         let seconds = Coordinate.format(linger.seconds, 0)
         return "published: \(acknowledged); \(unsent) unsent after waiting \(seconds) s"
             + (problem.map { " (\($0))" } ?? "") + ": they stay in \(log) and go with the next run on it (verify --publish … --log \(log))"
-    }
-}
-
-extension FleetStore {
-    /// Every stored verdict as a fleet report's row; a payload that is not a verdict record is
-    /// left out and counted.
-    public func reportRows() throws(SQLiteError) -> (rows: [FleetReport.Row], skipped: Int) {
-        var rows: [FleetReport.Row] = []
-        var skipped = 0
-        for stored in try all() {
-            guard let value = try? JSONValue.parse(stored.payload), let record = try? SessionRecord(value, line: rows.count + 1) else {
-                skipped += 1
-                continue
-            }
-            rows.append(FleetReport.Row(site: stored.site, device: stored.device, record: record))
-        }
-        return (rows, skipped)
     }
 }

@@ -88,7 +88,7 @@ struct CollectorAcknowledgementTests {
             #expect(try eventually { try store.count() == 3 })
             let ids = try store.all().map(\.id)
             #expect(ids.sorted() == (1...3).map { "pi:0123456789abcdef:\($0)" })
-            #expect(office.counts.stored == 3)
+            #expect(eventually { office.counts.stored == 3 }, "the counts follow the commit: \(office.counts)")
         }
     }
 
@@ -163,8 +163,9 @@ struct CollectorAcknowledgementTests {
 
             let office = try collector(broker, store: store, id: "office-burst")
             defer { blockingStop(office) }
-            #expect(try eventually { try store.count() == 400 })
-            #expect(office.counts.stored == 400)
+            // The counts follow the commit (the rows are visible to this reader a moment before
+            // the collector adds them up): wait for both.
+            #expect(try eventually { try store.count() == 400 && office.counts.stored == 400 }, "\(office.counts)")
             #expect(office.counts.commits <= 40, "\(office.counts.commits) transactions for 400 verdicts")
         }
     }

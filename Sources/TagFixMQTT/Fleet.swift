@@ -1,5 +1,8 @@
+import TagFixCore
+
 /// Fleets over MQTT (docs/fleet.md): the broker's address, the topics a verdict goes to, and the
-/// message a verdict becomes. Pure: the transport (TagFixMQTT) and the collector build on it.
+/// message a verdict becomes. Pure (no I/O), in the fleet's own module: the transport
+/// (MQTTClient), the publisher and the collector build on it.
 
 // MARK: - The broker's address
 
