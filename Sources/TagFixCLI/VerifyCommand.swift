@@ -97,7 +97,8 @@ struct VerifyCommand: Subcommand {
                 name: "publish", valueName: "URL",
                 help:
                     "Send each verdict to an MQTT broker, mqtt://[USER@]HOST[:PORT]/PREFIX or mqtts://… (QoS 1, after the --log has it; "
-                    + "the log is the outbox: what the broker has not acknowledged goes with the next run on it). docs/fleet.md."),
+                    + "the log is the outbox: what the broker has not acknowledged goes with the next run on it; without --log, "
+                    + "a log in the state directory, ~/.local/state/tagfix/outbox/SITE/DEVICE.jsonl). docs/fleet.md."),
             .init(name: "site", valueName: "NAME", help: "With --publish: the site's topic level (no /, + or #); default default."),
             .init(
                 name: "device-id", valueName: "ID", help: "With --publish: this device in topics and message ids; default the host name."),
@@ -127,6 +128,8 @@ struct VerifyCommand: Subcommand {
     var json: Bool
     var realtime: Bool
     var logPath: String?
+    /// Whether `logPath` is --publish's outbox in the state directory (no --log was given).
+    var outboxDefaulted = false
     var quiet: Bool
     var overrides: (inout VerificationPolicy) -> Void
     /// --trust-key files: the site keys URL locations must be signed with.
@@ -199,7 +202,14 @@ struct VerifyCommand: Subcommand {
             policy.disallowedTags.formUnion(disallowed)
         }
         publish = try FleetOptions.publish(arguments, command: name)
-        if publish != nil, logPath == nil { throw .usage("--publish needs --log FILE: the session log is its outbox", command: name) }
+        if let publish, logPath == nil {
+            // No --log: the outbox is a session log in the state directory, one per site and device.
+            guard let outbox = OutboxLocation.path(site: publish.site, device: publish.device) else {
+                throw .usage("--publish needs --log FILE (no HOME or XDG_STATE_HOME to keep its outbox in)", command: name)
+            }
+            logPath = outbox
+            outboxDefaulted = true
+        }
         if let defaultRadius, let maxRadius, defaultRadius > maxRadius {
             throw .usage("--default-url-radius \(defaultRadius) is above --max-radius \(maxRadius)", command: name)
         }
@@ -316,6 +326,17 @@ struct VerifyCommand: Subcommand {
     /// The session log named by --log, opened for appending.
     func openLog(_ io: some TerminalOutput) throws(CLIError) -> SessionLog? {
         guard let logPath else { return nil }
+        if outboxDefaulted {
+            do {
+                if try OutboxLocation.prepare(logPath) {
+                    io.err(
+                        "note: --publish keeps its outbox in \(logPath): what a run cannot send goes with the next one (--log FILE names another)"
+                    )
+                }
+            } catch {
+                throw .ioError(error.description)
+            }
+        }
         do {
             let log = try SessionLog(path: logPath)
             if let note = log.repaired { io.err("note: \(note)") }

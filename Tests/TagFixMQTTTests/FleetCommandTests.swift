@@ -18,7 +18,6 @@ struct FleetCommandTests {
     @Test(
         "a publish that cannot work is one clear line and exit 64, before anything runs",
         arguments: [
-            (["--publish", "mqtt://127.0.0.1/tagfix"], "needs --log"),
             (["--publish", "mqtt://127.0.0.1/tagfix", "--log", "L", "--site", "north/yard"], "the site \"north/yard\""),
             (["--publish", "mqtt://127.0.0.1/tagfix", "--log", "L", "--device-id", "van#7"], "device id"),
             (["--publish", "mqtt://127.0.0.1/a/b", "--log", "L"], "prefix"),
