@@ -41,6 +41,7 @@ let package = Package(
         .library(name: "TagFixDemo", targets: ["TagFixDemo"]),
         .library(name: "TagFixMQTT", targets: ["TagFixMQTT"]),
         .library(name: "TagFixServe", targets: ["TagFixServe"]),
+        .library(name: "TagFixPostgres", targets: ["TagFixPostgres"]),
         .executable(name: "tagfix", targets: ["tagfix"]),
     ],
     targets: [
@@ -67,6 +68,9 @@ let package = Package(
         .target(name: "TagFixStore", dependencies: ["CSQLite", "TagFixCore"]),
         .target(name: "TagFixReport", dependencies: ["TagFixCore", "TagFixNDEF"]),
         // Fleets over MQTT (libmosquitto 2.0): the publisher (verify --publish) and the collector.
+        // PostgreSQL's client library (libpq 15): the fleet store several collectors share.
+        .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
+        .target(name: "TagFixPostgres", dependencies: ["CPostgres", "TagFixCore", "TagFixStore"]),
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         .target(name: "TagFixMQTT", dependencies: ["CMosquitto", "TagFixCore", "TagFixDevices", "TagFixStore"]),
         // OpenSSL 3's libcrypto (trust: originality signatures, SUN, signed locations).
@@ -132,6 +136,8 @@ let package = Package(
         .testTarget(name: "TagFixDevicesTests", dependencies: ["TagFixDevices", "TagFixScenarios", "TagFixTesting"]),
         .testTarget(name: "TagFixTestingTests", dependencies: ["TagFixScenarios", "TagFixTesting"]),
         .testTarget(name: "TagFixStoreTests", dependencies: ["TagFixStore", "TagFixCore", "TagFixTesting"]),
+        .testTarget(
+            name: "TagFixPostgresTests", dependencies: ["TagFixPostgres", "TagFixStore", "TagFixCore", "TagFixDevices", "TagFixTesting"]),
         .testTarget(name: "TagFixReportTests", dependencies: ["TagFixReport", "TagFixCore", "TagFixStore", "CSQLite"]),
         .testTarget(
             name: "TagFixMQTTTests",

@@ -12,8 +12,10 @@ set -euo pipefail
 #   libssl-dev    build: the CCrypto system library (OpenSSL 3 libcrypto: trust checks)
 #   faketime      tests: a wrong wall clock (with DONT_FAKE_MONOTONIC=1) around tagfix
 #   chromium, chromium-driver  tests: tagfix serve's live page in a real browser (Selenium, PyPI)
+#   libpq-dev     build: the CPostgres system library (libpq 15: the fleet store on PostgreSQL)
+#   postgresql    tests: a private cluster per test (initdb, postgres on a free loopback port)
 TAGFIX_DEBIAN_PACKAGES=(libnfc-dev pkg-config libnfc-bin libnfc-examples python3-venv libgps-dev gpsd gpsd-clients libsqlite3-dev libssl-dev faketime mosquitto libmosquitto-dev mosquitto-clients libpcsclite-dev pcscd vsmartcard-vpcd pcsc-tools python3-pyscard
-    chromium chromium-driver libjs-leaflet)
+    chromium chromium-driver libjs-leaflet libpq-dev postgresql)
 
 tagfix_root() { cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd; }
 

@@ -98,4 +98,18 @@ struct HouseRulesTests {
         }
         #expect(seen > 0, "no \(needle) found at all: is the package at \(packageRoot)?")
     }
+
+    @Test("every libpq call is in one file (TagFixPostgres/Postgres.swift), as every SQLite call is in SQLite.swift")
+    func libpqInOneFile() throws {
+        var seen = 0
+        for file in try Self.swiftFiles("Sources") + Self.swiftFiles("Tests") + Self.swiftFiles("Benchmarks") where file.path != Self.itself {
+            for line in Self.codeLines(file.lines) where line.text.range(of: #"\bPQ[a-z]+\("#, options: .regularExpression) != nil {
+                seen += 1
+                #expect(
+                    file.path == "Sources/TagFixPostgres/Postgres.swift",
+                    "\(file.path):\(line.number): a libpq call outside Postgres.swift: go through PostgresConnection")
+            }
+        }
+        #expect(seen > 10, "no libpq call found at all: is the package at \(packageRoot)?")
+    }
 }
