@@ -102,7 +102,8 @@ struct HouseRulesTests {
     @Test("every libpq call is in one file (TagFixPostgres/Postgres.swift), as every SQLite call is in SQLite.swift")
     func libpqInOneFile() throws {
         var seen = 0
-        for file in try Self.swiftFiles("Sources") + Self.swiftFiles("Tests") + Self.swiftFiles("Benchmarks") where file.path != Self.itself {
+        for file in try Self.swiftFiles("Sources") + Self.swiftFiles("Tests") + Self.swiftFiles("Benchmarks") where file.path != Self.itself
+        {
             for line in Self.codeLines(file.lines) where line.text.range(of: #"\bPQ[a-z]+\("#, options: .regularExpression) != nil {
                 seen += 1
                 #expect(
