@@ -3,9 +3,10 @@ import Glibc
 import TagFixCore
 import TagFixDevices
 import TagFixMQTT
+import TagFixPostgres
 import TagFixStore
 
-/// `tagfix collect`: every verdict a fleet publishes, stored once in a SQLite file.
+/// `tagfix collect`: every verdict a fleet publishes, stored once in a SQLite file or PostgreSQL.
 struct CollectCommand: Subcommand {
     static let spec = CommandSpec(
         name: "collect",
@@ -30,7 +31,14 @@ struct CollectCommand: Subcommand {
             device. docs/fleet.md.
             """,
         options: [
-            .init(name: "db", valueName: "FILE", help: "The fleet store (SQLite; created if missing)."),
+            .init(
+                name: "db", valueName: "FILE|URL",
+                help:
+                    "The fleet store: a SQLite file (created if missing), or PostgreSQL, postgresql://[USER@]HOST[:PORT]/DB (several collectors, one database)."
+            ),
+            .init(
+                name: "db-password-file", valueName: "FILE",
+                help: "PostgreSQL: the user's password (mode 0600; else libpq's PGPASSFILE or ~/.pgpass)."),
             .init(
                 name: "registry", valueName: "[SITE=]FILE",
                 help: "The registry of SITE's tags (default site: default); SIGHUP reads it again. A FILE with = in its name: ./a=b.csv.",
@@ -45,6 +53,7 @@ struct CollectCommand: Subcommand {
             "tagfix collect mqtt://broker.example/tagfix --db fleet.sqlite",
             "tagfix collect mqtt://office@broker.example/tagfix --db fleet.sqlite --group office --mqtt-password-file pw",
             "tagfix collect mqtt://broker.example/tagfix --db fleet.sqlite --registry harbour=harbour.sqlite --registry depot=depot.csv",
+            "tagfix collect mqtt://broker.example/tagfix --db postgresql://collect@db.example/fleet --db-password-file pg.pw --group office",
             "tagfix report fleet.sqlite --output fleet.html",
         ])
 
@@ -77,12 +86,33 @@ struct CollectCommand: Subcommand {
 
     var settings: MQTTSettings
     var db: String
+    /// `--db` as a PostgreSQL address, with the password from `--db-password-file`.
+    var postgres: (address: PostgresAddress, password: String?)?
     var group: String?
     var registries: [SiteRegistry]
 
     init(_ arguments: ParsedArguments) throws(CLIError) {
         guard let db = arguments.value("db") else { throw .usage("collect needs --db FILE (the fleet store)", command: Self.spec.name) }
         self.db = db
+        if PostgresAddress.isAddress(db) {
+            let address: PostgresAddress
+            do throws(PostgresError) {
+                address = try PostgresAddress(db)
+            } catch {
+                throw .usage("--db: \(error)", command: Self.spec.name)
+            }
+            var password: String?
+            if let file = arguments.value("db-password-file") {
+                do {
+                    password = try SecretFile.read(file).trimmingCharacters(in: .newlines)
+                } catch {
+                    throw .file(error)
+                }
+            }
+            postgres = (address, password)
+        } else if arguments.value("db-password-file") != nil {
+            throw .usage("--db-password-file is for a PostgreSQL --db (postgresql://…)", command: Self.spec.name)
+        }
         group = arguments.value("group")
         registries = try arguments.all("registry").map { text throws(CLIError) in try SiteRegistry.parse(text, command: Self.spec.name) }
         let clientID = arguments.value("client-id") ?? "tagfix-collect-\(FleetPublishRequest.hostDevice)" + (group.map { "-\($0)" } ?? "")
@@ -112,23 +142,25 @@ struct CollectCommand: Subcommand {
     }
 
     /// Reads the registries and replaces their sites' placements in `store`.
-    static func loadPlacements(_ registries: [SiteRegistry], into store: FleetStore, at now: Timestamp) throws(CLIError) -> String {
+    static func loadPlacements(_ registries: [SiteRegistry], into store: any FleetVerdictStore, at now: Timestamp) throws(CLIError)
+        -> String
+    {
         try storePlacements(try readPlacements(registries), of: registries, into: store, at: now)
     }
 
     /// Replaces the placements of the registries' sites in `store`.
     /// - Returns: what to say: how many tags of how many sites.
     static func storePlacements(
-        _ placements: [FleetStore.Placement], of registries: [SiteRegistry], into store: FleetStore, at now: Timestamp
+        _ placements: [FleetStore.Placement], of registries: [SiteRegistry], into store: any FleetVerdictStore, at now: Timestamp
     ) throws(CLIError) -> String {
         let sites = Set(registries.map(\.site))
         do {
             try store.replacePlacements(sites: sites, with: placements, loadedNanoseconds: now.nanosecondsSinceEpoch)
         } catch {
-            throw .ioError("fleet store \(store.path): the registries' placements were not stored: \(error)")
+            throw .ioError("fleet store \(store.location): the registries' placements were not stored: \(error)")
         }
         let tags = Set(placements.map { [$0.site, $0.entry.id] }).count
-        return "\(counted(tags, "tag")) of \(counted(sites.count, "site")) stored in \(store.path)"
+        return "\(counted(tags, "tag")) of \(counted(sites.count, "site")) stored in \(store.location)"
     }
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
@@ -136,14 +168,25 @@ struct CollectCommand: Subcommand {
         defer { stop.cancel() }
         // The registries first: one that cannot be read stops the run before the store is made
         // or anything is subscribed. Files and SQLite block: off the cooperative pool.
-        let (registries, db, clock) = (self.registries, self.db, MonotonicClock())
-        let (store, said) = try await offThePool("collect store") { () throws(CLIError) -> (FleetStore, String?) in
+        let (registries, db, postgres, clock) = (self.registries, self.db, self.postgres, MonotonicClock())
+        let (store, said) = try await offThePool("collect store") { () throws(CLIError) -> (any FleetVerdictStore, String?) in
             let placements = try Self.readPlacements(registries)
-            let store: FleetStore
-            do throws(FleetStoreError) {
-                store = try FleetStore(path: db, create: true)
-            } catch {
-                throw error.isWrongFile ? .usage(error.description, command: Self.spec.name) : .ioError(error.description)
+            let store: any FleetVerdictStore
+            if let postgres {
+                do throws(PostgresError) {
+                    store = try PostgresFleetStore(address: postgres.address, password: postgres.password)
+                } catch {
+                    // A database that is down or refuses us: say so and stop (a service manager
+                    // restarts it); the broker keeps what arrives meanwhile.
+                    if case .newerSchema = error { throw .usage(error.description, command: Self.spec.name) }
+                    throw .unavailable(error.description)
+                }
+            } else {
+                do throws(FleetStoreError) {
+                    store = try FleetStore(path: db, create: true)
+                } catch {
+                    throw error.isWrongFile ? .usage(error.description, command: Self.spec.name) : .ioError(error.description)
+                }
             }
             guard !registries.isEmpty else { return (store, nil) }
             return (store, "registry: " + (try Self.storePlacements(placements, of: registries, into: store, at: clock.now)))
@@ -157,7 +200,7 @@ struct CollectCommand: Subcommand {
             throw .usage(error.description, command: Self.spec.name)
         }
         collector.start()
-        io.err("collecting \(settings.address) (\(collector.filter)) into \(db); Ctrl-C stops")
+        io.err("collecting \(settings.address) (\(collector.filter)) into \(store.location); Ctrl-C stops")
         let reloader = StopSignals.each([SIGHUP]) {
             // Reading files and writing SQLite block: off the cooperative pool.
             let said: String = await offThePool("collect registry reload") {

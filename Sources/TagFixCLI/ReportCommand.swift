@@ -2,6 +2,7 @@ import Foundation
 import TagFixCore
 import TagFixDevices
 import TagFixMQTT
+import TagFixPostgres
 import TagFixReport
 import TagFixStore
 
@@ -41,6 +42,9 @@ struct ReportCommand: Subcommand {
             .init(name: "format", valueName: "FORMAT", help: "geojson, gpx, csv, svg or html; default html."),
             .init(name: "registry", valueName: "FILE", help: "The registry the session was verified against (adds tags never scanned)."),
             .init(
+                name: "db-password-file", valueName: "FILE",
+                help: "A PostgreSQL fleet store's password (mode 0600; else libpq's PGPASSFILE or ~/.pgpass)."),
+            .init(
                 name: "output", valueName: "FILE",
                 help: "Write to FILE instead of standard output (replaced atomically; a FIFO or device is written in place)."),
             .init(name: "title", valueName: "TEXT", help: "The report's title; default from the log's name."),
@@ -75,6 +79,7 @@ struct ReportCommand: Subcommand {
     var session: String
     var format: Format
     var registry: String?
+    var dbPasswordFile: String?
     var output: String?
     var title: String?
     /// --tiles: an MBTiles file's path, or a tile server's template.
@@ -107,6 +112,7 @@ struct ReportCommand: Subcommand {
         }
         self.format = format
         registry = arguments.value("registry")
+        dbPasswordFile = arguments.value("db-password-file")
         output = arguments.value("output")
         title = arguments.value("title")
         tiles = try arguments.value("tiles").map { text throws(CLIError) in try Tiles.parse(text, command: Self.spec.name) }
@@ -126,7 +132,7 @@ struct ReportCommand: Subcommand {
     }
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
-        if FleetStore.isFleetStore(session) { return try fleet(io) }
+        if PostgresAddress.isAddress(session) || FleetStore.isFleetStore(session) { return try fleet(io) }
         let contents: SessionLogContents
         do {
             contents = try SessionLog.read(path: session)
@@ -198,13 +204,18 @@ struct ReportCommand: Subcommand {
         let rows: [FleetReport.Row]
         let placements: [FleetReport.Placement]
         do {
-            let store = try FleetStore(path: session, create: false)
+            let store: any FleetVerdictStore = try openFleetStore()
             let read = try store.reportRows()
             if read.skipped > 0 { io.err("note: \(session): skipped \(counted(read.skipped, "message")) that are not verdict records") }
             rows = read.rows
             placements = try store.placements().map { FleetReport.Placement(site: $0.site, entry: $0.entry) }
         } catch let error as FleetStoreError {
             throw error.isWrongFile ? .usage(error.description, command: Self.spec.name) : .ioError(error.description)
+        } catch let error as CLIError {
+            throw error
+        } catch let error as PostgresError {
+            if case .address = error { throw .usage(error.description, command: Self.spec.name) }
+            throw .unavailable(error.description)
         } catch {
             throw .ioError("\(session): \(error)")
         }
@@ -214,6 +225,23 @@ struct ReportCommand: Subcommand {
             format == .csv ? report.csv() : report.html(map: try fleetMapStyle(report, io)), io,
             summary: "\(counted(rows.count, "verdict")) from \(counted(report.sites.count, "site"))"
                 + (placements.isEmpty ? "" : ", \(counted(never, "tag")) never tapped"))
+    }
+
+    /// The fleet store `session` names: a SQLite file, or PostgreSQL (its password from
+    /// --db-password-file, else libpq's own files). A PostgreSQL database is brought to this
+    /// build's schema as `collect` would (an empty one gets the empty tables), a newer one refused.
+    private func openFleetStore() throws -> any FleetVerdictStore {
+        guard PostgresAddress.isAddress(session) else { return try FleetStore(path: session, create: false) }
+        let address = try PostgresAddress(session)
+        var password: String?
+        if let file = dbPasswordFile {
+            do throws(DataFileError) {
+                password = try SecretFile.read(file).trimmingCharacters(in: .newlines)
+            } catch {
+                throw CLIError.file(error)
+            }
+        }
+        return try PostgresFleetStore(address: address, password: password)
     }
 
     private func emit(_ text: String, _ io: some TerminalOutput, summary: String) throws(CLIError) {
@@ -324,10 +352,10 @@ extension ReportCommand {
     }
 }
 
-extension FleetStore {
+extension FleetVerdictStore {
     /// Every stored verdict as a fleet report's row; a payload that is not a verdict record is
     /// left out and counted.
-    func reportRows() throws(SQLiteError) -> (rows: [FleetReport.Row], skipped: Int) {
+    func reportRows() throws -> (rows: [FleetReport.Row], skipped: Int) {
         var rows: [FleetReport.Row] = []
         var skipped = 0
         for stored in try all() {

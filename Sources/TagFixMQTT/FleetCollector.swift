@@ -11,7 +11,7 @@ public import TagFixStore
 /// waits for it.
 public final class FleetCollector: Sendable {
     public let filter: String
-    public let store: FleetStore
+    public let store: any FleetVerdictStore
     private let core: CollectorCore
     private let client: MQTTClient
 
@@ -47,7 +47,8 @@ public final class FleetCollector: Sendable {
     ///   - stored: told each newly stored message (its id), on the client's thread.
     ///   - clock: stamps each message's arrival (`received_ns`).
     public init<C: Clock>(
-        settings: MQTTSettings, group: String?, store: FleetStore, clock: C, note: @escaping @Sendable (String) -> Void = { _ in },
+        settings: MQTTSettings, group: String?, store: any FleetVerdictStore, clock: C,
+        note: @escaping @Sendable (String) -> Void = { _ in },
         stored: @escaping @Sendable (String) -> Void = { _ in }
     ) throws(FleetTopicError) where C.Instant == Timestamp {
         if let group { try FleetTopics.checkLevel(group, what: "group") }
@@ -89,7 +90,7 @@ public final class FleetCollector: Sendable {
 
 final class CollectorCore: MQTTClientDelegate {
     let filter: String
-    let store: FleetStore
+    let store: any FleetVerdictStore
     let note: @Sendable (String) -> Void
     let stored: @Sendable (String) -> Void
     let now: @Sendable () -> Timestamp
@@ -101,7 +102,7 @@ final class CollectorCore: MQTTClientDelegate {
     private let batch = Mutex<[FleetStore.Stored]>([])
 
     init(
-        filter: String, store: FleetStore, now: @escaping @Sendable () -> Timestamp, note: @escaping @Sendable (String) -> Void,
+        filter: String, store: any FleetVerdictStore, now: @escaping @Sendable () -> Timestamp, note: @escaping @Sendable (String) -> Void,
         stored: @escaping @Sendable (String) -> Void
     ) {
         self.filter = filter
@@ -150,7 +151,7 @@ final class CollectorCore: MQTTClientDelegate {
             }
             for (message, isNew) in zip(messages, stored) where isNew { self.stored(message.id) }
         } catch {
-            note("cannot store \(messages.count) verdict(s) in \(store.path): \(error); not acknowledged, the broker keeps them")
+            note("cannot store \(messages.count) verdict(s) in \(store.location): \(error); not acknowledged, the broker keeps them")
             link?.abandon()
         }
     }

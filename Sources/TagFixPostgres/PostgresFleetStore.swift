@@ -1,4 +1,5 @@
 import Synchronization
+import TagFixCore
 public import TagFixStore
 
 /// The fleet store on PostgreSQL: what `FleetStore` keeps in a SQLite file, in one database that
@@ -10,8 +11,11 @@ public import TagFixStore
 /// The schema is versioned in `tagfix_schema` and migrated in one transaction under an advisory
 /// lock (two collectors starting at once migrate once); a newer version than this build knows is
 /// refused and left alone.
-public final class PostgresFleetStore: Sendable {
+public final class PostgresFleetStore: FleetVerdictStore {
     public let address: PostgresAddress
+    private let password: String?
+    /// The connection; a broken one (the server restarted, the network went) is replaced by a new
+    /// one at the next call, so the batch the broker sends again lands once the server is back.
     private let connection: Mutex<PostgresConnection>
 
     /// The schema, one migration per version: migration N takes a database from N-1 to N.
@@ -55,9 +59,25 @@ public final class PostgresFleetStore: Sendable {
     /// - Throws: `PostgresError` (`.newerSchema` for a database a newer TagFix wrote).
     public init(address: PostgresAddress, password: String?) throws(PostgresError) {
         self.address = address
+        self.password = password
         let connection = try PostgresConnection(address, password: password, applicationName: "tagfix collect")
         try Self.migrate(connection)
         self.connection = Mutex(connection)
+    }
+
+    public var location: String { address.description }
+
+    /// Runs `body` on an open connection: the current one, or a new one when it broke.
+    private func withConnection<Value>(_ body: (PostgresConnection) throws(PostgresError) -> Value) throws(PostgresError) -> Value {
+        try connection.withLock { current throws(PostgresError) in
+            if !current.isOpen {
+                let fresh = try PostgresConnection(address, password: password, applicationName: "tagfix collect")
+                try Self.migrate(fresh)
+                current.close()
+                current = fresh
+            }
+            return try body(current)
+        }
     }
 
     /// The version the database holds, migrating it to this build's when it is older.
@@ -80,7 +100,7 @@ public final class PostgresFleetStore: Sendable {
     /// Stores `messages` in one transaction; for each, whether it was new (`false`: a copy of one
     /// stored before, by this collector or another). Nothing is stored when it throws.
     public func store(_ messages: [FleetStore.Stored], receivedNanoseconds: Int64) throws(PostgresError) -> [Bool] {
-        try connection.withLock { db throws(PostgresError) in
+        try withConnection { db throws(PostgresError) in
             try db.transaction { db throws(PostgresError) in
                 var new: [Bool] = []
                 new.reserveCapacity(messages.count)
@@ -99,15 +119,58 @@ public final class PostgresFleetStore: Sendable {
 
     /// How many verdicts are stored.
     public func count() throws(PostgresError) -> Int {
-        try connection.withLock { db throws(PostgresError) in
+        try withConnection { db throws(PostgresError) in
             try db.execute("SELECT count(*) FROM fleet_verdict").rows.first?.first??.integerValue ?? 0
         }
     }
 
-    /// Every stored verdict, in the order they were stored.
+    /// Replaces the placements of `sites` with `placements`, in one transaction (as `FleetStore`
+    /// does: a site's registry read again is its whole truth; a site not named keeps its own).
+    public func replacePlacements(sites: Set<String>, with placements: [FleetStore.Placement], loadedNanoseconds: Int64)
+        throws(PostgresError)
+    {
+        try withConnection { db throws(PostgresError) in
+            try db.transaction { db throws(PostgresError) in
+                for site in sites.sorted() { try db.execute("DELETE FROM fleet_placement WHERE site = $1", [site]) }
+                for placement in placements where sites.contains(placement.site) {
+                    let entry = placement.entry
+                    try db.execute(
+                        """
+                        INSERT INTO fleet_placement (site, tag_id, uid, name, lat, lon, radius_m, registry, loaded_ns)
+                        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+                        ON CONFLICT (site, tag_id) DO UPDATE SET uid = excluded.uid, name = excluded.name, lat = excluded.lat,
+                            lon = excluded.lon, radius_m = excluded.radius_m, registry = excluded.registry, loaded_ns = excluded.loaded_ns
+                        """,
+                        [
+                            placement.site, entry.id, entry.uid?.hex, entry.name, String(entry.region.center.latitude),
+                            String(entry.region.center.longitude), String(entry.region.radius), placement.registry,
+                            String(loadedNanoseconds),
+                        ])
+                }
+            }
+        }
+    }
+
+    /// The stored placements, by site and tag id; a row that no longer makes a region is left out.
+    public func placements() throws(PostgresError) -> [FleetStore.Placement] {
+        try withConnection { db throws(PostgresError) in
+            try db.execute("SELECT site, tag_id, uid, name, lat, lon, radius_m, registry FROM fleet_placement ORDER BY site, tag_id").rows
+                .compactMap { row in
+                    guard let site = row[0], let id = row[1], let lat = row[4].flatMap(Double.init), let lon = row[5].flatMap(Double.init),
+                        let radius = row[6].flatMap(Double.init), let center = try? Coordinate(latitude: lat, longitude: lon),
+                        let region = try? CircularRegion(center: center, radius: radius, identifier: id, maximumRadius: .infinity)
+                    else { return nil }
+                    let uid = row[2].flatMap { try? TagUID(hex: $0) }
+                    return FleetStore.Placement(
+                        site: site, entry: RegistryEntry(id: id, uid: uid, region: region, name: row[3]), registry: row[7] ?? "")
+                }
+        }
+    }
+
+    /// Every stored verdict, by site, device and arrival.
     public func all() throws(PostgresError) -> [FleetStore.Stored] {
-        try connection.withLock { db throws(PostgresError) in
-            try db.execute("SELECT id, site, device, payload FROM fleet_verdict ORDER BY received_ns, id").rows.map {
+        try withConnection { db throws(PostgresError) in
+            try db.execute("SELECT id, site, device, payload FROM fleet_verdict ORDER BY site, device, received_ns, id").rows.map {
                 FleetStore.Stored(id: $0[0] ?? "", site: $0[1] ?? "", device: $0[2] ?? "", payload: $0[3] ?? "")
             }
         }
