@@ -8,6 +8,7 @@ import PackageDescription
 //                                    → TagFixScenarios (the scenario format, scripted devices)
 //                                    → TagFixTags (backend-neutral tag read / write procedures)
 //                                    → TagFixDevices (protocols, clocks, live verifier)
+//                                    → TagFixSystem (descriptors, pipes, eventfd, sockets, Errno)
 //                                    → TagFixCore (pure: geodesy, regions, verifier)
 //
 // The libnfc / libgps shims and their backends arrive as their own targets; a package that
@@ -25,6 +26,7 @@ let package = Package(
     products: [
         .library(name: "TagFixCore", targets: ["TagFixCore"]),
         .library(name: "TagFixNDEF", targets: ["TagFixNDEF"]),
+        .library(name: "TagFixSystem", targets: ["TagFixSystem"]),
         .library(name: "TagFixDevices", targets: ["TagFixDevices"]),
         .library(name: "TagFixScenarios", targets: ["TagFixScenarios"]),
         .library(name: "TagFixTesting", targets: ["TagFixTesting"]),
@@ -50,7 +52,11 @@ let package = Package(
         // synchronised?) and posix_spawn with a clean signal mask.
         .target(name: "CSystemClock"),
         .target(name: "CProcess"),
-        .target(name: "TagFixDevices", dependencies: ["TagFixCore", "CSystemClock", "CProcess"]),
+        // The system layer: every POSIX call (descriptors, pipes, eventfd, sockets) and errno as
+        // a named `Errno`, with swift-system's names; EINTR is retried in one place.
+        .target(name: "CSystem"),
+        .target(name: "TagFixSystem", dependencies: ["CSystem"]),
+        .target(name: "TagFixDevices", dependencies: ["TagFixCore", "TagFixSystem", "CSystemClock", "CProcess"]),
         .target(name: "CPTY"),
         .systemLibrary(name: "CNFC", pkgConfig: "libnfc", providers: [.apt(["libnfc-dev"])]),
         // The tag procedures every reader backend shares (NDEF read and write, READ_SIG), over a
@@ -129,6 +135,7 @@ let package = Package(
             name: "TagFixPCSCTests", dependencies: ["TagFixPCSC", "TagFixEmulators", "TagFixNDEF", "TagFixTags", "TagFixCore", "TagFixTesting"]),
         .testTarget(
             name: "TagFixReadersTests", dependencies: ["TagFixReaders", "TagFixDevices", "TagFixCore", "TagFixScenarios", "TagFixTesting"]),
+        .testTarget(name: "TagFixSystemTests", dependencies: ["TagFixSystem"]),
         .testTarget(name: "TagFixDevicesTests", dependencies: ["TagFixDevices", "TagFixScenarios", "TagFixTesting"]),
         .testTarget(name: "TagFixTestingTests", dependencies: ["TagFixScenarios", "TagFixTesting"]),
         .testTarget(name: "TagFixStoreTests", dependencies: ["TagFixStore", "TagFixCore", "TagFixTesting"]),
