@@ -70,11 +70,11 @@ let package = Package(
         .systemLibrary(name: "CGPS", pkgConfig: "libgps", providers: [.apt(["libgps-dev"])]),
         .target(name: "TagFixGPSD", dependencies: ["CGPS", "TagFixCore", "TagFixDevices"]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        .target(name: "TagFixStore", dependencies: ["CSQLite", "TagFixCore"]),
+        .target(name: "TagFixStore", dependencies: ["CSQLite", "TagFixCore", "TagFixSystem"]),
         .target(name: "TagFixReport", dependencies: ["TagFixCore", "TagFixNDEF"]),
         // Fleets over MQTT (libmosquitto 2.0): the publisher (verify --publish) and the collector.
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
-        .target(name: "TagFixMQTT", dependencies: ["CMosquitto", "TagFixCore", "TagFixDevices", "TagFixStore", "TagFixReport"]),
+        .target(name: "TagFixMQTT", dependencies: ["CMosquitto", "TagFixCore", "TagFixSystem", "TagFixDevices", "TagFixStore", "TagFixReport"]),
         // OpenSSL 3's libcrypto (trust: originality signatures, SUN, signed locations).
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .target(name: "TagFixCrypto", dependencies: ["CCrypto", "TagFixCore"]),
@@ -90,7 +90,7 @@ let package = Package(
             dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixNFC", "TagFixGPSD"]),
         // tagfix serve: the event socket, the HTTP server and the live page, as a sink of the
         // session's fan-out.
-        .target(name: "TagFixServe", dependencies: ["TagFixCore", "TagFixDevices", "TagFixReport"]),
+        .target(name: "TagFixServe", dependencies: ["TagFixCore", "TagFixSystem", "TagFixDevices", "TagFixReport"]),
         // The reader factory: a reader address (--reader) becomes a TagReader or a TagSession of
         // the backend that serves it; a new backend registers here.
         .target(name: "TagFixReaders", dependencies: ["TagFixCore", "TagFixDevices", "TagFixNFC", "TagFixPCSC", "TagFixScenarios"]),

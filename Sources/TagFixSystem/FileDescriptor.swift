@@ -118,16 +118,27 @@ public struct FileDescriptor: RawRepresentable, Hashable, Sendable {
         try valueOrErrno(retryOnInterrupt: retryOnInterrupt) { Glibc.write(rawValue, buffer.baseAddress, buffer.count) }
     }
 
+    /// Reads what is there into `bytes` from its start, up to its count; 0 at the end of the file.
+    public func read(into bytes: inout [UInt8], retryOnInterrupt: Bool = true) throws(Errno) -> Int {
+        try bytes.withUnsafeMutableBytes { buffer in
+            Result { () throws(Errno) in try read(into: buffer, retryOnInterrupt: retryOnInterrupt) }
+        }.get()
+    }
+
+    /// Writes what the descriptor takes of `bytes`; returns how much it took.
+    public func write(_ bytes: ArraySlice<UInt8>, retryOnInterrupt: Bool = true) throws(Errno) -> Int {
+        try bytes.withUnsafeBytes { buffer in
+            Result { () throws(Errno) in try write(buffer, retryOnInterrupt: retryOnInterrupt) }
+        }.get()
+    }
+
     /// Writes every byte of `bytes`, through short writes and `EINTR`; returns how many (all).
     @discardableResult
     public func writeAll<S: Sequence<UInt8>>(_ bytes: S) throws(Errno) -> Int {
         let array = Array(bytes)
         var written = 0
         while written < array.count {
-            let result = array.withUnsafeBytes { buffer in
-                Result { () throws(Errno) in try write(UnsafeRawBufferPointer(rebasing: buffer[written...])) }
-            }
-            written += try result.get()
+            written += try write(array[written...])
         }
         return written
     }

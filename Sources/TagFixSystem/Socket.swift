@@ -150,6 +150,17 @@ extension FileDescriptor {
         try valueOrErrno { Glibc.send(rawValue, buffer.baseAddress, buffer.count, flags | Int32(MSG_NOSIGNAL)) }
     }
 
+    /// Sends what the socket takes of `bytes` (`send(2)`, `MSG_NOSIGNAL`).
+    public func send(_ bytes: ArraySlice<UInt8>, flags: Int32 = 0) throws(Errno) -> Int {
+        try bytes.withUnsafeBytes { buffer in Result { () throws(Errno) in try send(buffer, flags: flags) } }.get()
+    }
+
+    /// Receives into `bytes` from its start, up to its count (`recv(2)`); 0 when the peer has
+    /// closed.
+    public func receive(into bytes: inout [UInt8], flags: Int32 = 0) throws(Errno) -> Int {
+        try bytes.withUnsafeMutableBytes { buffer in Result { () throws(Errno) in try receive(into: buffer, flags: flags) } }.get()
+    }
+
     /// Sends one datagram to `address` (`sendto(2)`, `MSG_NOSIGNAL`).
     public func send(_ buffer: UnsafeRawBufferPointer, to address: SocketAddress, flags: Int32 = 0) throws(Errno) -> Int {
         try valueOrErrno {
