@@ -74,7 +74,8 @@ let package = Package(
         .target(name: "TagFixReport", dependencies: ["TagFixCore", "TagFixNDEF"]),
         // Fleets over MQTT (libmosquitto 2.0): the publisher (verify --publish) and the collector.
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
-        .target(name: "TagFixMQTT", dependencies: ["CMosquitto", "TagFixCore", "TagFixSystem", "TagFixDevices", "TagFixStore", "TagFixReport"]),
+        .target(
+            name: "TagFixMQTT", dependencies: ["CMosquitto", "TagFixCore", "TagFixSystem", "TagFixDevices", "TagFixStore", "TagFixReport"]),
         // OpenSSL 3's libcrypto (trust: originality signatures, SUN, signed locations).
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .target(name: "TagFixCrypto", dependencies: ["CCrypto", "TagFixCore"]),

@@ -1,5 +1,4 @@
 import Foundation
-
 public import TagFixSystem
 
 /// Writing an output file (`--output FILE`) the way careful tools do, so that no path a user types
@@ -117,7 +116,8 @@ public enum OutputFile {
             // 0o666 less the umask, like any new file; an existing file's bits are set below.
             opened = Result { () throws(Errno) in
                 try FileDescriptor.open(
-                    temporary, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec], permissions: FilePermissions(rawValue: 0o666))
+                    temporary, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec], permissions: FilePermissions(rawValue: 0o666)
+                )
             }
             if case .failure(.fileExists) = opened { continue }
             break
@@ -183,7 +183,8 @@ public struct OutputFileError: Error, Sendable, Hashable, CustomStringConvertibl
         let hint: String
         switch code {
         case .noSpace, .diskQuotaExceeded: hint = "free some space, or write to another disk"
-        case .permissionDenied, .notPermitted, .readOnlyFileSystem: hint = "check the file's and its folder's permissions, or write elsewhere"
+        case .permissionDenied, .notPermitted, .readOnlyFileSystem:
+            hint = "check the file's and its folder's permissions, or write elsewhere"
         case .noSuchFileOrDirectory: hint = "create the folder first"
         case .isDirectory: hint = "give a file name, not a folder"
         case .invalidArgument: hint = "give a regular file, a FIFO or a character device"

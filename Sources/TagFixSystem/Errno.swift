@@ -86,7 +86,9 @@ public struct Errno: RawRepresentable, Hashable, Sendable, Error, CustomStringCo
 /// Every call in this module goes through here: the only EINTR loop in the product's sources.
 /// - Throws: the call's `Errno` when it fails for any other reason.
 @inlinable
-public func valueOrErrno<Value: FixedWidthInteger & SignedInteger>(retryOnInterrupt: Bool = true, _ call: () -> Value) throws(Errno) -> Value {
+public func valueOrErrno<Value: FixedWidthInteger & SignedInteger>(retryOnInterrupt: Bool = true, _ call: () -> Value) throws(Errno)
+    -> Value
+{
     while true {
         let value = call()
         if value != -1 { return value }

@@ -56,7 +56,8 @@ public struct SocketAddress: Sendable {
     public var port: Int? {
         withUnsafeBytes(of: storage) { raw in
             switch family {
-            case AF_INET: Int(UInt16(bigEndian: raw.load(fromByteOffset: MemoryLayout<sockaddr_in>.offset(of: \.sin_port)!, as: UInt16.self)))
+            case AF_INET:
+                Int(UInt16(bigEndian: raw.load(fromByteOffset: MemoryLayout<sockaddr_in>.offset(of: \.sin_port)!, as: UInt16.self)))
             case AF_INET6:
                 Int(UInt16(bigEndian: raw.load(fromByteOffset: MemoryLayout<sockaddr_in6>.offset(of: \.sin6_port)!, as: UInt16.self)))
             default: nil
@@ -84,7 +85,9 @@ public struct SocketAddress: Sendable {
     static func filled(_ call: (UnsafeMutablePointer<sockaddr>, UnsafeMutablePointer<socklen_t>) -> Int32) throws(Errno) -> SocketAddress {
         var address = SocketAddress()
         var length = address.length
-        try nothingOrErrno { withUnsafeMutablePointer(to: &address.storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { call($0, &length) } } }
+        try nothingOrErrno {
+            withUnsafeMutablePointer(to: &address.storage) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { call($0, &length) } }
+        }
         address.length = length
         return address
     }
