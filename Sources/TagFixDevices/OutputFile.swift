@@ -81,20 +81,13 @@ public enum OutputFile {
             guard let status = try? Stat(current, followTargetSymlink: false), status.type == .symbolicLink else { return current }
             let target: String
             do {
-                target = try symbolicLinkTarget(current)
+                target = try FileSystem.symbolicLinkTarget(current)
             } catch {
                 throw OutputFileError(path: path, operation: "follow the link", code: error)
             }
             current = target.hasPrefix("/") ? target : folder(of: current) + "/" + target
         }
         throw OutputFileError(path: path, operation: "follow the link", code: .tooManySymbolicLinkLevels)
-    }
-
-    /// What a symbolic link holds (`readlink(2)`).
-    private static func symbolicLinkTarget(_ path: String) throws(Errno) -> String {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let count = try valueOrErrno { readlink(path, &buffer, buffer.count - 1) }
-        return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     private static func folder(of path: String) -> String {
@@ -129,7 +122,7 @@ public enum OutputFile {
         }
         func fail(_ operation: String, _ code: Errno) -> OutputFileError {
             _ = try? fd.close()
-            unlink(temporary)
+            _ = try? FileSystem.removeFile(temporary)
             return OutputFileError(path: path, operation: operation, code: code)
         }
         if let owner { _ = try? fd.setOwner(user: owner.0, group: owner.1) }  // as root; otherwise it stays ours
@@ -141,13 +134,13 @@ public enum OutputFile {
         do {
             try fd.close()
         } catch {
-            unlink(temporary)
+            _ = try? FileSystem.removeFile(temporary)
             throw OutputFileError(path: path, operation: "write", code: error)
         }
         do {
-            try nothingOrErrno { rename(temporary, path) }
+            try FileSystem.rename(temporary, to: path)
         } catch {
-            unlink(temporary)
+            _ = try? FileSystem.removeFile(temporary)
             throw OutputFileError(path: path, operation: "replace", code: error)
         }
         if let directory = try? FileDescriptor.open(folder, .readOnly, options: [.directory, .closeOnExec]) {

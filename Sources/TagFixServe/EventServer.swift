@@ -748,7 +748,7 @@ public final class EventServer: Sendable {
         func closeEverything() {
             for client in Array(clients.values) { drop(client) }
             for listener in server.listeners { _ = try? listener.fd.close() }
-            if let path = configuration.socketPath, !path.hasPrefix("@") { unlink(path) }
+            if let path = configuration.socketPath, !path.hasPrefix("@") { _ = try? FileSystem.removeFile(path) }
             publishStats()
         }
     }

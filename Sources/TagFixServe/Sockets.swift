@@ -66,9 +66,6 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
 /// The socket calls the server makes, through TagFixSystem, each checked, each descriptor
 /// close-on-exec and non-blocking.
 enum Socket {
-    /// What the last failed call said (`strerror`).
-    static func errorText() -> String { Errno.current.description }
-
     /// A listening Unix socket at `path`, mode `mode`, given to `group` (its name and id) when
     /// one is named. A stale socket file (nobody listening) is replaced; a live one, or a file
     /// that is not a socket, is refused.
@@ -84,7 +81,7 @@ enum Socket {
                 _ = try? live.close()
                 throw ServeError(.unavailable, "--socket \(path) is in use: is another tagfix serve running?")
             }
-            unlink(path)
+            _ = try? FileSystem.removeFile(path)
         }
         let fd: FileDescriptor
         do {
@@ -99,11 +96,12 @@ enum Socket {
             _ = try? fd.close()
             throw ServeError(.unavailable, "cannot bind --socket \(path): \(why) (does its folder exist and may this user write it?)")
         }
-        chmod(path, mode)
-        if let group, !path.hasPrefix("@"), chown(path, uid_t.max, group.id) != 0 {
-            let why = errorText()
+        _ = try? FileSystem.setPermissions(FilePermissions(rawValue: mode), of: path)
+        if let group, !path.hasPrefix("@"),
+            case .failure(let why) = Result(catching: { () throws(Errno) in try FileSystem.setOwner(group: group.id, of: path) })
+        {
             _ = try? fd.close()
-            unlink(path)
+            _ = try? FileSystem.removeFile(path)
             throw ServeError(
                 .unavailable,
                 "cannot give --socket \(path) to group \(group.name): \(why) (this user must be a member of the group, or root)")

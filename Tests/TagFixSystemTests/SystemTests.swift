@@ -159,6 +159,25 @@ struct SystemTests {
         #expect(try Stat("/dev/null").type == .characterSpecial)
     }
 
+    @Test("rename, read a link, set permissions and remove by path; a missing path is .noSuchFileOrDirectory")
+    func pathCalls() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tagfix-system-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let fd = try FileDescriptor.open(folder + "/a", .writeOnly, options: [.create, .closeOnExec], permissions: .ownerReadWrite)
+        try fd.close()
+        try FileSystem.rename(folder + "/a", to: folder + "/b")
+        #expect(throws: Errno.noSuchFileOrDirectory) { try Stat(folder + "/a") }
+        try FileSystem.setPermissions(FilePermissions(rawValue: 0o640), of: folder + "/b")
+        #expect(try Stat(folder + "/b").permissions.description == "640")
+        symlink("b", folder + "/link")
+        #expect(try FileSystem.symbolicLinkTarget(folder + "/link") == "b")
+        #expect(throws: Errno.invalidArgument) { try FileSystem.symbolicLinkTarget(folder + "/b") }
+        try FileSystem.removeFile(folder + "/b")
+        #expect(throws: Errno.noSuchFileOrDirectory) { try FileSystem.removeFile(folder + "/b") }
+        #expect(throws: Errno.noSuchFileOrDirectory) { try FileSystem.rename(folder + "/b", to: folder + "/c") }
+    }
+
     @Test("an eventfd wakes a poller once however often it is signalled, and drains to nothing")
     func eventFD() throws {
         let event = try EventFD()
