@@ -32,15 +32,14 @@ public final class StopSignals: Sendable {
     /// left, or 256 `StopSignals` already installed), the signals keep their earlier action.
     /// An empty list catches nothing: `wait()` then returns only on `cancel()`.
     public init(_ signals: [Int32] = StopSignals.standard) {
-        // Non-blocking at both ends: the handler's write never waits, and the reader drains.
-        guard let (reader, writer) = try? FileDescriptor.pipe(), (try? reader.setNonBlocking()) != nil,
-            (try? writer.setNonBlocking()) != nil
-        else {
+        guard let (reader, writer) = try? FileDescriptor.pipe() else {
             source = Mutex(nil)
             pipe = Mutex(nil)
             return
         }
-        let slot = cprocess_stop_signals_install(signals, Int32(signals.count), writer.rawValue)
+        // Non-blocking at both ends: the handler's write never waits, and the reader drains.
+        let nonBlocking = (try? reader.setNonBlocking()) != nil && (try? writer.setNonBlocking()) != nil
+        let slot = nonBlocking ? cprocess_stop_signals_install(signals, Int32(signals.count), writer.rawValue) : -1
         guard slot >= 0 else {
             _ = try? reader.close()
             _ = try? writer.close()
@@ -52,7 +51,7 @@ public final class StopSignals: Sendable {
         readSource.setEventHandler { [inbox] in
             var bytes = [UInt8](repeating: 0, count: 16)
             while true {
-                let count = bytes.withUnsafeMutableBytes { buffer in (try? reader.read(into: buffer)) ?? 0 }
+                let count = (try? reader.read(into: &bytes)) ?? 0
                 guard count > 0 else { break }
                 for byte in bytes.prefix(count) { inbox.finish(Int32(byte)) }
             }

@@ -158,7 +158,7 @@ final class MQTTClient: Sendable {
     private let delegate: any MQTTClientDelegate
     private let control = Mutex(Control())
     /// The wake pipe: read end polled by the thread, write end for `wake()` (`nil`: no
-    /// descriptors to be had; the thread then notices a stop within a second).
+    /// descriptors to be had; the thread then sees a wake or a stop only when its poll times out).
     private let wakePipe: (readEnd: FileDescriptor, writeEnd: FileDescriptor)?
     private let finished = DispatchSemaphore(value: 0)
 
