@@ -8,6 +8,7 @@ import PackageDescription
 //                                    → TagFixScenarios (the scenario format, scripted devices)
 //                                    → TagFixTags (backend-neutral tag read / write procedures)
 //                                    → TagFixDevices (protocols, clocks, live verifier)
+//                                    → TagFixSystem (descriptors, pipes, eventfd, sockets, Errno)
 //                                    → TagFixCore (pure: geodesy, regions, verifier)
 //
 // The libnfc / libgps shims and their backends arrive as their own targets; a package that
@@ -25,6 +26,7 @@ let package = Package(
     products: [
         .library(name: "TagFixCore", targets: ["TagFixCore"]),
         .library(name: "TagFixNDEF", targets: ["TagFixNDEF"]),
+        .library(name: "TagFixSystem", targets: ["TagFixSystem"]),
         .library(name: "TagFixDevices", targets: ["TagFixDevices"]),
         .library(name: "TagFixScenarios", targets: ["TagFixScenarios"]),
         .library(name: "TagFixTesting", targets: ["TagFixTesting"]),
@@ -51,7 +53,11 @@ let package = Package(
         // synchronised?) and posix_spawn with a clean signal mask.
         .target(name: "CSystemClock"),
         .target(name: "CProcess"),
-        .target(name: "TagFixDevices", dependencies: ["TagFixCore", "CSystemClock", "CProcess"]),
+        // The system layer: every POSIX call (descriptors, pipes, eventfd, sockets) and errno as
+        // a named `Errno`, with swift-system's names; EINTR is retried in one place.
+        .target(name: "CSystem"),
+        .target(name: "TagFixSystem", dependencies: ["CSystem"]),
+        .target(name: "TagFixDevices", dependencies: ["TagFixCore", "TagFixSystem", "CSystemClock", "CProcess"]),
         .target(name: "CPTY"),
         .systemLibrary(name: "CNFC", pkgConfig: "libnfc", providers: [.apt(["libnfc-dev"])]),
         // The tag procedures every reader backend shares (NDEF read and write, READ_SIG), over a
@@ -65,14 +71,14 @@ let package = Package(
         .systemLibrary(name: "CGPS", pkgConfig: "libgps", providers: [.apt(["libgps-dev"])]),
         .target(name: "TagFixGPSD", dependencies: ["CGPS", "TagFixCore", "TagFixDevices"]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        .target(name: "TagFixStore", dependencies: ["CSQLite", "TagFixCore"]),
+        .target(name: "TagFixStore", dependencies: ["CSQLite", "TagFixCore", "TagFixSystem"]),
         .target(name: "TagFixReport", dependencies: ["TagFixCore", "TagFixNDEF"]),
-        // Fleets over MQTT (libmosquitto 2.0): the publisher (verify --publish) and the collector.
         // PostgreSQL's client library (libpq 15): the fleet store several collectors share.
         .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .target(name: "TagFixPostgres", dependencies: ["CPostgres", "TagFixCore", "TagFixStore"]),
+        // Fleets over MQTT (libmosquitto 2.0): the publisher (verify --publish) and the collector.
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
-        .target(name: "TagFixMQTT", dependencies: ["CMosquitto", "TagFixCore", "TagFixDevices", "TagFixStore"]),
+        .target(name: "TagFixMQTT", dependencies: ["CMosquitto", "TagFixCore", "TagFixSystem", "TagFixDevices", "TagFixStore"]),
         // OpenSSL 3's libcrypto (trust: originality signatures, SUN, signed locations).
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .target(name: "TagFixCrypto", dependencies: ["CCrypto", "TagFixCore"]),
@@ -88,7 +94,7 @@ let package = Package(
             dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixNFC", "TagFixGPSD"]),
         // tagfix serve: the event socket, the HTTP server and the live page, as a sink of the
         // session's fan-out.
-        .target(name: "TagFixServe", dependencies: ["TagFixCore", "TagFixDevices", "TagFixReport"]),
+        .target(name: "TagFixServe", dependencies: ["TagFixCore", "TagFixSystem", "TagFixDevices", "TagFixReport"]),
         // The reader factory: a reader address (--reader) becomes a TagReader or a TagSession of
         // the backend that serves it; a new backend registers here.
         .target(name: "TagFixReaders", dependencies: ["TagFixCore", "TagFixDevices", "TagFixNFC", "TagFixPCSC", "TagFixScenarios"]),
@@ -133,6 +139,7 @@ let package = Package(
             name: "TagFixPCSCTests", dependencies: ["TagFixPCSC", "TagFixEmulators", "TagFixNDEF", "TagFixTags", "TagFixCore", "TagFixTesting"]),
         .testTarget(
             name: "TagFixReadersTests", dependencies: ["TagFixReaders", "TagFixDevices", "TagFixCore", "TagFixScenarios", "TagFixTesting"]),
+        .testTarget(name: "TagFixSystemTests", dependencies: ["TagFixSystem"]),
         .testTarget(name: "TagFixDevicesTests", dependencies: ["TagFixDevices", "TagFixScenarios", "TagFixTesting"]),
         .testTarget(name: "TagFixTestingTests", dependencies: ["TagFixScenarios", "TagFixTesting"]),
         .testTarget(name: "TagFixStoreTests", dependencies: ["TagFixStore", "TagFixCore", "TagFixTesting"]),

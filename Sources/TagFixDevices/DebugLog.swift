@@ -1,4 +1,5 @@
 import Foundation
+import TagFixSystem
 
 /// Debug lines on standard error, on when `TAGFIX_LOG_LEVEL=debug`: what devices did (bytes moved
 /// per scan, reconnects). Off by default; never on standard output.
@@ -8,6 +9,6 @@ public enum DebugLog {
     public static func debug(_ message: @autoclosure () -> String) {
         guard enabled else { return }
         // write(2), not FileHandle.write, which traps when stderr is full or closed.
-        _ = OutputFile.writeAll(STDERR_FILENO, Array("debug: \(message())\n".utf8))
+        _ = try? FileDescriptor.standardError.writeAll(Array("debug: \(message())\n".utf8))
     }
 }

@@ -1,8 +1,8 @@
-import CProcess
 import CSystemClock
 import Foundation
 import Synchronization
 public import TagFixCore
+import TagFixSystem
 
 /// The clock a session runs on: the monotonic clock (`CLOCK_MONOTONIC`), labelled with UTC as the
 /// system clock read once, when the process first asked for the time.
@@ -86,8 +86,8 @@ public struct KernelClock: SystemClock {
 // MARK: - The timer thread
 
 /// Wakes sleepers at monotonic deadlines from one thread that waits in `poll(2)` (a relative
-/// timeout, measured by the kernel on the monotonic clock) on a pipe that a new, earlier
-/// deadline writes to.
+/// timeout, measured by the kernel on the monotonic clock) on an eventfd that a new, earlier
+/// deadline signals.
 final class MonotonicTimer: Sendable {
     static let shared = MonotonicTimer()
 
@@ -105,15 +105,12 @@ final class MonotonicTimer: Sendable {
     }
 
     private let state = Mutex(State())
-    private let wakeRead: Int32
-    private let wakeWrite: Int32
+    /// Close-on-exec from birth: no child spawned meanwhile by another thread inherits it. `nil`
+    /// (no descriptor to be had): the thread wakes only at deadlines, and at least once a second.
+    private let wakeUp: EventFD?
 
     private init() {
-        // Close-on-exec set atomically (pipe2): no child spawned meanwhile by another thread inherits it.
-        var fds: [Int32] = [-1, -1]
-        _ = cprocess_pipe(&fds, 1)
-        wakeRead = fds[0]
-        wakeWrite = fds[1]
+        wakeUp = try? EventFD()
     }
 
     func sleep(untilMonotonic deadline: Int64) async throws {
@@ -154,8 +151,7 @@ final class MonotonicTimer: Sendable {
     }
 
     private func wake() {
-        var byte: UInt8 = 1
-        _ = write(wakeWrite, &byte, 1)
+        wakeUp?.signal()
     }
 
     private func run() {
@@ -177,10 +173,9 @@ final class MonotonicTimer: Sendable {
             for continuation in due { continuation.resume() }
             // Round up to whole milliseconds so a wait never ends early; -1: until woken.
             let timeout = next.map { Int32(clamping: ($0 - now + 999_999) / 1_000_000) } ?? -1
-            var descriptor = pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)
-            if poll(&descriptor, 1, timeout) > 0 {
-                var buffer = [UInt8](repeating: 0, count: 64)
-                while read(wakeRead, &buffer, buffer.count) > 0 {}
+            var descriptor = pollfd(fd: wakeUp?.descriptor.rawValue ?? -1, events: Int16(POLLIN), revents: 0)
+            if poll(&descriptor, 1, wakeUp == nil && (timeout < 0 || timeout > 1000) ? 1000 : timeout) > 0 {
+                wakeUp?.drain()
             }
         }
     }

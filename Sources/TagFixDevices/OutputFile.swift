@@ -1,8 +1,5 @@
 import Foundation
-
-#if canImport(Glibc)
-    import Glibc
-#endif
+public import TagFixSystem
 
 /// Writing an output file (`--output FILE`) the way careful tools do, so that no path a user types
 /// wrecks what is there:
@@ -22,56 +19,58 @@ public enum OutputFile {
             if let code = writeAll(fd, bytes) { throw OutputFileError(path: path, operation: "write", errno: code) }
             return
         }
-        var status = stat()
-        if stat(path, &status) == 0 {
-            let kind = status.st_mode & S_IFMT
-            if kind == S_IFIFO || kind == S_IFCHR || path.hasPrefix("/dev/fd/") || path.hasPrefix("/proc/self/fd/") {
-                try writeInPlace(bytes, to: path)
-                return
-            }
-            guard kind == S_IFREG else {
-                throw OutputFileError(path: path, operation: "replace", errno: kind == S_IFDIR ? EISDIR : EINVAL)
-            }
-            try replace(path: try resolved(path), with: bytes, mode: status.st_mode & 0o7777, owner: (status.st_uid, status.st_gid))
-        } else if errno == ENOENT {
+        let status: Stat
+        do {
+            status = try Stat(path)
+        } catch .noSuchFileOrDirectory {
             try replace(path: try resolved(path), with: bytes, mode: nil, owner: nil)
-        } else {
-            throw OutputFileError(path: path, operation: "examine", errno: errno)
+            return
+        } catch {
+            throw OutputFileError(path: path, operation: "examine", code: error)
         }
+        let kind = status.type
+        if kind == .fifo || kind == .characterSpecial || path.hasPrefix("/dev/fd/") || path.hasPrefix("/proc/self/fd/") {
+            try writeInPlace(bytes, to: path)
+            return
+        }
+        guard kind == .regular else {
+            throw OutputFileError(path: path, operation: "replace", code: kind == .directory ? .isDirectory : .invalidArgument)
+        }
+        try replace(path: try resolved(path), with: bytes, mode: status.permissions, owner: (status.userID, status.groupID))
     }
 
     /// Writes every byte to `fd`, retrying short writes and EINTR. Returns the errno of a failure.
     public static func writeAll(_ fd: Int32, _ bytes: [UInt8]) -> Int32? {
-        var written = 0
-        while written < bytes.count {
-            let result = bytes.withUnsafeBytes { buffer -> Int in
-                guard let base = buffer.baseAddress else { return 0 }
-                return Glibc.write(fd, base + written, buffer.count - written)
-            }
-            if result < 0 {
-                if errno == EINTR { continue }
-                return errno
-            }
-            written += result
+        do {
+            try FileDescriptor(rawValue: fd).writeAll(bytes)
+            return nil
+        } catch {
+            return error.rawValue
         }
-        return nil
     }
 
     /// The descriptor `path` names for this process itself: `-` and `/dev/stdout` are 1,
     /// `/dev/stderr` is 2 (written in place: what the shell redirected them to is not replaced).
     static func standardDescriptor(_ path: String) -> Int32? {
         switch path {
-        case "-", "/dev/stdout", "/proc/self/fd/1", "/dev/fd/1": STDOUT_FILENO
-        case "/dev/stderr", "/proc/self/fd/2", "/dev/fd/2": STDERR_FILENO
+        case "-", "/dev/stdout", "/proc/self/fd/1", "/dev/fd/1": FileDescriptor.standardOutput.rawValue
+        case "/dev/stderr", "/proc/self/fd/2", "/dev/fd/2": FileDescriptor.standardError.rawValue
         default: nil
         }
     }
 
     private static func writeInPlace(_ bytes: [UInt8], to path: String) throws(OutputFileError) {
-        let fd = open(path, O_WRONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw OutputFileError(path: path, operation: "open", errno: errno) }
-        defer { close(fd) }
-        if let code = writeAll(fd, bytes) { throw OutputFileError(path: path, operation: "write", errno: code) }
+        let fd: FileDescriptor
+        do {
+            fd = try FileDescriptor.open(path, .writeOnly, options: .closeOnExec)
+        } catch {
+            throw OutputFileError(path: path, operation: "open", code: error)
+        }
+        do {
+            _ = try fd.closeAfter { () throws(Errno) in try fd.writeAll(bytes) }
+        } catch {
+            throw OutputFileError(path: path, operation: "write", code: error)
+        }
     }
 
     /// The file a path names once every symlink on its last component is followed (the target
@@ -79,15 +78,16 @@ public enum OutputFile {
     static func resolved(_ path: String) throws(OutputFileError) -> String {
         var current = path
         for _ in 0..<40 {
-            var status = stat()
-            guard lstat(current, &status) == 0, status.st_mode & S_IFMT == S_IFLNK else { return current }
-            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-            let count = readlink(current, &buffer, buffer.count - 1)
-            guard count >= 0 else { throw OutputFileError(path: path, operation: "follow the link", errno: errno) }
-            let target = String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            guard let status = try? Stat(current, followTargetSymlink: false), status.type == .symbolicLink else { return current }
+            let target: String
+            do {
+                target = try FileSystem.symbolicLinkTarget(current)
+            } catch {
+                throw OutputFileError(path: path, operation: "follow the link", code: error)
+            }
             current = target.hasPrefix("/") ? target : folder(of: current) + "/" + target
         }
-        throw OutputFileError(path: path, operation: "follow the link", errno: ELOOP)
+        throw OutputFileError(path: path, operation: "follow the link", code: .tooManySymbolicLinkLevels)
     }
 
     private static func folder(of path: String) -> String {
@@ -97,43 +97,54 @@ public enum OutputFile {
     }
 
     /// Writes a temporary file beside `path`, syncs it and renames it over `path`.
-    private static func replace(path: String, with bytes: [UInt8], mode: mode_t?, owner: (uid_t, gid_t)?) throws(OutputFileError) {
+    private static func replace(path: String, with bytes: [UInt8], mode: FilePermissions?, owner: (UInt32, UInt32)?)
+        throws(OutputFileError)
+    {
         let folder = folder(of: path)
         let name = path.split(separator: "/").last.map(String.init) ?? "output"
         var temporary = ""
-        var fd: Int32 = -1
+        var opened: Result<FileDescriptor, Errno> = .failure(.fileExists)
         for attempt in 0..<100 {
             temporary = "\(folder)/.\(name).\(getpid()).\(attempt).\(UInt32.random(in: 0...UInt32.max)).tmp"
             // 0o666 less the umask, like any new file; an existing file's bits are set below.
-            fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
-            if fd >= 0 || errno != EEXIST { break }
+            opened = Result { () throws(Errno) in
+                try FileDescriptor.open(
+                    temporary, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec], permissions: FilePermissions(rawValue: 0o666)
+                )
+            }
+            if case .failure(.fileExists) = opened { continue }
+            break
         }
-        guard fd >= 0 else { throw OutputFileError(path: path, operation: "create a file in the folder of", errno: errno) }
-        func fail(_ operation: String, _ code: Int32) -> OutputFileError {
-            close(fd)
-            unlink(temporary)
-            return OutputFileError(path: path, operation: operation, errno: code)
+        let fd: FileDescriptor
+        switch opened {
+        case .success(let opened): fd = opened
+        case .failure(let error): throw OutputFileError(path: path, operation: "create a file in the folder of", code: error)
         }
-        if let owner { _ = fchown(fd, owner.0, owner.1) }  // as root; otherwise it stays ours
-        if let mode, fchmod(fd, mode) != 0 { throw fail("set the permissions of", errno) }
-        if let code = writeAll(fd, bytes) { throw fail("write", code) }
-        while fsync(fd) != 0 {
-            if errno != EINTR { throw fail("fsync", errno) }
+        func fail(_ operation: String, _ code: Errno) -> OutputFileError {
+            _ = try? fd.close()
+            _ = try? FileSystem.removeFile(temporary)
+            return OutputFileError(path: path, operation: operation, code: code)
         }
-        guard close(fd) == 0 else {
-            let code = errno
-            unlink(temporary)
-            throw OutputFileError(path: path, operation: "write", errno: code)
+        if let owner { _ = try? fd.setOwner(user: owner.0, group: owner.1) }  // as root; otherwise it stays ours
+        if let mode {
+            do { try fd.setPermissions(mode) } catch { throw fail("set the permissions of", error) }
         }
-        guard rename(temporary, path) == 0 else {
-            let code = errno
-            unlink(temporary)
-            throw OutputFileError(path: path, operation: "replace", errno: code)
+        do { try fd.writeAll(bytes) } catch { throw fail("write", error) }
+        do { try fd.sync() } catch { throw fail("fsync", error) }
+        do {
+            try fd.close()
+        } catch {
+            _ = try? FileSystem.removeFile(temporary)
+            throw OutputFileError(path: path, operation: "write", code: error)
         }
-        let directory = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directory >= 0 {
-            _ = fsync(directory)
-            close(directory)
+        do {
+            try FileSystem.rename(temporary, to: path)
+        } catch {
+            _ = try? FileSystem.removeFile(temporary)
+            throw OutputFileError(path: path, operation: "replace", code: error)
+        }
+        if let directory = try? FileDescriptor.open(folder, .readOnly, options: [.directory, .closeOnExec]) {
+            try? directory.closeAfter { () throws(Errno) in try directory.sync() }
         }
     }
 }
@@ -142,25 +153,36 @@ public enum OutputFile {
 public struct OutputFileError: Error, Sendable, Hashable, CustomStringConvertible {
     public var path: String
     public var operation: String
-    public var errno: Int32
+    /// What the system said.
+    public var code: Errno
 
-    public init(path: String, operation: String, errno: Int32) {
+    /// `code`'s number.
+    public var errno: Int32 {
+        get { code.rawValue }
+        set { code = Errno(rawValue: newValue) }
+    }
+
+    public init(path: String, operation: String, code: Errno) {
         self.path = path
         self.operation = operation
-        self.errno = errno
+        self.code = code
+    }
+
+    public init(path: String, operation: String, errno: Int32) {
+        self.init(path: path, operation: operation, code: Errno(rawValue: errno))
     }
 
     public var description: String {
-        let reason = String(cString: strerror(errno))
         let hint: String
-        switch errno {
-        case ENOSPC, EDQUOT: hint = "free some space, or write to another disk"
-        case EACCES, EPERM, EROFS: hint = "check the file's and its folder's permissions, or write elsewhere"
-        case ENOENT: hint = "create the folder first"
-        case EISDIR: hint = "give a file name, not a folder"
-        case EINVAL: hint = "give a regular file, a FIFO or a character device"
+        switch code {
+        case .noSpace, .diskQuotaExceeded: hint = "free some space, or write to another disk"
+        case .permissionDenied, .notPermitted, .readOnlyFileSystem:
+            hint = "check the file's and its folder's permissions, or write elsewhere"
+        case .noSuchFileOrDirectory: hint = "create the folder first"
+        case .isDirectory: hint = "give a file name, not a folder"
+        case .invalidArgument: hint = "give a regular file, a FIFO or a character device"
         default: hint = "check the disk"
         }
-        return "cannot \(operation) \(path) (\(reason)): \(hint)"
+        return "cannot \(operation) \(path) (\(code)): \(hint)"
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 public import TagFixCore
+import TagFixSystem
 
 /// Files that hold keys. One that its group or others may read or write is refused before a
 /// byte of it is read: the keys in it are every tag's keys. Errors name the file and the mode,
@@ -8,15 +9,16 @@ public enum SecretFile {
     /// The text of the key file at `path`, after checking its mode (following a symlink, as
     /// `open` would).
     public static func read(_ path: String) throws(DataFileError) -> String {
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            throw DataFileError(
-                file: path, line: nil, message: "cannot read the key file (\(String(cString: strerror(errno))))", unreadable: true)
+        let info: Stat
+        do {
+            info = try Stat(path)
+        } catch {
+            throw DataFileError(file: path, line: nil, message: "cannot read the key file (\(error))", unreadable: true)
         }
-        guard info.st_mode & 0o077 == 0 else {
+        guard info.mode & 0o077 == 0 else {
             throw DataFileError(
                 file: path, line: nil,
-                message: "the key file can be read or written by others (mode \(String(info.st_mode & 0o777, radix: 8))); chmod 600 it",
+                message: "the key file can be read or written by others (mode \(String(info.mode & 0o777, radix: 8))); chmod 600 it",
                 unreadable: true)
         }
         return try TextFile.read(path)
@@ -38,15 +40,21 @@ public enum SecretFile {
 
     /// Creates `path` (never replacing a file: O_EXCL) with `mode`, writes `text` and syncs it.
     public static func create(_ path: String, _ text: String, mode: UInt32) throws(CreateError) {
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode_t(mode))
-        guard fd >= 0 else {
-            let code = errno
-            throw code == EEXIST ? .exists(path) : .failed(path, String(cString: strerror(code)))
+        let fd: FileDescriptor
+        do {
+            fd = try FileDescriptor.open(
+                path, .writeOnly, options: [.create, .exclusiveCreate, .closeOnExec], permissions: FilePermissions(rawValue: mode))
+        } catch {
+            throw error == .fileExists ? .exists(path) : .failed(path, error.description)
         }
-        defer { close(fd) }
+        defer { _ = try? fd.close() }
         // The umask may have taken bits away; never more than asked for.
-        _ = fchmod(fd, mode_t(mode))
-        if let code = OutputFile.writeAll(fd, Array(text.utf8)) { throw .failed(path, String(cString: strerror(code))) }
-        guard fsync(fd) == 0 else { throw .failed(path, String(cString: strerror(errno))) }
+        _ = try? fd.setPermissions(FilePermissions(rawValue: mode))
+        do {
+            try fd.writeAll(Array(text.utf8))
+            try fd.sync()
+        } catch {
+            throw .failed(path, error.description)
+        }
     }
 }

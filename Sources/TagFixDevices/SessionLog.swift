@@ -1,10 +1,7 @@
 import Foundation
 import Synchronization
 public import TagFixCore
-
-#if canImport(Glibc)
-    import Glibc
-#endif
+public import TagFixSystem
 
 /// The durable session log: JSON Lines, one verdict per line, appended and flushed to the disk
 /// (`fsync`) before the caller shows the verdict. A `kill -9`, a power cut or a pulled USB stick at
@@ -12,7 +9,7 @@ public import TagFixCore
 /// verdict that was never shown, which `read` skips and the next `open` cuts off.
 public final class SessionLog: Sendable {
     public let path: String
-    private let descriptor: Mutex<Int32>
+    private let descriptor: Mutex<FileDescriptor?>
     /// What `open` found and repaired: a torn last line it cut off, as a message for the user.
     public let repaired: String?
 
@@ -29,23 +26,29 @@ public final class SessionLog: Sendable {
     public init(path: String) throws(SessionLogError) {
         self.path = path
         // Read and write: the first line is read to recognise a log before anything is written.
-        let fd = Glibc.open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw SessionLogError(path: path, operation: "open", errno: errno) }
-        var status = stat()
-        guard fstat(fd, &status) == 0 else {
-            let code = errno
-            Glibc.close(fd)
-            throw SessionLogError(path: path, operation: "examine", errno: code)
+        let fd: FileDescriptor
+        do {
+            fd = try FileDescriptor.open(
+                path, .readWrite, options: [.append, .create, .closeOnExec], permissions: FilePermissions(rawValue: 0o644))
+        } catch {
+            throw SessionLogError(path: path, operation: "open", code: error)
         }
-        let kind = status.st_mode & S_IFMT
+        let status: Stat
+        do {
+            status = try fd.stat()
+        } catch {
+            _ = try? fd.close()
+            throw SessionLogError(path: path, operation: "examine", code: error)
+        }
+        let kind = status.type
         var repairedNote: String?
         var size: Int = 0
-        if kind == S_IFREG {
-            size = Int(status.st_size)
+        if kind == .regular {
+            size = Int(status.size)
             if size > 0 {
                 let head = Self.readBytes(fd, at: 0, count: min(size, Self.maximumRecordBytes))
                 if let refusal = Self.refusal(head: head, size: size) {
-                    Glibc.close(fd)
+                    _ = try? fd.close()
                     throw SessionLogError(path: path, refusal: refusal)
                 }
             }
@@ -53,22 +56,23 @@ public final class SessionLog: Sendable {
             // so the next record starts on a line of its own.
             if size > 0, let end = Self.lastNewline(fd, size: size), end != size {
                 guard size - end <= Self.maximumRecordBytes else {
-                    Glibc.close(fd)
+                    _ = try? fd.close()
                     throw SessionLogError(
                         path: path, refusal: "its last \(size - end) bytes have no line end: longer than any verdict record")
                 }
-                if ftruncate(fd, off_t(end)) != 0 {
-                    let code = errno
-                    Glibc.close(fd)
-                    throw SessionLogError(path: path, operation: "truncate a torn last line", errno: code)
+                do {
+                    try fd.resize(to: Int64(end))
+                } catch {
+                    _ = try? fd.close()
+                    throw SessionLogError(path: path, operation: "truncate a torn last line", code: error)
                 }
                 repairedNote = "\(path): cut off a torn last line of \(size - end) bytes (a verdict that was never shown)"
             }
-        } else if kind != S_IFIFO && kind != S_IFCHR {
-            Glibc.close(fd)
+        } else if kind != .fifo && kind != .characterSpecial {
+            _ = try? fd.close()
             throw SessionLogError(path: path, refusal: "it is not a regular file, a FIFO or a character device")
         }
-        if kind == S_IFREG && size == 0 { Self.syncDirectory(of: path) }
+        if kind == .regular && size == 0 { Self.syncDirectory(of: path) }
         descriptor = Mutex(fd)
         repaired = repairedNote
     }
@@ -109,21 +113,16 @@ public final class SessionLog: Sendable {
     public func append(_ line: String) throws(SessionLogError) {
         let bytes = Array((line + "\n").utf8)
         let failure = descriptor.withLock { fd -> SessionLogError? in
-            guard fd >= 0 else { return SessionLogError(path: path, operation: "write", errno: EBADF) }
-            var written = 0
-            while written < bytes.count {
-                let result = bytes.withUnsafeBytes { buffer -> Int in
-                    guard let base = buffer.baseAddress else { return 0 }
-                    return write(fd, base + written, buffer.count - written)
-                }
-                if result < 0 {
-                    if errno == EINTR { continue }
-                    return SessionLogError(path: path, operation: "write", errno: errno)
-                }
-                written += result
+            guard let fd else { return SessionLogError(path: path, operation: "write", code: .badFileDescriptor) }
+            do throws(Errno) {
+                try fd.writeAll(bytes)
+            } catch {
+                return SessionLogError(path: path, operation: "write", code: error)
             }
-            while fsync(fd) != 0 {
-                if errno != EINTR { return SessionLogError(path: path, operation: "fsync", errno: errno) }
+            do throws(Errno) {
+                try fd.sync()
+            } catch {
+                return SessionLogError(path: path, operation: "fsync", code: error)
             }
             return nil
         }
@@ -132,15 +131,15 @@ public final class SessionLog: Sendable {
 
     public func close() {
         descriptor.withLock { fd in
-            if fd >= 0 { Glibc.close(fd) }
-            fd = -1
+            _ = try? fd?.close()
+            fd = nil
         }
     }
 
     deinit { close() }
 
     /// The byte offset just past the last newline of the file's first `size` bytes (0 if none).
-    private static func lastNewline(_ fd: Int32, size: Int) -> Int? {
+    private static func lastNewline(_ fd: FileDescriptor, size: Int) -> Int? {
         var end = size
         while end > 0 {
             let start = max(0, end - 4096)
@@ -153,16 +152,14 @@ public final class SessionLog: Sendable {
     }
 
     /// Up to `count` bytes of `fd` from `offset` (fewer at the end of the file or on an error).
-    private static func readBytes(_ fd: Int32, at offset: Int, count: Int) -> [UInt8] {
+    private static func readBytes(_ fd: FileDescriptor, at offset: Int, count: Int) -> [UInt8] {
         var buffer = [UInt8](repeating: 0, count: count)
         var filled = 0
         while filled < count {
-            let result = buffer.withUnsafeMutableBytes { bytes -> Int in
-                guard let base = bytes.baseAddress else { return 0 }
-                return pread(fd, base + filled, count - filled, off_t(offset + filled))
+            let result = buffer.withUnsafeMutableBytes { bytes in
+                try? fd.read(fromAbsoluteOffset: Int64(offset + filled), into: UnsafeMutableRawBufferPointer(rebasing: bytes[filled...]))
             }
-            if result < 0, errno == EINTR { continue }
-            guard result > 0 else { break }
+            guard let result, result > 0 else { break }
             filled += result
         }
         return Array(buffer.prefix(filled))
@@ -171,10 +168,10 @@ public final class SessionLog: Sendable {
     /// fsync of the folder, so a new file's name is as durable as its contents.
     private static func syncDirectory(of path: String) {
         let folder = path.contains("/") ? String(path[..<(path.lastIndex(of: "/") ?? path.endIndex)]) : "."
-        let fd = Glibc.open(folder.isEmpty ? "/" : folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        _ = fsync(fd)
-        Glibc.close(fd)
+        guard let fd = try? FileDescriptor.open(folder.isEmpty ? "/" : folder, .readOnly, options: [.directory, .closeOnExec]) else {
+            return
+        }
+        try? fd.closeAfter { () throws(Errno) in try fd.sync() }
     }
 }
 
@@ -182,19 +179,30 @@ public final class SessionLog: Sendable {
 public struct SessionLogError: Error, Sendable, Hashable, CustomStringConvertible {
     public var path: String
     public var operation: String
-    public var errno: Int32
+    /// What the system said (`Errno(rawValue: 0)` for a refusal).
+    public var code: Errno
     /// Why an existing file is not a session log and was left as it was (nil: an I/O error).
     public var refusal: String?
 
-    public init(path: String, operation: String, errno: Int32) {
+    /// `code`'s number.
+    public var errno: Int32 {
+        get { code.rawValue }
+        set { code = Errno(rawValue: newValue) }
+    }
+
+    public init(path: String, operation: String, code: Errno) {
         self.path = path
         self.operation = operation
-        self.errno = errno
+        self.code = code
+    }
+
+    public init(path: String, operation: String, errno: Int32) {
+        self.init(path: path, operation: operation, code: Errno(rawValue: errno))
     }
 
     /// A file that is not a session log, refused before a byte of it was changed.
     public init(path: String, refusal: String) {
-        self.init(path: path, operation: "append to", errno: 0)
+        self.init(path: path, operation: "append to", code: Errno(rawValue: 0))
         self.refusal = refusal
     }
 
@@ -203,15 +211,14 @@ public struct SessionLogError: Error, Sendable, Hashable, CustomStringConvertibl
             return "\(path) is not a TagFix session log (\(refusal)); it was left as it was: "
                 + "give --log a new file name or a log an earlier run wrote"
         }
-        let reason = String(cString: strerror(errno))
         let hint: String
-        switch errno {
-        case ENOSPC: hint = "free some space, or log to another disk"
-        case EACCES, EPERM, EROFS: hint = "check the file's and its folder's permissions, or log elsewhere"
-        case ENOENT: hint = "create the folder first"
+        switch code {
+        case .noSpace: hint = "free some space, or log to another disk"
+        case .permissionDenied, .notPermitted, .readOnlyFileSystem: hint = "check the file's and its folder's permissions, or log elsewhere"
+        case .noSuchFileOrDirectory: hint = "create the folder first"
         default: hint = "check the disk"
         }
-        return "cannot \(operation) the session log \(path) (\(reason)): \(hint)"
+        return "cannot \(operation) the session log \(path) (\(code)): \(hint)"
     }
 }
 

@@ -2,6 +2,7 @@ internal import CProcess
 import Dispatch
 import Foundation
 import Synchronization
+import TagFixSystem
 
 /// SIGINT and SIGTERM (Ctrl-C, systemd's stop, `kill`) turned into a normal end: while a
 /// `StopSignals` is installed, those signals no longer end the process; the first one wakes
@@ -25,39 +26,39 @@ public final class StopSignals: Sendable {
     private let inbox = OneShot<Int32>()
     private let source: Mutex<(any DispatchSourceRead)?>
     /// The pipe and the handler's slot, released by `cancel()`.
-    private let pipe: Mutex<(read: Int32, write: Int32, slot: Int32)?>
+    private let pipe: Mutex<(read: FileDescriptor, write: FileDescriptor, slot: Int32)?>
 
     /// Catches `signals` from now until `cancel()`. If the pipe cannot be had (no descriptors
     /// left, or 256 `StopSignals` already installed), the signals keep their earlier action.
     /// An empty list catches nothing: `wait()` then returns only on `cancel()`.
     public init(_ signals: [Int32] = StopSignals.standard) {
-        var fds: [Int32] = [-1, -1]
-        guard cprocess_pipe(&fds, 1) == 0 else {
+        guard let (reader, writer) = try? FileDescriptor.pipe() else {
             source = Mutex(nil)
             pipe = Mutex(nil)
             return
         }
-        let slot = cprocess_stop_signals_install(signals, Int32(signals.count), fds[1])
+        // Non-blocking at both ends: the handler's write never waits, and the reader drains.
+        let nonBlocking = (try? reader.setNonBlocking()) != nil && (try? writer.setNonBlocking()) != nil
+        let slot = nonBlocking ? cprocess_stop_signals_install(signals, Int32(signals.count), writer.rawValue) : -1
         guard slot >= 0 else {
-            close(fds[0])
-            close(fds[1])
+            _ = try? reader.close()
+            _ = try? writer.close()
             source = Mutex(nil)
             pipe = Mutex(nil)
             return
         }
-        let reader = fds[0]
-        let readSource = DispatchSource.makeReadSource(fileDescriptor: reader, queue: DispatchQueue(label: "tagfix.stop-signals"))
+        let readSource = DispatchSource.makeReadSource(fileDescriptor: reader.rawValue, queue: DispatchQueue(label: "tagfix.stop-signals"))
         readSource.setEventHandler { [inbox] in
             var bytes = [UInt8](repeating: 0, count: 16)
             while true {
-                let count = read(reader, &bytes, bytes.count)
+                let count = (try? reader.read(into: &bytes)) ?? 0
                 guard count > 0 else { break }
                 for byte in bytes.prefix(count) { inbox.finish(Int32(byte)) }
             }
         }
         readSource.resume()
         source = Mutex(readSource)
-        pipe = Mutex((fds[0], fds[1], slot))
+        pipe = Mutex((reader, writer, slot))
     }
 
     /// The first signal received, if any.
@@ -118,8 +119,8 @@ public final class StopSignals: Sendable {
             value?.cancel()
             value = nil
         }
-        close(fds.write)
-        close(fds.read)
+        _ = try? fds.write.close()
+        _ = try? fds.read.close()
         inbox.close()
     }
 

@@ -3,6 +3,7 @@ import Glibc
 import Synchronization
 public import TagFixCore
 public import TagFixDevices
+import TagFixSystem
 
 /// `verify --publish`: every verdict of the session log, to the broker, once acknowledged
 /// (docs/fleet.md). The log is the outbox: this sink is not durable, so the fan-out hands it a
@@ -39,8 +40,7 @@ public final class FleetPublisher: VerdictSink {
             throw .topics(error)
         }
         self.logPath = logPath
-        var status = stat()
-        guard stat(logPath, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
+        guard (try? Stat(logPath))?.type == .regular else {
             throw .needsLog("--publish needs --log FILE, a regular file: the session log is the outbox it publishes from")
         }
         let acks = try AcknowledgementFile(log: logPath, device: device)
@@ -385,9 +385,9 @@ struct AnnouncedTags {
 /// lines are passed over as the log's reader does.
 final class LogTail {
     let path: String
-    private let descriptor: Int32
+    private let descriptor: FileDescriptor
     /// The log's offset of `pending`'s first byte.
-    private var base: off_t = 0
+    private var base: Int64 = 0
     /// Read and not yet taken from `consumed` on (the start of a line, or lines beyond the last
     /// limit); what is before `consumed` was taken, and is dropped once it is most of the buffer.
     private var pending: [UInt8] = []
@@ -398,11 +398,14 @@ final class LogTail {
     /// - Throws: `FleetPublishError.log` when the log cannot be opened.
     init(path: String) throws(FleetPublishError) {
         self.path = path
-        descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw .log(path, String(cString: strerror(errno))) }
+        do {
+            descriptor = try FileDescriptor.open(path, .readOnly, options: .closeOnExec)
+        } catch {
+            throw .log(path, error.description)
+        }
     }
 
-    deinit { close(descriptor) }
+    deinit { _ = try? descriptor.close() }
 
     /// Up to `limit` whole, non-blank lines after those taken before (without their newlines).
     func readLines(limit: Int) -> [[UInt8]] {
@@ -418,8 +421,8 @@ final class LogTail {
                 continue
             }
             scanned = pending.count
-            let count = chunk.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, base + off_t(pending.count)) }
-            if count < 0, errno == EINTR { continue }
+            let offset = base + Int64(pending.count)
+            let count = chunk.withUnsafeMutableBytes { (try? descriptor.read(fromAbsoluteOffset: offset, into: $0)) ?? -1 }
             guard count > 0 else { break }
             pending += chunk[..<count]
         }
@@ -427,7 +430,7 @@ final class LogTail {
         consumed = start
         if consumed == pending.count || (consumed > 65536 && consumed * 2 > pending.count) {
             pending.removeFirst(consumed)
-            base += off_t(consumed)
+            base += Int64(consumed)
             consumed = 0
         }
         return taken

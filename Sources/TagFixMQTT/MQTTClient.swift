@@ -4,6 +4,7 @@ import Glibc
 import Synchronization
 public import TagFixCore
 import TagFixDevices
+import TagFixSystem
 
 // MARK: - Every call into libmosquitto goes through this file.
 
@@ -23,7 +24,7 @@ public struct MQTTResultCode: Error, RawRepresentable, Sendable, Hashable, Custo
 
     /// mosquitto_strerror, with errno's text for `MOSQ_ERR_ERRNO`.
     public var description: String {
-        if self == .errno { return String(cString: strerror(Glibc.errno)) }
+        if self == .errno { return Errno.current.description }
         return String(cString: mosquitto_strerror(rawValue))
     }
 }
@@ -114,7 +115,7 @@ struct MQTTLink {
     func abandon() {
         MQTTClient.Context.from(mosquitto_userdata(handle))?.abandoned = true
         let socket = mosquitto_socket(handle)
-        if socket >= 0 { _ = shutdown(socket, Int32(SHUT_RDWR)) }
+        if socket >= 0 { _ = try? FileDescriptor(rawValue: socket).shutdown(Int32(SHUT_RDWR)) }
     }
 
     /// mosquitto_subscribe_v5 at `qos`.
@@ -156,9 +157,9 @@ final class MQTTClient: Sendable {
     let settings: MQTTSettings
     private let delegate: any MQTTClientDelegate
     private let control = Mutex(Control())
-    /// The wake pipe: read end polled by the thread, write end for `wake()`.
-    private let wakeRead: Int32
-    private let wakeWrite: Int32
+    /// The wake pipe: read end polled by the thread, write end for `wake()` (`nil`: no
+    /// descriptors to be had; the thread then sees a wake or a stop only when its poll times out).
+    private let wakePipe: (readEnd: FileDescriptor, writeEnd: FileDescriptor)?
     private let finished = DispatchSemaphore(value: 0)
 
     private struct Control {
@@ -176,20 +177,23 @@ final class MQTTClient: Sendable {
         self.settings = settings
         self.delegate = delegate
         self.now = now
-        var fds: [Int32] = [-1, -1]
-        if pipe(&fds) == 0 {
-            for fd in fds {
-                _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-                _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-            }
-        }
-        wakeRead = fds[0]
-        wakeWrite = fds[1]
+        let wakePipe = try? FileDescriptor.pipe()
+        _ = try? wakePipe?.readEnd.setNonBlocking()
+        _ = try? wakePipe?.writeEnd.setNonBlocking()
+        self.wakePipe = wakePipe
     }
 
     deinit {
-        if wakeRead >= 0 { close(wakeRead) }
-        if wakeWrite >= 0 { close(wakeWrite) }
+        _ = try? wakePipe?.readEnd.close()
+        _ = try? wakePipe?.writeEnd.close()
+    }
+
+    /// The wake pipe's read end for `poll` (-1, which poll skips, without one).
+    private var wakeRead: Int32 { wakePipe?.readEnd.rawValue ?? -1 }
+
+    /// One byte down the wake pipe.
+    private func pokeWakePipe() {
+        _ = try? wakePipe?.writeEnd.write([1][...])
     }
 
     /// Starts the client's thread.
@@ -211,15 +215,14 @@ final class MQTTClient: Sendable {
             return !control.wakePending
         }
         guard needed else { return }
-        var byte: UInt8 = 1
-        _ = write(wakeWrite, &byte, 1)
+        pokeWakePipe()
     }
 
     /// Reads what is in the wake pipe; the next `wake()` writes again.
     private func drainWakePipe() {
         control.withLock { $0.wakePending = false }
         var sink = [UInt8](repeating: 0, count: 256)
-        while read(wakeRead, &sink, sink.count) > 0 {}
+        while let wakePipe, (try? wakePipe.readEnd.read(into: &sink)) ?? 0 > 0 {}
     }
 
     /// Stops the thread: a connected client says its last words (`stopping`) and disconnects.
@@ -229,8 +232,7 @@ final class MQTTClient: Sendable {
             control.stopping = true
             return control.started
         }
-        var byte: UInt8 = 1
-        _ = write(wakeWrite, &byte, 1)
+        pokeWakePipe()
         guard started else { return }
         let nanoseconds = UInt64(timeout.components.seconds) * 1_000_000_000 + UInt64(timeout.components.attoseconds / 1_000_000_000)
         _ = finished.wait(timeout: .now() + .nanoseconds(Int(nanoseconds)))
@@ -415,7 +417,7 @@ final class MQTTClient: Sendable {
                 pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
             ]
             let ready = poll(&fds, 2, 1000)
-            if ready < 0, Glibc.errno != EINTR { return "poll failed (\(String(cString: strerror(Glibc.errno))))" }
+            if ready < 0, Errno.current != .interrupted { return "poll failed (\(Errno.current))" }
             var result = MOSQ_ERR_SUCCESS.rawValue
             if fds[0].revents & Int16(POLLIN | POLLERR | POLLHUP) != 0 {
                 // Whatever else already waits on the socket is read now, so the delegate's `wake`
@@ -463,12 +465,9 @@ final class MQTTClient: Sendable {
     private func corked(_ handle: OpaquePointer, _ body: () -> Int32) -> Int32 {
         let socket = mosquitto_socket(handle)
         guard socket >= 0 else { return body() }
-        var on: Int32 = 1
-        _ = setsockopt(socket, Int32(IPPROTO_TCP), TCP_CORK, &on, socklen_t(MemoryLayout<Int32>.size))
-        defer {
-            var off: Int32 = 0
-            _ = setsockopt(socket, Int32(IPPROTO_TCP), TCP_CORK, &off, socklen_t(MemoryLayout<Int32>.size))
-        }
+        let descriptor = FileDescriptor(rawValue: socket)
+        _ = try? descriptor.setOption(level: Int32(IPPROTO_TCP), name: TCP_CORK, to: 1)
+        defer { _ = try? descriptor.setOption(level: Int32(IPPROTO_TCP), name: TCP_CORK, to: 0) }
         return body()
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 public import TagFixCore
+import TagFixSystem
 
 /// The messages of a log that the broker has not acknowledged, in the log's order: which to send
 /// next (at most `window` in flight), which message id carries which, what a PUBACK settles, and
@@ -144,7 +145,7 @@ public struct OutboxQueue: Sendable {
 /// the verdict is sent again, with the same id and bytes, and the collector keeps one.
 final class AcknowledgementFile {
     let path: String
-    private let descriptor: Int32
+    private let descriptor: FileDescriptor
     private(set) var acknowledged: Set<Int>
 
     static func path(forLog log: String) -> String { log + ".acks" }
@@ -176,19 +177,27 @@ final class AcknowledgementFile {
                 }
             }
         }
-        let fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw .acknowledgements(path, String(cString: strerror(errno))) }
-        var status = stat()
-        if fstat(fd, &status) == 0, Int(status.st_size) > complete, ftruncate(fd, off_t(complete)) != 0 {
-            close(fd)
-            throw .acknowledgements(path, "cannot cut off a torn last line: \(String(cString: strerror(errno)))")
+        let fd: FileDescriptor
+        do {
+            fd = try FileDescriptor.open(
+                path, .writeOnly, options: [.append, .create, .closeOnExec], permissions: FilePermissions(rawValue: 0o644))
+        } catch {
+            throw .acknowledgements(path, error.description)
+        }
+        if let status = try? fd.stat(), Int(status.size) > complete {
+            do {
+                try fd.resize(to: Int64(complete))
+            } catch {
+                _ = try? fd.close()
+                throw .acknowledgements(path, "cannot cut off a torn last line: \(error)")
+            }
         }
         descriptor = fd
         acknowledged = seen
         if !hasHeader { append(header + "\n") }
     }
 
-    deinit { close(descriptor) }
+    deinit { _ = try? descriptor.close() }
 
     /// Records `sequences` as acknowledged, on the disk (one write, one fsync) before it returns.
     func record(_ sequences: [Int]) {
@@ -198,17 +207,8 @@ final class AcknowledgementFile {
     }
 
     private func append(_ text: String) {
-        let bytes = Array(text.utf8)
-        var written = 0
-        while written < bytes.count {
-            let result = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress! + written, bytes.count - written) }
-            if result < 0 {
-                if errno == EINTR { continue }
-                return
-            }
-            written += result
-        }
-        _ = fsync(descriptor)
+        guard (try? descriptor.writeAll(Array(text.utf8))) != nil else { return }
+        _ = try? descriptor.sync()
     }
 }
 

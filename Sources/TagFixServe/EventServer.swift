@@ -2,6 +2,7 @@ public import Foundation
 import Synchronization
 import TagFixCore
 import TagFixDevices
+import TagFixSystem
 
 /// Where `tagfix serve` listens, and its limits.
 public struct ServeConfiguration: Sendable {
@@ -125,7 +126,7 @@ public final class EventServer: Sendable {
     public let httpPort: Int?
 
     private let listeners: [Listener]
-    private let wake: (read: Int32, write: Int32)
+    private let wake: (read: FileDescriptor, write: FileDescriptor)
     private let inbox = Mutex(Inbox())
     private let statistics = Mutex(ServerStats())
     private let responder: any ServeResponder
@@ -133,7 +134,7 @@ public final class EventServer: Sendable {
 
     struct Listener: Sendable {
         enum Kind: Sendable { case unix, tcp, http }
-        var fd: Int32
+        var fd: FileDescriptor
         var kind: Kind
     }
 
@@ -154,7 +155,7 @@ public final class EventServer: Sendable {
 
     /// A watching socket client as `broadcast` sees it.
     private struct Watcher {
-        let fd: Int32
+        let fd: FileDescriptor
         /// Nothing is queued for it in the loop: `broadcast` may send to its socket. While it is
         /// not, only the loop writes to the socket.
         var direct: Bool
@@ -169,7 +170,7 @@ public final class EventServer: Sendable {
     {
         try configuration.check()
         var listeners: [Listener] = []
-        func closeAll() { for listener in listeners { close(listener.fd) } }
+        func closeAll() { for listener in listeners { _ = try? listener.fd.close() } }
         var listenPort: Int?
         var httpPort: Int?
         do throws(ServeError) {
@@ -191,18 +192,20 @@ public final class EventServer: Sendable {
             closeAll()
             throw error
         }
-        var fds: [Int32] = [-1, -1]
-        guard pipe(&fds) == 0 else {
+        let wake: (readEnd: FileDescriptor, writeEnd: FileDescriptor)
+        do throws(Errno) {
+            wake = try FileDescriptor.pipe()
+            try wake.readEnd.setNonBlocking()
+            try wake.writeEnd.setNonBlocking()
+        } catch {
             closeAll()
-            throw ServeError(.unavailable, "cannot make the server's wake-up pipe: \(Socket.errorText())")
+            throw ServeError(.unavailable, "cannot make the server's wake-up pipe: \(error)")
         }
-        Socket.nonBlocking(fds[0])
-        Socket.nonBlocking(fds[1])
         self.configuration = configuration
         self.listeners = listeners
         self.listenPort = listenPort
         self.httpPort = httpPort
-        self.wake = (fds[0], fds[1])
+        self.wake = (wake.readEnd, wake.writeEnd)
         self.responder = responder
         self.log = log
     }
@@ -235,7 +238,7 @@ public final class EventServer: Sendable {
                 bytes.withUnsafeBytes { line in
                     for index in inbox.watchers.indices {
                         if inbox.watchers[index].direct {
-                            let written = send(inbox.watchers[index].fd, line.baseAddress, line.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
+                            let written = (try? inbox.watchers[index].fd.send(line, flags: Int32(MSG_DONTWAIT))) ?? -1
                             if written == line.count { continue }
                             // Full (or failing: the loop's next write finds out why): the rest
                             // goes by the loop, and so does everything after it.
@@ -267,7 +270,7 @@ public final class EventServer: Sendable {
         }
         poke()
         guard started else {
-            for listener in listeners { close(listener.fd) }
+            for listener in listeners { _ = try? listener.fd.close() }
             closeWake()
             return
         }
@@ -285,8 +288,7 @@ public final class EventServer: Sendable {
     public var stats: ServerStats { statistics.withLock { $0 } }
 
     private func poke() {
-        var byte: UInt8 = 1
-        _ = write(wake.write, &byte, 1)
+        _ = try? wake.write.write([1][...])
     }
 
     private func finished() {
@@ -300,8 +302,8 @@ public final class EventServer: Sendable {
     }
 
     private func closeWake() {
-        close(wake.read)
-        close(wake.write)
+        _ = try? wake.read.close()
+        _ = try? wake.write.close()
     }
 
     // MARK: - The loop (its own thread only)
@@ -311,7 +313,7 @@ public final class EventServer: Sendable {
         enum Kind { case socket, http, events }
 
         let id: Int
-        let fd: Int32
+        let fd: FileDescriptor
         var kind: Kind
         let name: String
         var framer = CommandFramer()
@@ -326,7 +328,7 @@ public final class EventServer: Sendable {
         var requestDone = false
         var closeWhenFlushed = false
 
-        init(id: Int, fd: Int32, kind: Kind, name: String, authenticated: Bool) {
+        init(id: Int, fd: FileDescriptor, kind: Kind, name: String, authenticated: Bool) {
             self.id = id
             self.fd = fd
             self.kind = kind
@@ -352,9 +354,9 @@ public final class EventServer: Sendable {
 
         func run() {
             while true {
-                var fds = [pollfd(fd: server.wake.read, events: Int16(POLLIN), revents: 0)]
+                var fds = [pollfd(fd: server.wake.read.rawValue, events: Int16(POLLIN), revents: 0)]
                 if stopping == nil {
-                    fds += server.listeners.map { pollfd(fd: $0.fd, events: Int16(POLLIN), revents: 0) }
+                    fds += server.listeners.map { pollfd(fd: $0.fd.rawValue, events: Int16(POLLIN), revents: 0) }
                 }
                 let order = Array(clients.keys)
                 for fd in order {
@@ -364,15 +366,15 @@ public final class EventServer: Sendable {
                     fds.append(pollfd(fd: fd, events: events, revents: 0))
                 }
                 let ready = poll(&fds, nfds_t(fds.count), stopping == nil ? headWait() : 100)
-                if ready < 0 && errno != EINTR { server.log("serve: poll failed: \(Socket.errorText())") }
+                if ready < 0, Errno.current != .interrupted { server.log("serve: poll failed: \(Errno.current)") }
                 if stopping != nil {
                     stopRounds += 1
                     if clients.values.allSatisfy({ $0.unsent == 0 }) || stopRounds > 20 { return }
                 }
                 for entry in fds where entry.revents != 0 {
-                    if entry.fd == server.wake.read {
+                    if entry.fd == server.wake.read.rawValue {
                         drainWake()
-                    } else if let listener = server.listeners.first(where: { $0.fd == entry.fd }) {
+                    } else if let listener = server.listeners.first(where: { $0.fd.rawValue == entry.fd }) {
                         accept(listener)
                     } else if let client = clients[entry.fd] {
                         if entry.revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 { read(client) }
@@ -422,12 +424,12 @@ public final class EventServer: Sendable {
         }
 
         func drainWake() {
-            while Glibc.read(server.wake.read, &buffer, buffer.count) > 0 {}
+            while (try? server.wake.read.read(into: &buffer)) ?? 0 > 0 {}
             let (events, spills, stop) = server.inbox.withLock { inbox in
                 defer { inbox.events = [] }
                 var spills: [(Int32, [UInt8])] = []
                 for index in inbox.watchers.indices where !inbox.watchers[index].spill.isEmpty {
-                    spills.append((inbox.watchers[index].fd, inbox.watchers[index].spill))
+                    spills.append((inbox.watchers[index].fd.rawValue, inbox.watchers[index].spill))
                     inbox.watchers[index].spill = []
                 }
                 return (inbox.events, spills, inbox.stopping)
@@ -477,16 +479,13 @@ public final class EventServer: Sendable {
 
         func accept(_ listener: Listener) {
             while true {
-                let fd = Glibc.accept(listener.fd, nil, nil)
-                guard fd >= 0 else { return }
-                Socket.nonBlocking(fd)
-                var yes: Int32 = 1
-                if listener.kind != .unix { setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &yes, socklen_t(MemoryLayout<Int32>.size)) }
+                guard let fd = try? listener.fd.accept(nonBlocking: true) else { return }
+                if listener.kind != .unix { _ = try? fd.setOption(level: Int32(IPPROTO_TCP), name: TCP_NODELAY, to: 1) }
                 guard clients.count < configuration.maximumClients else {
                     let refusal = Array(
                         (ServeMessage.error("too many clients (\(configuration.maximumClients)); try again later") + "\n").utf8)
-                    _ = refusal.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-                    close(fd)
+                    _ = try? fd.send(refusal[...])
+                    _ = try? fd.close()
                     continue
                 }
                 let id = nextID
@@ -496,7 +495,7 @@ public final class EventServer: Sendable {
                 let client = Client(
                     id: id, fd: fd, kind: isHTTP ? .http : .socket, name: "\(isHTTP ? "HTTP" : "socket") client \(id) (\(peer))",
                     authenticated: configuration.token == nil || listener.kind == .unix)
-                clients[fd] = client
+                clients[fd.rawValue] = client
                 if isHTTP { client.opened = configuration.clock.timestamp }
                 if !isHTTP { enqueue(client, Array((ServeMessage.version(release: configuration.release) + "\n").utf8)) }
             }
@@ -504,18 +503,21 @@ public final class EventServer: Sendable {
 
         func read(_ client: Client) {
             for _ in 0..<4 {
-                let count = recv(client.fd, &buffer, buffer.count, 0)
-                if count == 0 { return drop(client) }
-                if count < 0 {
-                    if errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR { return }
+                let count: Int
+                do {
+                    count = try client.fd.receive(into: &buffer)
+                } catch .wouldBlock {
+                    return
+                } catch {
                     return drop(client)
                 }
+                if count == 0 { return drop(client) }
                 switch client.kind {
                 case .socket: commands(client, buffer[0..<count])
                 case .http: request(client, buffer[0..<count])
                 case .events: break  // nothing more is read from an event stream
                 }
-                guard clients[client.fd] != nil, count == buffer.count else { return }
+                guard clients[client.fd.rawValue] != nil, count == buffer.count else { return }
             }
         }
 
@@ -531,7 +533,7 @@ public final class EventServer: Sendable {
             }
             client.requestDone = client.opened == nil
             for piece in pieces {
-                guard clients[client.fd] != nil, !client.closeWhenFlushed else { return }
+                guard clients[client.fd.rawValue] != nil, !client.closeWhenFlushed else { return }
                 switch piece {
                 case .tooLong:
                     reply(
@@ -647,7 +649,7 @@ public final class EventServer: Sendable {
         /// Queues bytes for a client and writes what its socket takes. A watcher is taken off
         /// `broadcast`'s direct sends first, and what was set aside for it goes ahead of them.
         func enqueue(_ client: Client, _ bytes: [UInt8]) {
-            guard clients[client.fd] != nil else { return }
+            guard clients[client.fd.rawValue] != nil else { return }
             if client.watching {
                 let spill = server.inbox.withLock { inbox -> [UInt8] in
                     guard let index = inbox.watchers.firstIndex(where: { $0.fd == client.fd }) else { return [] }
@@ -663,7 +665,7 @@ public final class EventServer: Sendable {
 
         /// Queues bytes for a client (cut off past the limit) and writes what its socket takes.
         func append(_ client: Client, _ bytes: [UInt8]) {
-            guard clients[client.fd] != nil else { return }
+            guard clients[client.fd.rawValue] != nil else { return }
             if client.unsent + bytes.count > configuration.bufferLimit {
                 cutOff += 1
                 server.log(
@@ -684,14 +686,18 @@ public final class EventServer: Sendable {
         func flush(_ client: Client) {
             while true {
                 while client.unsent > 0 {
-                    let written = client.output.withUnsafeBytes { raw in
-                        send(client.fd, raw.baseAddress! + client.sent, client.unsent, Int32(MSG_NOSIGNAL))
+                    let written: Int
+                    do {
+                        written = try client.fd.send(client.output[client.sent...])
+                    } catch .wouldBlock {
+                        return
+                    } catch {
+                        return drop(client)
                     }
                     if written > 0 {
                         client.sent += written
                         continue
                     }
-                    if written < 0, errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR { return }
                     return drop(client)
                 }
                 client.output.removeAll(keepingCapacity: client.output.count < 65_536)
@@ -716,12 +722,12 @@ public final class EventServer: Sendable {
         /// Closes a connection; a watcher leaves `broadcast`'s list first, so its descriptor
         /// number, once reused, gets nothing meant for it.
         func drop(_ client: Client) {
-            guard clients.removeValue(forKey: client.fd) != nil else { return }
+            guard clients.removeValue(forKey: client.fd.rawValue) != nil else { return }
             if client.watching {
                 server.inbox.withLock { inbox in inbox.watchers.removeAll { $0.fd == client.fd } }
             }
             if client.kind == .events { server.inbox.withLock { $0.streams -= 1 } }
-            close(client.fd)
+            _ = try? client.fd.close()
         }
 
         func currentStats() -> ServerStats {
@@ -741,8 +747,8 @@ public final class EventServer: Sendable {
 
         func closeEverything() {
             for client in Array(clients.values) { drop(client) }
-            for listener in server.listeners { close(listener.fd) }
-            if let path = configuration.socketPath, !path.hasPrefix("@") { unlink(path) }
+            for listener in server.listeners { _ = try? listener.fd.close() }
+            if let path = configuration.socketPath, !path.hasPrefix("@") { _ = try? FileSystem.removeFile(path) }
             publishStats()
         }
     }

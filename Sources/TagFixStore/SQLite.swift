@@ -1,6 +1,7 @@
 import CSQLite
 import Glibc
 import Synchronization
+import TagFixSystem
 
 // MARK: - Every call into SQLite goes through this file.
 
@@ -79,15 +80,14 @@ final class SQLiteConnection {
     /// What `path` is when it exists and is not a regular file (or a link to one): "a FIFO", "a
     /// directory"…; `nil` for a regular file or nothing there.
     static func notARegularFile(_ path: String) -> String? {
-        var info = stat()
-        guard stat(path, &info) == 0 else { return nil }
-        switch info.st_mode & S_IFMT {
-        case S_IFREG: return nil
-        case S_IFIFO: return "a FIFO"
-        case S_IFDIR: return "a directory"
-        case S_IFCHR: return "a character device"
-        case S_IFBLK: return "a block device"
-        case S_IFSOCK: return "a socket"
+        guard let info = try? Stat(path) else { return nil }
+        switch info.type {
+        case .regular: return nil
+        case .fifo: return "a FIFO"
+        case .directory: return "a directory"
+        case .characterSpecial: return "a character device"
+        case .blockSpecial: return "a block device"
+        case .socket: return "a socket"
         default: return "not a regular file"
         }
     }

@@ -113,4 +113,66 @@ struct HouseRulesTests {
         }
         #expect(seen > 10, "no libpq call found at all: is the package at \(packageRoot)?")
     }
+
+    // MARK: - Every POSIX call through the system layer
+
+    /// The raw calls TagFixSystem wraps: a pipe made by hand (`pipe`, `pipe2`, the C shims'
+    /// `cprocess_pipe` and `cpty_pipe_cloexec`), an eventfd, and an EINTR retry written out.
+    /// `FileDescriptor.pipe()` and `EventFD()` are the layer's own.
+    static func rawSystemCalls(in line: Substring) -> [String] {
+        var found: [String] = []
+        for call in ["pipe(", "pipe2(", "eventfd(", "pipe_cloexec("] {
+            var rest = line[...]
+            while let range = rest.range(of: call) {
+                let before = line[..<range.lowerBound]
+                let previous = before.last
+                let partOfName = previous.map { $0.isLetter || $0.isNumber } ?? false
+                if !partOfName && !before.hasSuffix("FileDescriptor.") { found.append(call) }
+                rest = rest[range.upperBound...]
+            }
+        }
+        if line.contains("EINTR") { found.append("EINTR") }
+        return found
+    }
+
+    /// The files outside TagFixSystem that still make these calls, and how many lines of them
+    /// each has: what is left to move onto the layer (issue 30). A file leaves the list when it
+    /// is moved; none joins it.
+    static let rawSystemCallsLeft: [String: Int] = [
+        "Sources/TagFixEmulators/PrivateGPSD.swift": 1,
+        "Sources/TagFixEmulators/ProcessWatchdog.swift": 1,
+        "Sources/TagFixEmulators/PseudoTerminal.swift": 3,
+        "Sources/TagFixEmulators/VPCDEmulator.swift": 3,
+        "Tests/TagFixGPSDTests/GPSDRegressionLogTests.swift": 1,
+        "Benchmarks/TagFixBench/ServeFanOut.swift": 2,
+    ]
+
+    @Test("pipes, eventfds and EINTR retries only in TagFixSystem (FileDescriptor.pipe, EventFD, valueOrErrno), but for the files listed")
+    func systemCallsThroughTheLayer() throws {
+        var counts: [String: Int] = [:]
+        var scanned = 0
+        for file in try Self.swiftFiles("Sources") + Self.swiftFiles("Tests") + Self.swiftFiles("Benchmarks")
+        where file.path != Self.itself && !file.path.hasPrefix("Sources/TagFixSystem/") && !file.path.hasPrefix("Tests/TagFixSystemTests/")
+        {
+            scanned += 1
+            for line in Self.codeLines(file.lines) {
+                let calls = Self.rawSystemCalls(in: line.text)
+                guard !calls.isEmpty else { continue }
+                counts[file.path, default: 0] += 1
+                if Self.rawSystemCallsLeft[file.path] == nil {
+                    Issue.record(
+                        "\(file.path):\(line.number): \(calls.joined(separator: ", ")) by hand: use TagFixSystem (FileDescriptor.pipe(), EventFD, valueOrErrno)"
+                    )
+                }
+            }
+        }
+        #expect(scanned > 100, "the package's sources were not found below \(packageRoot)")
+        for (path, expected) in Self.rawSystemCallsLeft {
+            let actual = counts[path, default: 0]
+            #expect(
+                actual == expected,
+                "\(path) has \(actual) lines of raw pipes, eventfds or EINTR retries, the list says \(expected): \(actual < expected ? "take the ones moved onto TagFixSystem off rawSystemCallsLeft" : "use TagFixSystem for the new ones")"
+            )
+        }
+    }
 }

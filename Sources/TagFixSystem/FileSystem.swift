@@ -1,0 +1,32 @@
+import Glibc
+
+/// The calls on a path rather than a descriptor: remove, rename, read a link, set permissions and
+/// owner. Each throws `Errno` (retried on `EINTR` by `valueOrErrno`).
+public enum FileSystem {
+    /// Removes the name `path` (`unlink(2)`; not a folder).
+    public static func removeFile(_ path: String) throws(Errno) {
+        try nothingOrErrno { unlink(path) }
+    }
+
+    /// Gives `source` the name `destination`, replacing a file there atomically (`rename(2)`).
+    public static func rename(_ source: String, to destination: String) throws(Errno) {
+        try nothingOrErrno { Glibc.rename(source, destination) }
+    }
+
+    /// What the symbolic link at `path` holds (`readlink(2)`), as it is written there.
+    public static func symbolicLinkTarget(_ path: String) throws(Errno) -> String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = try valueOrErrno { readlink(path, &buffer, buffer.count - 1) }
+        return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Sets the permission bits of what `path` names (`chmod(2)`).
+    public static func setPermissions(_ permissions: FilePermissions, of path: String) throws(Errno) {
+        try nothingOrErrno { chmod(path, permissions.rawValue) }
+    }
+
+    /// Gives what `path` names to `user` and `group` (`chown(2)`; `nil` leaves one as it is).
+    public static func setOwner(user: UInt32? = nil, group: UInt32? = nil, of path: String) throws(Errno) {
+        try nothingOrErrno { chown(path, user ?? .max, group ?? .max) }
+    }
+}
