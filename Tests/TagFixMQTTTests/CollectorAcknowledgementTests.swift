@@ -21,9 +21,11 @@ struct CollectorAcknowledgementTests {
     /// until `release()`.
     final class Lock {
         let process: RunningProgram
+        /// Kept open while the lock is held: python's standard output, whose closed reader would
+        /// end it (a broken pipe) and the lock with it.
+        let output = Pipe()
 
         init(_ path: String) throws {
-            let output = Pipe()
             process = try RunningProgram(
                 "/usr/bin/python3",
                 [
