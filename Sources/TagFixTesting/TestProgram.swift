@@ -92,8 +92,7 @@ public enum TestProgram {
             standardError: standardError)
         let captured = Captured()
         spawned.pump(into: captured)
-        while spawned.child.isRunning { usleep(10_000) }
-        guard let termination = spawned.child.termination else { preconditionFailure("a reaped child has a termination") }
+        let termination = blockUntilExit(spawned.child)
         return captured.state.withLock { ProgramResult(termination: termination, standardOutput: $0.out, standardError: $0.err) }
     }
 }
@@ -187,11 +186,7 @@ public final class RunningProgram: Sendable {
 
     /// Blocks the calling thread (a thread of its own, never the cooperative pool) until the
     /// program ends by itself; how it ended.
-    public func waitUntilExit() -> ChildProcess.Termination {
-        while child.isRunning { usleep(10_000) }
-        guard let termination = child.termination else { preconditionFailure("a reaped child has a termination") }
-        return termination
-    }
+    public func waitUntilExit() -> ChildProcess.Termination { blockUntilExit(child) }
 
     /// SIGTERM, up to `grace` for the program to end, then SIGKILL; reaps it. Blocks the calling
     /// thread (`TestProgram.withRunning` calls it on a thread of its own).
@@ -228,6 +223,17 @@ extension TestProgram {
             throw error
         }
     }
+}
+
+/// Blocks the calling thread until `child` has exited: `waitid` with WNOWAIT sleeps until then
+/// without reaping it, so ChildProcess reaps it and keeps its status.
+func blockUntilExit(_ child: ChildProcess) -> ChildProcess.Termination {
+    while child.isRunning {
+        var info = siginfo_t()
+        _ = waitid(P_PID, id_t(child.pid), &info, WEXITED | WNOWAIT)
+    }
+    guard let termination = child.termination else { preconditionFailure("a reaped child has a termination") }
+    return termination
 }
 
 /// What the outputs brought so far.
