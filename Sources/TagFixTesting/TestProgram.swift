@@ -90,6 +90,7 @@ public enum TestProgram {
         let spawned = try Spawned(
             executable, arguments, environment: environment, removing: removing, input: input, standardOutput: standardOutput,
             standardError: standardError)
+        try? spawned.inputPipe?.close()  // `.pipe`: nobody writes here, so the input ends at once
         let captured = Captured()
         spawned.pump(into: captured)
         let termination = blockUntilExit(spawned.child)

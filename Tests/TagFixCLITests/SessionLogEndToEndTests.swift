@@ -39,7 +39,8 @@ struct SessionLogEndToEndTests {
                 buffer = Data(buffer[(newline + 1)...])
             }
         }
-        process.kill()
+        // Killed while its output is still open, unread (the pipe is the test's, not the program's).
+        withExtendedLifetime(pipe) { process.kill() }
         #expect(process.signalled || process.status == 0)
 
         let contents = try SessionLog.read(path: log)

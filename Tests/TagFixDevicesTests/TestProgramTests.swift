@@ -20,6 +20,7 @@ struct TestProgramTests {
         let big = [UInt8](repeating: UInt8(ascii: "x"), count: 1 << 20)
         let echoed = try await TestProgram.run("/bin/cat", input: .bytes(big))
         #expect(echoed.standardOutput == big)
+        #expect(try await TestProgram.run("/bin/cat", input: .pipe).output.isEmpty, "an input nobody writes to ends at once")
     }
 
     @Test("standard error into standard output, a name removed from the environment, /dev/null and a descriptor")
@@ -34,6 +35,7 @@ struct TestProgramTests {
         #expect(discarded.output.isEmpty && discarded.status == 0)
         let full = try #require(FileHandle(forWritingAtPath: "/dev/full"))
         let failed = try await TestProgram.run("/bin/echo", ["x"], standardOutput: .descriptor(full.fileDescriptor))
+        try full.close()
         #expect(failed.status != 0, "echo wrote to /dev/full")
         await #expect(throws: ChildProcessError.self) { try await TestProgram.run("/nonexistent/program") }
     }
