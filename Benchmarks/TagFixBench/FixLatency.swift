@@ -43,13 +43,11 @@ func fixLatencyBenchmark(seconds: Int) async -> Bool {
     let ours = Arrivals(), theirs = Arrivals()
     // gpspipe -w, reading TPVs.
     let pipe = Pipe()
-    let gpspipe = Process()
-    gpspipe.executableURL = URL(fileURLWithPath: "/usr/bin/gpspipe")
-    gpspipe.arguments = ["-w", "127.0.0.1:\(gpsd.port)"]
-    gpspipe.standardOutput = pipe
-    gpspipe.standardError = FileHandle.nullDevice
-    try! gpspipe.run()
-    defer { gpspipe.terminate() }
+    let gpspipe = try! ChildProcess(
+        executable: "/usr/bin/gpspipe", arguments: ["-w", "127.0.0.1:\(gpsd.port)"],
+        standardOutput: pipe.fileHandleForWriting.fileDescriptor)
+    try? pipe.fileHandleForWriting.close()
+    defer { gpspipe.stop() }
     let reader = Thread {
         var buffer = Data()
         while true {

@@ -1,24 +1,29 @@
 import Foundation
+import Glibc
+import TagFixDevices
 
 /// A peer in Python (bench/*_peer.py) that says what it did one line at a time on its standard
 /// output: "ready", then a line per tap ("read …", "gone"). Stopped when it goes out of use.
 final class PeerProcess {
-    private let process = Process()
+    private let process: ChildProcess
     private let pipe = Pipe()
     private var buffer = ""
 
     /// Starts `python` on `script` with `arguments`; nil when it cannot be started.
     init?(python: String = "/usr/bin/python3", script: String, arguments: [String], environment: [String: String] = [:], errors: FileHandle)
     {
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [script] + arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        process.standardOutput = pipe
-        process.standardError = errors
-        guard (try? process.run()) != nil else { return nil }
+        // Started as the product starts programs (ChildProcess: a clean signal mask).
+        guard
+            let process = try? ChildProcess(
+                executable: python, arguments: [script] + arguments,
+                environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+                standardOutput: pipe.fileHandleForWriting.fileDescriptor, standardError: errors.fileDescriptor)
+        else { return nil }
+        self.process = process
+        try? pipe.fileHandleForWriting.close()
     }
 
-    deinit { process.terminate() }
+    deinit { process.signal(SIGTERM) }
 
     /// The peer's next line, without its newline; nil once it has closed its output.
     func line() -> String? {

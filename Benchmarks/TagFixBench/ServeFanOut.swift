@@ -376,18 +376,25 @@ func fanOutClients(_ arguments: [String]) {
 
 /// The clients of `fanOutClients`, started as a child process.
 final class ClientProcess {
-    let process = Process()
+    let process: ChildProcess
     let input = Pipe()
     let output = Pipe()
     /// How many connections had their WATCH answered.
     private(set) var served = 0
 
     init?(_ arguments: [String]) {
-        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-        process.arguments = ["serve-fan-out-clients"] + arguments
-        process.standardInput = input
-        process.standardOutput = output
-        do { try process.run() } catch { return nil }
+        // Started as the product starts programs (ChildProcess: a clean signal mask); its standard
+        // error is the bench's.
+        guard
+            let process = try? ChildProcess(
+                executable: CommandLine.arguments[0], arguments: ["serve-fan-out-clients"] + arguments,
+                standardInput: input.fileHandleForReading.fileDescriptor, standardOutput: output.fileHandleForWriting.fileDescriptor,
+                standardError: FileHandle.standardError.fileDescriptor)
+        else { return nil }
+        self.process = process
+        // The child has its copies: the pipes end when it closes them.
+        try? input.fileHandleForReading.close()
+        try? output.fileHandleForWriting.close()
         // Waits for `ready`.
         var seen = Data()
         while !seen.contains(UInt8(ascii: "\n")) {
@@ -404,7 +411,7 @@ final class ClientProcess {
     func finish() -> [(Int64, String)] {
         try? input.fileHandleForWriting.close()
         let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        while process.isRunning { usleep(10_000) }
         // Split as bytes: gpsd ends its lines with CR LF, one Character to a String.
         return data.split(separator: UInt8(ascii: "\n")).compactMap { row in
             guard let tab = row.firstIndex(of: UInt8(ascii: "\t")),

@@ -178,18 +178,12 @@ func mfultralightRead(_ tag: EmulatedType2Tag, rounds: Int) -> (wire: [Double], 
     var bytes = 0
     for _ in 0..<rounds {
         let emulator = try! PN532Emulator(tags: [tag], options: .init(baud: baud, logCommands: true))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
         let dump = FileManager.default.temporaryDirectory.appendingPathComponent("bench-\(UUID().uuidString).mfd").path
-        process.arguments = ["r", dump]
         var environment = ProcessInfo.processInfo.environment
         environment["LIBNFC_DEVICE"] = "pn532_uart:\(emulator.path)"
-        process.environment = environment
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return nil }
-        process.waitUntilExit()
+        // Its standard input, output and error on /dev/null (ChildProcess's default).
+        guard let process = try? ChildProcess(executable: binary, arguments: ["r", dump], environment: environment) else { return nil }
+        while process.isRunning { usleep(10_000) }
         let log = emulator.traffic.log
         emulator.stop()
         try? FileManager.default.removeItem(atPath: dump)

@@ -3,6 +3,7 @@ import TagFixCore
 import TagFixDevices
 import TagFixEmulators
 import TagFixGPSD
+import TagFixTesting
 import Testing
 
 @testable import TagFixCLI
@@ -270,7 +271,7 @@ struct DoctorLiveTests {
     @Test(
         "tagfix devices lists gpsd's receiver beside the reader",
         .enabled(
-            if: PrivateGPSD.installedPath != nil && FileManager.default.isExecutableFile(atPath: packageRoot + "/.build/debug/tagfix"),
+            if: PrivateGPSD.installedPath != nil && FileManager.default.isExecutableFile(atPath: TestBinaries.tagfix),
             "needs gpsd and the built tagfix"))
     func devices() async throws {
         let receiver = try NMEAEmulator(source: .at(Coordinate(validLatitude: 53.5, longitude: 9.9), noise: 0.5, seed: 1), rate: 5)
@@ -280,10 +281,9 @@ struct DoctorLiveTests {
         receiver.start()
         let emulator = try PN532Emulator(tags: [try EmulatedType2Tag.ntag(213, message: [])])
         defer { emulator.stop() }
-        let result = try #require(
-            try await runProgram(
-                packageRoot + "/.build/debug/tagfix", ["devices", "--gps", "gpsd://127.0.0.1:\(gpsd.port)", "--json"],
-                environment: ["LIBNFC_DEVICE": "pn532_uart:\(emulator.path)"]))
+        let result = try await TestProgram.run(
+            TestBinaries.tagfix, ["devices", "--gps", "gpsd://127.0.0.1:\(gpsd.port)", "--json"],
+            environment: ["LIBNFC_DEVICE": "pn532_uart:\(emulator.path)"], standardError: .standardOutput)
         #expect(result.status == 0, "\(result.output)")
         let line = try #require(result.output.split(separator: "\n").first { $0.hasPrefix("{") })
         let json = try JSONValue.parse(String(line))

@@ -5,6 +5,7 @@ import TagFixDevices
 import TagFixEmulators
 import TagFixGPSD
 import TagFixNDEF
+import TagFixTesting
 import Testing
 
 @Suite("The field path: PN532 emulator + real libnfc, NMEA emulator + real gpsd, tagfix verify", .timeLimit(.minutes(2)))
@@ -81,32 +82,21 @@ struct FieldEndToEndTests {
 
 @Suite("The emulators as a user runs them", .timeLimit(.minutes(2)))
 struct EmulatorCommandTests {
-    static let binary = packageRoot + "/.build/debug/tagfix"
+    static let binary = TestBinaries.tagfix
 
     /// Starts `tagfix ARGUMENTS` and returns it with the first stdout line containing `marker`.
-    /// The start-up (tagfix, then gpsd or the emulator) takes seconds: it is waited for on a
-    /// thread of its own, never on the cooperative pool that in-process verifiers of a parallel
-    /// run share.
-    static func start(_ arguments: [String], until marker: String) async throws -> (Process, String) {
-        try await offThePool("tagfix start") { () throws -> (Process, String) in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: binary)
-            process.arguments = arguments
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            var text = ""
-            while !text.contains(marker) || !text.contains("\n") {
-                let chunk = pipe.fileHandleForReading.availableData
-                if chunk.isEmpty { break }
-                text += String(decoding: chunk, as: UTF8.self)
-                if let line = text.split(separator: "\n").first(where: { $0.contains(marker) }), text.hasSuffix("\n") {
-                    return (process, String(line))
-                }
-            }
-            return (process, text.split(separator: "\n").first { $0.contains(marker) }.map(String.init) ?? "")
+    /// The start-up (tagfix, then gpsd or the emulator) takes seconds: its output is read on a
+    /// thread of its own and polled here, never waited for on the cooperative pool that in-process
+    /// verifiers of a parallel run share.
+    static func start(_ arguments: [String], until marker: String) async throws -> (RunningProgram, String) {
+        let process = try RunningProgram(binary, arguments, standardError: .discard)
+        let line = { () -> String? in
+            let text = process.stdout
+            let complete = text.hasSuffix("\n") ? text[...] : text[..<(text.lastIndex(of: "\n") ?? text.startIndex)]
+            return complete.split(separator: "\n").first { $0.contains(marker) }.map(String.init)
         }
+        _ = await RunningProgram.poll(upTo: .seconds(120)) { line() != nil || process.outputClosed }
+        return (process, line() ?? process.stdout.split(separator: "\n").first { $0.contains(marker) }.map(String.init) ?? "")
     }
 
     @Test(
@@ -118,10 +108,7 @@ struct EmulatorCommandTests {
         let route = try temporaryFile("walk.geojson", #"{"type":"LineString","coordinates":[[9.966,53.545],[9.976,53.545]]}"#)
         let (process, line) = try await Self.start(
             ["emulate", "nmea", "--route", route, "--speed", "20", "--rate", "5", "--gpsd"], until: "gpsd://")
-        defer {
-            process.terminate()
-            process.waitUntilExit()
-        }
+        defer { process.stop(grace: .seconds(10)) }
         let url = try #require(line.split(separator: " ").last.map(String.init))
         #expect(url.hasPrefix("gpsd://127.0.0.1:"))
         let result = await run(["fix", "--gps", url, "--json", "--count", "5", "--timeout", "60"])
@@ -143,8 +130,7 @@ struct EmulatorCommandTests {
         let gpsd = try #require(Self.gpsd(servingPort: port), "no gpsd process serves port \(port)")
         #expect(Self.isRunning(gpsd))
         // SIGKILL: no deinit, no defer, no signal handler runs in tagfix.
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
+        process.kill()
         // The watchdog stops gpsd as soon as it sees the pipe close; wait for it, up to 10 s.
         var running = true
         for _ in 0..<100 {
@@ -188,10 +174,7 @@ struct EmulatorCommandTests {
         )
         let link = FileManager.default.temporaryDirectory.appendingPathComponent("pn532-\(UUID().uuidString)").path
         let (process, line) = try await Self.start(["emulate", "pn532", "--tag", dump, "--link", link], until: "connstring:")
-        defer {
-            process.terminate()
-            process.waitUntilExit()
-        }
+        defer { process.stop(grace: .seconds(10)) }
         #expect(line == "connstring: pn532_uart:\(link)")
         let result = await run(["scan", "--reader", "pn532_uart:\(link)", "--json", "--count", "1", "--timeout", "30"])
         #expect(result.code == 0, "\(result.err)")

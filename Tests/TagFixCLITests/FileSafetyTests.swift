@@ -1,6 +1,7 @@
 import Foundation
 import TagFixCore
 import TagFixDevices
+import TagFixTesting
 import Testing
 
 #if canImport(Glibc)
@@ -141,20 +142,12 @@ struct FileSafetyTests {
 /// The built binary with its standard output on a full disk or a pipe nobody reads.
 @Suite("A full disk or a closed pipe on standard output: one line and exit 74, or a quiet end", .timeLimit(.minutes(2)))
 struct StandardOutputFailureTests {
-    static let binary = packageRoot + "/.build/debug/tagfix"
+    static let binary = TestBinaries.tagfix
 
     /// Runs the binary with `stdout` as its standard output; returns its status and stderr.
-    static func run(_ arguments: [String], stdout: FileHandle) throws -> (status: Int32, signalled: Bool, err: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = arguments
-        process.standardOutput = stdout
-        let errors = Pipe()
-        process.standardError = errors
-        try process.run()
-        let err = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, process.terminationReason == .uncaughtSignal, err)
+    static func run(_ arguments: [String], stdout: FileHandle) async throws -> (status: Int32, signalled: Bool, err: String) {
+        let process = try await TestProgram.run(binary, arguments, standardOutput: .descriptor(stdout.fileDescriptor))
+        return (process.status, process.signalled, process.err)
     }
 
     static func session() async throws -> String {
@@ -180,7 +173,7 @@ struct StandardOutputFailureTests {
     func fullDisk() async throws {
         for arguments in try await Self.commands() {
             let full = try #require(FileHandle(forWritingAtPath: "/dev/full"))
-            let result = try Self.run(arguments, stdout: full)
+            let result = try await Self.run(arguments, stdout: full)
             #expect(!result.signalled, "\(arguments): killed by a signal")
             #expect(result.status == 74, "\(arguments): \(result.err)")
             let lines = result.err.split(separator: "\n")
@@ -195,7 +188,7 @@ struct StandardOutputFailureTests {
         for arguments in try await Self.commands() {
             let pipe = Pipe()
             try pipe.fileHandleForReading.close()
-            let result = try Self.run(arguments, stdout: pipe.fileHandleForWriting)
+            let result = try await Self.run(arguments, stdout: pipe.fileHandleForWriting)
             #expect(!result.signalled, "\(arguments): killed by a signal")
             #expect(result.status == 0, "\(arguments): \(result.err)")
             #expect(result.err.isEmpty, "\(arguments): \(result.err)")
@@ -203,7 +196,7 @@ struct StandardOutputFailureTests {
         let log = try temporaryFile("closed.jsonl", "")
         let pipe = Pipe()
         try pipe.fileHandleForReading.close()
-        let result = try Self.run(["verify", "--scenario", example, "--json", "--log", log], stdout: pipe.fileHandleForWriting)
+        let result = try await Self.run(["verify", "--scenario", example, "--json", "--log", log], stdout: pipe.fileHandleForWriting)
         #expect(result.status == 0 && result.err.isEmpty, "\(result.err)")
         #expect(try SessionLog.read(path: log).records.count >= 1, "the verdict that met the closed pipe is on the disk")
     }

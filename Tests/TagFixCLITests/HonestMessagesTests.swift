@@ -4,6 +4,7 @@ import TagFixDevices
 import TagFixEmulators
 import TagFixGPSD
 import TagFixNDEF
+import TagFixTesting
 import Testing
 
 @testable import TagFixCLI
@@ -122,10 +123,7 @@ struct HonestMessagesTests {
     func emulatorPassesEnroll() async throws {
         let (process, line) = try await EmulatorCommandTests.start(
             ["emulate", "nmea", "--at", "53.5461,9.9702", "--gpsd"], until: "gpsd://")
-        defer {
-            process.terminate()
-            process.waitUntilExit()
-        }
+        defer { process.stop(grace: .seconds(10)) }
         let gps = try #require(line.split(separator: " ").last.map(String.init))
         let reader = try PN532Emulator(tags: [ntag(url: "https://tags.example.org/t/T01")])
         defer { reader.stop() }
@@ -135,25 +133,14 @@ struct HonestMessagesTests {
         // tech runs it: in this test process, the many tests of a parallel run that block the
         // cooperative pool's two threads (process waits, emulator start-ups) delayed its fixes
         // until 12 s held only one of them (CI, twice).
-        let enroll = Process()
-        enroll.executableURL = URL(fileURLWithPath: EmulatorCommandTests.binary)
-        enroll.arguments = [
-            "enroll", "--id", "T01", "--name", "Main gate", "--radius", "25", "--reader", "pn532_uart:\(reader.path)", "--gps", gps,
-            "--registry", registry, "--average", "8", "--json",
-        ]
-        let (standardOutput, standardError) = (Pipe(), Pipe())
-        enroll.standardOutput = standardOutput
-        enroll.standardError = standardError
-        try enroll.run()
-        // Read stderr beside stdout (neither pipe can fill and stall enroll), off the pool.
-        async let errData = offThePool { standardError.fileHandleForReading.readDataToEndOfFile() }
-        let out = await offThePool { standardOutput.fileHandleForReading.readDataToEndOfFile() }
-        let err = await errData
-        await offThePool { enroll.waitUntilExit() }
-        let result = (
-            code: enroll.terminationStatus, out: String(decoding: out, as: UTF8.self).split(separator: "\n").map(String.init),
-            err: String(decoding: err, as: UTF8.self).split(separator: "\n").map(String.init)
-        )
+        // Both outputs read as they come (neither pipe can fill and stall enroll), off the pool.
+        let enroll = try await TestProgram.run(
+            EmulatorCommandTests.binary,
+            [
+                "enroll", "--id", "T01", "--name", "Main gate", "--radius", "25", "--reader", "pn532_uart:\(reader.path)", "--gps", gps,
+                "--registry", registry, "--average", "8", "--json",
+            ])
+        let result = (code: enroll.status, out: enroll.out, err: enroll.err.split(separator: "\n").map(String.init))
         #expect(result.code == 0, "\(result.err)")
         let report = try JSONValue.parse(try #require(result.out.first))
         #expect((report["accuracy_m"]?.double ?? 99) < 5, "\(report)")
@@ -239,17 +226,12 @@ struct HonestMessagesTests {
         var urls: [String] = []
         for _ in 0..<3 {
             // The real binary, one process a session, as a lab runs it: each ends before the next opens.
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: EmulatorCommandTests.binary)
-            process.arguments = ["scan", "--reader", "pn532_uart:\(reader.path)", "--json", "--count", "1", "--timeout", "20"]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            let output = await offThePool { pipe.fileHandleForReading.readDataToEndOfFile() }
-            await offThePool { process.waitUntilExit() }
-            #expect(process.terminationStatus == 0)
-            let line = try #require(String(decoding: output, as: UTF8.self).split(separator: "\n").first)
+            let process = try await TestProgram.run(
+                EmulatorCommandTests.binary,
+                ["scan", "--reader", "pn532_uart:\(reader.path)", "--json", "--count", "1", "--timeout", "20"],
+                standardError: .discard)
+            #expect(process.status == 0)
+            let line = try #require(process.output.split(separator: "\n").first)
             urls.append(try JSONValue.parse(String(line))["url"]?.string ?? "?")
         }
         #expect(urls == ["https://a.example/1", "https://b.example/2", "https://a.example/1"])

@@ -175,4 +175,57 @@ struct HouseRulesTests {
             )
         }
     }
+
+    /// The Swift files of the product, the tests and the benchmarks.
+    static func everySwiftFile() throws -> [(path: String, lines: [Substring])] {
+        try Self.swiftFiles("Sources") + Self.swiftFiles("Tests") + Self.swiftFiles("Benchmarks")
+    }
+
+    @Test(
+        "one spawn path: no Foundation Process in Sources/, Tests/ or Benchmarks/ (ChildProcess, and TagFixTesting's TestProgram over it)")
+    func oneSpawnPath() throws {
+        // Foundation's Process hands the child the spawning thread's signal mask: spawned from a
+        // cooperative or dispatch thread, the child kept SIGTERM blocked, and one `swift test`
+        // hung for ever waiting for it. ChildProcess starts every child with a clean mask.
+        // `Process()`, `Process.run(…)`, `Foundation.Process`: the type's own name, not one that
+        // ends in it (ChildProcess, a test's TagfixProcess).
+        let pattern = try NSRegularExpression(
+            pattern: #"(?<![A-Za-z0-9_])(Process\s*\(\s*\)|Process\.(run|launchedProcess)\(|Foundation\.Process\b)"#)
+        var files = 0
+        for file in try Self.everySwiftFile() where file.path != Self.itself {
+            files += 1
+            for line in Self.codeLines(file.lines) {
+                let text = String(line.text)
+                if let found = pattern.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)),
+                    let range = Range(found.range, in: text)
+                {
+                    Issue.record(
+                        "\(file.path):\(line.number): Foundation's \(text[range]); start programs with ChildProcess (TagFixDevices), in tests with TestProgram or RunningProgram (TagFixTesting)"
+                    )
+                }
+            }
+        }
+        #expect(files > 100, "the package's Swift files were not found below \(packageRoot)")
+    }
+
+    @Test(
+        "the built tagfix is found in one place: a build folder (.build/debug, .build/release) is named only in TagFixTesting's TestBinaries"
+    )
+    func oneBinaryLocator() throws {
+        let locator = "Sources/TagFixTesting/TestBinaries.swift"
+        let needles = [".build/" + "debug", ".build/" + "release"]
+        var named = false
+        for file in try Self.everySwiftFile() where file.path != Self.itself {
+            for line in Self.codeLines(file.lines) {
+                for needle in needles where line.text.contains(needle) {
+                    if file.path == locator {
+                        named = true
+                    } else if !line.text.contains("run: " + needle) {  // a command a message tells a person to run
+                        Issue.record("\(file.path):\(line.number): \(needle); use TestBinaries.tagfix (TagFixTesting)")
+                    }
+                }
+            }
+        }
+        #expect(named, "\(locator) no longer names the build folder: is the package at \(packageRoot)?")
+    }
 }

@@ -16,7 +16,7 @@ private let type2Dumps: [String] = (TestData.files(in: "nfc/flipper", suffix: ".
 private let allDumps: [String] = type2Dumps + TestData.files(in: "nfc/tags", suffix: "mifare_classic_1k_mad_ndef.json")
 
 private let skip = Comment(rawValue: TestData.skipReason)
-private let tagfixBinary = packageRoot + "/.build/debug/tagfix"
+private let tagfixBinary = TestBinaries.tagfix
 
 /// A scenario whose GPS stands still at 53.545, 9.966 (±3 m, 5 Hz) for two minutes: the mock GPS
 /// for `verify --reader … --gps FILE` against the PN532 emulator.
@@ -28,28 +28,6 @@ func stillGPSScenario() throws -> String {
          "gps": {"rate_hz": 5, "accuracy_m": 3, "noise_m": 0.5, "seed": 3,
                  "route": [{"t": 0, "lat": 53.545, "lon": 9.966}, {"t": 120, "lat": 53.545, "lon": 9.966}]}}
         """)
-}
-
-/// Runs a program; returns its exit status and output. `nil` when the program is not installed.
-func runProgram(
-    _ path: String, _ arguments: [String], environment: [String: String] = [:], removing: [String] = []
-) async throws -> (status: Int32, output: String)? {
-    try await offThePool { () throws -> (status: Int32, output: String)? in
-        guard FileManager.default.isExecutableFile(atPath: path) else { return nil }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        var variables = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        for name in removing { variables[name] = nil }
-        process.environment = variables
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
-    }
 }
 
 @Suite("Through the real libnfc, on the PN532 emulator", .timeLimit(.minutes(2)))
@@ -138,11 +116,12 @@ struct LibNFCEndToEndTests {
         let binary = tagfixBinary
         let emulator = try PN532Emulator(tags: [ntag213(url: "https://devices.example")])
         defer { emulator.stop() }
-        let found = try #require(try await runProgram(binary, ["devices"], environment: ["LIBNFC_DEVICE": "pn532_uart:\(emulator.path)"]))
+        let found = try await TestProgram.run(
+            binary, ["devices"], environment: ["LIBNFC_DEVICE": "pn532_uart:\(emulator.path)"], standardError: .standardOutput)
         #expect(found.status == 0)
         #expect(found.output.contains("pn532_uart:\(emulator.path)"))
-        let none = try #require(
-            try await runProgram(binary, ["devices"], environment: ["LIBNFC_AUTO_SCAN": "false"], removing: ["LIBNFC_DEVICE"]))
+        let none = try await TestProgram.run(
+            binary, ["devices"], environment: ["LIBNFC_AUTO_SCAN": "false"], removing: ["LIBNFC_DEVICE"], standardError: .standardOutput)
         #expect(none.status == 69)
         #expect(none.output.contains("no NFC reader found"))
     }
@@ -152,9 +131,9 @@ struct LibNFCEndToEndTests {
         let tag = ntag213(url: "https://interop.example/list")
         let emulator = try PN532Emulator(tags: [tag])
         defer { emulator.stop() }
-        let result = try #require(
-            try await runProgram(
-                "/usr/bin/nfc-list", [], environment: ["LIBNFC_DEVICE": "pn532_uart:\(emulator.path)", "LIBNFC_AUTO_SCAN": "false"]))
+        let result = try await TestProgram.run(
+            "/usr/bin/nfc-list", [], environment: ["LIBNFC_DEVICE": "pn532_uart:\(emulator.path)", "LIBNFC_AUTO_SCAN": "false"],
+            standardError: .standardOutput)
         #expect(result.status == 0, "\(result.output)")
         let spaced = tag.uid.map { Hex.encode([$0]).lowercased() }.joined(separator: "  ")
         #expect(result.output.contains(spaced), "\(result.output)")
@@ -169,10 +148,9 @@ struct LibNFCEndToEndTests {
         let emulator = try PN532Emulator(tags: [tag])
         defer { emulator.stop() }
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("mfu-\(UUID().uuidString).bin").path
-        let result = try #require(
-            try await runProgram(
-                "/usr/bin/nfc-mfultralight", ["r", file],
-                environment: ["LIBNFC_DEVICE": "pn532_uart:\(emulator.path)", "LIBNFC_AUTO_SCAN": "false"]))
+        let result = try await TestProgram.run(
+            "/usr/bin/nfc-mfultralight", ["r", file],
+            environment: ["LIBNFC_DEVICE": "pn532_uart:\(emulator.path)", "LIBNFC_AUTO_SCAN": "false"], standardError: .standardOutput)
         #expect(result.status == 0, "\(result.output)")
         let dump = try #require(FileManager.default.contents(atPath: file))
         #expect(Array(dump) == tag.pages)
@@ -352,9 +330,9 @@ struct NfcpyInteropTests {
         // on a loaded 2-core machine (a parallel test run beside other builds) the emulator's
         // thread can miss that. A timed-out attempt is tried again, up to three in all; a wrong
         // answer is never retried.
-        var result = try #require(try await runProgram(python, [script, emulator.path]))
+        var result = try await TestProgram.run(python, [script, emulator.path], standardError: .standardOutput)
         for _ in 0..<2 where result.status != 0 && result.output.contains("Errno 5") {
-            result = try #require(try await runProgram(python, [script, emulator.path]))
+            result = try await TestProgram.run(python, [script, emulator.path], standardError: .standardOutput)
         }
         #expect(result.status == 0, "\(result.output)")
         let line = try #require(result.output.split(separator: "\n").first { $0.hasPrefix("{") })

@@ -15,7 +15,7 @@ private let flipperDumps = TestData.files(in: "nfc/flipper", suffix: ".nfc")
 private let type2Dumps = flipperDumps + TestData.files(in: "nfc/proxmark", suffix: ".json")
 private let classicDump = TestData.files(in: "nfc/tags", suffix: "mifare_classic_1k_mad_ndef.json").first
 private let skip = Comment(rawValue: TestData.skipReason)
-private let binary = packageRoot + "/.build/debug/tagfix"
+private let binary = TestBinaries.tagfix
 /// A private pcscd with vpcd, and the built tagfix to run as its client.
 private let canRun = PrivatePCSCD.available && FileManager.default.isExecutableFile(atPath: binary)
 private let why = Comment(rawValue: "needs pcscd, vsmartcard-vpcd, unshare and the built tagfix")
@@ -24,15 +24,9 @@ private let why = Comment(rawValue: "needs pcscd, vsmartcard-vpcd, unshare and t
 /// process, so a PC/SC client runs as a process of its own), waited for off the pool. Standard
 /// output is written to a file, readable while it runs (`lines`).
 private final class TagfixProcess: Sendable {
-    let process: Process
+    let process: RunningProgram
     let outFile: String
     let errFile: String
-    private let exit = ExitBox()
-
-    /// The exit status once known, and who waits for it.
-    final class ExitBox: Sendable {
-        let state = Mutex<(status: Int32?, waiter: CheckedContinuation<Int32, Never>?)>((nil, nil))
-    }
 
     init(_ arguments: [String], pcscd: PrivatePCSCD) throws {
         let folder = (try temporaryFile("x", "") as NSString).deletingLastPathComponent
@@ -40,33 +34,21 @@ private final class TagfixProcess: Sendable {
         errFile = folder + "/err"
         _ = FileManager.default.createFile(atPath: outFile, contents: nil)
         _ = FileManager.default.createFile(atPath: errFile, contents: nil)
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(pcscd.environment) { $1 }
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outFile))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errFile))
-        process.standardInput = FileHandle.nullDevice
-        process.terminationHandler = { [exit] process in
-            let code = process.terminationStatus
-            let waiter = exit.state.withLock { state in
-                state.status = code
-                return state.waiter
-            }
-            waiter?.resume(returning: code)
+        let out = try FileHandle(forWritingTo: URL(fileURLWithPath: outFile))
+        let err = try FileHandle(forWritingTo: URL(fileURLWithPath: errFile))
+        defer {
+            try? out.close()
+            try? err.close()
         }
-        try process.run()
+        process = try RunningProgram(
+            binary, arguments, environment: pcscd.environment, standardOutput: .descriptor(out.fileDescriptor),
+            standardError: .descriptor(err.fileDescriptor))
     }
 
-    /// Waits for the exit, off the pool.
+    /// Waits for the exit, polling, off the pool.
     func wait() async -> Int32 {
-        await withCheckedContinuation { continuation in
-            let done = exit.state.withLock { state -> Int32? in
-                if state.status == nil { state.waiter = continuation }
-                return state.status
-            }
-            if let done { continuation.resume(returning: done) }
-        }
+        _ = await process.exit(upTo: .seconds(3600))
+        return process.status ?? -1
     }
 
     var lines: [String] { (try? String(contentsOfFile: outFile, encoding: .utf8))?.split(separator: "\n").map(String.init) ?? [] }
@@ -79,7 +61,7 @@ private final class TagfixProcess: Sendable {
         return (code, child.lines, child.err)
     }
 
-    func terminate() { if process.isRunning { process.terminate() } }
+    func terminate() { process.signal(SIGTERM) }
 }
 
 /// Waits (polling, off the pool) until `condition` holds, at most `seconds`: progress, not timing.
@@ -426,44 +408,24 @@ struct PCSCEndToEndTests {
         // scan starts in the first 11 s.
         let script = try temporaryFile(
             "faults.txt", "0 remove 0\n3 present 0\n6 remove 0\n8 present 0\n11 remove 0\n13 present 0\n16 remove 0\n18 present 0\n")
-        let emulator = Process()
-        emulator.executableURL = URL(fileURLWithPath: binary)
-        emulator.arguments = ["emulate", "pcsc", "--tag", dump, "--pcscd", "--script", script]
-        let out = Pipe()
-        emulator.standardOutput = out
-        emulator.standardError = FileHandle.nullDevice
-        try emulator.run()
+        let emulator = try RunningProgram(
+            binary, ["emulate", "pcsc", "--tag", dump, "--pcscd", "--script", script], standardError: .discard)
         defer {
-            emulator.terminate()
-            // Reaped by Foundation; no wait here, on the pool.
+            // Stopped and reaped on a thread of its own; no wait here, on the pool.
+            Thread.detachNewThread { emulator.stop(grace: .seconds(10)) }
         }
-        let reading = out.fileHandleForReading
-        let socket: String = try await offThePool {
-            var text = ""
-            while !text.contains("reader: ") {
-                let data = reading.availableData
-                if data.isEmpty { break }
-                text += String(decoding: data, as: UTF8.self)
-            }
-            guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("pcscd: PCSCLITE_CSOCK_NAME=") }) else {
-                throw EmulateOutput.noSocket(text)
-            }
-            return String(line.dropFirst("pcscd: PCSCLITE_CSOCK_NAME=".count))
+        _ = await RunningProgram.poll(upTo: .seconds(120)) { emulator.stdout.contains("reader: ") || emulator.outputClosed }
+        let text = emulator.stdout
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("pcscd: PCSCLITE_CSOCK_NAME=") }) else {
+            throw EmulateOutput.noSocket(text)
         }
+        let socket = String(line.dropFirst("pcscd: PCSCLITE_CSOCK_NAME=".count))
         let image = try TagDump.load(Array(try #require(FileManager.default.contents(atPath: dump))))
-        let lines = try await offThePool { () -> [String] in
-            let child = Process()
-            child.executableURL = URL(fileURLWithPath: binary)
-            child.arguments = ["scan", "--reader", "pcsc:", "--json", "--count", "2", "--timeout", "30"]
-            child.environment = ProcessInfo.processInfo.environment.merging(["PCSCLITE_CSOCK_NAME": socket]) { $1 }
-            let pipe = Pipe()
-            child.standardOutput = pipe
-            child.standardError = FileHandle.nullDevice
-            try child.run()
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            child.waitUntilExit()
-            return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
-        }
+        let lines = try await TestProgram.run(
+            binary, ["scan", "--reader", "pcsc:", "--json", "--count", "2", "--timeout", "30"],
+            environment: ["PCSCLITE_CSOCK_NAME": socket],
+            standardError: .discard
+        ).out
         // Read each time the script puts it back.
         #expect(lines.count == 2, "\(lines)")
         for line in lines { #expect(try JSONValue.parse(line)["uid"]?.string == image.uid?.hex) }
@@ -604,9 +566,10 @@ struct PCSCEndToEndTests {
         defer { bench.stop() }
         let environment = bench.pcscd.environment
         // pcsc_scan runs until stopped: its first report is enough.
-        let scanned = try await runProgram("/usr/bin/timeout", ["-s", "KILL", "3", "/usr/bin/pcsc_scan"], environment: environment)
+        let scanned = try await TestProgram.run(
+            "/usr/bin/timeout", ["-s", "KILL", "3", "/usr/bin/pcsc_scan"], environment: environment, standardError: .standardOutput)
         let atr = PCSCPart3Reader.atr(for: tag).map { Hex.encode([$0]) }.joined(separator: " ")
-        #expect(scanned?.output.contains(atr) == true, "\(scanned?.output ?? "")")
+        #expect(scanned.output.contains(atr), "\(scanned.output)")
         let script = """
             from smartcard.System import readers
             connection = [r for r in readers() if "Virtual PCD 00 00" in str(r)][0].createConnection()
@@ -619,10 +582,11 @@ struct PCSCEndToEndTests {
             print(bytes(uid).hex().upper())
             print(bytes(pages).hex().upper())
             """
-        let python = try await runProgram("/usr/bin/python3", ["-c", script], environment: environment)
-        let lines = python?.output.split(separator: "\n").map(String.init) ?? []
-        #expect(lines.first == Hex.encode(tag.uid), "\(python?.output ?? "")")
-        #expect(lines.last == Hex.encode(tag.pages.prefix(64)), "\(python?.output ?? "")")
+        let python = try await TestProgram.run(
+            "/usr/bin/python3", ["-c", script], environment: environment, standardError: .standardOutput)
+        let lines = python.output.split(separator: "\n").map(String.init)
+        #expect(lines.first == Hex.encode(tag.uid), "\(python.output)")
+        #expect(lines.last == Hex.encode(tag.pages.prefix(64)), "\(python.output)")
         // And tagfix reads the same tag.
         let result = try await TagfixProcess.run(
             ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)

@@ -2,6 +2,7 @@ import Foundation
 import TagFixCore
 import TagFixReport
 import TagFixStore
+import TagFixTesting
 import Testing
 
 /// The report's map in headless Chromium with the network off (Tests/Browser/report_map.py),
@@ -16,21 +17,10 @@ struct ReportMapBrowserTests {
     static let tile = [51, 102, 153]
 
     /// Runs a script of Tests/Browser with the Selenium venv's Python; its standard output's lines.
-    static func python(_ script: String, _ arguments: [String]) throws -> (code: Int32, lines: [String], err: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try #require(ServeEndToEndTests.seleniumPython))
-        process.arguments = [packageRoot + "/Tests/Browser/" + script] + arguments
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let output = out.fileHandleForReading.readDataToEndOfFile()
-        let errors = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (
-            process.terminationStatus, String(decoding: output, as: UTF8.self).split(separator: "\n").map(String.init),
-            String(decoding: errors, as: UTF8.self)
-        )
+    static func python(_ script: String, _ arguments: [String]) async throws -> (code: Int32, lines: [String], err: String) {
+        let process = try await TestProgram.run(
+            try #require(ServeEndToEndTests.seleniumPython), [packageRoot + "/Tests/Browser/" + script] + arguments)
+        return (process.status, process.out, process.err)
     }
 
     /// A report of the example walk, with `extra` options; its path.
@@ -42,10 +32,10 @@ struct ReportMapBrowserTests {
         return (output, result.err)
     }
 
-    static func viewports(_ path: String, shot: String) throws -> [JSONValue] {
+    static func viewports(_ path: String, shot: String) async throws -> [JSONValue] {
         let artefacts = packageRoot + "/.build/test-artefacts"
         try FileManager.default.createDirectory(atPath: artefacts, withIntermediateDirectories: true)
-        let browser = try python("report_map.py", [path, artefacts + "/" + shot])
+        let browser = try await python("report_map.py", [path, artefacts + "/" + shot])
         #expect(browser.code == 0, "\(browser.err)")
         let lines = try browser.lines.map { try JSONValue.parse($0) }
         #expect(lines.map { $0["viewport"]?.string } == ["desktop", "tablet", "phone"], "\(browser.lines) \(browser.err)")
@@ -71,15 +61,14 @@ struct ReportMapBrowserTests {
         .enabled(if: ready, "needs chromium-driver, libjs-leaflet and TAGFIX_SELENIUM_PYTHON (scripts/test sets it up)"))
     func tiles() async throws {
         let mbtiles = FileManager.default.temporaryDirectory.path + "/tagfix-report-\(UUID().uuidString).mbtiles"
-        let made = Process()
-        made.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        made.arguments = [packageRoot + "/Tests/Browser/make_mbtiles.py", mbtiles] + Self.tile.map(String.init) + ["53.5458", "9.9665"]
-        try made.run()
-        made.waitUntilExit()
-        #expect(made.terminationStatus == 0)
+        let made = try await TestProgram.run(
+            "/usr/bin/python3",
+            [packageRoot + "/Tests/Browser/make_mbtiles.py", mbtiles] + Self.tile.map(String.init) + ["53.5458", "9.9665"],
+            standardOutput: .discard, standardError: .discard)
+        #expect(made.status == 0)
         let (path, err) = try await Self.report("tiles", ["--tiles", mbtiles, "--max-zoom", "18"])
         #expect(err.contains { $0.hasPrefix("note: embedded ") && $0.contains("zooms") && $0.contains("KiB") }, "\(err)")
-        for line in try Self.viewports(path, shot: "report-tiles") {
+        for line in try await Self.viewports(path, shot: "report-tiles") {
             #expect(line["error"]?.isNull == true, "a script error: \(line)")
             #expect((line["tiles"]?.double ?? 0) > 0, "no tile loaded: \(line)")
             #expect(Self.rgb(line["outside"]) == Self.tile, "the base map is not the tiles' colour: \(line)")
@@ -104,7 +93,7 @@ struct ReportMapBrowserTests {
             try SessionRecord(try JSONValue.parse(String($0.element)), line: $0.offset + 1)
         }
         let expected = Dictionary(grouping: records, by: \.verdict).mapValues(\.count)
-        for line in try Self.viewports(path, shot: "report-plain") {
+        for line in try await Self.viewports(path, shot: "report-plain") {
             #expect(line["error"]?.isNull == true, "a script error: \(line)")
             let legend = line["legend"]?.array?.compactMap(\.string) ?? []
             #expect(Array(legend.prefix(7)) == SiteMap.labels.map(\.1), "\(line)")
@@ -140,17 +129,17 @@ struct ReportMapBrowserTests {
         try (lines.joined(separator: "\n") + "\n").write(toFile: log, atomically: true, encoding: .utf8)
         let mbtiles = folder + "/hostile.mbtiles"
         let attribution = #"<img src=x onerror="document.documentElement.setAttribute('data-pwned','attribution')"> tiles"#
-        let made = try await runProgram(
+        let made = try await TestProgram.run(
             "/usr/bin/python3",
             [packageRoot + "/Tests/Browser/make_mbtiles.py", mbtiles] + Self.tile.map(String.init) + [
                 "53.5460", "9.9665", "14", "18", "3",
             ],
             environment: ["MBTILES_ATTRIBUTION": attribution])
-        #expect(made?.status == 0, "\(made?.output ?? "no python3")")
+        #expect(made.status == 0, "\(made.output)")
         let output = folder + "/hostile.html"
         let result = await run(["report", log, "--tiles", mbtiles, "--max-zoom", "18", "--output", output])
         #expect(result.code == 0, "\(result.err)")
-        for line in try Self.viewports(output, shot: "report-hostile") {
+        for line in try await Self.viewports(output, shot: "report-hostile") {
             #expect(line["error"]?.isNull == true, "a script error: \(line)")
             let hostile = try #require(line["hostile"])
             #expect(hostile["pwned"]?.isNull == true, "a hostile name ran as script: \(line)")
@@ -167,18 +156,9 @@ struct ReportMapBrowserTests {
 @Suite("tagfix report's map options")
 struct ReportMapOptionTests {
     /// The built tagfix with `environment` added; its exit code and standard error.
-    static func tagfix(_ arguments: [String], environment: [String: String]) throws -> (code: Int32, err: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: RunningTagFix.binary)
-        process.arguments = arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let err = Pipe()
-        process.standardError = err
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
-        let text = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, text)
+    static func tagfix(_ arguments: [String], environment: [String: String]) async throws -> (code: Int32, err: String) {
+        let process = try await TestProgram.run(RunningTagFix.binary, arguments, environment: environment, standardOutput: .discard)
+        return (process.status, process.err)
     }
 
     @Test(
@@ -188,11 +168,11 @@ struct ReportMapOptionTests {
         let log = try await ReportCommandTests.sessionLog()
         let output = (log as NSString).deletingLastPathComponent + "/no-leaflet.html"
         let missing = ["TAGFIX_LEAFLET_DIR": "/nonexistent/leaflet"]
-        let plain = try Self.tagfix(["report", log, "--output", output], environment: missing)
+        let plain = try await Self.tagfix(["report", log, "--output", output], environment: missing)
         #expect(plain.code == 0, "\(plain.err)")
         #expect(plain.err.contains("apt-get install libjs-leaflet"), "\(plain.err)")
         #expect(try String(contentsOfFile: output, encoding: .utf8).contains("<svg"))
-        let tiles = try Self.tagfix(
+        let tiles = try await Self.tagfix(
             ["report", log, "--output", output, "--tiles", "https://tile.openstreetmap.org/{z}/{x}/{y}.png"], environment: missing)
         #expect(tiles.code == 69)
         #expect(tiles.err.split(separator: "\n").count == 1, "\(tiles.err)")
@@ -222,10 +202,11 @@ struct ReportMapOptionTests {
         // One MBTiles file holding tiles around both sites (zooms 14–17, as make_mbtiles.py makes them).
         let mbtiles = folder + "/both.mbtiles"
         for (_, lat, lon) in sites {
-            let made = try await runProgram(
+            let made = try await TestProgram.run(
                 "/usr/bin/python3",
-                [packageRoot + "/Tests/Browser/make_mbtiles.py", mbtiles, "51", "102", "153", "\(lat)", "\(lon)", "14", "17", "3"])
-            #expect(made?.status == 0, "\(made?.output ?? "no python3")")
+                [packageRoot + "/Tests/Browser/make_mbtiles.py", mbtiles, "51", "102", "153", "\(lat)", "\(lon)", "14", "17", "3"],
+                standardError: .standardOutput)
+            #expect(made.status == 0, "\(made.output)")
         }
         let output = folder + "/fleet.html"
         let result = await run(["report", db, "--tiles", mbtiles, "--max-zoom", "17", "--output", output])

@@ -462,17 +462,7 @@ struct ServeEndToEndTests {
         #expect(lines.count <= 20, "the client is \(lines.count) lines")
         let script = try temporaryFile("client.py", block)
         let rig = try await ServeRig()
-        let python = Process()
-        python.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        python.arguments = [script, rig.socket]
-        let out = Pipe()
-        python.standardOutput = out
-        try python.run()
-        let printed = Mutex("")
-        Thread.detachNewThread {
-            let data = out.fileHandleForReading.readDataToEndOfFile()
-            printed.withLock { $0 = String(decoding: data, as: UTF8.self) }
-        }
+        let python = try RunningProgram("/usr/bin/python3", [script, rig.socket])
         // The client is connected once the server counts a watching socket client; tap twice.
         var connected = false
         for _ in 0..<600 where !connected {
@@ -483,8 +473,8 @@ struct ServeEndToEndTests {
         #expect(await rig.tap(expecting: 1))
         #expect(await rig.tap(expecting: 2))
         #expect(await rig.stop())
-        #expect(await RunningTagFix.poll { !python.isRunning && printed.withLock { !$0.isEmpty } })
-        let text = printed.withLock { $0 }
+        #expect(await RunningTagFix.poll { !python.isRunning && python.outputClosed && !python.stdout.isEmpty })
+        let text = python.stdout
         #expect(text.contains("E1 confirmed"), "\(text)")
         #expect(text.contains("E2 outside"), "\(text)")
     }
@@ -512,28 +502,13 @@ struct ServeEndToEndTests {
         try FileManager.default.createDirectory(atPath: artefacts, withIntermediateDirectories: true)
         let shot = artefacts + "/serve-live-map.png"
         try? FileManager.default.removeItem(atPath: shot)
-        let browser = Process()
-        browser.executableURL = URL(fileURLWithPath: try #require(Self.seleniumPython))
-        browser.arguments = [
-            packageRoot + "/Tests/Browser/live_map.py", "http://127.0.0.1:\(rig.httpPort)/", "E1", SiteReport.colour("confirmed"), shot,
-        ]
-        let out = Pipe()
-        browser.standardOutput = out
-        let err = Pipe()
-        browser.standardError = err
-        try browser.run()
-        let printed = Mutex("")
-        for (pipe, prefix) in [(out, ""), (err, "stderr: ")] {
-            let handle = pipe.fileHandleForReading
-            Thread.detachNewThread {
-                while true {
-                    let chunk = handle.availableData
-                    if chunk.isEmpty { break }
-                    printed.withLock { $0 += prefix + String(decoding: chunk, as: UTF8.self) }
-                }
-            }
-        }
-        let text = { printed.withLock { $0 } }
+        let browser = try RunningProgram(
+            try #require(Self.seleniumPython),
+            [
+                packageRoot + "/Tests/Browser/live_map.py", "http://127.0.0.1:\(rig.httpPort)/", "E1", SiteReport.colour("confirmed"),
+                shot,
+            ])
+        let text = { browser.transcript }
         #expect(await RunningTagFix.poll { text().contains("READY") || !browser.isRunning }, "\(text())")
         #expect(text().contains("READY \(SiteReport.colour(nil))"), "the circle was not grey before the tap: \(text())")
         #expect(await rig.tap(expecting: 1))
@@ -547,7 +522,7 @@ struct ServeEndToEndTests {
         #expect(devices.hasPrefix("stream=live; readers=reader attached"), "\(text())")
         #expect(devices.contains("gps=GPS unavailable"), "\(text())")
         _ = await RunningTagFix.poll { !browser.isRunning }
-        if browser.isRunning { browser.terminate() }
+        if browser.isRunning { browser.signal(SIGTERM) }
         #expect(await rig.stop())
         #expect(FileManager.default.fileExists(atPath: shot), "no screenshot at \(shot)")
     }

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import TagFixCore
 import TagFixReport
+import TagFixTesting
 import Testing
 
 @Suite("tagfix serve's map: --tiles at start, and the live page walked in a browser")
@@ -35,35 +36,19 @@ struct ServeMapBrowserTests {
         let registry = try temporaryFile(
             "site.csv", "id,uid,lat,lon,radius_m,name\nE1,,53.545,9.966,30,Gate\nE2,,53.5476949,9.966,30,Shed\n")
         let mbtiles = FileManager.default.temporaryDirectory.path + "/tagfix-serve-\(UUID().uuidString).mbtiles"
-        let made = Process()
-        made.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        made.arguments =
-            [packageRoot + "/Tests/Browser/make_mbtiles.py", mbtiles] + ReportMapBrowserTests.tile.map(String.init) + ["53.5463", "9.966"]
-        try made.run()
-        made.waitUntilExit()
+        try await TestProgram.run(
+            "/usr/bin/python3",
+            [packageRoot + "/Tests/Browser/make_mbtiles.py", mbtiles] + ReportMapBrowserTests.tile.map(String.init) + ["53.5463", "9.966"],
+            standardOutput: .discard, standardError: .discard)
         let rig = try await ServeRig(extra: ["--registry", registry, "--tiles", mbtiles])
         let artefacts = packageRoot + "/.build/test-artefacts"
         try FileManager.default.createDirectory(atPath: artefacts, withIntermediateDirectories: true)
-        let browser = Process()
-        browser.executableURL = URL(fileURLWithPath: try #require(ServeEndToEndTests.seleniumPython))
-        browser.arguments = [packageRoot + "/Tests/Browser/live_walk.py", "http://127.0.0.1:\(rig.httpPort)/", artefacts + "/serve-walk"]
-        let out = Pipe(), err = Pipe()
-        browser.standardOutput = out
-        browser.standardError = err
-        try browser.run()
-        let printed = Mutex("")
-        for (pipe, prefix) in [(out, ""), (err, "stderr: ")] {
-            let handle = pipe.fileHandleForReading
-            Thread.detachNewThread {
-                while true {
-                    let chunk = handle.availableData
-                    if chunk.isEmpty { break }
-                    printed.withLock { $0 += prefix + String(decoding: chunk, as: UTF8.self) }
-                }
-            }
-        }
+        let browser = try RunningProgram(
+            try #require(ServeEndToEndTests.seleniumPython),
+            [packageRoot + "/Tests/Browser/live_walk.py", "http://127.0.0.1:\(rig.httpPort)/", artefacts + "/serve-walk"])
+        let printed = { browser.transcript }
         let states = {
-            printed.withLock { $0 }.split(separator: "\n").filter { $0.hasPrefix("STATE ") }.compactMap {
+            printed().split(separator: "\n").filter { $0.hasPrefix("STATE ") }.compactMap {
                 try? JSONValue.parse(String($0.dropFirst(6)))
             }
         }
@@ -74,13 +59,13 @@ struct ServeMapBrowserTests {
         #expect(
             await RunningTagFix.poll {
                 states().contains { $0["left"]?.array?.first?.string?.contains(" m ") == true } || !browser.isRunning
-            }, "\(printed.withLock { $0 })")
+            }, "\(printed())")
         #expect(await rig.tap(expecting: 1))
-        #expect(await progress("1 of 2 tapped"), "\(printed.withLock { $0 })")
+        #expect(await progress("1 of 2 tapped"), "\(printed())")
         #expect(await rig.tap(expecting: 2))
-        #expect(await progress("2 of 2 tapped"), "\(printed.withLock { $0 })")
+        #expect(await progress("2 of 2 tapped"), "\(printed())")
         _ = await RunningTagFix.poll { !browser.isRunning }
-        if browser.isRunning { browser.terminate() }
+        if browser.isRunning { browser.signal(SIGTERM) }
         #expect(await rig.stop())
         let seen = states()
         #expect(seen.allSatisfy { $0["error"]?.isNull == true }, "a script error: \(seen)")
@@ -118,12 +103,12 @@ struct ServeMapBrowserTests {
             "needs the built tagfix, gpsd, chromium-driver, libjs-leaflet and TAGFIX_SELENIUM_PYTHON (scripts/test sets it up)"))
     func demo() async throws {
         let mbtiles = FileManager.default.temporaryDirectory.path + "/tagfix-demo-\(UUID().uuidString).mbtiles"
-        let made = Process()
-        made.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        made.arguments =
-            [packageRoot + "/Tests/Browser/make_mbtiles.py", mbtiles] + ReportMapBrowserTests.tile.map(String.init) + ["53.5458", "9.9665"]
-        try made.run()
-        made.waitUntilExit()
+        try await TestProgram.run(
+            "/usr/bin/python3",
+            [packageRoot + "/Tests/Browser/make_mbtiles.py", mbtiles] + ReportMapBrowserTests.tile.map(String.init) + [
+                "53.5458", "9.9665",
+            ],
+            standardOutput: .discard, standardError: .discard)
         let socket = FileManager.default.temporaryDirectory.path + "/tagfix-demo-\(UUID().uuidString).sock"
         let serve = try RunningTagFix(["serve", "--demo", "--socket", socket, "--tiles", mbtiles])
         #expect(await serve.waitFor("the walk begins when the page is open", onStandardError: true), "\(serve.stderr)")
@@ -132,7 +117,7 @@ struct ServeMapBrowserTests {
         #expect(link.hasPrefix("http://127.0.0.1:"))
         let artefacts = packageRoot + "/.build/test-artefacts"
         try FileManager.default.createDirectory(atPath: artefacts, withIntermediateDirectories: true)
-        let browser = try ReportMapBrowserTests.python("live_walk.py", [link, artefacts + "/serve-demo", "9"])
+        let browser = try await ReportMapBrowserTests.python("live_walk.py", [link, artefacts + "/serve-demo", "9"])
         #expect(browser.code == 0, "\(browser.err)")
         #expect(await serve.waitFor("the walk is over", onStandardError: true), "\(serve.stderr)")
         #expect(await serve.stop(with: SIGTERM))

@@ -12,7 +12,7 @@ private func longScenario(taps: Int) throws -> String {
 
 @Suite("verify --log survives kill -9", .timeLimit(.minutes(2)))
 struct SessionLogEndToEndTests {
-    static let binary = packageRoot + "/.build/debug/tagfix"
+    static let binary = TestBinaries.tagfix
 
     @Test(
         "every verdict shown before SIGKILL is in the log, and the log reads back",
@@ -21,13 +21,12 @@ struct SessionLogEndToEndTests {
     func killNine(after shown: Int) throws {
         let scenario = try longScenario(taps: 3000)
         let log = (scenario as NSString).deletingLastPathComponent + "/session.jsonl"
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = ["verify", "--scenario", scenario, "--json", "--log", log]
+        // Standard output is a pipe this test reads itself, only as far as it needs.
         let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try RunningProgram(
+            Self.binary, ["verify", "--scenario", scenario, "--json", "--log", log],
+            standardOutput: .descriptor(pipe.fileHandleForWriting.fileDescriptor), standardError: .discard)
+        try pipe.fileHandleForWriting.close()
 
         var seen: [String] = []
         var buffer = Data()
@@ -40,9 +39,9 @@ struct SessionLogEndToEndTests {
                 buffer = Data(buffer[(newline + 1)...])
             }
         }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        #expect(process.terminationReason == .uncaughtSignal || process.terminationStatus == 0)
+        // Killed while its output is still open, unread (the pipe is the test's, not the program's).
+        withExtendedLifetime(pipe) { process.kill() }
+        #expect(process.signalled || process.status == 0)
 
         let contents = try SessionLog.read(path: log)
         let logged = contents.records.map { $0.value }

@@ -4,43 +4,24 @@ import TagFixCore
 import TagFixDevices
 import TagFixEmulators
 import TagFixNDEF
+import TagFixTesting
 import Testing
 
 /// The built `tagfix`, run as a user runs it, with both its outputs collected as they come.
 final class RunningTagFix: Sendable {
-    static let binary = packageRoot + "/.build/debug/tagfix"
+    static let binary = TestBinaries.tagfix
     static var isBuilt: Bool { FileManager.default.isExecutableFile(atPath: binary) }
 
-    let process: Process
-    private let output = Mutex((out: "", err: ""))
-    private let readers = Mutex(0)
+    let program: RunningProgram
+    var process: ChildProcess { program.child }
 
     init(_ arguments: [String]) throws {
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.binary)
-        process.arguments = arguments
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        for (pipe, isError) in [(out, false), (err, true)] {
-            let handle = pipe.fileHandleForReading
-            Thread.detachNewThread { [self] in
-                while true {
-                    let chunk = handle.availableData
-                    if chunk.isEmpty { break }
-                    let text = String(decoding: chunk, as: UTF8.self)
-                    output.withLock { isError ? ($0.err += text) : ($0.out += text) }
-                }
-                readers.withLock { $0 += 1 }
-            }
-        }
+        program = try RunningProgram(Self.binary, arguments)
     }
 
-    var pid: pid_t { process.processIdentifier }
-    var stdout: String { output.withLock { $0.out } }
-    var stderr: String { output.withLock { $0.err } }
+    var pid: pid_t { program.pid }
+    var stdout: String { program.stdout }
+    var stderr: String { program.stderr }
     var stdoutLines: [String] { stdout.split(separator: "\n").map(String.init) }
 
     /// Waits (polling, up to `limit`) until `condition` holds; returns whether it did.
@@ -61,26 +42,32 @@ final class RunningTagFix: Sendable {
     /// Sends `signal` and waits (up to 30 s) for the process to exit and its outputs to close.
     /// Returns whether it exited; if it did not, it is killed, so nothing is left behind.
     func stop(with signal: Int32) async -> Bool {
-        kill(pid, signal)
+        process.signal(signal)
         let exited = await Self.poll(upTo: .seconds(30)) { !process.isRunning }
         if !exited {
-            kill(pid, SIGKILL)
-            process.waitUntilExit()
+            process.signal(SIGKILL)
+            _ = await Self.poll(upTo: .seconds(30)) { !process.isRunning }
         }
-        _ = await Self.poll(upTo: .seconds(10)) { readers.withLock { $0 } == 2 }
+        _ = await Self.poll(upTo: .seconds(10)) { program.outputClosed }
         return exited
     }
 
     /// Exited by itself (not by a signal) with status 0.
-    var exitedCleanly: Bool { process.terminationReason == .exit && process.terminationStatus == 0 }
+    var exitedCleanly: Bool { process.termination == .exited(0) }
 
     /// How it ended, for failure messages.
     var ending: String {
-        "\(process.terminationReason == .exit ? "exit" : "signal") \(process.terminationStatus); stdout: \(stdout); stderr: \(stderr)"
+        let how =
+            switch process.termination {
+            case .exited(let code): "exit \(code)"
+            case .signalled(let signal): "signal \(signal)"
+            case nil: "running"
+            }
+        return "\(how); stdout: \(stdout); stderr: \(stderr)"
     }
 
     deinit {
-        if process.isRunning { kill(pid, SIGKILL) }
+        process.signal(SIGKILL)
     }
 }
 

@@ -1,5 +1,6 @@
 import Foundation
 import TagFixServe
+import TagFixTesting
 import Testing
 
 @testable import TagFixCLI
@@ -60,7 +61,7 @@ struct SystemdUnitTests {
         "systemd-analyze finds nothing wrong with it (pointed at the built tagfix)",
         .enabled(
             if: FileManager.default.isExecutableFile(atPath: "/usr/bin/systemd-analyze")
-                && FileManager.default.isExecutableFile(atPath: packageRoot + "/.build/debug/tagfix"),
+                && FileManager.default.isExecutableFile(atPath: TestBinaries.tagfix),
             "needs systemd-analyze and the built tagfix"))
     func systemdAnalyze() async throws {
         for (name, unit) in [
@@ -72,9 +73,9 @@ struct SystemdUnitTests {
 
     func analyze(_ name: String, _ unit: String) async throws {
         let copy = (try temporaryFile("x", "") as NSString).deletingLastPathComponent + "/" + name
-        try unit.replacingOccurrences(of: "/usr/local/bin/tagfix", with: packageRoot + "/.build/debug/tagfix")
+        try unit.replacingOccurrences(of: "/usr/local/bin/tagfix", with: TestBinaries.tagfix)
             .write(toFile: copy, atomically: true, encoding: .utf8)
-        let result = try #require(try await runProgram("/usr/bin/systemd-analyze", ["verify", "--man=no", copy]))
+        let result = try await TestProgram.run("/usr/bin/systemd-analyze", ["verify", "--man=no", copy], standardError: .standardOutput)
         #expect(result.status == 0, "\(result.output)")
         #expect(result.output.isEmpty, "\(result.output)")
     }

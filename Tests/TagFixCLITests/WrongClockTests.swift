@@ -8,7 +8,7 @@ import TagFixNDEF
 import TagFixTesting
 import Testing
 
-private let tagfixPath = packageRoot + "/.build/debug/tagfix"
+private let tagfixPath = TestBinaries.tagfix
 private let faketimePath = "/usr/bin/faketime"
 private let gpsfakePath = "/usr/bin/gpsfake"
 private let canFake =
@@ -18,32 +18,14 @@ private let canFake =
 /// Runs the built `tagfix` (under `faketime` when `clock` is given, with the monotonic clock left
 /// alone, as on a machine whose wall clock is wrong) and returns its status and output.
 func runTagfix(_ arguments: [String], clock: [String]? = nil) async throws -> (status: Int32, out: [String], err: String) {
-    try await offThePool { () throws -> (status: Int32, out: [String], err: String) in
-        let process = Process()
+    // Both outputs read as they come, so neither pipe can fill and stall the child.
+    let result =
         if let clock {
-            process.executableURL = URL(fileURLWithPath: faketimePath)
-            process.arguments = clock + [tagfixPath] + arguments
-            process.environment = ProcessInfo.processInfo.environment.merging(["DONT_FAKE_MONOTONIC": "1"]) { $1 }
+            try await TestProgram.run(faketimePath, clock + [tagfixPath] + arguments, environment: ["DONT_FAKE_MONOTONIC": "1"])
         } else {
-            process.executableURL = URL(fileURLWithPath: tagfixPath)
-            process.arguments = arguments
+            try await TestProgram.run(tagfixPath, arguments)
         }
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        // Read stderr on its own thread so neither pipe can fill and stall the child.
-        let errText = Mutex("")
-        let reader = Thread { errText.withLock { $0 = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self) } }
-        reader.start()
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        while errText.withLock({ $0.isEmpty }) && !reader.isFinished { usleep(10_000) }
-        let lines = String(decoding: outData, as: UTF8.self).split(separator: "\n").map(String.init)
-        return (process.terminationStatus, lines, errText.withLock { $0 })
-    }
+    return (result.status, result.out, result.err)
 }
 
 /// The wrong clocks of issue 17: a Pi whose fake-hwclock is ten days behind, one three years
@@ -157,21 +139,13 @@ struct GPSFakeTests {
     func gpsfake(_ path: String) async throws {
         let expected = try TestData.gpsdCheckTPVs(forLog: path)
         let port = PrivateGPSD.freePort()
-        let fake = Process()
-        fake.executableURL = URL(fileURLWithPath: gpsfakePath)
-        fake.arguments = ["-q", "-1", "-c", "0.1", "-P", String(port), path]
-        fake.standardOutput = FileHandle.nullDevice
-        fake.standardError = FileHandle.nullDevice
-        try fake.run()
+        let fake = try RunningProgram(
+            gpsfakePath, ["-q", "-1", "-c", "0.1", "-P", String(port), path], standardOutput: .discard, standardError: .discard)
         defer {
             // gpsfake ends by itself once the log is played (-1); if it has not, stop its gpsd first
             // (gpsfake then ends, its daemon gone), then gpsfake itself, waiting a bounded time.
             if let gpsd = EmulatorCommandTests.gpsd(servingPort: port) { kill(gpsd, SIGKILL) }
-            for signal in [SIGTERM, SIGKILL] where fake.isRunning {
-                kill(fake.processIdentifier, signal)
-                for _ in 0..<50 where fake.isRunning { usleep(100_000) }
-            }
-            if !fake.isRunning { fake.waitUntilExit() }
+            fake.stop(grace: .seconds(5))
         }
         let result = try await runTagfix(
             ["fix", "--gps", "gpsd://127.0.0.1:\(port)", "--json", "--count", String(expected.count), "--timeout", "60"])
@@ -251,10 +225,7 @@ struct RecordingFixCommandTests {
         let expected = try TestData.gpsdCheckTPVs(forLog: path)
         let (process, line) = try await EmulatorCommandTests.start(
             ["emulate", "nmea", "--log", path, "--rate", "5", "--gpsd"], until: "gpsd://")
-        defer {
-            process.terminate()
-            process.waitUntilExit()
-        }
+        defer { process.stop(grace: .seconds(10)) }
         let url = try #require(line.split(separator: " ").last.map(String.init))
         let result = await run(["fix", "--gps", url, "--json", "--count", "3", "--timeout", "60"])
         #expect(result.code == 0, "\(result.err)")

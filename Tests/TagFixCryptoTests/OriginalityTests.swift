@@ -9,18 +9,9 @@ import Testing
 /// The independent check: nxp_originality.py, ECDSA on secp128r1 in plain Python integers (no
 /// OpenSSL, no TagFix code). Prints the name of the key that verifies, "zero" or "none".
 func independentVerdict(uid: [UInt8], signature: [UInt8]) async throws -> String {
-    try await offThePool { () throws -> String in
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("nxp_originality.py").path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", script, Hex.encode(uid), Hex.encode(signature)]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: output, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-    }
+    let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("nxp_originality.py").path
+    let process = try await TestProgram.run("/usr/bin/env", ["python3", script, Hex.encode(uid), Hex.encode(signature)])
+    return process.output.trimmingCharacters(in: .whitespacesAndNewlines)
 }
 
 @Suite("NXP originality signatures (secp128r1 ECDSA over the UID)")

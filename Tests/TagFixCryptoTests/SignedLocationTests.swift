@@ -35,17 +35,8 @@ private func scratch(_ name: String) throws -> String {
 
 /// `/usr/bin/openssl ARGUMENTS`: its status, or nil when it is not installed.
 private func openssl(_ arguments: [String]) async throws -> Int32? {
-    try await offThePool { () throws -> Int32? in
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") else { return nil }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        return process.terminationStatus
-    }
+    guard FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl") else { return nil }
+    return try await TestProgram.run("/usr/bin/openssl", arguments, standardOutput: .discard, standardError: .discard).status
 }
 
 @Suite("Ed25519 site keys through libcrypto")

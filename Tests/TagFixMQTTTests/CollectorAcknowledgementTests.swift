@@ -3,6 +3,7 @@ import Synchronization
 import TagFixCore
 import TagFixDevices
 import TagFixEmulators
+import TagFixTesting
 import Testing
 
 @testable import TagFixMQTT
@@ -19,27 +20,27 @@ struct CollectorAcknowledgementTests {
     /// Another program holds the fleet store's write lock (python3's sqlite3, `BEGIN EXCLUSIVE`)
     /// until `release()`.
     final class Lock {
-        let process = Process()
-        let input = Pipe()
+        let process: RunningProgram
+        /// Kept open while the lock is held: python's standard output, whose closed reader would
+        /// end it (a broken pipe) and the lock with it.
+        let output = Pipe()
 
         init(_ path: String) throws {
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-            process.arguments = [
-                "-c",
-                "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None); c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); sys.stdin.read()",
-                path,
-            ]
-            let output = Pipe()
-            process.standardInput = input
-            process.standardOutput = output
-            try process.run()
+            process = try RunningProgram(
+                "/usr/bin/python3",
+                [
+                    "-c",
+                    "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None); c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); sys.stdin.read()",
+                    path,
+                ], input: .pipe, standardOutput: .descriptor(output.fileHandleForWriting.fileDescriptor))
+            try output.fileHandleForWriting.close()
             let line = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
             guard line.hasPrefix("locked") else { throw CocoaError(.fileLocking) }
         }
 
         func release() {
-            try? input.fileHandleForWriting.close()
-            process.waitUntilExit()
+            process.closeInput()
+            _ = process.waitUntilExit()
         }
     }
 
@@ -61,7 +62,7 @@ struct CollectorAcknowledgementTests {
             func publish(_ index: Int) throws {
                 let payload = FleetMessage.payload(
                     line: Array(SessionRecord(verdicts[index]).encoded().utf8), id: "pi:0123456789abcdef:\(index + 1)", device: "pi")
-                let sent = try runProgram(
+                let sent = try TestProgram.runBlocking(
                     "/usr/bin/mosquitto_pub",
                     [
                         "-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-t", "tagfix/harbour/verdict/T\(index)", "-m",
@@ -116,7 +117,7 @@ struct CollectorAcknowledgementTests {
                 let payload = FleetMessage.payload(
                     line: Array(SessionRecord(verdicts[index % verdicts.count]).encoded().utf8), id: "pi:0123456789abcdef:\(index + 1)",
                     device: "pi")
-                let sent = try runProgram(
+                let sent = try TestProgram.runBlocking(
                     "/usr/bin/mosquitto_pub",
                     [
                         "-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-t", "tagfix/harbour/verdict/T\(index)", "-m",

@@ -4,43 +4,13 @@ import TagFixCore
 import TagFixDevices
 import TagFixEmulators
 import TagFixStore
+import TagFixTesting
 import Testing
 
 @testable import TagFixMQTT
 
-let tagfixBinary = packageRoot + "/.build/debug/tagfix"
+let tagfixBinary = TestBinaries.tagfix
 let haveBroker = PrivateMosquitto.installedPath != nil && FileManager.default.isExecutableFile(atPath: "/usr/bin/mosquitto_sub")
-
-/// Runs a program to its end: its status and standard output's lines.
-@discardableResult
-func runProgram(_ path: String, _ arguments: [String], environment: [String: String] = [:]) throws -> (
-    status: Int32, out: [String], err: String
-) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: path)
-    process.arguments = arguments
-    process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    try process.run()
-    let errData = Mutex(Data())
-    // Joined through a semaphore the reader signals once it has read to the end: `Thread.isExecuting`
-    // is false until the new thread is first scheduled, so polling it returned at once on a busy
-    // machine, before anything was read, and the caller saw an empty standard error.
-    let errRead = DispatchSemaphore(value: 0)
-    let errReader = Thread {
-        errData.withLock { $0 = err.fileHandleForReading.readDataToEndOfFile() }
-        errRead.signal()
-    }
-    errReader.start()
-    let data = out.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    errRead.wait()
-    let lines = String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
-    return (process.terminationStatus, lines, errData.withLock { String(decoding: $0, as: UTF8.self) })
-}
 
 /// Waits until `condition` holds, checking every 20 ms, at most `limit` (then returns false).
 func eventually(_ limit: Duration = .seconds(60), _ condition: () throws -> Bool) rethrows -> Bool {
@@ -119,11 +89,12 @@ struct FleetBrokerTests {
             reader.start()
             #expect(
                 try eventually {
-                    try runProgram("/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", String(broker.port), "-t", "probe", "-m", "probe"])
+                    try TestProgram.runBlocking(
+                        "/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", String(broker.port), "-t", "probe", "-m", "probe"])
                     return lines.withLock { $0.contains("probe probe") }
                 })
             let log = folder + "/demo.jsonl"
-            let run = try runProgram(
+            let run = try TestProgram.runBlocking(
                 tagfixBinary,
                 [
                     "verify", "--demo", "--json", "--log", log, "--publish", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--site", "harbour",
@@ -151,11 +122,11 @@ struct FleetBrokerTests {
                 #expect(members.map(\.value) == (verdict.members ?? []).map(\.value), "message \(index + 1) is the verdict shown")
             }
             // The retained last verdict of a tag, and the device's presence.
-            let last = try runProgram(
+            let last = try TestProgram.runBlocking(
                 "/usr/bin/mosquitto_sub",
                 ["-h", "127.0.0.1", "-p", String(broker.port), "-t", "tagfix/harbour/tag/T01/last", "-C", "1", "-W", "10"])
             #expect(try JSONValue.parse(last.out.first ?? "")["tag_id"]?.string == "T01")
-            let status = try runProgram(
+            let status = try TestProgram.runBlocking(
                 "/usr/bin/mosquitto_sub",
                 ["-h", "127.0.0.1", "-p", String(broker.port), "-t", "tagfix/harbour/device/demo-pi/status", "-C", "1", "-W", "10"])
             #expect(status.out == ["offline"], "a session that ended says so")
@@ -231,7 +202,8 @@ struct FleetBrokerTests {
             }
             #expect(
                 try eventually {
-                    try runProgram("/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", String(broker.port), "-t", "probe", "-m", "probe"])
+                    try TestProgram.runBlocking(
+                        "/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", String(broker.port), "-t", "probe", "-m", "probe"])
                     return received().contains("probe probe")
                 })
             let log = folder + "/session.jsonl"
@@ -320,22 +292,18 @@ struct FleetBrokerTests {
             let publish = [
                 "--publish", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--site", "yard", "--device-id", "van-7", "--publish-linger", "60",
             ]
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: tagfixBinary)
-            process.arguments = ["verify", "--scenario", scenario, "--json", "--log", log] + publish
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
+            let process = try RunningProgram(
+                tagfixBinary, ["verify", "--scenario", scenario, "--json", "--log", log] + publish, standardOutput: .discard,
+                standardError: .discard)
             // Killed while it publishes: some acknowledged, some not.
             #expect(try eventually { try store.count() >= 50 })
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
+            process.kill()
             let acknowledged =
                 (try? String(contentsOfFile: log + ".acks", encoding: .utf8))?.split(separator: "\n").filter { Int($0) != nil }.count ?? 0
             #expect(acknowledged < 600, "every verdict was acknowledged before the kill: the test proved nothing")
             // Started again on the same log: the rest goes, then the new run's verdicts.
             let small = try longScenario(taps: 5, folder: folder, name: "small.json")
-            let again = try runProgram(tagfixBinary, ["verify", "--scenario", small, "--json", "--log", log] + publish)
+            let again = try TestProgram.runBlocking(tagfixBinary, ["verify", "--scenario", small, "--json", "--log", log] + publish)
             #expect(again.status == 0, "\(again.err)")
             #expect(again.err.contains("none unsent"), "\(again.err)")
             let ids = try expectedIDs(log: log, device: "van-7")
@@ -366,7 +334,7 @@ struct FleetBrokerTests {
                 ],
             ] {
                 try "subjectAltName=IP:127.0.0.1,DNS:localhost\n".write(toFile: folder + "/san.cnf", atomically: true, encoding: .utf8)
-                let result = try runProgram(
+                let result = try TestProgram.runBlocking(
                     openssl,
                     arguments.map {
                         $0.hasSuffix(".key") || $0.hasSuffix(".pem") || $0.hasSuffix(".csr") || $0.hasSuffix(".cnf")
@@ -375,7 +343,7 @@ struct FleetBrokerTests {
                 try #require(result.status == 0, "\(result.err)")
             }
             let passwd = folder + "/passwd"
-            let made = try runProgram("/usr/bin/mosquitto_passwd", ["-c", "-b", passwd, "tech", "s3cret-Pw"])
+            let made = try TestProgram.runBlocking("/usr/bin/mosquitto_passwd", ["-c", "-b", passwd, "tech", "s3cret-Pw"])
             try #require(made.status == 0, "\(made.err)")
             var options = PrivateMosquitto.Options()
             options.tls = .init(certificate: folder + "/server.pem", key: folder + "/server.key", ca: folder + "/ca.pem")

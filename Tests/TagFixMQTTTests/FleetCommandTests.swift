@@ -28,7 +28,7 @@ struct FleetCommandTests {
     func usage(arguments: [String], says: String) async throws {
         let folder = try temporaryFolder()
         let result = try await offThePool {
-            try runProgram(
+            try TestProgram.runBlocking(
                 tagfixBinary, ["verify", "--scenario", Self.scenario] + arguments.map { $0 == "L" ? folder + "/log.jsonl" : $0 })
         }
         #expect(result.status == 64, "\(result.err)")
@@ -44,7 +44,7 @@ struct FleetCommandTests {
         let example = try String(contentsOfFile: packageRoot + "/Examples/site/registry.csv", encoding: .utf8)
         try (example + extra).write(toFile: csv, atomically: true, encoding: .utf8)
         let sqlite = folder + "/site.sqlite"
-        let imported = try runProgram(tagfixBinary, ["registry", "import", csv, "--registry", sqlite])
+        let imported = try TestProgram.runBlocking(tagfixBinary, ["registry", "import", csv, "--registry", sqlite])
         #expect(imported.status == 0, "\(imported.err)")
         return (sqlite, csv)
     }
@@ -63,21 +63,23 @@ struct FleetCommandTests {
         } else if kind == "log" {
             target = folder + "/day.jsonl"
             db = target
-            let run = try runProgram(tagfixBinary, ["verify", "--scenario", Self.scenario, "--log", target])
+            let run = try TestProgram.runBlocking(tagfixBinary, ["verify", "--scenario", Self.scenario, "--log", target])
             #expect(run.status == 0, "\(run.err)")
         }
         let before = try Data(contentsOf: URL(fileURLWithPath: target))
         let database = db
         // Given as the registry too: read, never written.
         let result = try await offThePool {
-            try runProgram(tagfixBinary, ["collect", "mqtt://127.0.0.1:1/tagfix", "--db", database, "--registry", "harbour=" + sqlite])
+            try TestProgram.runBlocking(
+                tagfixBinary, ["collect", "mqtt://127.0.0.1:1/tagfix", "--db", database, "--registry", "harbour=" + sqlite])
         }
         #expect(result.status == 64, "\(result.err)")
         #expect(result.err.contains("not a TagFix fleet store"), "\(result.err)")
         #expect(result.err.split(separator: "\n").count <= 2, "one clear line (and the usage hint)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == before)
         #expect(!FleetStore.isFleetStore(target))
-        #expect(try runProgram(tagfixBinary, ["registry", "list", "--registry", sqlite]).status == 0, "the registry still opens")
+        #expect(
+            try TestProgram.runBlocking(tagfixBinary, ["registry", "list", "--registry", sqlite]).status == 0, "the registry still opens")
     }
 
     @Test(
@@ -99,7 +101,7 @@ struct FleetCommandTests {
             .replacingOccurrences(of: "CSV", with: csv)
         let db = folder + "/fleet.sqlite"
         let result = try await offThePool {
-            try runProgram(tagfixBinary, ["collect", "mqtt://127.0.0.1:1/tagfix", "--db", db, "--registry", argument])
+            try TestProgram.runBlocking(tagfixBinary, ["collect", "mqtt://127.0.0.1:1/tagfix", "--db", db, "--registry", argument])
         }
         #expect(result.status == status, "\(result.err)")
         #expect(result.err.contains(says), "\(result.err)")
@@ -180,7 +182,7 @@ struct FleetCommandTests {
             let verdict = try exampleVerdicts()[0]
             let payload = FleetMessage.payload(
                 line: Array(SessionRecord(verdict).encoded().utf8), id: "pi:0123456789abcdef:1", device: "pi")
-            let sent = try runProgram(
+            let sent = try TestProgram.runBlocking(
                 "/usr/bin/mosquitto_pub",
                 [
                     "-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-t", "tagfix/harbour/verdict/T01", "-m",
@@ -258,14 +260,14 @@ struct FleetCommandTests {
         let db = folder + "/fleet.sqlite"
         let count = try Self.oldStore(db)
         let before = try Data(contentsOf: URL(fileURLWithPath: db))
-        let html = try await offThePool { try runProgram(tagfixBinary, ["report", db]) }
+        let html = try await TestProgram.run(tagfixBinary, ["report", db])
         #expect(html.status == 0, "\(html.err)")
         let page = html.out.joined(separator: "\n")
         #expect(page.contains("<p>\(count) verdicts from 1 device(s) on 1 site(s).</p>"))
         #expect(page.contains("<section id=\"overview\">") && page.contains("<tr data-device=\"van-1\">"))
         #expect(page.contains("<g class=\"tag\" data-site=\"harbour\" data-tag=\"T01\" data-status=\"confirmed\">"))
         #expect(!page.contains("never_tapped") && !page.contains("never-tapped"), "no registry stored: no tag is known untapped")
-        let csv = try await offThePool { try runProgram(tagfixBinary, ["report", db, "--format", "csv"]) }
+        let csv = try await TestProgram.run(tagfixBinary, ["report", db, "--format", "csv"])
         #expect(csv.out.count == 1 + count)
         #expect(try Data(contentsOf: URL(fileURLWithPath: db)) == before, "report never migrates")
     }
@@ -277,7 +279,7 @@ struct FleetCommandTests {
         _ = try Self.oldStore(db, version: FleetStore.schemaVersion + 1)
         let before = try Data(contentsOf: URL(fileURLWithPath: db))
         for arguments in [["report", db], ["collect", "mqtt://127.0.0.1:1/tagfix", "--db", db]] {
-            let result = try await offThePool { try runProgram(tagfixBinary, arguments) }
+            let result = try await TestProgram.run(tagfixBinary, arguments)
             #expect(result.status == 64, "\(arguments[0]): \(result.err)")
             #expect(result.err.contains("newer than this tagfix's \(FleetStore.schemaVersion)"), "\(arguments[0]): \(result.err)")
         }
@@ -289,7 +291,7 @@ struct FleetCommandTests {
         let folder = try temporaryFolder()
         try SecretFile.create(folder + "/pw", "hunter2-secret\n", mode: 0o644)
         let result = try await offThePool {
-            try runProgram(
+            try TestProgram.runBlocking(
                 tagfixBinary,
                 [
                     "verify", "--scenario", Self.scenario, "--log", folder + "/log.jsonl", "--publish", "mqtt://tech@127.0.0.1/tagfix",
@@ -310,7 +312,7 @@ struct FleetCommandTests {
             let log = folder + "/day.jsonl"
             let port = PrivateGPSD.freePort()
             let publish = ["--publish", "mqtt://127.0.0.1:\(port)/tagfix", "--site", "harbour", "--device-id", "van-1"]
-            let down = try runProgram(
+            let down = try TestProgram.runBlocking(
                 tagfixBinary, ["verify", "--scenario", Self.scenario, "--json", "--log", log, "--publish-linger", "1"] + publish)
             #expect(down.status == 0, "\(down.err)")
             let shown = down.out.count
@@ -322,7 +324,7 @@ struct FleetCommandTests {
             defer { broker.stop() }
             let store = try FleetStore(path: folder + "/fleet.sqlite", create: true)
             let office = try collector(broker, store: store, id: "office-late")
-            let up = try runProgram(
+            let up = try TestProgram.runBlocking(
                 tagfixBinary,
                 ["verify", "--scenario", Self.scenario, "--json", "--log", log, "--publish", "mqtt://127.0.0.1:\(broker.port)/tagfix"]
                     + ["--site", "harbour", "--device-id", "van-1"])
@@ -449,7 +451,7 @@ struct FleetCommandTests {
             collect.waitUntilExit()
             #expect(summary.contains("stored \(3 * verdicts.count) verdicts"), "\(summary)")
 
-            let html = try runProgram(tagfixBinary, ["report", db])
+            let html = try TestProgram.runBlocking(tagfixBinary, ["report", db])
             #expect(html.status == 0, "\(html.err)")
             let page = html.out.joined(separator: "\n")
             #expect(page.contains("data-site=\"harbour\"") && page.contains("data-site=\"depot\""))
@@ -481,9 +483,9 @@ struct FleetCommandTests {
             }
             #expect(drawn.filter { $0.status == "never_tapped" }.map { "\($0.site) \($0.tag)" } == ["harbour T11"])
             #expect(page.contains("<ul class=\"never-tapped\"><li>T11 — Never tapped</li></ul>"))
-            let withRegistry = try runProgram(tagfixBinary, ["report", db, "--registry", sqlite])
+            let withRegistry = try TestProgram.runBlocking(tagfixBinary, ["report", db, "--registry", sqlite])
             #expect(withRegistry.status == 64 && withRegistry.err.contains("collect --registry"), "\(withRegistry.err)")
-            let csv = try runProgram(tagfixBinary, ["report", db, "--format", "csv"])
+            let csv = try TestProgram.runBlocking(tagfixBinary, ["report", db, "--format", "csv"])
             #expect(csv.out.count == 1 + 3 * verdicts.count)
             #expect(
                 csv.out.dropFirst().filter { $0.hasPrefix("\"depot\",\"pi-9\",") || $0.hasPrefix("depot,pi-9,") }.count == verdicts.count)

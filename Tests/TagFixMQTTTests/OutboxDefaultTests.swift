@@ -2,6 +2,7 @@ import Foundation
 import TagFixDevices
 import TagFixEmulators
 import TagFixStore
+import TagFixTesting
 import Testing
 
 @testable import TagFixMQTT
@@ -58,7 +59,7 @@ struct OutboxDefaultTests {
             let outbox = folder + "/state/outbox/harbour/van-1.jsonl"
             let scenario = packageRoot + "/Examples/site/scenario.json"
             let port = PrivateGPSD.freePort()
-            let down = try runProgram(
+            let down = try TestProgram.runBlocking(
                 tagfixBinary,
                 ["verify", "--scenario", scenario, "--json", "--publish", "mqtt://127.0.0.1:\(port)/tagfix", "--site", "harbour"]
                     + ["--device-id", "van-1", "--publish-linger", "1"], environment: environment)
@@ -76,7 +77,7 @@ struct OutboxDefaultTests {
             let store = try FleetStore(path: folder + "/fleet.sqlite", create: true)
             let office = try collector(broker, store: store, id: "office-outbox")
             defer { blockingStop(office) }
-            let up = try runProgram(
+            let up = try TestProgram.runBlocking(
                 tagfixBinary,
                 ["verify", "--scenario", scenario, "--json", "--publish", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--site", "harbour"]
                     + ["--device-id", "van-1"], environment: environment)
@@ -99,7 +100,7 @@ struct OutboxDefaultTests {
             let store = try FleetStore(path: folder + "/fleet.sqlite", create: true)
             let office = try collector(broker, store: store, id: "office-demo")
             defer { blockingStop(office) }
-            let run = try runProgram(
+            let run = try TestProgram.runBlocking(
                 tagfixBinary, ["verify", "--demo", "--json", "--publish", "mqtt://127.0.0.1:\(broker.port)/tagfix"],
                 environment: ["STATE_DIRECTORY": folder + "/state"])
             #expect(run.status == 0, "\(run.err)")
