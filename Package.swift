@@ -86,7 +86,7 @@ let package = Package(
         // The shipped scenario format and its scripted devices (`--scenario`, the demo's mock GPS);
         // TagFixTesting is for tests only (the manual clock, the reference data).
         .target(name: "TagFixScenarios", dependencies: ["TagFixCore", "TagFixDevices"]),
-        .target(name: "TagFixTesting", dependencies: ["TagFixCore", "TagFixDevices"]),
+        .target(name: "TagFixTesting", dependencies: ["TagFixCore", "TagFixDevices", "TagFixSystem"]),
         // The doctor's checks and the demo's orchestration: libraries the thin CLI calls.
         .target(name: "TagFixDoctor", dependencies: ["TagFixCore", "TagFixDevices", "TagFixNFC", "TagFixPCSC", "TagFixGPSD"]),
         .target(

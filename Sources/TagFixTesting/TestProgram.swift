@@ -2,6 +2,7 @@ import Foundation
 import Glibc
 import Synchronization
 public import TagFixDevices
+import TagFixSystem
 
 // Tests start programs the way the product does: through `ChildProcess`, whose child starts with
 // an empty signal mask and default dispositions. (Foundation's `Process` hands the child the
@@ -269,7 +270,7 @@ struct Spawned: Sendable {
         // program (and whatever it handed the output to) is done with it.
         var childEnds: [FileHandle] = []
         defer { for handle in childEnds { try? handle.close() } }
-        func pipe() -> Pipe {
+        func outputPipe() -> Pipe {
             let pipe = Pipe()
             childEnds.append(pipe.fileHandleForWriting)
             return pipe
@@ -294,7 +295,7 @@ struct Spawned: Sendable {
         var output: FileHandle?
         switch standardOutput {
         case .capture, .standardOutput:
-            let pipe = pipe()
+            let pipe = outputPipe()
             stdout = pipe.fileHandleForWriting.fileDescriptor
             output = pipe.fileHandleForReading
         case .discard: stdout = nil
@@ -304,7 +305,7 @@ struct Spawned: Sendable {
         var errors: FileHandle?
         switch standardError {
         case .capture:
-            let pipe = pipe()
+            let pipe = outputPipe()
             stderr = pipe.fileHandleForWriting.fileDescriptor
             errors = pipe.fileHandleForReading
         case .discard: stderr = nil
@@ -350,25 +351,37 @@ struct Spawned: Sendable {
         while !reads.isEmpty || writer != nil {
             var fds = reads.map { pollfd(fd: $0.handle.fileDescriptor, events: Int16(POLLIN), revents: 0) }
             if let writer { fds.append(pollfd(fd: writer.fileDescriptor, events: Int16(POLLOUT), revents: 0)) }
-            guard poll(&fds, nfds_t(fds.count), -1) >= 0 || errno == EINTR else { break }
+            // Interrupted waits and calls are retried inside TagFixSystem (valueOrErrno).
+            guard (try? valueOrErrno({ poll(&fds, nfds_t(fds.count), -1) })) != nil else { break }
             if let handle = writer, let ready = fds.last, ready.revents != 0 {
-                let written = pending.withUnsafeBytes { Glibc.write(handle.fileDescriptor, $0.baseAddress, $0.count) }
-                if written > 0 { pending = pending.dropFirst(written) }
-                if pending.isEmpty || (written < 0 && errno != EAGAIN && errno != EINTR) {
+                var done = false
+                do throws(Errno) {
+                    pending = pending.dropFirst(try FileDescriptor(rawValue: handle.fileDescriptor).write(pending))
+                    done = pending.isEmpty
+                } catch {
+                    done = error != .wouldBlock
+                }
+                if done {
                     try? handle.close()
                     writer = nil
                 }
             }
             var ended: [Int] = []
             for (index, read) in reads.enumerated() where fds[index].revents != 0 {
-                let count = buffer.withUnsafeMutableBytes { Glibc.read(read.handle.fileDescriptor, $0.baseAddress, $0.count) }
+                let count: Int
+                do throws(Errno) {
+                    count = try FileDescriptor(rawValue: read.handle.fileDescriptor).read(into: &buffer)
+                } catch {
+                    if error == .wouldBlock { continue }
+                    count = 0
+                }
                 if count > 0 {
                     let chunk = buffer[..<count]
                     captured.state.withLock { state in
                         if read.isError { state.err += chunk } else { state.out += chunk }
                         state.transcript += (read.isError ? "stderr: " : "") + String(decoding: chunk, as: UTF8.self)
                     }
-                } else if count == 0 || (errno != EINTR && errno != EAGAIN) {
+                } else {
                     try? read.handle.close()
                     ended.append(index)
                 }
