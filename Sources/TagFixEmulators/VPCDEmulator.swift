@@ -189,11 +189,7 @@ public final class VPCDEmulator: Sendable {
     /// to try again: when the absence is over, or in 20 ms while vpcd does not listen. With no
     /// card present it waits for `setPresent`.
     private func connectWhenDue() {
-        if let retry = link.withLock({ link in
-            defer { link.retry = nil }; return link.retry
-        }) {
-            loop.cancel(retry)
-        }
+        if let retry = link.withLock({ $0.retry.take() }) { loop.cancel(retry) }
         guard link.withLock({ $0.connection == nil }) else { return }
         enum Next { case wait, retry(at: ContinuousClock.Instant), connect(slot: Int) }
         let next = state.withLock { state -> Next in
@@ -252,11 +248,7 @@ public final class VPCDEmulator: Sendable {
     /// The card leaves the field: the connection closes (pcscd sees the card removed), and it
     /// comes back no sooner than `absence` after.
     private func leave() {
-        guard
-            let connection = link.withLock({ link in
-                defer { link.connection = nil }; return link.connection
-            })
-        else { return }
+        guard let connection = link.withLock({ $0.connection.take() }) else { return }
         loop.deregister(connection.registration)
         _ = try? connection.socket.close()
         state.withLock { state in
