@@ -82,7 +82,8 @@ let package = Package(
         // OpenSSL 3's libcrypto (trust: originality signatures, SUN, signed locations).
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .target(name: "TagFixCrypto", dependencies: ["CCrypto", "TagFixCore"]),
-        .target(name: "TagFixEmulators", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixCrypto", "CPTY"]),
+        .target(
+            name: "TagFixEmulators", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixSystem", "TagFixDevices", "TagFixCrypto", "CPTY"]),
         // The shipped scenario format and its scripted devices (`--scenario`, the demo's mock GPS);
         // TagFixTesting is for tests only (the manual clock, the reference data).
         .target(name: "TagFixScenarios", dependencies: ["TagFixCore", "TagFixDevices"]),

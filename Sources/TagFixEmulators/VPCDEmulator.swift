@@ -3,6 +3,7 @@ import Glibc
 import Synchronization
 import TagFixCore
 public import TagFixNDEF
+import TagFixSystem
 
 /// A contactless card behind pcscd's vsmartcard reader driver (`vpcd`, Debian vsmartcard-vpcd),
 /// answering as a PC/SC Part 3 reader with an emulated tag would (`PCSCPart3Reader`).
@@ -16,7 +17,7 @@ public import TagFixNDEF
 /// the card's presence; a shorter gap would look like no removal at all), and one put back
 /// connects again.
 ///
-/// It runs on its own thread; faults come from any thread (`apply`, `setPresent`…).
+/// Its socket is served on an `IOLoop` of its own; faults come from any thread (`apply`, `setPresent`…).
 public final class VPCDEmulator: Sendable {
     public struct Options: Sendable {
         /// vpcd's host and port (the reader's CHANNELID).
@@ -75,19 +76,39 @@ public final class VPCDEmulator: Sendable {
     public let options: Options
     public let readers: [PCSCPart3Reader]
     private let state: Mutex<State>
-    private let done = DispatchSemaphore(value: 0)
+    /// The loop the card's socket is served on: its thread is the card's.
+    private let loop: IOLoop<ContinuousClock>
+    /// The connection to vpcd and the pending retry: touched only on the loop's thread.
+    private let link = Mutex(Link())
+
+    /// The card's connection to vpcd: the socket, what has arrived of the next message, what has
+    /// yet to go out of the last answer.
+    private struct Connection {
+        var socket: FileDescriptor
+        var registration: IORegistration
+        var slot: Int
+        var received: [UInt8] = []
+        var outgoing: [UInt8] = []
+        var waitingToWrite = false
+    }
+
+    private struct Link {
+        var connection: Connection?
+        /// When the card tries to connect next (vpcd not listening yet, or the absence not over).
+        var retry: IOTimer?
+    }
 
     /// Starts presenting `tags` (each present, the first in the field) to vpcd on `options.port`.
     public init(tags: [any EmulatedTag], options: Options) {
         self.options = options
         readers = tags.map { PCSCPart3Reader(tag: $0, model: options.model) }
         state = Mutex(State(present: tags.map { _ in true }))
-        let thread = Thread { [self] in
-            serve()
-            done.signal()
+        do {
+            loop = try IOLoop(name: "vpcd card :\(options.port)")
+        } catch {
+            fatalError("vpcd card: no I/O loop for its socket (\(error)): too many open files or threads (ulimit -n, ulimit -u)?")
         }
-        thread.name = "vpcd card :\(options.port)"
-        thread.start()
+        loop.execute { [self] in connectWhenDue() }
     }
 
     /// An emulator presenting the tags of dump files (Type 2, Type 4, NTAG 424 DNA).
@@ -108,6 +129,7 @@ public final class VPCDEmulator: Sendable {
             guard state.present.indices.contains(index) else { return }
             state.present[index] = present
         }
+        loop.execute { [self] in reconsider() }
     }
 
     /// The card answers `count` more APDUs, then leaves the field (a tag pulled mid-read).
@@ -142,162 +164,242 @@ public final class VPCDEmulator: Sendable {
         return true
     }
 
-    /// Stops the emulator: the card leaves and nothing connects again. Waits for the thread.
+    /// Stops the emulator: the card leaves and nothing connects again. Waits for the loop's thread
+    /// to end.
     public func stop() {
         let first = state.withLock { state -> Bool in
             defer { state.stopped = true }
             return !state.stopped
         }
-        if first { done.wait() }
+        guard first else { return }
+        // Closures handed before `close` run before the loop ends: the card leaves first.
+        loop.execute { [self] in leave() }
+        if loop.inLoopThread {
+            loop.close {}
+            return
+        }
+        let done = DispatchSemaphore(value: 0)
+        loop.close { done.signal() }
+        done.wait()
     }
 
-    deinit { stop() }
+    // MARK: - The socket, on the loop's thread
 
-    // MARK: - The socket thread
-
-    private var isStopped: Bool { state.withLock { $0.stopped } }
-
-    private func serve() {
-        while !isStopped {
-            // The slot to put in the field: the first present one, once the last card has been
-            // away long enough.
-            let slot = state.withLock { state -> Int? in
-                if let left = state.leftAt, ContinuousClock.now - left < options.absence { return nil }
-                return state.present.firstIndex(of: true)
-            }
-            guard let slot, let socket = connect() else {
-                usleep(20_000)
-                continue
+    /// Connects the first present card once the last one has been away long enough, or arranges
+    /// to try again: when the absence is over, or in 20 ms while vpcd does not listen. With no
+    /// card present it waits for `setPresent`.
+    private func connectWhenDue() {
+        if let retry = link.withLock({ $0.retry.take() }) { loop.cancel(retry) }
+        guard link.withLock({ $0.connection == nil }) else { return }
+        enum Next { case wait, retry(at: ContinuousClock.Instant), connect(slot: Int) }
+        let next = state.withLock { state -> Next in
+            if state.stopped { return .wait }
+            if let left = state.leftAt, ContinuousClock.now - left < options.absence { return .retry(at: left + options.absence) }
+            guard let slot = state.present.firstIndex(of: true) else { return .wait }
+            return .connect(slot: slot)
+        }
+        switch next {
+        case .wait:
+            return
+        case .retry(let deadline):
+            retry(at: deadline)
+        case .connect(let slot):
+            guard let socket = connect() else {
+                retry(at: .now + .milliseconds(20))
+                return
             }
             readers[slot].reset()
+            let registration: IORegistration
+            do {
+                registration = try loop.register(socket, for: .readable) { [self] events in serve(events) }
+            } catch {
+                // The loop is closing: the emulator is stopping.
+                _ = try? socket.close()
+                return
+            }
+            link.withLock { $0.connection = Connection(socket: socket, registration: registration, slot: slot) }
             state.withLock { state in
                 state.inField = slot
                 state.traffic.connections += 1
                 state.traffic.connectedAt = .now
                 state.traffic.noticedAt = nil
             }
-            converse(socket, slot: slot)
-            close(socket)
-            state.withLock { state in
-                state.inField = nil
-                state.leftAt = .now
-            }
         }
     }
 
-    /// Answers vpcd until the card leaves the field, the emulator stops or vpcd goes away.
-    private func converse(_ socket: Int32, slot: Int) {
-        let reader = readers[slot]
-        while true {
-            let (leave, hung) = state.withLock { state in (state.stopped || !state.present[slot], state.hung) }
-            if leave { return }
-            guard let ready = Self.waitReadable(socket, milliseconds: 20) else { return }
-            guard ready else { continue }
-            guard let message = Self.receive(socket) else { return }
-            let received = ContinuousClock.now
-            if hung { continue }
-            state.withLock { state in
-                if state.traffic.noticedAt == nil { state.traffic.noticedAt = received }
-            }
-            if message.count == 1 {
-                switch message[0] {
-                case 0x02: reader.reset()  // reset: the tag is selected again, any session ends
-                case 0x04: guard Self.send(socket, reader.atr) else { return }
-                default: break  // power on / off: nothing to answer
-                }
-                continue
-            }
-            let (gone, corrupt) = state.withLock { state -> (Bool, Bool) in
-                if let remaining = state.exchangesBeforeRemoval {
-                    if remaining <= 0 {
-                        state.exchangesBeforeRemoval = nil
-                        state.present[slot] = false
-                        return (true, false)
-                    }
-                    state.exchangesBeforeRemoval = remaining - 1
-                }
-                state.traffic.apdus += 1
-                state.traffic.headers.append(Array(message.prefix(4)))
-                defer { state.corruptNext = false }
-                return (false, state.corruptNext)
-            }
-            // Pulled mid-read: gone without an answer, as a card leaving the field is.
-            if gone { return }
-            var answer = reader.answer(message)
-            if corrupt { answer = Array(answer.prefix(1)) }
-            guard Self.send(socket, answer) else { return }
-            let exchange = Exchange(command: message, received: received, answered: .now)
-            state.withLock { $0.traffic.exchanges.append(exchange) }
+    private func retry(at deadline: ContinuousClock.Instant) {
+        let timer = loop.schedule(at: deadline) { [self] in connectWhenDue() }
+        link.withLock { $0.retry = timer }
+    }
+
+    /// A card taken out of the field (or the emulator stopping) leaves; one put back may connect.
+    private func reconsider() {
+        if let slot = link.withLock({ $0.connection?.slot }) {
+            if mustLeave(slot) { leave() }
+        } else {
+            connectWhenDue()
         }
+    }
+
+    private func mustLeave(_ slot: Int) -> Bool {
+        state.withLock { state in state.stopped || !state.present[slot] }
+    }
+
+    /// The card leaves the field: the connection closes (pcscd sees the card removed), and it
+    /// comes back no sooner than `absence` after.
+    private func leave() {
+        guard let connection = link.withLock({ $0.connection.take() }) else { return }
+        loop.deregister(connection.registration)
+        _ = try? connection.socket.close()
+        state.withLock { state in
+            state.inField = nil
+            state.leftAt = .now
+        }
+        connectWhenDue()
+    }
+
+    /// vpcd's socket is ready: the rest of the last answer goes out, then what has arrived is
+    /// answered, message by message, until the card leaves the field, the emulator stops or vpcd
+    /// goes away.
+    private func serve(_ events: IOEvents) {
+        guard let slot = link.withLock({ $0.connection?.slot }) else { return }
+        if events.contains(.writable) && !flush() { return leave() }
+        guard !events.isDisjoint(with: [.readable, .hangUp, .error]) else { return }
+        if mustLeave(slot) { return leave() }
+        guard let bytes = receive() else { return leave() }
+        link.withLock { $0.connection?.received += bytes }
+        while let message = nextMessage() {
+            if mustLeave(slot) { return leave() }
+            guard answer(message, slot: slot) else { return leave() }
+        }
+    }
+
+    /// Answers one message; false when the card is to leave (pulled mid-read, or vpcd gone).
+    private func answer(_ message: [UInt8], slot: Int) -> Bool {
+        let reader = readers[slot]
+        let received = ContinuousClock.now
+        if state.withLock({ $0.hung }) { return true }
+        state.withLock { state in
+            if state.traffic.noticedAt == nil { state.traffic.noticedAt = received }
+        }
+        if message.count == 1 {
+            switch message[0] {
+            case 0x02: reader.reset()  // reset: the tag is selected again, any session ends
+            case 0x04: return send(reader.atr)
+            default: break  // power on / off: nothing to answer
+            }
+            return true
+        }
+        let (gone, corrupt) = state.withLock { state -> (Bool, Bool) in
+            if let remaining = state.exchangesBeforeRemoval {
+                if remaining <= 0 {
+                    state.exchangesBeforeRemoval = nil
+                    state.present[slot] = false
+                    return (true, false)
+                }
+                state.exchangesBeforeRemoval = remaining - 1
+            }
+            state.traffic.apdus += 1
+            state.traffic.headers.append(Array(message.prefix(4)))
+            defer { state.corruptNext = false }
+            return (false, state.corruptNext)
+        }
+        // Pulled mid-read: gone without an answer, as a card leaving the field is.
+        if gone { return false }
+        var answer = reader.answer(message)
+        if corrupt { answer = Array(answer.prefix(1)) }
+        guard send(answer) else { return false }
+        let exchange = Exchange(command: message, received: received, answered: .now)
+        state.withLock { $0.traffic.exchanges.append(exchange) }
+        return true
     }
 
     /// A TCP connection to vpcd with Nagle's delay and delayed ACKs off (each costs up to 40 ms
-    /// an exchange), or `nil` while vpcd does not listen.
-    private func connect() -> Int32? {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return nil }
+    /// an exchange), or `nil` while vpcd does not listen. Blocking: vpcd is on this machine.
+    private func connect() -> FileDescriptor? {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr(options.host)
         address.sin_port = in_port_t(UInt16(options.port).bigEndian)
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        let vpcd = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress($0, length: socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        guard result == 0 else {
-            close(fd)
+        guard let socket = try? FileDescriptor.socket(domain: AF_INET, type: FileDescriptor.stream) else { return nil }
+        do {
+            try socket.connect(to: vpcd)
+        } catch {
+            _ = try? socket.close()
             return nil
         }
-        Self.setFast(fd)
-        return fd
+        _ = try? socket.setOption(level: Int32(IPPROTO_TCP), name: TCP_NODELAY, to: 1)
+        _ = try? socket.setOption(level: Int32(IPPROTO_TCP), name: TCP_QUICKACK, to: 1)
+        return socket
     }
 
-    private static func setFast(_ fd: Int32) {
-        var on: Int32 = 1
-        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &on, socklen_t(MemoryLayout<Int32>.size))
-        _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_QUICKACK, &on, socklen_t(MemoryLayout<Int32>.size))
-    }
-
-    /// Whether `fd` has bytes (or end of file) within `milliseconds`; `nil` on an error.
-    private static func waitReadable(_ fd: Int32, milliseconds: Int32) -> Bool? {
-        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let result = poll(&entry, 1, milliseconds)
-        if result < 0 { return errno == EINTR ? false : nil }
-        return result > 0
-    }
-
-    /// One message: the 2-byte length, then the bytes; `nil` when vpcd has gone.
-    private static func receive(_ fd: Int32) -> [UInt8]? {
-        guard let header = readExactly(fd, 2) else { return nil }
-        let length = Int(header[0]) << 8 | Int(header[1])
-        guard length > 0 else { return [] }
-        return readExactly(fd, length)
-    }
-
-    private static func readExactly(_ fd: Int32, _ count: Int) -> [UInt8]? {
-        var bytes = [UInt8](repeating: 0, count: count)
-        var got = 0
-        while got < count {
-            // vpcd writes the length and the bytes separately, and Nagle's algorithm holds the
-            // second write until the first is acknowledged: acknowledge at once. The kernel turns
-            // quick ACKs off again by itself, so this is set before every read.
-            var on: Int32 = 1
-            _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_QUICKACK, &on, socklen_t(MemoryLayout<Int32>.size))
-            let n = bytes.withUnsafeMutableBytes { recv(fd, $0.baseAddress! + got, count - got, 0) }
-            if n < 0, errno == EINTR { continue }
-            guard n > 0 else { return nil }
-            got += n
+    /// What has arrived (`[]`: nothing yet), or `nil` when vpcd has gone.
+    private func receive() -> [UInt8]? {
+        guard let socket = link.withLock({ $0.connection?.socket }) else { return nil }
+        // vpcd writes the length and the bytes separately, and Nagle's algorithm holds the
+        // second write until the first is acknowledged: acknowledge at once. The kernel turns
+        // quick ACKs off again by itself, so this is set before every read.
+        _ = try? socket.setOption(level: Int32(IPPROTO_TCP), name: TCP_QUICKACK, to: 1)
+        var bytes = [UInt8](repeating: 0, count: 4096)
+        do {
+            let count = try socket.receive(into: &bytes, flags: Int32(MSG_DONTWAIT))
+            return count > 0 ? Array(bytes[..<count]) : nil
+        } catch Errno.wouldBlock {
+            return []
+        } catch {
+            return nil
         }
-        return bytes
     }
 
-    private static func send(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+    /// The next whole message arrived (a 2-byte length, then the bytes), taken off the buffer.
+    private func nextMessage() -> [UInt8]? {
+        link.withLock { link -> [UInt8]? in
+            guard let received = link.connection?.received, received.count >= 2 else { return nil }
+            let length = Int(received[0]) << 8 | Int(received[1])
+            guard received.count >= 2 + length else { return nil }
+            link.connection?.received.removeFirst(2 + length)
+            return Array(received[2..<(2 + length)])
+        }
+    }
+
+    /// Sends a message (its length, then `bytes`); false when vpcd has gone.
+    private func send(_ bytes: [UInt8]) -> Bool {
         let message = [UInt8(bytes.count >> 8), UInt8(bytes.count & 0xFF)] + bytes
+        link.withLock { $0.connection?.outgoing += message }
+        return flush()
+    }
+
+    /// Sends what the socket takes of the answers waiting, and watches it for room while some
+    /// remain; false when vpcd has gone.
+    private func flush() -> Bool {
+        guard let connection = link.withLock({ $0.connection }) else { return false }
+        let pending = connection.outgoing
         var sent = 0
-        while sent < message.count {
-            let n = message.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, message.count - sent, Int32(MSG_NOSIGNAL)) }
-            if n < 0, errno == EINTR { continue }
-            guard n > 0 else { return false }
-            sent += n
+        do {
+            while sent < pending.count {
+                let count = try connection.socket.send(pending[sent...], flags: Int32(MSG_DONTWAIT))
+                guard count > 0 else { return false }
+                sent += count
+            }
+        } catch Errno.wouldBlock {
+            // The socket is full: the rest goes when it has room.
+        } catch {
+            return false
+        }
+        let waiting = sent < pending.count
+        link.withLock { link in
+            link.connection?.outgoing.removeFirst(sent)
+            link.connection?.waitingToWrite = waiting
+        }
+        if waiting != connection.waitingToWrite {
+            do {
+                try loop.modify(connection.registration, interest: waiting ? [.readable, .writable] : .readable)
+            } catch {
+                return false
+            }
         }
         return true
     }

@@ -142,7 +142,6 @@ struct HouseRulesTests {
         "Sources/TagFixEmulators/PrivateGPSD.swift": 1,
         "Sources/TagFixEmulators/ProcessWatchdog.swift": 1,
         "Sources/TagFixEmulators/PseudoTerminal.swift": 3,
-        "Sources/TagFixEmulators/VPCDEmulator.swift": 3,
         "Tests/TagFixGPSDTests/GPSDRegressionLogTests.swift": 1,
         "Benchmarks/TagFixBench/ServeFanOut.swift": 2,
     ]
