@@ -1,5 +1,6 @@
 import Foundation
 import TagFixCore
+import TagFixDaemons
 import TagFixDevices
 import TagFixEmulators
 import TagFixNDEF
@@ -175,9 +176,30 @@ struct EmulateCommand: Subcommand {
 }
 
 extension EmulateCommand {
-    /// `emulate pcsc`: the card behind vpcd, and the private pcscd with --pcscd.
+    /// `emulate pcsc`: the card behind vpcd, and the private pcscd with --pcscd (its exit awaited
+    /// at the end: nothing blocks a thread of the pool).
     func runPCSC(_ io: some TerminalOutput, stop: StopSignals) async throws(EmulatorLabError) {
-        let lab = try PCSCLab(tagFiles: tags, script: script, port: port, privatePCSCD: privatePCSCD, model: model)
+        let files = try PCSCLab.load(tagFiles: tags, script: script)
+        guard privatePCSCD else { return try await runPCSC(io, stop: stop, files: files, pcscd: nil) }
+        let pcscd: PrivatePCSCD
+        do {
+            pcscd = try await PrivatePCSCD.start(friendlyName: model.friendlyName)
+        } catch {
+            throw .unavailable(error.description)
+        }
+        do {
+            try await runPCSC(io, stop: stop, files: files, pcscd: pcscd)
+        } catch {
+            await pcscd.stop()
+            throw error
+        }
+        await pcscd.stop()
+    }
+
+    private func runPCSC(_ io: some TerminalOutput, stop: StopSignals, files: PCSCLab.Files, pcscd: PrivatePCSCD?)
+        async throws(EmulatorLabError)
+    {
+        let lab = try PCSCLab(files, port: pcscd?.port ?? port, model: model)
         defer { lab.stop() }
         io.out(
             "PC/SC card for vpcd on port \(lab.emulator.options.port), answering as \(model.rawValue) (pass-through: \(model.passThrough.rawValue))"
@@ -185,9 +207,9 @@ extension EmulateCommand {
         for image in lab.images {
             io.out("  tag \(image.uid?.hex ?? "?") \(image.chip.name)")
         }
-        if let pcscd = lab.pcscd { io.out("pcscd: PCSCLITE_CSOCK_NAME=\(pcscd.socketPath)") }
+        if let pcscd { io.out("pcscd: PCSCLITE_CSOCK_NAME=\(pcscd.socketPath)") }
         // Without --pcscd the system pcscd's reader.conf names the reader, whatever the model.
-        io.out("reader: pcsc:\(lab.pcscd?.readerName ?? PrivatePCSCD.readerName)")
+        io.out("reader: pcsc:\(pcscd?.readerName ?? PrivatePCSCD.readerName)")
         await lab.run(until: stop) { io.err($0) }
     }
 }
@@ -272,12 +294,16 @@ struct NMEAOptions: Sendable {
         try EmulatorLab.makeLink(link, to: lab.emulator.path)
         defer { if let link { try? FileManager.default.removeItem(atPath: link) } }
         io.out("NMEA emulator on \(lab.emulator.path)" + (link.map { " (link \($0))" } ?? ""))
-        var gpsd: PrivateGPSD?
-        if startGPSD {
-            gpsd = try await lab.startGPSD()
-            io.out("gpsd: gpsd://127.0.0.1:\(gpsd?.port ?? 0)")
+        guard startGPSD else { return await lab.run(until: stop) { io.err($0) } }
+        let gpsd: PrivateGPSD
+        do {
+            gpsd = try await PrivateGPSD.start(device: lab.emulator.path)
+        } catch {
+            throw .unavailable(error.description)
         }
-        defer { gpsd?.stop() }
+        io.out("gpsd: gpsd://127.0.0.1:\(gpsd.port)")
         await lab.run(until: stop) { io.err($0) }
+        // Its exit awaited, not waited for on a thread of the pool.
+        await gpsd.stop()
     }
 }

@@ -1,7 +1,5 @@
 import Foundation
 import Glibc
-import Synchronization
-import TagFixDevices
 
 /// A private pcscd for tests, demos and `tagfix emulate pcsc --pcscd`: `pcscd -f` with a reader
 /// configuration of its own that loads the vsmartcard reader driver (`vpcd`) on a free TCP port,
@@ -14,9 +12,10 @@ import TagFixDevices
 /// reads the variable once per process, at its first call: a process that talks to this pcscd
 /// must have it set before then (tests run tagfix as a child with it).
 ///
-/// It counts as started once pcscd's own socket listens on the vpcd port (another program may
-/// take a free port between the choice and pcscd's bind: then another port is tried), and it is
-/// stopped however its owner ends, by the same watchdog as `PrivateGPSD`.
+/// A `PrivateDaemon`: it counts as started once pcscd's own socket listens on the vpcd port
+/// (another program may take a free port between the choice and pcscd's bind: then another port
+/// is tried), and a watchdog stops it however its owner ends. Scoped:
+/// `PrivatePCSCD.with(friendlyName:) { pcscd in … }`, or `start` and an awaited `stop()`.
 public final class PrivatePCSCD: Sendable {
     /// vpcd's port: the virtual card connects here (`VPCDEmulator.Options.port`).
     public let port: Int
@@ -27,11 +26,14 @@ public final class PrivatePCSCD: Sendable {
     public static let readerName = "Virtual PCD 00 00"
     /// The vpcd reader's name as this pcscd lists it (slot 0): its FRIENDLYNAME and " 00 00".
     public let readerName: String
-    private let current: Mutex<Running?>
+    private let daemon: PrivateDaemon
 
-    private struct Running {
-        var process: ChildProcess
-        var watchdog: ProcessWatchdog?
+    private init(daemon: PrivateDaemon, runDirectory: String, configDirectory: String, readerName: String) {
+        self.daemon = daemon
+        port = daemon.port
+        self.runDirectory = runDirectory
+        self.configDirectory = configDirectory
+        self.readerName = readerName
     }
 
     /// pcscd's path, if installed (Debian's `pcscd` package).
@@ -57,42 +59,68 @@ public final class PrivatePCSCD: Sendable {
     /// What a libpcsclite client's environment needs to talk to this pcscd.
     public var environment: [String: String] { ["PCSCLITE_CSOCK_NAME": socketPath] }
 
-    /// Starts pcscd with vpcd on `port` (a free one when `nil`) and waits until it listens.
+    private static let heading = "cannot create the link: "
+
+    /// Starts pcscd with vpcd on `port` (a free one when `nil`) and waits until it listens (up to
+    /// five seconds, sleeping on the clock, not holding a thread).
     /// - Parameter friendlyName: the reader's name in reader.conf (`PCSCPart3Reader.Model`'s, so
     ///   the virtual reader is listed as the reader family it answers as).
-    public init(port: Int? = nil, friendlyName: String = "Virtual PCD") throws(EmulatorError) {
+    /// - Throws: `DaemonError`: pcscd or vpcd is not installed, or pcscd did not start listening.
+    public static func start(port: Int? = nil, friendlyName: String = "Virtual PCD") async throws(DaemonError) -> PrivatePCSCD {
         guard !friendlyName.isEmpty, !friendlyName.contains("\""), !friendlyName.contains("\n") else {
-            throw .link("a reader name without quotes or line breaks, not \(friendlyName.debugDescription)")
+            throw DaemonError(
+                daemon: "pcscd", reason: "a reader name without quotes or line breaks, not \(friendlyName.debugDescription)",
+                heading: heading)
         }
-        readerName = friendlyName + " 00 00"
-        guard Self.installedPath != nil, let driver = Self.vpcdDriver else {
-            throw .link("pcscd or vpcd is not installed (apt-get install pcscd vsmartcard-vpcd)")
+        guard let pcscd = installedPath, let driver = vpcdDriver else {
+            throw DaemonError(
+                daemon: "pcscd", reason: "pcscd or vpcd is not installed (apt-get install pcscd vsmartcard-vpcd)", heading: heading)
         }
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tagfix-pcscd-\(UUID().uuidString)").path
-        runDirectory = folder + "/run"
-        configDirectory = folder + "/reader.conf.d"
+        let runDirectory = folder + "/run"
+        let configDirectory = folder + "/reader.conf.d"
         do {
             try FileManager.default.createDirectory(atPath: runDirectory, withIntermediateDirectories: true)
             try FileManager.default.createDirectory(atPath: configDirectory, withIntermediateDirectories: true)
         } catch {
-            throw .link("cannot make \(folder): \(error.localizedDescription)")
+            throw DaemonError(daemon: "pcscd", reason: "cannot make \(folder): \(error.localizedDescription)", heading: heading)
         }
-        var failure = EmulatorError.link("no free TCP port for vpcd")
-        for _ in 0..<(port == nil ? 4 : 1) {
-            let chosen = port ?? PrivateGPSD.freePort()
-            guard chosen > 0 else { break }
-            Self.writeConfiguration(configDirectory, driver: driver, port: chosen, name: friendlyName)
-            switch Self.launch(run: runDirectory, config: configDirectory, port: chosen) {
-            case .success(let process):
-                self.port = chosen
-                current = Mutex(Running(process: process, watchdog: ProcessWatchdog(guarding: process.pid, named: "pcscd")))
-                return
-            case .failure(let why):
-                failure = why
-            }
+        let configuration = PrivateDaemon.Configuration(
+            name: "pcscd", heading: heading,
+            noFreePort: DaemonError(daemon: "pcscd", reason: "no free TCP port for vpcd", heading: heading),
+            launch: { port throws(DaemonError) in
+                writeConfiguration(configDirectory, driver: driver, port: port, name: friendlyName)
+                return launch(pcscd: pcscd, run: runDirectory, config: configDirectory, port: port)
+            },
+            ready: { port, pid in
+                PrivateDaemon.listening(port: port, pid: pid) && FileManager.default.fileExists(atPath: runDirectory + "/pcscd.comm")
+            },
+            notReady: { port, exited in
+                DaemonError(
+                    daemon: "pcscd",
+                    reason: exited
+                        ? "pcscd exited at once: it runs in a mount namespace of its own (unshare --mount), which this system may not allow"
+                        : "pcscd did not start listening for vpcd on port \(port)", heading: heading)
+            })
+        do {
+            let daemon = try await PrivateDaemon.start(configuration, port: port)
+            return PrivatePCSCD(
+                daemon: daemon, runDirectory: runDirectory, configDirectory: configDirectory, readerName: friendlyName + " 00 00")
+        } catch {
+            try? FileManager.default.removeItem(atPath: folder)
+            throw error
         }
-        try? FileManager.default.removeItem(atPath: folder)
-        throw failure
+    }
+
+    /// Runs pcscd for the length of `body`, then stops it (and removes its folders), whether
+    /// `body` returns or throws.
+    /// - Throws: `DaemonError` when pcscd cannot be started, or what `body` throws.
+    public static func with<Value>(
+        port: Int? = nil, friendlyName: String = "Virtual PCD", isolation: isolated (any Actor)? = #isolation,
+        _ body: (PrivatePCSCD) async throws -> Value
+    ) async throws -> Value {
+        let pcscd = try await start(port: port, friendlyName: friendlyName)
+        return try await PrivateDaemon.scoped(pcscd, stop: { await $0.stop() }, body)
     }
 
     /// reader.conf.d/vpcd: one vpcd reader whose card connects to `port` (pcscd also opens
@@ -109,9 +137,8 @@ public final class PrivatePCSCD: Sendable {
         try? text.write(toFile: folder + "/vpcd", atomically: true, encoding: .utf8)
     }
 
-    /// Runs pcscd in its own mount namespace until its socket listens on `port` (at most 5 s).
-    private static func launch(run: String, config: String, port: Int) -> Result<ChildProcess, EmulatorError> {
-        guard let pcscd = installedPath else { return .failure(.link("pcscd is not installed")) }
+    /// pcscd in its own mount namespace, with its socket in `run`.
+    private static func launch(pcscd: String, run: String, config: String, port: Int) -> PrivateDaemon.Launch {
         // Bound over /run/pcscd in the new namespace only (unshare makes its mounts private).
         // $4: pcscd's debug flags when its log is kept, else nothing.
         let script = "mkdir -p /run/pcscd && mount --bind \"$1\" /run/pcscd && exec \"$2\" -f -c \"$3\" $4"
@@ -119,74 +146,34 @@ public final class PrivatePCSCD: Sendable {
         var arguments = ["--mount", "/bin/sh", "-c", script, "tagfix-pcscd", run, pcscd, config, logDirectory == nil ? "" : "-d -a"]
         // Without root, a user namespace maps this user to root inside it, for the mount.
         if geteuid() != 0 { arguments.insert("--map-root-user", at: 0) }
-        // TAGFIX_PCSCD_LOG=DIR keeps pcscd's debug log in DIR/pcscd-PORT.log.
-        var logFile: Int32 = -1
-        if let directory = logDirectory {
-            logFile = open(
-                (directory as NSString).appendingPathComponent("pcscd-\(port).log"), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-        }
-        defer { if logFile >= 0 { close(logFile) } }
         try? FileManager.default.removeItem(atPath: run + "/pcscd.comm")
-        let process: ChildProcess
-        do {
-            process = try ChildProcess(
-                executable: "/usr/bin/unshare", arguments: arguments, standardOutput: logFile >= 0 ? logFile : nil,
-                standardError: logFile >= 0 ? logFile : nil)
-        } catch {
-            return .failure(.link(error.description))
-        }
-        for _ in 0..<100 {
-            if PrivateGPSD.listening(port: port, pid: process.pid), FileManager.default.fileExists(atPath: run + "/pcscd.comm") {
-                return .success(process)
-            }
-            guard process.isRunning else { break }
-            Thread.sleep(forTimeInterval: 0.05)
-        }
-        let exited = !process.isRunning
-        process.stop(grace: .seconds(1))
-        if exited {
-            return .failure(
-                .link("pcscd exited at once: it runs in a mount namespace of its own (unshare --mount), which this system may not allow"))
-        }
-        return .failure(.link("pcscd did not start listening for vpcd on port \(port)"))
+        // TAGFIX_PCSCD_LOG=DIR keeps pcscd's debug log in DIR/pcscd-PORT.log.
+        return PrivateDaemon.Launch(
+            executable: "/usr/bin/unshare", arguments: arguments,
+            log: logDirectory.map { ($0 as NSString).appendingPathComponent("pcscd-\(port).log") }, logsOutput: true)
     }
 
-    public var isRunning: Bool { current.withLock { $0?.process.isRunning ?? false } }
+    public var isRunning: Bool { daemon.isRunning }
 
     /// The pid of pcscd now (for tests that kill it).
-    public var pid: Int32? { current.withLock { $0?.process.pid } }
+    public var pid: Int32? { daemon.pid }
 
     /// Kills pcscd (SIGKILL, no clean-up: a crash) and leaves it down until `restart()`.
-    public func kill() {
-        current.withLock { running in
-            running?.process.stop(grace: .zero, signal: SIGKILL)
-            running?.watchdog?.dismiss()
-            running = nil
-        }
+    public func kill() async {
+        await daemon.kill()
     }
 
     /// Starts pcscd again on the same port and socket (after `kill()` or `stop()`).
-    public func restart() throws(EmulatorError) {
-        kill()
-        let started = Self.launch(run: runDirectory, config: configDirectory, port: port)
-        switch started {
-        case .success(let process):
-            current.withLock { $0 = Running(process: process, watchdog: ProcessWatchdog(guarding: process.pid, named: "pcscd")) }
-        case .failure(let why):
-            throw why
-        }
+    /// - Throws: `DaemonError` when it did not start listening again.
+    public func restart() async throws(DaemonError) {
+        await daemon.kill()
+        try await daemon.restart()
     }
 
-    /// Stops pcscd: SIGTERM, then SIGKILL after a second; the watchdog is dismissed once it is
-    /// gone. The folders are removed.
-    public func stop() {
-        current.withLock { running in
-            running?.process.stop(grace: .seconds(1))
-            running?.watchdog?.dismiss()
-            running = nil
-        }
+    /// Stops pcscd: SIGTERM, then SIGKILL after a second, and awaits its exit; the watchdog is
+    /// dismissed once it is gone. The folders are removed.
+    public func stop() async {
+        await daemon.stop()
         try? FileManager.default.removeItem(atPath: (runDirectory as NSString).deletingLastPathComponent)
     }
-
-    deinit { stop() }
 }

@@ -1,17 +1,17 @@
 import CPTY
-import Foundation
 import Glibc
+import Synchronization
 import TagFixDevices
 
-/// The watchdog of a private daemon (gpsd, pcscd): the daemon does not outlive its owner, however
-/// the owner ends. See `PrivateGPSD`.
+/// The watchdog of a private daemon (gpsd, pcscd, the tests' mosquitto): the daemon does not
+/// outlive its owner, however the owner ends. See `PrivateDaemon`.
 ///
 /// `sh` waiting on a pipe for `done`: anything else, end of file included, means the owner
 /// is gone, and it sends the daemon SIGTERM, then SIGKILL. It checks the pid's name first, so a pid
 /// the kernel has given to another program since the daemon exited is left alone.
-struct ProcessWatchdog {
-    /// The pipe's write end; closed once, by `dismiss()` (under the owner's lock).
-    private var writer: Int32
+final class ProcessWatchdog: Sendable {
+    /// The pipe's write end; closed once, by `dismiss()`.
+    private let writer: Mutex<Int32>
     private let process: ChildProcess
 
     /// `nil` when the pipe or the shell cannot be had: the daemon then runs as before, stopped
@@ -22,7 +22,7 @@ struct ProcessWatchdog {
         // thread, inherits the write end and keeps the pipe open after the owner dies. The
         // read end reaches the shell as its standard input, which the spawn duplicates.
         guard cpty_pipe_cloexec(&fds) == 0 else { return nil }
-        writer = fds[1]
+        writer = Mutex(fds[1])
         let script = """
             read -r word
             [ "$word" = done ] && exit 0
@@ -46,12 +46,16 @@ struct ProcessWatchdog {
         }
     }
 
-    /// Tells the watchdog the owner stopped the daemon itself, and lets it exit.
-    mutating func dismiss() {
-        guard writer >= 0 else { return }
-        _ = Array("done\n".utf8).withUnsafeBytes { write(writer, $0.baseAddress, $0.count) }
-        close(writer)
-        writer = -1
-        process.waitUntilExit()
+    /// Tells the watchdog the owner stopped the daemon itself, and awaits its exit.
+    func dismiss() async {
+        let fd = writer.withLock { fd in
+            defer { fd = -1 }
+            return fd
+        }
+        if fd >= 0 {
+            _ = Array("done\n".utf8).withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            close(fd)
+        }
+        await process.exited()
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 public import TagFixCore
+import TagFixDaemons
 public import TagFixDevices
 import TagFixEmulators
 import TagFixGPSD
@@ -125,7 +126,7 @@ public struct DemoRun: Sendable {
     private protocol Receiver: Sendable {
         func move(to position: Coordinate)
         func sky(_ sky: ExampleSite.Sky)
-        func stop()
+        func stop() async
     }
 
     private struct EmulatedReceiver: Receiver {
@@ -144,9 +145,9 @@ public struct DemoRun: Sendable {
                 nmea.setFixLost(true)
             }
         }
-        func stop() {
+        func stop() async {
             nmea.stop()
-            gpsd.stop()
+            await gpsd.stop()
         }
     }
 
@@ -237,7 +238,7 @@ public struct DemoRun: Sendable {
             gps = mock.source
             note("demo: PN532 emulator on \(pn532.path) (libnfc pn532_uart), mock GPS\(mockGPS ? "" : " (gpsd is not installed)")")
         }
-        defer { receiver.stop() }
+        // Stopped (gpsd's exit awaited) before the demo returns; nothing below throws before that.
 
         let verifier = Verifier(policy: ExampleSite.policy, registry: registry)
         let reader = LibNFCReader(connstring: "pn532_uart:\(pn532.path)", clock: clock)
@@ -271,6 +272,7 @@ public struct DemoRun: Sendable {
         case .cancelled: failure = nil
         case .timedOut: failure = .timedOut("the demo did not finish within \(Coordinate.format(limit.seconds, 0)) s")
         }
+        await receiver.stop()
         if let failure { throw failure }
     }
 

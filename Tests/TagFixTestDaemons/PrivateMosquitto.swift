@@ -1,13 +1,13 @@
 import Foundation
 import Glibc
-import Synchronization
-import TagFixDevices
+public import TagFixDaemons
 
-/// A private Mosquitto broker for tests, demos and benchmarks: `mosquitto -c CONFIG` with a
-/// configuration of its own in a folder of its own (listener on 127.0.0.1 and a free port,
-/// persistence saved on every change, so a broker killed and started again keeps its sessions),
-/// never the system service. Like `PrivateGPSD` it is started through `ChildProcess` and paired
-/// with a watchdog, so it stops when its owner ends, however the owner ends.
+/// A private Mosquitto broker for tests and benchmarks (a test-only library: not in the product):
+/// `mosquitto -c CONFIG` with a configuration of its own in a folder of its own (listener on
+/// 127.0.0.1 and a free port, persistence saved on every change, so a broker killed and started
+/// again keeps its sessions), never the system service. A `PrivateDaemon`, like `PrivateGPSD`,
+/// so it stops when its owner ends, however the owner ends. Scoped:
+/// `PrivateMosquitto.with(options:) { broker in … }`, which removes its folder at the end.
 public final class PrivateMosquitto: Sendable {
     /// What the broker asks of its clients.
     public struct Options: Sendable, Hashable {
@@ -37,11 +37,13 @@ public final class PrivateMosquitto: Sendable {
     /// The broker's folder: its configuration, persistence and log.
     public let directory: String
     public let options: Options
-    private let running: Mutex<Running?>
+    private let daemon: PrivateDaemon
 
-    private struct Running {
-        var process: ChildProcess
-        var watchdog: PrivateGPSD.Watchdog?
+    private init(daemon: PrivateDaemon, directory: String, options: Options) {
+        self.daemon = daemon
+        self.directory = directory
+        self.options = options
+        port = daemon.port
     }
 
     /// mosquitto's path, if installed (Debian's `mosquitto` package).
@@ -51,71 +53,77 @@ public final class PrivateMosquitto: Sendable {
         }
     }
 
-    /// Starts a broker and waits until it listens.
-    public init(options: Options = Options()) throws(EmulatorError) {
-        guard Self.installedPath != nil else { throw .link("mosquitto is not installed (apt-get install mosquitto)") }
-        self.options = options
+    private static let heading = "cannot create the link: "
+
+    /// Starts a broker and waits until it listens; `finish()` stops it and removes its folder.
+    /// - Throws: `DaemonError`: mosquitto is not installed, or did not start listening.
+    public static func start(options: Options = Options()) async throws(DaemonError) -> PrivateMosquitto {
+        guard let mosquitto = installedPath else {
+            throw DaemonError(daemon: "mosquitto", reason: "mosquitto is not installed (apt-get install mosquitto)", heading: heading)
+        }
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tagfix-mosquitto-\(UUID().uuidString)").path
         do {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         } catch {
-            throw .link("cannot create \(folder): \(error)")
+            throw DaemonError(daemon: "mosquitto", reason: "cannot create \(folder): \(error)", heading: heading)
         }
-        directory = folder
-        var failure = EmulatorError.link("no free TCP port on 127.0.0.1")
-        for _ in 0..<4 {
-            let chosen = PrivateGPSD.freePort()
-            guard chosen > 0 else { break }
-            switch Self.launch(directory: folder, port: chosen, options: options) {
-            case .success(let started):
-                port = chosen
-                running = Mutex(started)
-                return
-            case .failure(let why):
-                failure = why
-            }
+        let configuration = PrivateDaemon.Configuration(
+            name: "mosquitto", heading: heading,
+            noFreePort: DaemonError(daemon: "mosquitto", reason: "no free TCP port on 127.0.0.1", heading: heading),
+            launch: { port throws(DaemonError) in
+                let config = try writeConfiguration(directory: folder, port: port, options: options)
+                return PrivateDaemon.Launch(executable: mosquitto, arguments: ["-c", config])
+            },
+            notReady: { port, _ in
+                DaemonError(
+                    daemon: "mosquitto", reason: "mosquitto did not start listening on port \(port) (see \(folder)/mosquitto.log)",
+                    heading: heading)
+            })
+        do {
+            return PrivateMosquitto(daemon: try await PrivateDaemon.start(configuration), directory: folder, options: options)
+        } catch {
+            try? FileManager.default.removeItem(atPath: folder)
+            throw error
         }
-        throw failure
     }
 
-    deinit {
-        stop()
-        try? FileManager.default.removeItem(atPath: directory)
+    /// Runs a broker for the length of `body`, then stops it and removes its folder, whether
+    /// `body` returns or throws.
+    /// - Throws: `DaemonError` when the broker cannot be started, or what `body` throws.
+    public static func with<Value>(
+        options: Options = Options(), isolation: isolated (any Actor)? = #isolation, _ body: (PrivateMosquitto) async throws -> Value
+    ) async throws -> Value {
+        let broker = try await start(options: options)
+        return try await PrivateDaemon.scoped(broker, stop: { await $0.finish() }, body)
     }
 
     /// Whether the broker runs.
-    public var isRunning: Bool { running.withLock { $0?.process.isRunning ?? false } }
+    public var isRunning: Bool { daemon.isRunning }
 
     /// Kills the broker at once (SIGKILL): a crash, a pulled plug. What it saved stays.
-    public func kill() {
-        running.withLock { running in
-            running?.process.stop(grace: .zero, signal: SIGKILL)
-            running?.watchdog?.dismiss()
-            running = nil
-        }
+    public func kill() async {
+        await daemon.kill()
     }
 
-    /// Stops the broker (SIGTERM, then SIGKILL after a second).
-    public func stop() {
-        running.withLock { running in
-            running?.process.stop(grace: .seconds(1))
-            running?.watchdog?.dismiss()
-            running = nil
-        }
+    /// Stops the broker (SIGTERM, then SIGKILL after a second); its folder stays, for `restart()`.
+    public func stop() async {
+        await daemon.stop()
+    }
+
+    /// Stops the broker and removes its folder.
+    public func finish() async {
+        await daemon.stop()
+        try? FileManager.default.removeItem(atPath: directory)
     }
 
     /// Starts the broker again, on the same port with the same folder (its saved sessions).
-    public func restart() throws(EmulatorError) {
-        stop()
-        switch Self.launch(directory: directory, port: port, options: options, attempts: 100) {
-        case .success(let started): running.withLock { $0 = started }
-        case .failure(let why): throw why
-        }
+    /// - Throws: `DaemonError` when it did not start listening again (100 tries).
+    public func restart() async throws(DaemonError) {
+        try await daemon.restart(attempts: 100)
     }
 
-    /// Writes the configuration and runs mosquitto until it listens on `port` (at most 5 s).
-    private static func launch(directory: String, port: Int, options: Options, attempts: Int = 1) -> Result<Running, EmulatorError> {
-        guard let mosquitto = installedPath else { return .failure(.link("mosquitto is not installed")) }
+    /// Writes mosquitto.conf for `port` in `directory`; returns its path.
+    private static func writeConfiguration(directory: String, port: Int, options: Options) throws(DaemonError) -> String {
         // As root, mosquitto changes to the user `mosquitto` unless told to stay who it is.
         let user = getpwuid(geteuid()).flatMap { $0.pointee.pw_name.map { String(cString: $0) } } ?? "root"
         var lines = [
@@ -141,28 +149,8 @@ public final class PrivateMosquitto: Sendable {
         }
         let config = "\(directory)/mosquitto.conf"
         guard FileManager.default.createFile(atPath: config, contents: Data((lines.joined(separator: "\n") + "\n").utf8)) else {
-            return .failure(.link("cannot write \(config)"))
+            throw DaemonError(daemon: "mosquitto", reason: "cannot write \(config)", heading: heading)
         }
-        var failure = EmulatorError.link("mosquitto did not start listening on port \(port) (see \(directory)/mosquitto.log)")
-        for _ in 0..<attempts {
-            let process: ChildProcess
-            do {
-                process = try ChildProcess(executable: mosquitto, arguments: ["-c", config])
-            } catch {
-                return .failure(.link(error.description))
-            }
-            for _ in 0..<100 {
-                if PrivateGPSD.listening(port: port, pid: process.pid) {
-                    return .success(Running(process: process, watchdog: PrivateGPSD.Watchdog(guarding: process.pid, named: "mosquitto")))
-                }
-                guard process.isRunning else { break }
-                Thread.sleep(forTimeInterval: 0.05)
-            }
-            process.stop(grace: .seconds(1))
-            failure = .link("mosquitto did not start listening on port \(port) (see \(directory)/mosquitto.log)")
-            // The port may still be held by the broker just stopped: wait a little and try again.
-            Thread.sleep(forTimeInterval: 0.05)
-        }
-        return .failure(failure)
+        return config
     }
 }
