@@ -154,18 +154,19 @@ struct EmulateCommand: Subcommand {
             if let nmea { return try await nmea.run(io, link: link, stop: stop) }
             if device == "pcsc" { return try await runPCSC(io, stop: stop) }
             let lab = try PN532Lab(tagFiles: tags, script: script, baud: baud, weak: weak, seed: seed)
-            defer { lab.emulator.stop() }
-            try EmulatorLab.makeLink(link, to: lab.emulator.path)
-            defer { if let link { try? FileManager.default.removeItem(atPath: link) } }
-            io.out("PN532 emulator on \(lab.emulator.path)" + (link.map { " (link \($0))" } ?? ""))
-            for (index, image) in lab.images.enumerated() {
-                let weakness = weak.last { $0.tag == index }.map {
-                    " (weak: \(Coordinate.format($0.rfErrorRate * 100, 0)) % RF errors, \(Coordinate.format($0.lossRate * 100, 0)) % losses)"
+            try await EmulatorLab.stopping({ lab.emulator.stop() }) { () throws(EmulatorLabError) in
+                try EmulatorLab.makeLink(link, to: lab.emulator.path)
+                defer { if let link { try? FileManager.default.removeItem(atPath: link) } }
+                io.out("PN532 emulator on \(lab.emulator.path)" + (link.map { " (link \($0))" } ?? ""))
+                for (index, image) in lab.images.enumerated() {
+                    let weakness = weak.last { $0.tag == index }.map {
+                        " (weak: \(Coordinate.format($0.rfErrorRate * 100, 0)) % RF errors, \(Coordinate.format($0.lossRate * 100, 0)) % losses)"
+                    }
+                    io.out("  tag \(image.uid?.hex ?? "?") \(image.chip.name)\(weakness ?? "")")
                 }
-                io.out("  tag \(image.uid?.hex ?? "?") \(image.chip.name)\(weakness ?? "")")
+                io.out("connstring: pn532_uart:\(link ?? lab.emulator.path)")
+                await lab.run(until: stop) { io.err($0) }
             }
-            io.out("connstring: pn532_uart:\(link ?? lab.emulator.path)")
-            await lab.run(until: stop) { io.err($0) }
         } catch {
             switch error {
             case .file(let error): throw .file(error)
@@ -200,7 +201,6 @@ extension EmulateCommand {
         async throws(EmulatorLabError)
     {
         let lab = try PCSCLab(files, port: pcscd?.port ?? port, model: model)
-        defer { lab.stop() }
         io.out(
             "PC/SC card for vpcd on port \(lab.emulator.options.port), answering as \(model.rawValue) (pass-through: \(model.passThrough.rawValue))"
         )
@@ -211,6 +211,8 @@ extension EmulateCommand {
         // Without --pcscd the system pcscd's reader.conf names the reader, whatever the model.
         io.out("reader: pcsc:\(pcscd?.readerName ?? PrivatePCSCD.readerName)")
         await lab.run(until: stop) { io.err($0) }
+        // The card's stop waits for its thread: on a thread of its own, not the pool's.
+        await offThePool("vpcd card stop") { lab.stop() }
     }
 }
 
@@ -290,20 +292,21 @@ struct NMEAOptions: Sendable {
             origin = .at(position ?? Coordinate(validLatitude: 0, longitude: 0))
         }
         let lab = try NMEALab(origin: origin, rate: rate, noise: noise, seed: seed, sky: sky, script: script)
-        defer { lab.emulator.stop() }
-        try EmulatorLab.makeLink(link, to: lab.emulator.path)
-        defer { if let link { try? FileManager.default.removeItem(atPath: link) } }
-        io.out("NMEA emulator on \(lab.emulator.path)" + (link.map { " (link \($0))" } ?? ""))
-        guard startGPSD else { return await lab.run(until: stop) { io.err($0) } }
-        let gpsd: PrivateGPSD
-        do {
-            gpsd = try await PrivateGPSD.start(device: lab.emulator.path)
-        } catch {
-            throw .unavailable(error.description)
+        try await EmulatorLab.stopping({ lab.emulator.stop() }) { () throws(EmulatorLabError) in
+            try EmulatorLab.makeLink(link, to: lab.emulator.path)
+            defer { if let link { try? FileManager.default.removeItem(atPath: link) } }
+            io.out("NMEA emulator on \(lab.emulator.path)" + (link.map { " (link \($0))" } ?? ""))
+            guard startGPSD else { return await lab.run(until: stop) { io.err($0) } }
+            let gpsd: PrivateGPSD
+            do throws(DaemonError) {
+                gpsd = try await PrivateGPSD.start(device: lab.emulator.path)
+            } catch {
+                throw .unavailable(error.description)
+            }
+            io.out("gpsd: gpsd://127.0.0.1:\(gpsd.port)")
+            await lab.run(until: stop) { io.err($0) }
+            // Its exit awaited, not waited for on a thread of the pool.
+            await gpsd.stop()
         }
-        io.out("gpsd: gpsd://127.0.0.1:\(gpsd.port)")
-        await lab.run(until: stop) { io.err($0) }
-        // Its exit awaited, not waited for on a thread of the pool.
-        await gpsd.stop()
     }
 }

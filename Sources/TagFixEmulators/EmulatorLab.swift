@@ -214,6 +214,21 @@ public enum EmulatorLab {
     /// The emulators stop on SIGQUIT too (Ctrl-\): they hold nothing a core dump would explain.
     public static let stopSignals = StopSignals.standard + [SIGQUIT]
 
+    /// Runs `body`, then stops an emulator with `stop` (which waits for its serving thread) on a
+    /// thread of its own, not on the cooperative pool, whether `body` returns or throws.
+    public static func stopping<Failure: Error>(
+        _ stop: @escaping @Sendable () -> Void, isolation: isolated (any Actor)? = #isolation,
+        _ body: () async throws(Failure) -> Void
+    ) async throws(Failure) {
+        do {
+            try await body()
+        } catch {
+            await offThePool("emulator stop", stop)
+            throw error
+        }
+        await offThePool("emulator stop", stop)
+    }
+
     /// Makes `link` (if given) a symbolic link to `path`, replacing an old link.
     public static func makeLink(_ link: String?, to path: String) throws(EmulatorLabError) {
         guard let link else { return }
