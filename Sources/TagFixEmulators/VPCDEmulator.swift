@@ -151,8 +151,6 @@ public final class VPCDEmulator: Sendable {
         if first { done.wait() }
     }
 
-    deinit { stop() }
-
     // MARK: - The socket thread
 
     private var isStopped: Bool { state.withLock { $0.stopped } }

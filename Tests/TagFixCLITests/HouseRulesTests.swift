@@ -99,14 +99,6 @@ struct HouseRulesTests {
         #expect(seen > 0, "no \(needle) found at all: is the package at \(packageRoot)?")
     }
 
-    /// The `deinit`s that still stop something, each named with why: the emulators' classes stop
-    /// their serving thread (a thread, not a process) in `deinit` until they get a scoped form.
-    static let deinitStopAllowed: Set<String> = [
-        "Sources/TagFixEmulators/PN532Emulator.swift",
-        "Sources/TagFixEmulators/NMEAEmulator.swift",
-        "Sources/TagFixEmulators/VPCDEmulator.swift",
-    ]
-
     @Test("no deinit in Sources/ stops or kills a process: a daemon or a child is stopped by its scope (`with…{ }`) or an awaited stop()")
     func noStoppingDeinit() throws {
         let stops = ["stop(", "kill(", "terminate(", "waitUntilExit(", ".signal("]
@@ -122,15 +114,11 @@ struct HouseRulesTests {
                     body += code[(index + 1)...].prefix { !$0.text.hasPrefix(indent + "}") }
                 }
                 guard let call = stops.first(where: { stop in body.contains { $0.text.contains(stop) } }) else { continue }
-                if Self.deinitStopAllowed.contains(file.path) { continue }
                 Issue.record(
                     "\(file.path):\(line.number): deinit calls \(call)…): stop in a scope (`with…{ }`) or an awaited stop(), not in deinit")
             }
         }
         #expect(seen > 0, "no deinit found at all: is the package at \(packageRoot)?")
-        for path in Self.deinitStopAllowed {
-            #expect(FileManager.default.fileExists(atPath: packageRoot + "/" + path), "\(path) is gone: take it off the list")
-        }
     }
 
     @Test("PrivateMosquitto, the tests' broker, is not in the product (Sources/): it lives in the test-only TagFixTestDaemons")
