@@ -121,6 +121,20 @@ struct HouseRulesTests {
         #expect(seen > 0, "no deinit found at all: is the package at \(packageRoot)?")
     }
 
+    @Test("the private daemons (TagFixDaemons) block no thread: no Thread.sleep, usleep, semaphore or waitUntilExit; they await")
+    func daemonsAwait() throws {
+        let blocking = ["Thread.sleep", "usleep(", "DispatchSemaphore", ".wait()", "waitUntilExit("]
+        let files = try Self.swiftFiles("Sources/TagFixDaemons")
+        #expect(!files.isEmpty, "Sources/TagFixDaemons was not found below \(packageRoot)")
+        for file in files {
+            for line in Self.codeLines(file.lines) {
+                for call in blocking where line.text.contains(call) {
+                    Issue.record("\(file.path):\(line.number): \(call) blocks a thread: sleep on the clock, await the exit")
+                }
+            }
+        }
+    }
+
     @Test("PrivateMosquitto, the tests' broker, is not in the product (Sources/): it lives in the test-only TagFixTestDaemons")
     func noTestBrokerInProduct() throws {
         let needle = "Private" + "Mosquitto"
