@@ -31,6 +31,7 @@ let package = Package(
         .library(name: "TagFixScenarios", targets: ["TagFixScenarios"]),
         .library(name: "TagFixTesting", targets: ["TagFixTesting"]),
         .library(name: "TagFixEmulators", targets: ["TagFixEmulators"]),
+        .library(name: "TagFixDaemons", targets: ["TagFixDaemons"]),
         .library(name: "TagFixTags", targets: ["TagFixTags"]),
         .library(name: "TagFixNFC", targets: ["TagFixNFC"]),
         .library(name: "TagFixPCSC", targets: ["TagFixPCSC"]),
@@ -84,6 +85,12 @@ let package = Package(
         .target(name: "TagFixCrypto", dependencies: ["CCrypto", "TagFixCore"]),
         .target(
             name: "TagFixEmulators", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixSystem", "TagFixDevices", "TagFixCrypto", "CPTY"]),
+        // The private daemons (gpsd, pcscd) on one generic `PrivateDaemon` with its watchdog,
+        // each scoped (`with…{ }`); a new private daemon goes here.
+        .target(name: "TagFixDaemons", dependencies: ["TagFixDevices", "TagFixSystem", "CPTY"]),
+        // Test-only daemons (the private mosquitto broker), for the tests and the benchmarks:
+        // not in the product.
+        .target(name: "TagFixTestDaemons", dependencies: ["TagFixDaemons"], path: "Tests/TagFixTestDaemons"),
         // The shipped scenario format and its scripted devices (`--scenario`, the demo's mock GPS);
         // TagFixTesting is for tests only (the manual clock, the reference data).
         .target(name: "TagFixScenarios", dependencies: ["TagFixCore", "TagFixDevices"]),
@@ -92,7 +99,10 @@ let package = Package(
         .target(name: "TagFixDoctor", dependencies: ["TagFixCore", "TagFixDevices", "TagFixNFC", "TagFixPCSC", "TagFixGPSD"]),
         .target(
             name: "TagFixDemo",
-            dependencies: ["TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixNFC", "TagFixGPSD"]),
+            dependencies: [
+                "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixDaemons", "TagFixNFC",
+                "TagFixGPSD",
+            ]),
         // tagfix serve: the event socket, the HTTP server and the live page, as a sink of the
         // session's fan-out.
         .target(name: "TagFixServe", dependencies: ["TagFixCore", "TagFixSystem", "TagFixDevices", "TagFixReport"]),
@@ -102,16 +112,17 @@ let package = Package(
         .target(
             name: "TagFixCLI",
             dependencies: [
-                "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixTags", "TagFixNFC", "TagFixPCSC",
-                "TagFixReaders", "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo", "TagFixMQTT",
-                "TagFixServe", "TagFixPostgres",
+                "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixDaemons", "TagFixTags",
+                "TagFixNFC", "TagFixPCSC", "TagFixReaders", "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor",
+                "TagFixDemo", "TagFixMQTT", "TagFixServe", "TagFixPostgres",
             ]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
         .executableTarget(
             name: "TagFixBench",
             dependencies: [
                 "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixTags", "TagFixNFC", "TagFixGPSD",
-                "TagFixStore", "TagFixCrypto", "TagFixMQTT", "TagFixServe", "TagFixPCSC", "CBenchSched",
+                "TagFixStore", "TagFixCrypto", "TagFixMQTT", "TagFixServe", "TagFixPCSC", "TagFixDaemons", "TagFixTestDaemons",
+                "CBenchSched",
             ],
             path: "Benchmarks/TagFixBench"),
         // sched_setaffinity for the benchmarks (the serve fan-out's threads harness).
@@ -131,13 +142,15 @@ let package = Package(
         .testTarget(name: "TagFixNDEFTests", dependencies: ["TagFixNDEF", "TagFixDevices", "TagFixTesting"]),
         .testTarget(name: "TagFixEmulatorsTests", dependencies: ["TagFixEmulators", "TagFixNDEF", "TagFixCore", "TagFixCrypto"]),
         .testTarget(
-            name: "TagFixGPSDTests", dependencies: ["TagFixGPSD", "TagFixEmulators", "TagFixCore", "TagFixDevices", "TagFixTesting"]),
+            name: "TagFixGPSDTests",
+            dependencies: ["TagFixGPSD", "TagFixEmulators", "TagFixDaemons", "TagFixCore", "TagFixDevices", "TagFixTesting"]),
         .testTarget(
             name: "TagFixTagsTests",
             dependencies: ["TagFixTags", "TagFixEmulators", "TagFixNDEF", "TagFixTesting", "TagFixDevices", "TagFixCore"]),
         .testTarget(name: "TagFixNFCTests", dependencies: ["TagFixNFC", "TagFixTags", "TagFixEmulators", "TagFixNDEF", "TagFixTesting"]),
         .testTarget(
-            name: "TagFixPCSCTests", dependencies: ["TagFixPCSC", "TagFixEmulators", "TagFixNDEF", "TagFixTags", "TagFixCore", "TagFixTesting"]),
+            name: "TagFixPCSCTests",
+            dependencies: ["TagFixPCSC", "TagFixEmulators", "TagFixNDEF", "TagFixTags", "TagFixCore", "TagFixTesting"]),
         .testTarget(
             name: "TagFixReadersTests", dependencies: ["TagFixReaders", "TagFixDevices", "TagFixCore", "TagFixScenarios", "TagFixTesting"]),
         .testTarget(name: "TagFixSystemTests", dependencies: ["TagFixSystem"]),
@@ -150,8 +163,8 @@ let package = Package(
         .testTarget(
             name: "TagFixMQTTTests",
             dependencies: [
-                "TagFixMQTT", "TagFixEmulators", "TagFixStore", "TagFixDevices", "TagFixCore", "TagFixTesting", "TagFixReport",
-                "TagFixScenarios",
+                "TagFixMQTT", "TagFixEmulators", "TagFixDaemons", "TagFixTestDaemons", "TagFixStore", "TagFixDevices", "TagFixCore",
+                "TagFixTesting", "TagFixReport", "TagFixScenarios",
             ]),
         .testTarget(
             name: "TagFixCryptoTests", dependencies: ["TagFixCrypto", "TagFixCore", "TagFixNDEF", "TagFixTesting", "TagFixDevices"],
@@ -163,8 +176,8 @@ let package = Package(
         .testTarget(
             name: "TagFixCLITests",
             dependencies: [
-                "TagFixCLI", "TagFixTesting", "TagFixScenarios", "TagFixEmulators", "TagFixNDEF", "TagFixNFC", "TagFixDevices",
-                "TagFixGPSD",
+                "TagFixCLI", "TagFixTesting", "TagFixScenarios", "TagFixEmulators", "TagFixDaemons", "TagFixTestDaemons", "TagFixNDEF",
+                "TagFixNFC", "TagFixDevices", "TagFixGPSD",
                 "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor", "TagFixDemo", "TagFixTags", "TagFixReaders", "TagFixPCSC",
                 "TagFixServe",
             ]),

@@ -4,6 +4,7 @@
 import Foundation
 import Synchronization
 import TagFixCore
+import TagFixDaemons
 import TagFixDevices
 import TagFixEmulators
 import TagFixGPSD
@@ -38,8 +39,14 @@ func fixLatencyBenchmark(seconds: Int) async -> Bool {
     }
     let receiver = try! NMEAEmulator(source: .at(Coordinate(validLatitude: 53.545, longitude: 9.966), noise: 0.5, seed: 3), rate: 5)
     defer { receiver.stop() }
-    let gpsd = try! PrivateGPSD(device: receiver.path)
-    defer { gpsd.stop() }
+    let gpsd = try! await PrivateGPSD.start(device: receiver.path)
+    let measured = await fixLatency(seconds: seconds, receiver: receiver, gpsd: gpsd)
+    await gpsd.stop()
+    return measured
+}
+
+/// The benchmark on a running receiver and private gpsd.
+private func fixLatency(seconds: Int, receiver: NMEAEmulator, gpsd: PrivateGPSD) async -> Bool {
     let ours = Arrivals(), theirs = Arrivals()
     // gpspipe -w, reading TPVs.
     let pipe = Pipe()

@@ -11,6 +11,7 @@
 import Foundation
 import Glibc
 import TagFixCore
+import TagFixDaemons
 import TagFixDevices
 import TagFixEmulators
 import TagFixPCSC
@@ -141,12 +142,17 @@ func pcscReadBenchmark(rounds: Int, model: PCSCPart3Reader.Model = .virtual) asy
     }
     let pcscd: PrivatePCSCD
     do {
-        pcscd = try PrivatePCSCD(friendlyName: model.friendlyName)
+        pcscd = try await PrivatePCSCD.start(friendlyName: model.friendlyName)
     } catch {
         print(#"{"bench":"pcsc-read","skipped":"\#(error)"}"#)
         return
     }
-    defer { pcscd.stop() }
+    await pcscReadBenchmark(rounds: rounds, model: model, pcscd: pcscd)
+    await pcscd.stop()
+}
+
+/// The benchmark on a running private pcscd.
+private func pcscReadBenchmark(rounds: Int, model: PCSCPart3Reader.Model, pcscd: PrivatePCSCD) async {
     // libpcsclite reads the socket's name once, at this process's first PC/SC call: before it.
     setenv("PCSCLITE_CSOCK_NAME", pcscd.socketPath, 1)
     let cases = tagCases()

@@ -15,6 +15,7 @@ import CBenchSched
 import Foundation
 import Synchronization
 import TagFixCore
+import TagFixDaemons
 import TagFixDevices
 import TagFixEmulators
 import TagFixScenarios
@@ -257,7 +258,7 @@ func fanOutBenchmark(verdicts: Int, harnesses: [FanOutHarness]) async {
                     harness, port: gpsd.port, count: clients, hello: #"?WATCH={"enable":true,"json":true};"# + "\n")
             else {
                 print(#"{"bench":"serve-fan-out","error":"the client process did not start"}"#)
-                gpsd.stop()
+                await gpsd.stop()
                 receiver.stop()
                 return
             }
@@ -285,7 +286,7 @@ func fanOutBenchmark(verdicts: Int, harnesses: [FanOutHarness]) async {
                 else { continue }
                 delays.append(Double(arrived - write.written) / 1e9)
             }
-            gpsd.stop()
+            await gpsd.stop()
             receiver.stop()
             emit(row("gpsd", harness, clients, watchers.served, delays))
         }

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/pidfd.h>
 #include <unistd.h>
 
 int cprocess_spawn(pid_t *pid, const char *path, char *const *argv, char *const *envp, int stdin_fd, int stdout_fd,
@@ -41,6 +42,11 @@ int cprocess_spawn(pid_t *pid, const char *path, char *const *argv, char *const 
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attributes);
     return error;
+}
+
+int cprocess_pidfd_open(pid_t pid) {
+    int fd = pidfd_open(pid, 0);
+    return fd >= 0 ? fd : -errno;
 }
 
 int cprocess_pipe(int fds[2], int nonblocking) {

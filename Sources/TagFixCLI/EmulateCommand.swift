@@ -1,5 +1,6 @@
 import Foundation
 import TagFixCore
+import TagFixDaemons
 import TagFixDevices
 import TagFixEmulators
 import TagFixNDEF
@@ -153,18 +154,19 @@ struct EmulateCommand: Subcommand {
             if let nmea { return try await nmea.run(io, link: link, stop: stop) }
             if device == "pcsc" { return try await runPCSC(io, stop: stop) }
             let lab = try PN532Lab(tagFiles: tags, script: script, baud: baud, weak: weak, seed: seed)
-            defer { lab.emulator.stop() }
-            try EmulatorLab.makeLink(link, to: lab.emulator.path)
-            defer { if let link { try? FileManager.default.removeItem(atPath: link) } }
-            io.out("PN532 emulator on \(lab.emulator.path)" + (link.map { " (link \($0))" } ?? ""))
-            for (index, image) in lab.images.enumerated() {
-                let weakness = weak.last { $0.tag == index }.map {
-                    " (weak: \(Coordinate.format($0.rfErrorRate * 100, 0)) % RF errors, \(Coordinate.format($0.lossRate * 100, 0)) % losses)"
+            try await EmulatorLab.stopping({ lab.emulator.stop() }) { () throws(EmulatorLabError) in
+                try EmulatorLab.makeLink(link, to: lab.emulator.path)
+                defer { if let link { try? FileManager.default.removeItem(atPath: link) } }
+                io.out("PN532 emulator on \(lab.emulator.path)" + (link.map { " (link \($0))" } ?? ""))
+                for (index, image) in lab.images.enumerated() {
+                    let weakness = weak.last { $0.tag == index }.map {
+                        " (weak: \(Coordinate.format($0.rfErrorRate * 100, 0)) % RF errors, \(Coordinate.format($0.lossRate * 100, 0)) % losses)"
+                    }
+                    io.out("  tag \(image.uid?.hex ?? "?") \(image.chip.name)\(weakness ?? "")")
                 }
-                io.out("  tag \(image.uid?.hex ?? "?") \(image.chip.name)\(weakness ?? "")")
+                io.out("connstring: pn532_uart:\(link ?? lab.emulator.path)")
+                await lab.run(until: stop) { io.err($0) }
             }
-            io.out("connstring: pn532_uart:\(link ?? lab.emulator.path)")
-            await lab.run(until: stop) { io.err($0) }
         } catch {
             switch error {
             case .file(let error): throw .file(error)
@@ -175,20 +177,42 @@ struct EmulateCommand: Subcommand {
 }
 
 extension EmulateCommand {
-    /// `emulate pcsc`: the card behind vpcd, and the private pcscd with --pcscd.
+    /// `emulate pcsc`: the card behind vpcd, and the private pcscd with --pcscd (its exit awaited
+    /// at the end: nothing blocks a thread of the pool).
     func runPCSC(_ io: some TerminalOutput, stop: StopSignals) async throws(EmulatorLabError) {
-        let lab = try PCSCLab(tagFiles: tags, script: script, port: port, privatePCSCD: privatePCSCD, model: model)
-        defer { lab.stop() }
+        let files = try PCSCLab.load(tagFiles: tags, script: script)
+        guard privatePCSCD else { return try await runPCSC(io, stop: stop, files: files, pcscd: nil) }
+        let pcscd: PrivatePCSCD
+        do {
+            pcscd = try await PrivatePCSCD.start(friendlyName: model.friendlyName)
+        } catch {
+            throw .unavailable(error.description)
+        }
+        do {
+            try await runPCSC(io, stop: stop, files: files, pcscd: pcscd)
+        } catch {
+            await pcscd.stop()
+            throw error
+        }
+        await pcscd.stop()
+    }
+
+    private func runPCSC(_ io: some TerminalOutput, stop: StopSignals, files: PCSCLab.Files, pcscd: PrivatePCSCD?)
+        async throws(EmulatorLabError)
+    {
+        let lab = try PCSCLab(files, port: pcscd?.port ?? port, model: model)
         io.out(
             "PC/SC card for vpcd on port \(lab.emulator.options.port), answering as \(model.rawValue) (pass-through: \(model.passThrough.rawValue))"
         )
         for image in lab.images {
             io.out("  tag \(image.uid?.hex ?? "?") \(image.chip.name)")
         }
-        if let pcscd = lab.pcscd { io.out("pcscd: PCSCLITE_CSOCK_NAME=\(pcscd.socketPath)") }
+        if let pcscd { io.out("pcscd: PCSCLITE_CSOCK_NAME=\(pcscd.socketPath)") }
         // Without --pcscd the system pcscd's reader.conf names the reader, whatever the model.
-        io.out("reader: pcsc:\(lab.pcscd?.readerName ?? PrivatePCSCD.readerName)")
+        io.out("reader: pcsc:\(pcscd?.readerName ?? PrivatePCSCD.readerName)")
         await lab.run(until: stop) { io.err($0) }
+        // The card's stop waits for its thread: on a thread of its own, not the pool's.
+        await offThePool("vpcd card stop") { lab.stop() }
     }
 }
 
@@ -268,16 +292,21 @@ struct NMEAOptions: Sendable {
             origin = .at(position ?? Coordinate(validLatitude: 0, longitude: 0))
         }
         let lab = try NMEALab(origin: origin, rate: rate, noise: noise, seed: seed, sky: sky, script: script)
-        defer { lab.emulator.stop() }
-        try EmulatorLab.makeLink(link, to: lab.emulator.path)
-        defer { if let link { try? FileManager.default.removeItem(atPath: link) } }
-        io.out("NMEA emulator on \(lab.emulator.path)" + (link.map { " (link \($0))" } ?? ""))
-        var gpsd: PrivateGPSD?
-        if startGPSD {
-            gpsd = try await lab.startGPSD()
-            io.out("gpsd: gpsd://127.0.0.1:\(gpsd?.port ?? 0)")
+        try await EmulatorLab.stopping({ lab.emulator.stop() }) { () throws(EmulatorLabError) in
+            try EmulatorLab.makeLink(link, to: lab.emulator.path)
+            defer { if let link { try? FileManager.default.removeItem(atPath: link) } }
+            io.out("NMEA emulator on \(lab.emulator.path)" + (link.map { " (link \($0))" } ?? ""))
+            guard startGPSD else { return await lab.run(until: stop) { io.err($0) } }
+            let gpsd: PrivateGPSD
+            do throws(DaemonError) {
+                gpsd = try await PrivateGPSD.start(device: lab.emulator.path)
+            } catch {
+                throw .unavailable(error.description)
+            }
+            io.out("gpsd: gpsd://127.0.0.1:\(gpsd.port)")
+            await lab.run(until: stop) { io.err($0) }
+            // Its exit awaited, not waited for on a thread of the pool.
+            await gpsd.stop()
         }
-        defer { gpsd?.stop() }
-        await lab.run(until: stop) { io.err($0) }
     }
 }

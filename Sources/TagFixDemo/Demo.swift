@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 public import TagFixCore
+import TagFixDaemons
 public import TagFixDevices
 import TagFixEmulators
 import TagFixGPSD
@@ -125,7 +126,7 @@ public struct DemoRun: Sendable {
     private protocol Receiver: Sendable {
         func move(to position: Coordinate)
         func sky(_ sky: ExampleSite.Sky)
-        func stop()
+        func stop() async
     }
 
     private struct EmulatedReceiver: Receiver {
@@ -144,9 +145,10 @@ public struct DemoRun: Sendable {
                 nmea.setFixLost(true)
             }
         }
-        func stop() {
-            nmea.stop()
-            gpsd.stop()
+        func stop() async {
+            // The emulator's stop waits for its thread: on a thread of its own, not the pool's.
+            await offThePool("NMEA emulator stop") { nmea.stop() }
+            await gpsd.stop()
         }
     }
 
@@ -209,69 +211,72 @@ public struct DemoRun: Sendable {
         } catch {
             throw .unavailable("cannot start the PN532 emulator: \(error)")
         }
-        defer { pn532.stop() }
-        for index in tags.indices { pn532.setPresent(false, tag: index) }
+        try await EmulatorLab.stopping({ pn532.stop() }) { () throws(DemoError) in
+            for index in tags.indices { pn532.setPresent(false, tag: index) }
 
-        let first = ExampleSite.position(stops[0], registry: registry)
-        let receiver: any Receiver
-        let gps: any FixSource
-        // TAGFIX_DEMO_GPS=mock picks the mock GPS even where gpsd is installed.
-        let mockGPS = ProcessInfo.processInfo.environment["TAGFIX_DEMO_GPS"] == "mock"
-        if PrivateGPSD.installedPath != nil, !mockGPS {
-            do {
-                let nmea = try NMEAEmulator(source: .at(first, noise: 0.8, seed: 7), rate: 5)
-                let gpsd = try await PrivateGPSD.start(device: nmea.path)
-                receiver = EmulatedReceiver(nmea: nmea, gpsd: gpsd)
-                gps = GPSDFixSource(endpoint: GPSDEndpoint(host: "127.0.0.1", port: gpsd.port), clock: clock)
-                nmea.start()
-                note(
-                    "demo: PN532 emulator on \(pn532.path) (libnfc pn532_uart), NMEA emulator on \(nmea.path) read by gpsd at gpsd://127.0.0.1:\(gpsd.port)"
-                )
-            } catch {
-                throw .unavailable("cannot start the GPS emulator: \(error)")
-            }
-        } else {
-            let mock = MockReceiver(clock: clock)
-            mock.move(to: first)
-            receiver = mock
-            gps = mock.source
-            note("demo: PN532 emulator on \(pn532.path) (libnfc pn532_uart), mock GPS\(mockGPS ? "" : " (gpsd is not installed)")")
-        }
-        defer { receiver.stop() }
-
-        let verifier = Verifier(policy: ExampleSite.policy, registry: registry)
-        let reader = LibNFCReader(connstring: "pn532_uart:\(pn532.path)", clock: clock)
-        let (events, feed) = AsyncStream<VerifierEvent>.makeStream()
-        let (onEvent, limit, stop) = (self.onEvent, self.limit, self.stop)
-        // The walk (or the time limit, or a signal) ends the demo; the pipeline is then cancelled.
-        var racers: [@Sendable () async -> DemoError?] = [
-            {
-                await LiveVerifier(verifier: verifier, clock: clock, systemClock: KernelClock()).run(reader: reader, gps: gps) { event in
-                    onEvent(event, clock.now)
-                    feed.yield(event)
+            let first = ExampleSite.position(stops[0], registry: registry)
+            let receiver: any Receiver
+            let gps: any FixSource
+            // TAGFIX_DEMO_GPS=mock picks the mock GPS even where gpsd is installed.
+            let mockGPS = ProcessInfo.processInfo.environment["TAGFIX_DEMO_GPS"] == "mock"
+            if PrivateGPSD.installedPath != nil, !mockGPS {
+                do {
+                    let nmea = try NMEAEmulator(source: .at(first, noise: 0.8, seed: 7), rate: 5)
+                    let gpsd = try await PrivateGPSD.start(device: nmea.path)
+                    receiver = EmulatedReceiver(nmea: nmea, gpsd: gpsd)
+                    gps = GPSDFixSource(endpoint: GPSDEndpoint(host: "127.0.0.1", port: gpsd.port), clock: clock)
+                    nmea.start()
+                    note(
+                        "demo: PN532 emulator on \(pn532.path) (libnfc pn532_uart), NMEA emulator on \(nmea.path) read by gpsd at gpsd://127.0.0.1:\(gpsd.port)"
+                    )
+                } catch {
+                    throw .unavailable("cannot start the GPS emulator: \(error)")
                 }
-                return nil
-            },
-            {
-                var stream = events.makeAsyncIterator()
-                return await Self.walk(stops, registry: registry, pn532: pn532, receiver: receiver, events: &stream)
-            },
-        ]
-        if let stop {
-            racers.append {
-                _ = await stop.wait()
-                return nil
+            } else {
+                let mock = MockReceiver(clock: clock)
+                mock.move(to: first)
+                receiver = mock
+                gps = mock.source
+                note("demo: PN532 emulator on \(pn532.path) (libnfc pn532_uart), mock GPS\(mockGPS ? "" : " (gpsd is not installed)")")
             }
+            // Stopped (gpsd's exit awaited) before the demo returns; nothing below throws before that.
+
+            let verifier = Verifier(policy: ExampleSite.policy, registry: registry)
+            let reader = LibNFCReader(connstring: "pn532_uart:\(pn532.path)", clock: clock)
+            let (events, feed) = AsyncStream<VerifierEvent>.makeStream()
+            let (onEvent, limit, stop) = (self.onEvent, self.limit, self.stop)
+            // The walk (or the time limit, or a signal) ends the demo; the pipeline is then cancelled.
+            var racers: [@Sendable () async -> DemoError?] = [
+                {
+                    await LiveVerifier(verifier: verifier, clock: clock, systemClock: KernelClock()).run(reader: reader, gps: gps) {
+                        event in
+                        onEvent(event, clock.now)
+                        feed.yield(event)
+                    }
+                    return nil
+                },
+                {
+                    var stream = events.makeAsyncIterator()
+                    return await Self.walk(stops, registry: registry, pn532: pn532, receiver: receiver, events: &stream)
+                },
+            ]
+            if let stop {
+                racers.append {
+                    _ = await stop.wait()
+                    return nil
+                }
+            }
+            let outcome = await race(deadline: clock.now.advanced(by: limit), clock: clock, first: racers)
+            feed.finish()
+            let failure: DemoError?
+            switch outcome {
+            case .value(let ended): failure = ended
+            case .cancelled: failure = nil
+            case .timedOut: failure = .timedOut("the demo did not finish within \(Coordinate.format(limit.seconds, 0)) s")
+            }
+            await receiver.stop()
+            if let failure { throw failure }
         }
-        let outcome = await race(deadline: clock.now.advanced(by: limit), clock: clock, first: racers)
-        feed.finish()
-        let failure: DemoError?
-        switch outcome {
-        case .value(let ended): failure = ended
-        case .cancelled: failure = nil
-        case .timedOut: failure = .timedOut("the demo did not finish within \(Coordinate.format(limit.seconds, 0)) s")
-        }
-        if let failure { throw failure }
     }
 
     /// Walks the stops: steer the GPS, wait until gpsd reports the new state, present the tag,

@@ -2,17 +2,50 @@ internal import CProcess
 import Foundation
 public import Glibc
 import Synchronization
+import TagFixSystem
 
-/// A program TagFix starts (the private gpsd and its watchdog): the one way the product spawns a
-/// process. The child starts with an empty signal mask and every signal at its default
+/// A program TagFix starts (the private daemons and their watchdogs): the one way the product
+/// spawns a process. The child starts with an empty signal mask and every signal at its default
 /// disposition, whatever thread spawns it, so SIGTERM stops it. (Foundation's `Process` passes on
 /// the spawning thread's mask: spawned from a dispatch or cooperative thread, which blocks almost
 /// every signal, a gpsd kept SIGTERM pending forever and only SIGKILL stopped it.) Its standard
 /// descriptors are the ones given (`nil`: /dev/null) and no other descriptor is inherited.
+///
+/// Async code runs a child scoped, `ChildProcess.run(executable:…) { child in … }`, whose
+/// teardown awaits the exit (`stop(grace:)`: SIGTERM, SIGKILL after the grace, reaped). The exit
+/// is awaited through a pidfd (readable once the child has exited), polled on a thread of its own
+/// (`offThePool`), never on the cooperative pool and never in sleep steps: a dispatch read source
+/// would need libdispatch to take a pidfd for a readable file, which its Linux port does not
+/// promise. The synchronous `stop(grace:)` and `waitUntilExit()` remain for synchronous callers.
 public final class ChildProcess: Sendable {
     public let pid: Int32
     /// The exit status once reaped; never signalled after that, so a reused pid is left alone.
     private let status = Mutex<Int32?>(nil)
+    /// The child's pidfd (readable once it has exited), or -1 where the kernel has none (before
+    /// Linux 5.3); closed with this object.
+    private let exitDescriptor: Int32
+
+    /// Runs `executable` for the length of `body`, which gets the running child; then stops it
+    /// (`stop(grace:)`: SIGTERM, SIGKILL after `grace`, reaped), whether `body` returns or throws.
+    /// - Throws: `ChildProcessError` when the program cannot be started, or what `body` throws.
+    public static func run<Value>(
+        executable: String, arguments: [String], environment: [String: String]? = nil, standardInput: Int32? = nil,
+        standardOutput: Int32? = nil, standardError: Int32? = nil, grace: Duration = .seconds(1),
+        isolation: isolated (any Actor)? = #isolation, _ body: (ChildProcess) async throws -> Value
+    ) async throws -> Value {
+        let child = try ChildProcess(
+            executable: executable, arguments: arguments, environment: environment, standardInput: standardInput,
+            standardOutput: standardOutput, standardError: standardError)
+        let value: Value
+        do {
+            value = try await body(child)
+        } catch {
+            await child.stop(grace: grace)
+            throw error
+        }
+        await child.stop(grace: grace)
+        return value
+    }
 
     /// Starts `executable` with `arguments` (without the program name) and `environment`
     /// (default: this process's).
@@ -30,6 +63,13 @@ public final class ChildProcess: Sendable {
         let error = cprocess_spawn(&child, executable, argvC, envpC, standardInput ?? -1, standardOutput ?? -1, standardError ?? -1)
         guard error == 0 else { throw ChildProcessError(executable: executable, errno: error) }
         pid = child
+        // Opened before anything can reap the child, so it names this child and no later one.
+        let descriptor = cprocess_pidfd_open(child)
+        exitDescriptor = descriptor >= 0 ? descriptor : -1
+    }
+
+    deinit {
+        if exitDescriptor >= 0 { close(exitDescriptor) }
     }
 
     /// Whether the child still runs; reaps it once it has exited.
@@ -65,14 +105,73 @@ public final class ChildProcess: Sendable {
         }
     }
 
+    /// Waits for the child to exit and reaps it, on a thread of its own (the pidfd polled there),
+    /// not on the cooperative pool. Returns how it ended.
+    @discardableResult
+    public func exited() async -> Termination {
+        while true {
+            if let termination { return termination }
+            _ = await awaitExit(within: nil)
+        }
+    }
+
+    /// Signals `signal` (default SIGTERM), awaits the exit for up to `grace`, then sends SIGKILL
+    /// and awaits the exit; the child is reaped when this returns. Nothing waits on the
+    /// cooperative pool.
+    public func stop(grace: Duration = .seconds(1), signal first: Int32 = SIGTERM) async {
+        guard isRunning else { return }
+        signal(first)
+        if grace > .zero, await awaitExit(within: grace) { return }
+        signal(SIGKILL)
+        await exited()
+    }
+
+    /// Waits up to `timeout` (`nil`: until it happens) for the child's exit on a thread of its
+    /// own; true once it has exited, and then it is reaped.
+    private func awaitExit(within timeout: Duration?) async -> Bool {
+        guard isRunning else { return true }
+        return await offThePool("exit of \(pid)") { [self] in
+            waitForExit(within: timeout)
+            return !isRunning
+        }
+    }
+
+    /// Blocks until the pidfd is readable (the child has exited) or `timeout` has passed. Only on a
+    /// thread of its own. Without a pidfd, it looks every 10 ms.
+    private func waitForExit(within timeout: Duration?) {
+        let clock = ContinuousClock()
+        let deadline = timeout.map { clock.now.advanced(by: $0) }
+        while true {
+            var milliseconds: Int32 = -1
+            if let deadline {
+                let left = clock.now.duration(to: deadline)
+                guard left > .zero else { return }
+                milliseconds = Int32(clamping: left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)
+            }
+            if exitDescriptor < 0 {
+                guard isRunning else { return }
+                _ = poll(nil, 0, milliseconds < 0 ? 10 : min(milliseconds, 10))
+                continue
+            }
+            var entry = pollfd(fd: exitDescriptor, events: Int16(POLLIN), revents: 0)
+            do throws(Errno) {
+                _ = try valueOrErrno(retryOnInterrupt: false) { poll(&entry, 1, milliseconds) }
+            } catch {
+                // Interrupted: wait again for what is left of the timeout.
+                if error == .interrupted { continue }
+            }
+            return
+        }
+    }
+
     /// Waits for the child to exit, polling every 10 ms (a blocking `waitpid` would hold the lock
-    /// that `signal` needs).
+    /// that `signal` needs). Blocks its thread: async code awaits `exited()`.
     public func waitUntilExit() {
         while isRunning { usleep(10_000) }
     }
 
     /// Signals `signal` (default SIGTERM), waits up to `grace` for the child to exit, then sends
-    /// SIGKILL and reaps it.
+    /// SIGKILL and reaps it. Blocks its thread: async code awaits `stop(grace:)`.
     public func stop(grace: Duration = .seconds(1), signal first: Int32 = SIGTERM) {
         guard isRunning else { return }
         signal(first)

@@ -85,26 +85,26 @@ extension PN532Lab {
 }
 
 /// `tagfix emulate pcsc`: a contactless card behind pcscd's virtual reader (vpcd), from dump
-/// files, with the PN532 emulator's fault script; optionally with a private pcscd.
+/// files, with the PN532 emulator's fault script. A private pcscd (`--pcscd`) is the CLI's to
+/// start (TagFixDaemons' `PrivatePCSCD`), between `load` and the card.
 public struct PCSCLab: Sendable {
     /// The port of Debian's own vpcd reader (/etc/reader.conf.d/vpcd: CHANNELID 0x8C7B).
     public static let systemVPCDPort = 0x8C7B
 
     public let emulator: VPCDEmulator
     public let images: [TagImage]
-    /// The private pcscd, with `--pcscd`.
-    public let pcscd: PrivatePCSCD?
     let faults: FaultScript?
 
-    /// Loads the dumps and the script, starts the private pcscd when asked, then the card.
-    /// - Parameter port: vpcd's port; with `privatePCSCD` the private pcscd's is used.
-    /// - Parameter model: the reader family the card answers as; a private pcscd lists the
-    ///   reader under that family's name.
-    public init(tagFiles: [String], script: String?, port: Int?, privatePCSCD: Bool, model: PCSCPart3Reader.Model = .virtual)
-        throws(EmulatorLabError)
-    {
-        images = try PN532Lab.loadDumps(tagFiles)
-        faults = try PN532Lab.loadScript(script, tagCount: images.count)
+    /// The dumps and the fault script, read and checked.
+    public struct Files: Sendable {
+        public let images: [TagImage]
+        let faults: FaultScript?
+    }
+
+    /// Loads the dumps and the script (before any pcscd is started).
+    public static func load(tagFiles: [String], script: String?) throws(EmulatorLabError) -> Files {
+        let images = try PN532Lab.loadDumps(tagFiles)
+        let faults = try PN532Lab.loadScript(script, tagCount: images.count)
         for step in faults?.steps ?? [] {
             if case .weak = step.action {
                 throw .file(
@@ -113,20 +113,17 @@ public struct PCSCLab: Sendable {
                         message: "weak is a fault of the PN532 emulator's air link; vpcd's card has none (use emulate pn532)"))
             }
         }
-        var daemon: PrivatePCSCD?
-        if privatePCSCD {
-            do {
-                daemon = try PrivatePCSCD(friendlyName: model.friendlyName)
-            } catch {
-                throw .unavailable(error.description)
-            }
-        }
-        pcscd = daemon
+        return Files(images: images, faults: faults)
+    }
+
+    /// Starts the card of `files` for vpcd on `port` (Debian's own vpcd reader's when `nil`).
+    /// - Parameter model: the reader family the card answers as.
+    public init(_ files: Files, port: Int?, model: PCSCPart3Reader.Model = .virtual) throws(EmulatorLabError) {
+        images = files.images
+        faults = files.faults
         do {
-            emulator = try VPCDEmulator(
-                dumps: images, options: .init(port: daemon?.port ?? port ?? Self.systemVPCDPort, model: model))
+            emulator = try VPCDEmulator(dumps: images, options: .init(port: port ?? Self.systemVPCDPort, model: model))
         } catch {
-            daemon?.stop()
             throw .unavailable(error.description)
         }
     }
@@ -141,15 +138,14 @@ public struct PCSCLab: Sendable {
         }
     }
 
-    /// Stops the card, then the private pcscd.
+    /// Stops the card.
     public func stop() {
         emulator.stop()
-        pcscd?.stop()
     }
 }
 
 /// `tagfix emulate nmea`: an NMEA emulator on a pty from a position, a route or a recorded log,
-/// with an optional fault script and an optional private gpsd reading it.
+/// with an optional fault script (a private gpsd reading it is the CLI's to start: TagFixDaemons).
 public struct NMEALab: Sendable {
     /// Where the receiver's sentences come from.
     public enum Origin: Sendable, Hashable {
@@ -201,15 +197,6 @@ public struct NMEALab: Sendable {
         if case .log(_, let once) = origin { emulator.setRepeatsLog(!once) }
     }
 
-    /// Starts a private gpsd on the emulator's pty.
-    public func startGPSD() async throws(EmulatorLabError) -> PrivateGPSD {
-        do {
-            return try await PrivateGPSD.start(device: emulator.path)
-        } catch {
-            throw .unavailable(error.description)
-        }
-    }
-
     /// Starts talking and runs until one of `stop`'s signals, telling `note` each script step.
     public func run(until stop: StopSignals, note: @escaping @Sendable (String) -> Void) async {
         let emulator = self.emulator
@@ -226,6 +213,21 @@ public struct NMEALab: Sendable {
 public enum EmulatorLab {
     /// The emulators stop on SIGQUIT too (Ctrl-\): they hold nothing a core dump would explain.
     public static let stopSignals = StopSignals.standard + [SIGQUIT]
+
+    /// Runs `body`, then stops an emulator with `stop` (which waits for its serving thread) on a
+    /// thread of its own, not on the cooperative pool, whether `body` returns or throws.
+    public static func stopping<Failure: Error>(
+        _ stop: @escaping @Sendable () -> Void, isolation: isolated (any Actor)? = #isolation,
+        _ body: () async throws(Failure) -> Void
+    ) async throws(Failure) {
+        do {
+            try await body()
+        } catch {
+            await offThePool("emulator stop", stop)
+            throw error
+        }
+        await offThePool("emulator stop", stop)
+    }
 
     /// Makes `link` (if given) a symbolic link to `path`, replacing an old link.
     public static func makeLink(_ link: String?, to path: String) throws(EmulatorLabError) {

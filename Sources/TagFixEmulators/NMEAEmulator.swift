@@ -92,8 +92,6 @@ public final class NMEAEmulator: Sendable {
 
     public func stop() { line.stop() }
 
-    deinit { stop() }
-
     private func serve() {
         var errors = GNSSErrorModel(sigma: 1.5, sky: .independent, seed: 1)
         var origin: Coordinate?

@@ -123,8 +123,6 @@ public final class PN532Emulator: Sendable {
     /// Stops the emulator and closes the line: clients see the device go away.
     public func stop() { line.stop() }
 
-    deinit { stop() }
-
     // MARK: - The line
 
     private func serve() {

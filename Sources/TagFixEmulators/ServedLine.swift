@@ -3,9 +3,11 @@ import Synchronization
 
 /// A pseudo-terminal answered by one thread of its own: what both emulators share.
 ///
-/// `stop()` works once, from any thread or `deinit`. It raises `isStopped`, waits for the serving
-/// loop to see it and return, and only then closes the line. So a client sees the device go
-/// away after the last byte, never in the middle of a frame.
+/// `stop()` works once, from any thread (async code calls it on a thread of its own:
+/// `EmulatorLab.stopping`). It raises `isStopped`, waits for the serving loop to see it and
+/// return, and only then closes the line. So a client sees the device go away after the last
+/// byte, never in the middle of a frame. Nothing stops it in `deinit`: the serving thread holds
+/// its emulator until it returns.
 final class ServedLine: Sendable {
     let pty: PseudoTerminal
     private let stopped = Mutex(false)

@@ -1,5 +1,6 @@
 import Foundation
 import TagFixCore
+import TagFixDaemons
 import TagFixDevices
 import TagFixEmulators
 import Testing

@@ -1,5 +1,6 @@
 import Foundation
 import TagFixCore
+import TagFixDaemons
 import TagFixDevices
 import TagFixEmulators
 import TagFixGPSD
@@ -222,35 +223,35 @@ struct DoctorLiveTests {
     func gpsd() async throws {
         let receiver = try NMEAEmulator(source: .at(Coordinate(validLatitude: 53.5, longitude: 9.9), noise: 0.5, seed: 1), rate: 5)
         defer { receiver.stop() }
-        let gpsd = try await PrivateGPSD.start(device: receiver.path)
-        defer { gpsd.stop() }
-        receiver.start()
-        let endpoint = try GPSDEndpoint("gpsd://127.0.0.1:\(gpsd.port)")
-        guard case .fix = await endpoint.probe(wait: .seconds(20)) else {
-            Issue.record("a fix was expected")
-            return
+        try await PrivateGPSD.with(device: receiver.path) { gpsd in
+            receiver.start()
+            let endpoint = try GPSDEndpoint("gpsd://127.0.0.1:\(gpsd.port)")
+            guard case .fix = await endpoint.probe(wait: .seconds(20)) else {
+                Issue.record("a fix was expected")
+                return
+            }
+            receiver.setFixLost(true)
+            // Wait until gpsd itself reports the loss, so no positioned report is still in flight.
+            var watch = GPSDFixSource(endpoint: endpoint, clock: MonotonicClock()).events().makeAsyncIterator()
+            while let event = await watch.next() {
+                if case .fix(let fix) = event, fix.mode == .noFix { break }
+            }
+            guard case .noFix = await endpoint.probe(wait: .seconds(2)) else {
+                Issue.record("no fix was expected")
+                return
+            }
+            let mute = try NMEAEmulator(source: .at(Coordinate(validLatitude: 1, longitude: 1), noise: 1, seed: 1))
+            defer { mute.stop() }
+            try await PrivateGPSD.with(device: mute.path) { quiet in
+                guard case .silent = try await GPSDEndpoint("gpsd://127.0.0.1:\(quiet.port)").probe(wait: .seconds(2)) else {
+                    Issue.record("a silent receiver was expected")
+                    return
+                }
+                let result = await run(["doctor", "--gps", "gpsd://127.0.0.1:1", "--root", try FakeSystem().root, "--gps-wait", "2"])
+                #expect(result.code == 69)
+                #expect(result.out.contains { $0.contains("gpsd is not running") })
+            }
         }
-        receiver.setFixLost(true)
-        // Wait until gpsd itself reports the loss, so no positioned report is still in flight.
-        var watch = GPSDFixSource(endpoint: endpoint, clock: MonotonicClock()).events().makeAsyncIterator()
-        while let event = await watch.next() {
-            if case .fix(let fix) = event, fix.mode == .noFix { break }
-        }
-        guard case .noFix = await endpoint.probe(wait: .seconds(2)) else {
-            Issue.record("no fix was expected")
-            return
-        }
-        let mute = try NMEAEmulator(source: .at(Coordinate(validLatitude: 1, longitude: 1), noise: 1, seed: 1))
-        defer { mute.stop() }
-        let quiet = try await PrivateGPSD.start(device: mute.path)
-        defer { quiet.stop() }
-        guard case .silent = try await GPSDEndpoint("gpsd://127.0.0.1:\(quiet.port)").probe(wait: .seconds(2)) else {
-            Issue.record("a silent receiver was expected")
-            return
-        }
-        let result = await run(["doctor", "--gps", "gpsd://127.0.0.1:1", "--root", try FakeSystem().root, "--gps-wait", "2"])
-        #expect(result.code == 69)
-        #expect(result.out.contains { $0.contains("gpsd is not running") })
     }
 
     @Test("--reader opens the PN532 emulator through libnfc; a wrong connstring blocks")
@@ -276,20 +277,20 @@ struct DoctorLiveTests {
     func devices() async throws {
         let receiver = try NMEAEmulator(source: .at(Coordinate(validLatitude: 53.5, longitude: 9.9), noise: 0.5, seed: 1), rate: 5)
         defer { receiver.stop() }
-        let gpsd = try await PrivateGPSD.start(device: receiver.path)
-        defer { gpsd.stop() }
-        receiver.start()
-        let emulator = try PN532Emulator(tags: [try EmulatedType2Tag.ntag(213, message: [])])
-        defer { emulator.stop() }
-        let result = try await TestProgram.run(
-            TestBinaries.tagfix, ["devices", "--gps", "gpsd://127.0.0.1:\(gpsd.port)", "--json"],
-            environment: ["LIBNFC_DEVICE": "pn532_uart:\(emulator.path)"], standardError: .standardOutput)
-        #expect(result.status == 0, "\(result.output)")
-        let line = try #require(result.output.split(separator: "\n").first { $0.hasPrefix("{") })
-        let json = try JSONValue.parse(String(line))
-        #expect(json["readers"]?.array?.first?.string == "pn532_uart:\(emulator.path)")
-        #expect(json["gps"]?.array?.first?["path"]?.string == gpsd.device)
-        #expect(json["gps"]?.array?.first?["gps"]?.string == "gpsd://127.0.0.1:\(gpsd.port)\(gpsd.device)")
+        try await PrivateGPSD.with(device: receiver.path) { gpsd in
+            receiver.start()
+            let emulator = try PN532Emulator(tags: [try EmulatedType2Tag.ntag(213, message: [])])
+            defer { emulator.stop() }
+            let result = try await TestProgram.run(
+                TestBinaries.tagfix, ["devices", "--gps", "gpsd://127.0.0.1:\(gpsd.port)", "--json"],
+                environment: ["LIBNFC_DEVICE": "pn532_uart:\(emulator.path)"], standardError: .standardOutput)
+            #expect(result.status == 0, "\(result.output)")
+            let line = try #require(result.output.split(separator: "\n").first { $0.hasPrefix("{") })
+            let json = try JSONValue.parse(String(line))
+            #expect(json["readers"]?.array?.first?.string == "pn532_uart:\(emulator.path)")
+            #expect(json["gps"]?.array?.first?["path"]?.string == gpsd.device)
+            #expect(json["gps"]?.array?.first?["gps"]?.string == "gpsd://127.0.0.1:\(gpsd.port)\(gpsd.device)")
+        }
     }
 }
 

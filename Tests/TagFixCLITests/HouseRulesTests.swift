@@ -139,8 +139,6 @@ struct HouseRulesTests {
     /// each has: what is left to move onto the layer (issue 30). A file leaves the list when it
     /// is moved; none joins it.
     static let rawSystemCallsLeft: [String: Int] = [
-        "Sources/TagFixEmulators/PrivateGPSD.swift": 1,
-        "Sources/TagFixEmulators/ProcessWatchdog.swift": 1,
         "Sources/TagFixEmulators/PseudoTerminal.swift": 3,
         "Tests/TagFixGPSDTests/GPSDRegressionLogTests.swift": 1,
         "Benchmarks/TagFixBench/ServeFanOut.swift": 2,
@@ -226,5 +224,53 @@ struct HouseRulesTests {
             }
         }
         #expect(named, "\(locator) no longer names the build folder: is the package at \(packageRoot)?")
+    }
+
+    @Test("no deinit in Sources/ stops or kills a process: a daemon or a child is stopped by its scope (`with…{ }`) or an awaited stop()")
+    func noStoppingDeinit() throws {
+        let stops = ["stop(", "kill(", "terminate(", "waitUntilExit(", ".signal("]
+        var seen = 0
+        for file in try Self.swiftFiles("Sources") {
+            let code = Self.codeLines(file.lines)
+            for (index, line) in code.enumerated() where line.text.trimmingCharacters(in: .whitespaces).hasPrefix("deinit") {
+                seen += 1
+                // The body: up to the line that closes it, at the deinit's indentation (or the line itself).
+                let indent = line.text.prefix { $0 == " " }
+                var body = [line]
+                if !line.text.hasSuffix("}") {
+                    body += code[(index + 1)...].prefix { !$0.text.hasPrefix(indent + "}") }
+                }
+                guard let call = stops.first(where: { stop in body.contains { $0.text.contains(stop) } }) else { continue }
+                Issue.record(
+                    "\(file.path):\(line.number): deinit calls \(call)…): stop in a scope (`with…{ }`) or an awaited stop(), not in deinit")
+            }
+        }
+        #expect(seen > 0, "no deinit found at all: is the package at \(packageRoot)?")
+    }
+
+    @Test("the private daemons (TagFixDaemons) block no thread: no Thread.sleep, usleep, semaphore or waitUntilExit; they await")
+    func daemonsAwait() throws {
+        let blocking = ["Thread.sleep", "usleep(", "DispatchSemaphore", ".wait()", "waitUntilExit("]
+        let files = try Self.swiftFiles("Sources/TagFixDaemons")
+        #expect(!files.isEmpty, "Sources/TagFixDaemons was not found below \(packageRoot)")
+        for file in files {
+            for line in Self.codeLines(file.lines) {
+                for call in blocking where line.text.contains(call) {
+                    Issue.record("\(file.path):\(line.number): \(call) blocks a thread: sleep on the clock, await the exit")
+                }
+            }
+        }
+    }
+
+    @Test("PrivateMosquitto, the tests' broker, is not in the product (Sources/): it lives in the test-only TagFixTestDaemons")
+    func noTestBrokerInProduct() throws {
+        let needle = "Private" + "Mosquitto"
+        for file in try Self.swiftFiles("Sources") {
+            for line in Self.codeLines(file.lines) where line.text.contains(needle) {
+                Issue.record("\(file.path):\(line.number): \(needle) is test-only: use it from Tests/TagFixTestDaemons")
+            }
+        }
+        let home = try Self.swiftFiles("Tests/TagFixTestDaemons")
+        #expect(home.contains { file in Self.codeLines(file.lines).contains { $0.text.contains("class " + needle) } })
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import TagFixCLI
 import TagFixCore
+import TagFixDaemons
 import TagFixDevices
 import TagFixEmulators
 import TagFixTesting
@@ -18,22 +19,22 @@ struct LoneFixCommandTests {
         let lines = try TextFile.read(try #require(lone)).split(whereSeparator: \.isNewline).map(String.init)
         let receiver = try NMEAEmulator(source: .log(lines), rate: 20)
         defer { receiver.stop() }
-        let gpsd = try await PrivateGPSD.start(device: receiver.path)
-        defer { gpsd.stop() }
-        let output = CapturedOutput()
-        let command = Task {
-            await TagFixCommandLine.run(
-                ["fix", "--gps", "gpsd://127.0.0.1:\(gpsd.port)", "--json", "--count", "1", "--timeout", "20"], output: output)
+        try await PrivateGPSD.with(device: receiver.path) { gpsd in
+            let output = CapturedOutput()
+            let command = Task {
+                await TagFixCommandLine.run(
+                    ["fix", "--gps", "gpsd://127.0.0.1:\(gpsd.port)", "--json", "--count", "1", "--timeout", "20"], output: output)
+            }
+            for _ in 0..<1500 where !output.stderr.contains(where: { $0.hasPrefix("gps: gpsd at") }) {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            receiver.start()
+            let code = await command.value
+            #expect(code == 0, "\(output.stderr)")
+            let fixes = try output.stdout.map { try JSONValue.parse($0) }
+            #expect(fixes.count == 1)
+            #expect(fixes.first?["mode"]?.double == 2)
+            #expect(abs((fixes.first?["lon"]?.double ?? 0) + 102.2404103) < 1e-6)
         }
-        for _ in 0..<1500 where !output.stderr.contains(where: { $0.hasPrefix("gps: gpsd at") }) {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        receiver.start()
-        let code = await command.value
-        #expect(code == 0, "\(output.stderr)")
-        let fixes = try output.stdout.map { try JSONValue.parse($0) }
-        #expect(fixes.count == 1)
-        #expect(fixes.first?["mode"]?.double == 2)
-        #expect(abs((fixes.first?["lon"]?.double ?? 0) + 102.2404103) < 1e-6)
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import TagFixCore
+import TagFixDaemons
 import TagFixDevices
 import TagFixEmulators
 import TagFixNDEF
@@ -74,7 +75,8 @@ private func eventually(_ seconds: Double = 30, _ condition: @escaping @Sendable
     return condition()
 }
 
-/// A private pcscd and a card behind its vpcd, both stopped however the test ends.
+/// A private pcscd and a card behind its vpcd for the length of a test's body, both stopped
+/// however it ends (the card, then pcscd, its exit awaited).
 private struct PCSCBench: Sendable {
     let pcscd: PrivatePCSCD
     let card: VPCDEmulator
@@ -83,21 +85,22 @@ private struct PCSCBench: Sendable {
     ///   - model: the reader family the card answers as.
     ///   - name: the reader's name in pcscd (the model's unless given: a reader whose name and
     ///     behaviour disagree shows what the capability probe does).
-    static func start(tags: [any EmulatedTag], model: PCSCPart3Reader.Model = .virtual, name: String? = nil) async throws -> PCSCBench {
-        try await offThePool {
-            let pcscd = try PrivatePCSCD(friendlyName: name ?? model.friendlyName)
+    static func with<Value>(
+        tags: [any EmulatedTag], model: PCSCPart3Reader.Model = .virtual, name: String? = nil,
+        isolation: isolated (any Actor)? = #isolation, _ body: (PCSCBench) async throws -> Value
+    ) async throws -> Value {
+        try await PrivatePCSCD.with(friendlyName: name ?? model.friendlyName) { pcscd in
             let card = VPCDEmulator(tags: tags, options: .init(port: pcscd.port, model: model))
-            return PCSCBench(pcscd: pcscd, card: card)
+            do {
+                let value = try await body(PCSCBench(pcscd: pcscd, card: card))
+                // The card's stop joins its thread: not on the pool.
+                await offThePool { card.stop() }
+                return value
+            } catch {
+                await offThePool { card.stop() }
+                throw error
+            }
         }
-    }
-
-    /// Stops the card, then pcscd, on a thread of its own: the test goes on without waiting.
-    func stop() {
-        let (card, pcscd) = (card, pcscd)
-        Thread {
-            card.stop()
-            pcscd.stop()
-        }.start()
     }
 }
 
@@ -144,46 +147,46 @@ struct PCSCEndToEndTests {
         .enabled(if: !type2Dumps.isEmpty, skip), arguments: type2Dumps)
     func sameAsLibNFC(_ path: String) async throws {
         let image = try TagDump.load(Array(try #require(FileManager.default.contents(atPath: path))))
-        let bench = try await PCSCBench.start(tags: [try image.emulatedTag()])
-        defer { bench.stop() }
-        let (viaPCSC, viaLibNFC, pn532) = try await scannedBothWays(image, bench: bench, reader: "pcsc:")
-        defer { pn532.stop() }
-        #expect(essentials(viaPCSC) == essentials(viaLibNFC))
-        #expect(viaPCSC["uid"]?.string == image.uid?.hex)
-        #expect(viaPCSC["reader"]?.string == "pcsc:")
+        try await PCSCBench.with(tags: [try image.emulatedTag()]) { bench in
+            let (viaPCSC, viaLibNFC, pn532) = try await scannedBothWays(image, bench: bench, reader: "pcsc:")
+            defer { pn532.stop() }
+            #expect(essentials(viaPCSC) == essentials(viaLibNFC))
+            #expect(viaPCSC["uid"]?.string == image.uid?.hex)
+            #expect(viaPCSC["reader"]?.string == "pcsc:")
 
-        // The card was read once; it is read again after it leaves and comes back.
-        let gps = try stillGPSScenario()
-        let verify = ["--gps", gps, "--json", "--count", "1", "--timeout", "60", "--fix-timeout", "30", "--max-fix-age", "30"]
-        let viaPCSCVerdict = try await TagfixProcess.run(["verify", "--reader", "pcsc:Virtual PCD 00 00"] + verify, pcscd: bench.pcscd)
-        #expect(viaPCSCVerdict.code == 0, "\(viaPCSCVerdict.err)")
-        let viaLibNFCVerdict = await run(["verify", "--reader", "pn532_uart:\(pn532.path)"] + verify)
-        #expect(viaLibNFCVerdict.code == 0, "\(viaLibNFCVerdict.err)")
-        let one = try JSONValue.parse(try #require(viaPCSCVerdict.out.first))
-        let other = try JSONValue.parse(try #require(viaLibNFCVerdict.out.first))
-        for field in ["verdict", "uid", "url", "tag_id", "reason"] {
-            #expect(one[field].map { "\($0)" } == other[field].map { "\($0)" }, "\(field): \(one) vs \(other)")
+            // The card was read once; it is read again after it leaves and comes back.
+            let gps = try stillGPSScenario()
+            let verify = ["--gps", gps, "--json", "--count", "1", "--timeout", "60", "--fix-timeout", "30", "--max-fix-age", "30"]
+            let viaPCSCVerdict = try await TagfixProcess.run(["verify", "--reader", "pcsc:Virtual PCD 00 00"] + verify, pcscd: bench.pcscd)
+            #expect(viaPCSCVerdict.code == 0, "\(viaPCSCVerdict.err)")
+            let viaLibNFCVerdict = await run(["verify", "--reader", "pn532_uart:\(pn532.path)"] + verify)
+            #expect(viaLibNFCVerdict.code == 0, "\(viaLibNFCVerdict.err)")
+            let one = try JSONValue.parse(try #require(viaPCSCVerdict.out.first))
+            let other = try JSONValue.parse(try #require(viaLibNFCVerdict.out.first))
+            for field in ["verdict", "uid", "url", "tag_id", "reason"] {
+                #expect(one[field].map { "\($0)" } == other[field].map { "\($0)" }, "\(field): \(one) vs \(other)")
+            }
         }
     }
 
     @Test("verify confirms a tag whose URL names the place, read through pcscd")
     func confirmed() async throws {
         let tag = ntag213(url: "https://tags.example.org/t/P1?lat=53.545&lon=9.966&r=25")
-        let bench = try await PCSCBench.start(tags: [tag])
-        defer { bench.stop() }
-        let result = try await TagfixProcess.run(
-            [
-                "verify", "--reader", "pcsc:0", "--gps", try stillGPSScenario(), "--json", "--count", "1", "--timeout", "60",
-                "--fix-timeout",
-                "30", "--max-fix-age", "30",
-            ], pcscd: bench.pcscd)
-        #expect(result.code == 0, "\(result.err)")
-        let verdict = try JSONValue.parse(try #require(result.out.first))
-        #expect(verdict["verdict"]?.string == "confirmed", "\(verdict)")
-        #expect(verdict["uid"]?.string == Hex.encode(tag.uid))
-        // The PC/SC reader says how its read went too: one attempt, none failed on the air.
-        #expect(verdict["read"]?["attempts"]?.double == 1, "\(verdict)")
-        #expect(verdict["read"]?["rf_errors"]?.double == 0)
+        try await PCSCBench.with(tags: [tag]) { bench in
+            let result = try await TagfixProcess.run(
+                [
+                    "verify", "--reader", "pcsc:0", "--gps", try stillGPSScenario(), "--json", "--count", "1", "--timeout", "60",
+                    "--fix-timeout",
+                    "30", "--max-fix-age", "30",
+                ], pcscd: bench.pcscd)
+            #expect(result.code == 0, "\(result.err)")
+            let verdict = try JSONValue.parse(try #require(result.out.first))
+            #expect(verdict["verdict"]?.string == "confirmed", "\(verdict)")
+            #expect(verdict["uid"]?.string == Hex.encode(tag.uid))
+            // The PC/SC reader says how its read went too: one attempt, none failed on the air.
+            #expect(verdict["read"]?["attempts"]?.double == 1, "\(verdict)")
+            #expect(verdict["read"]?["rf_errors"]?.double == 0)
+        }
     }
 
     @Test("the card logs every APDU whole and in order, with its times (TagFixBench pcsc-read measures from them)")
@@ -192,23 +195,23 @@ struct PCSCEndToEndTests {
         let url = "https://t.example/A1"
         let tag = ntag213(url: url)
         #expect(NDEFMessage(records: [.uri(url)]).encoded().count + 2 + 16 <= 4 * 11)
-        let bench = try await PCSCBench.start(tags: [tag])
-        defer { bench.stop() }
-        let result = try await TagfixProcess.run(
-            ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
-        #expect(result.code == 0, "\(result.err)")
-        let traffic = bench.card.traffic
-        #expect(traffic.exchanges.count == traffic.apdus)
-        #expect(traffic.exchanges.map { Array($0.command.prefix(4)) } == traffic.headers)
-        #expect(traffic.exchanges.allSatisfy { $0.received <= $0.answered })
-        #expect(zip(traffic.exchanges, traffic.exchanges.dropFirst()).allSatisfy { $0.answered <= $1.received })
-        let placed = try #require(traffic.connectedAt)
-        let noticed = try #require(traffic.noticedAt)
-        #expect(placed <= noticed && noticed <= (traffic.exchanges.first?.received ?? noticed))
-        // GET DATA (the UID), one FAST_READ of pages 3–10, READ_SIG: the read planner's minimum.
-        #expect(traffic.exchanges.count == 3, "\(traffic.exchanges.map { Hex.encode($0.command) })")
-        bench.card.clearTraffic()
-        #expect(bench.card.traffic.exchanges.isEmpty && bench.card.traffic.connectedAt == nil)
+        try await PCSCBench.with(tags: [tag]) { bench in
+            let result = try await TagfixProcess.run(
+                ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+            #expect(result.code == 0, "\(result.err)")
+            let traffic = bench.card.traffic
+            #expect(traffic.exchanges.count == traffic.apdus)
+            #expect(traffic.exchanges.map { Array($0.command.prefix(4)) } == traffic.headers)
+            #expect(traffic.exchanges.allSatisfy { $0.received <= $0.answered })
+            #expect(zip(traffic.exchanges, traffic.exchanges.dropFirst()).allSatisfy { $0.answered <= $1.received })
+            let placed = try #require(traffic.connectedAt)
+            let noticed = try #require(traffic.noticedAt)
+            #expect(placed <= noticed && noticed <= (traffic.exchanges.first?.received ?? noticed))
+            // GET DATA (the UID), one FAST_READ of pages 3–10, READ_SIG: the read planner's minimum.
+            #expect(traffic.exchanges.count == 3, "\(traffic.exchanges.map { Hex.encode($0.command) })")
+            bench.card.clearTraffic()
+            #expect(bench.card.traffic.exchanges.isEmpty && bench.card.traffic.connectedAt == nil)
+        }
     }
 
     @Test(
@@ -216,23 +219,24 @@ struct PCSCEndToEndTests {
         arguments: [PCSCPart3Reader.Model.acr1252u, .acr1552u])
     func minimumExchanges(_ model: PCSCPart3Reader.Model) async throws {
         let tag = ntag213(url: "https://t.example/A1")
-        let bench = try await PCSCBench.start(tags: [tag], model: model)
-        defer { bench.stop() }
-        let result = try await TagfixProcess.run(
-            ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
-        #expect(result.code == 0, "\(result.err)")
-        let commands = bench.card.traffic.exchanges.map(\.command)
-        let shown = commands.map { Hex.encode($0) }
-        switch model.passThrough {
-        case .direct:
-            // GET DATA, FAST_READ 3–10, READ_SIG.
-            #expect(commands.count == 3, "\(shown)")
-        default:
-            // GET DATA, start session, switch to 14443-A layer 3, FAST_READ 3–10, READ_SIG, end session.
-            #expect(commands.count == 6, "\(shown)")
-            #expect(commands.count > 2 && commands[2] == PCSCTransparentExchange.switchToTypeALayer3, "\(shown)")
-            #expect(
-                commands.dropFirst().first == PCSCTransparentExchange.startSession && commands.last == PCSCTransparentExchange.endSession)
+        try await PCSCBench.with(tags: [tag], model: model) { bench in
+            let result = try await TagfixProcess.run(
+                ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+            #expect(result.code == 0, "\(result.err)")
+            let commands = bench.card.traffic.exchanges.map(\.command)
+            let shown = commands.map { Hex.encode($0) }
+            switch model.passThrough {
+            case .direct:
+                // GET DATA, FAST_READ 3–10, READ_SIG.
+                #expect(commands.count == 3, "\(shown)")
+            default:
+                // GET DATA, start session, switch to 14443-A layer 3, FAST_READ 3–10, READ_SIG, end session.
+                #expect(commands.count == 6, "\(shown)")
+                #expect(commands.count > 2 && commands[2] == PCSCTransparentExchange.switchToTypeALayer3, "\(shown)")
+                #expect(
+                    commands.dropFirst().first == PCSCTransparentExchange.startSession
+                        && commands.last == PCSCTransparentExchange.endSession)
+            }
         }
     }
 
@@ -240,163 +244,163 @@ struct PCSCEndToEndTests {
     func type4() async throws {
         let url = "https://type4.example/" + String(repeating: "p", count: 300)
         let tag = EmulatedType4Tag(uid: [0x04, 0xA1, 0xB2, 0xC3, 0xD4, 0xE5, 0xF6], message: NDEFMessage(records: [.uri(url)]).encoded())
-        let bench = try await PCSCBench.start(tags: [tag])
-        defer { bench.stop() }
-        let result = try await TagfixProcess.run(
-            ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
-        #expect(result.code == 0, "\(result.err)")
-        let object = try JSONValue.parse(try #require(result.out.first))
-        #expect(object["tag_type"]?.string == "type4")
-        #expect(object["uid"]?.string == "04A1B2C3D4E5F6")
-        #expect(object["url"]?.string == url)
+        try await PCSCBench.with(tags: [tag]) { bench in
+            let result = try await TagfixProcess.run(
+                ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+            #expect(result.code == 0, "\(result.err)")
+            let object = try JSONValue.parse(try #require(result.out.first))
+            #expect(object["tag_type"]?.string == "type4")
+            #expect(object["uid"]?.string == "04A1B2C3D4E5F6")
+            #expect(object["url"]?.string == url)
+        }
     }
 
     @Test("a MIFARE Classic card through PC/SC: an unsupported tag, said so, not a broken one", .enabled(if: classicDump != nil, skip))
     func classic() async throws {
         let path = try #require(classicDump)
         let image = try TagDump.load(Array(try #require(FileManager.default.contents(atPath: path))))
-        let bench = try await PCSCBench.start(tags: [try image.emulatedTag()])
-        defer { bench.stop() }
-        let result = try await TagfixProcess.run(
-            ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "4"], pcscd: bench.pcscd)
-        #expect(result.out.isEmpty, "\(result.out)")
-        #expect(result.err.contains("only Type 2 (NTAG, Ultralight) and Type 4 tags are read through PC/SC"), "\(result.err)")
-        #expect(result.err.contains("MIFARE Classic"), "\(result.err)")
+        try await PCSCBench.with(tags: [try image.emulatedTag()]) { bench in
+            let result = try await TagfixProcess.run(
+                ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "4"], pcscd: bench.pcscd)
+            #expect(result.out.isEmpty, "\(result.out)")
+            #expect(result.err.contains("only Type 2 (NTAG, Ultralight) and Type 4 tags are read through PC/SC"), "\(result.err)")
+            #expect(result.err.contains("MIFARE Classic"), "\(result.err)")
+        }
     }
 
     @Test("a reader without pass-through: pages by READ BINARY, and the scan says originality cannot be asked")
     func noPassThrough() async throws {
         let url = "https://plain.example/" + String(repeating: "r", count: 120)
         let tag = try EmulatedType2Tag.ntag(215, message: NDEFMessage(records: [.uri(url)]).encoded())
-        let bench = try await PCSCBench.start(tags: [tag], model: .plain)
-        defer { bench.stop() }
-        let result = try await TagfixProcess.run(
-            ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
-        #expect(result.code == 0, "\(result.err)")
-        let object = try JSONValue.parse(try #require(result.out.first))
-        #expect(object["url"]?.string == url)
-        #expect(object["originality"]?["status"]?.string == "unsupported")
-        #expect(object["originality"]?["key"]?.string == "unsupported by this reader")
-        // Only READ BINARY of the NDEF TLV's pages after the one refused direct transmit and the
-        // one refused transparent session (a reader named "Virtual PCD" is probed with both).
-        let headers = bench.card.traffic.headers
-        #expect(headers.filter { $0.starts(with: [0xFF, 0x00]) }.count == 1, "\(headers.map { Hex.encode($0) })")
-        #expect(headers.filter { $0.starts(with: [0xFF, 0xC2]) }.count == 1, "\(headers.map { Hex.encode($0) })")
-        #expect(headers.contains { $0.starts(with: [0xFF, 0xB0]) })
-        // And in words: a new process asks the reader once again, and says what it could not ask.
-        let text = try await TagfixProcess.run(["scan", "--reader", "pcsc:", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
-        #expect(text.out.first?.contains("originality: unsupported by this reader") == true, "\(text.out)")
+        try await PCSCBench.with(tags: [tag], model: .plain) { bench in
+            let result = try await TagfixProcess.run(
+                ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+            #expect(result.code == 0, "\(result.err)")
+            let object = try JSONValue.parse(try #require(result.out.first))
+            #expect(object["url"]?.string == url)
+            #expect(object["originality"]?["status"]?.string == "unsupported")
+            #expect(object["originality"]?["key"]?.string == "unsupported by this reader")
+            // Only READ BINARY of the NDEF TLV's pages after the one refused direct transmit and the
+            // one refused transparent session (a reader named "Virtual PCD" is probed with both).
+            let headers = bench.card.traffic.headers
+            #expect(headers.filter { $0.starts(with: [0xFF, 0x00]) }.count == 1, "\(headers.map { Hex.encode($0) })")
+            #expect(headers.filter { $0.starts(with: [0xFF, 0xC2]) }.count == 1, "\(headers.map { Hex.encode($0) })")
+            #expect(headers.contains { $0.starts(with: [0xFF, 0xB0]) })
+            // And in words: a new process asks the reader once again, and says what it could not ask.
+            let text = try await TagfixProcess.run(["scan", "--reader", "pcsc:", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+            #expect(text.out.first?.contains("originality: unsupported by this reader") == true, "\(text.out)")
+        }
     }
 
     @Test("enroll --write-url writes the tag through pcscd and reads it back; scan then reads the new URL")
     func enrollWrites() async throws {
         let tag = try EmulatedType2Tag.ntag(213, message: NDEFMessage(records: [.uri("https://old.example/x")]).encoded())
-        let bench = try await PCSCBench.start(tags: [tag])
-        defer { bench.stop() }
-        let registry = (try temporaryFile("x", "") as NSString).deletingLastPathComponent + "/site.sqlite"
-        let enrolled = try await TagfixProcess.run(
-            [
-                "enroll", "--id", "PC1", "--name", "Door", "--radius", "20", "--reader", "pcsc:", "--gps", try stillGPSScenario(),
-                "--allow-simulated", "--registry", registry, "--average", "2", "--max-accuracy", "15", "--write-url",
-                "https://tags.example.org/t/{id}?lat={lat}&lon={lon}&r={r}", "--json",
-            ], pcscd: bench.pcscd)
-        #expect(enrolled.code == 0, "\(enrolled.err)")
-        let report = try JSONValue.parse(try #require(enrolled.out.first))
-        #expect(report["written"]?.bool == true)
-        // Read health through PC/SC too: the read and nine more, each completed, kept in the registry.
-        let health = try #require(report["read_health"], "\(report)")
-        #expect(health["reads"]?.double == 10 && health["completed"]?.double == 10, "\(health)")
-        #expect(health["retries"]?.double == 0 && health["weak"]?.bool == false, "\(health)")
-        #expect(try SQLiteRegistry(path: registry, mode: .readOnly).readHealth()["PC1"]?.health.completed == 10)
-        let bytes = try #require(try Type2Memory.read(tag.pages).ndefMessage)
-        let written = try #require(try NDEFMessage(bytes: bytes).firstURL)
-        #expect(written.hasPrefix("https://tags.example.org/t/PC1?lat=53.545"))
-        #expect(report["url"]?.string == written)
-        // Taken away and put back: read as written.
-        bench.card.setPresent(false)
-        #expect(await eventually { !bench.card.connected })
-        bench.card.setPresent(true)
-        let scan = try await TagfixProcess.run(
-            ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
-        #expect(try JSONValue.parse(try #require(scan.out.first))["url"]?.string == written)
+        try await PCSCBench.with(tags: [tag]) { bench in
+            let registry = (try temporaryFile("x", "") as NSString).deletingLastPathComponent + "/site.sqlite"
+            let enrolled = try await TagfixProcess.run(
+                [
+                    "enroll", "--id", "PC1", "--name", "Door", "--radius", "20", "--reader", "pcsc:", "--gps", try stillGPSScenario(),
+                    "--allow-simulated", "--registry", registry, "--average", "2", "--max-accuracy", "15", "--write-url",
+                    "https://tags.example.org/t/{id}?lat={lat}&lon={lon}&r={r}", "--json",
+                ], pcscd: bench.pcscd)
+            #expect(enrolled.code == 0, "\(enrolled.err)")
+            let report = try JSONValue.parse(try #require(enrolled.out.first))
+            #expect(report["written"]?.bool == true)
+            // Read health through PC/SC too: the read and nine more, each completed, kept in the registry.
+            let health = try #require(report["read_health"], "\(report)")
+            #expect(health["reads"]?.double == 10 && health["completed"]?.double == 10, "\(health)")
+            #expect(health["retries"]?.double == 0 && health["weak"]?.bool == false, "\(health)")
+            #expect(try SQLiteRegistry(path: registry, mode: .readOnly).readHealth()["PC1"]?.health.completed == 10)
+            let bytes = try #require(try Type2Memory.read(tag.pages).ndefMessage)
+            let written = try #require(try NDEFMessage(bytes: bytes).firstURL)
+            #expect(written.hasPrefix("https://tags.example.org/t/PC1?lat=53.545"))
+            #expect(report["url"]?.string == written)
+            // Taken away and put back: read as written.
+            bench.card.setPresent(false)
+            #expect(await eventually { !bench.card.connected })
+            bench.card.setPresent(true)
+            let scan = try await TagfixProcess.run(
+                ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+            #expect(try JSONValue.parse(try #require(scan.out.first))["url"]?.string == written)
+        }
     }
 
     @Test("a tag pulled mid-read: a clean incomplete read, never a wrong URL")
     func pulledMidRead() async throws {
         let url = "https://pulled.example/" + String(repeating: "m", count: 400)
         let tag = try EmulatedType2Tag.ntag(216, message: NDEFMessage(records: [.uri(url)]).encoded())
-        let bench = try await PCSCBench.start(tags: [tag])
-        defer { bench.stop() }
-        // GET DATA and the first FAST_READ are answered; the card leaves on the next.
-        bench.card.removeAfter(exchanges: 2)
-        let result = try await TagfixProcess.run(
-            ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "8"], pcscd: bench.pcscd)
-        #expect(result.code == 75, "\(result.err)")
-        #expect(result.err.contains("incomplete read"), "\(result.err)")
-        for line in result.out {
-            #expect(try JSONValue.parse(line)["url"]?.string == nil, "\(line)")
+        try await PCSCBench.with(tags: [tag]) { bench in
+            // GET DATA and the first FAST_READ are answered; the card leaves on the next.
+            bench.card.removeAfter(exchanges: 2)
+            let result = try await TagfixProcess.run(
+                ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "8"], pcscd: bench.pcscd)
+            #expect(result.code == 75, "\(result.err)")
+            #expect(result.err.contains("incomplete read"), "\(result.err)")
+            for line in result.out {
+                #expect(try JSONValue.parse(line)["url"]?.string == nil, "\(line)")
+            }
         }
     }
 
     @Test("pcscd killed and started again: the reader says so, reconnects, and reads the next tag")
     func pcscdRestarted() async throws {
         let tag = ntag213(url: "https://restart.example/t/R1")
-        let bench = try await PCSCBench.start(tags: [tag])
-        defer { bench.stop() }
-        let scan = try TagfixProcess(["scan", "--reader", "pcsc:", "--json", "--count", "2", "--timeout", "60"], pcscd: bench.pcscd)
-        defer { scan.terminate() }
-        #expect(await eventually { scan.lines.count == 1 })
-        await offThePool { bench.pcscd.kill() }
-        #expect(await eventually { !bench.card.connected })
-        try await offThePool { try bench.pcscd.restart() }
-        let code = await scan.wait()
-        #expect(code == 0, "\(scan.err)")
-        #expect(scan.lines.count == 2)
-        for line in scan.lines { #expect(try JSONValue.parse(line)["url"]?.string == "https://restart.example/t/R1") }
-        #expect(scan.err.contains("reader disconnected"), "\(scan.err)")
+        try await PCSCBench.with(tags: [tag]) { bench in
+            let scan = try TagfixProcess(["scan", "--reader", "pcsc:", "--json", "--count", "2", "--timeout", "60"], pcscd: bench.pcscd)
+            defer { scan.terminate() }
+            #expect(await eventually { scan.lines.count == 1 })
+            await bench.pcscd.kill()
+            #expect(await eventually { !bench.card.connected })
+            try await bench.pcscd.restart()
+            let code = await scan.wait()
+            #expect(code == 0, "\(scan.err)")
+            #expect(scan.lines.count == 2)
+            for line in scan.lines { #expect(try JSONValue.parse(line)["url"]?.string == "https://restart.example/t/R1") }
+            #expect(scan.err.contains("reader disconnected"), "\(scan.err)")
+        }
     }
 
     @Test("the emulator gone: the card's removal is reported and nothing more is read")
     func emulatorGone() async throws {
         let tag = ntag213(url: "https://gone.example/t/G1")
-        let bench = try await PCSCBench.start(tags: [tag])
-        defer { bench.stop() }
-        let scan = try TagfixProcess(["scan", "--reader", "pcsc:", "--json", "--count", "2", "--timeout", "6"], pcscd: bench.pcscd)
-        defer { scan.terminate() }
-        #expect(await eventually { scan.lines.count == 1 })
-        await offThePool { bench.card.stop() }
-        let code = await scan.wait()
-        #expect(code == 75, "\(scan.err)")
-        #expect(scan.lines.count == 1)
+        try await PCSCBench.with(tags: [tag]) { bench in
+            let scan = try TagfixProcess(["scan", "--reader", "pcsc:", "--json", "--count", "2", "--timeout", "6"], pcscd: bench.pcscd)
+            defer { scan.terminate() }
+            #expect(await eventually { scan.lines.count == 1 })
+            await offThePool { bench.card.stop() }
+            let code = await scan.wait()
+            #expect(code == 75, "\(scan.err)")
+            #expect(scan.lines.count == 1)
+        }
     }
 
     @Test("no pcscd: scan --reader pcsc: says so and exits 69")
     func noPCSCD() async throws {
-        let bench = try await PCSCBench.start(tags: [])
-        defer { bench.stop() }
-        await offThePool { bench.pcscd.kill() }
-        let result = try await TagfixProcess.run(["scan", "--reader", "pcsc:", "--count", "1", "--timeout", "10"], pcscd: bench.pcscd)
-        #expect(result.code == 69, "\(result.err)")
-        #expect(result.err.contains("SCARD_E_NO_SERVICE"), "\(result.err)")
-        #expect(result.err.contains("pcscd"), "\(result.err)")
+        try await PCSCBench.with(tags: []) { bench in
+            await bench.pcscd.kill()
+            let result = try await TagfixProcess.run(["scan", "--reader", "pcsc:", "--count", "1", "--timeout", "10"], pcscd: bench.pcscd)
+            #expect(result.code == 69, "\(result.err)")
+            #expect(result.err.contains("SCARD_E_NO_SERVICE"), "\(result.err)")
+            #expect(result.err.contains("pcscd"), "\(result.err)")
+        }
     }
 
     @Test("tagfix devices lists pcscd's readers as pcsc:NAME")
     func devices() async throws {
-        let bench = try await PCSCBench.start(tags: [])
-        defer { bench.stop() }
-        let result = try await TagfixProcess.run(["devices", "--gps", "none", "--json"], pcscd: bench.pcscd)
-        let object = try JSONValue.parse(try #require(result.out.first))
-        #expect(object["readers"]?.array?.contains { $0.string == "pcsc:\(PrivatePCSCD.readerName)" } == true, "\(result.out)")
+        try await PCSCBench.with(tags: []) { bench in
+            let result = try await TagfixProcess.run(["devices", "--gps", "none", "--json"], pcscd: bench.pcscd)
+            let object = try JSONValue.parse(try #require(result.out.first))
+            #expect(object["readers"]?.array?.contains { $0.string == "pcsc:\(PrivatePCSCD.readerName)" } == true, "\(result.out)")
+        }
     }
 
     @Test("tagfix doctor names the readers pcscd has")
     func doctor() async throws {
-        let bench = try await PCSCBench.start(tags: [])
-        defer { bench.stop() }
-        let result = try await TagfixProcess.run(["doctor", "--gps", "none", "--json"], pcscd: bench.pcscd)
-        let found = try result.out.map { try JSONValue.parse($0) }.first { $0["code"]?.string == "pcsc-readers" }
-        #expect(found?["message"]?.string?.contains("pcsc:\(PrivatePCSCD.readerName)") == true, "\(result.out)")
+        try await PCSCBench.with(tags: []) { bench in
+            let result = try await TagfixProcess.run(["doctor", "--gps", "none", "--json"], pcscd: bench.pcscd)
+            let found = try result.out.map { try JSONValue.parse($0) }.first { $0["code"]?.string == "pcsc-readers" }
+            #expect(found?["message"]?.string?.contains("pcsc:\(PrivatePCSCD.readerName)") == true, "\(result.out)")
+        }
     }
 
     @Test(
@@ -436,33 +440,33 @@ struct PCSCEndToEndTests {
         .enabled(if: !flipperDumps.isEmpty, skip), arguments: familyRuns)
     func familyPassThrough(_ path: String, _ model: PCSCPart3Reader.Model) async throws {
         let image = try TagDump.load(Array(try #require(FileManager.default.contents(atPath: path))))
-        let bench = try await PCSCBench.start(tags: [try image.emulatedTag()], model: model)
-        defer { bench.stop() }
-        // The reader is listed under the family's name, and addressed by it.
-        let (viaPCSC, viaLibNFC, pn532) = try await scannedBothWays(image, bench: bench, reader: "pcsc:\(model.readerName)")
-        defer { pn532.stop() }
-        #expect(essentials(viaPCSC) == essentials(viaLibNFC), "\(model)")
-        #expect(viaPCSC["originality"]?["status"]?.string != "unsupported", "\(model): \(viaPCSC)")
-        #expect(viaPCSC["originality"]?["status"] == viaLibNFC["originality"]?["status"], "\(model)")
-        // The raw commands went the family's way, and only that way.
-        let commands = bench.card.traffic.exchanges.map(\.command)
-        let direct = commands.filter { $0.starts(with: [0xFF, 0x00, 0x00, 0x00]) }
-        let transparent = commands.filter { $0.starts(with: [0xFF, 0xC2, 0x00, 0x01]) }
-        let sessions = commands.filter { $0.starts(with: [0xFF, 0xC2, 0x00, 0x00]) }
-        let shown = commands.map { Hex.encode($0) }
-        switch model.passThrough {
-        case .direct:
-            #expect(transparent.isEmpty && sessions.isEmpty, "\(shown)")
-            #expect(direct.contains { $0.count == 7 && $0[5...] == [0x3C, 0x00] || $0.suffix(2) == [0x3C, 0x00] }, "\(shown)")
-        case .transparent:
-            #expect(direct.isEmpty, "\(shown)")
-            // READ_SIG and the first FAST_READ in 95 objects, in one session, started and ended.
-            #expect(transparent.contains { $0.suffix(5) == [0x95, 0x02, 0x3C, 0x00, 0x00] }, "\(shown)")
-            #expect(transparent.contains { $0.suffix(6) == [0x95, 0x03, 0x3A, 0x03, 0x0A, 0x00] }, "\(shown)")
-            #expect(sessions.first == PCSCTransparentExchange.startSession, "\(shown)")
-            #expect(sessions.last == PCSCTransparentExchange.endSession, "\(shown)")
-        case .none:
-            Issue.record("\(model) has no pass-through")
+        try await PCSCBench.with(tags: [try image.emulatedTag()], model: model) { bench in
+            // The reader is listed under the family's name, and addressed by it.
+            let (viaPCSC, viaLibNFC, pn532) = try await scannedBothWays(image, bench: bench, reader: "pcsc:\(model.readerName)")
+            defer { pn532.stop() }
+            #expect(essentials(viaPCSC) == essentials(viaLibNFC), "\(model)")
+            #expect(viaPCSC["originality"]?["status"]?.string != "unsupported", "\(model): \(viaPCSC)")
+            #expect(viaPCSC["originality"]?["status"] == viaLibNFC["originality"]?["status"], "\(model)")
+            // The raw commands went the family's way, and only that way.
+            let commands = bench.card.traffic.exchanges.map(\.command)
+            let direct = commands.filter { $0.starts(with: [0xFF, 0x00, 0x00, 0x00]) }
+            let transparent = commands.filter { $0.starts(with: [0xFF, 0xC2, 0x00, 0x01]) }
+            let sessions = commands.filter { $0.starts(with: [0xFF, 0xC2, 0x00, 0x00]) }
+            let shown = commands.map { Hex.encode($0) }
+            switch model.passThrough {
+            case .direct:
+                #expect(transparent.isEmpty && sessions.isEmpty, "\(shown)")
+                #expect(direct.contains { $0.count == 7 && $0[5...] == [0x3C, 0x00] || $0.suffix(2) == [0x3C, 0x00] }, "\(shown)")
+            case .transparent:
+                #expect(direct.isEmpty, "\(shown)")
+                // READ_SIG and the first FAST_READ in 95 objects, in one session, started and ended.
+                #expect(transparent.contains { $0.suffix(5) == [0x95, 0x02, 0x3C, 0x00, 0x00] }, "\(shown)")
+                #expect(transparent.contains { $0.suffix(6) == [0x95, 0x03, 0x3A, 0x03, 0x0A, 0x00] }, "\(shown)")
+                #expect(sessions.first == PCSCTransparentExchange.startSession, "\(shown)")
+                #expect(sessions.last == PCSCTransparentExchange.endSession, "\(shown)")
+            case .none:
+                Issue.record("\(model) has no pass-through")
+            }
         }
     }
 
@@ -470,82 +474,82 @@ struct PCSCEndToEndTests {
     func transparentLongRead() async throws {
         let url = "https://long.example/" + String(repeating: "t", count: 600)
         let tag = try EmulatedType2Tag.ntag(216, message: NDEFMessage(records: [.uri(url)]).encoded())
-        let bench = try await PCSCBench.start(tags: [tag], model: .omnikey5022)
-        defer { bench.stop() }
-        let result = try await TagfixProcess.run(
-            ["scan", "--reader", "pcsc:OMNIKEY 5022", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
-        #expect(result.code == 0, "\(result.err)")
-        let object = try JSONValue.parse(try #require(result.out.first))
-        #expect(object["url"]?.string == url)
-        #expect(object["originality"]?["status"]?.string != "unsupported", "\(object)")
-        // Each FAST_READ asked at most 56 pages, so its answer (224 bytes and 17 of framing) fits 256.
-        let exchanges = bench.card.traffic.exchanges.map(\.command).filter { $0.starts(with: [0xFF, 0xC2, 0x00, 0x01]) }
-        let fastReads = exchanges.compactMap { command -> Int? in
-            guard command.count >= 6, command.suffix(6).prefix(3) == [0x95, 0x03, 0x3A] else { return nil }
-            return Int(command[command.count - 2]) - Int(command[command.count - 3]) + 1
+        try await PCSCBench.with(tags: [tag], model: .omnikey5022) { bench in
+            let result = try await TagfixProcess.run(
+                ["scan", "--reader", "pcsc:OMNIKEY 5022", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+            #expect(result.code == 0, "\(result.err)")
+            let object = try JSONValue.parse(try #require(result.out.first))
+            #expect(object["url"]?.string == url)
+            #expect(object["originality"]?["status"]?.string != "unsupported", "\(object)")
+            // Each FAST_READ asked at most 56 pages, so its answer (224 bytes and 17 of framing) fits 256.
+            let exchanges = bench.card.traffic.exchanges.map(\.command).filter { $0.starts(with: [0xFF, 0xC2, 0x00, 0x01]) }
+            let fastReads = exchanges.compactMap { command -> Int? in
+                guard command.count >= 6, command.suffix(6).prefix(3) == [0x95, 0x03, 0x3A] else { return nil }
+                return Int(command[command.count - 2]) - Int(command[command.count - 3]) + 1
+            }
+            #expect(fastReads.count >= 3 && fastReads.allSatisfy { $0 <= 56 }, "\(fastReads)")
+            #expect(fastReads.reduce(0, +) >= (url.count + 8) / 4, "\(fastReads)")
         }
-        #expect(fastReads.count >= 3 && fastReads.allSatisfy { $0 <= 56 }, "\(fastReads)")
-        #expect(fastReads.reduce(0, +) >= (url.count + 8) / 4, "\(fastReads)")
     }
 
     @Test("a reader whose name says nothing is probed: the direct transmit refused, the transparent exchange taken")
     func probe() async throws {
         let tag = ntag213(url: "https://probe.example/p")
-        let bench = try await PCSCBench.start(tags: [tag], model: .omnikey5422, name: "Virtual PCD")
-        defer { bench.stop() }
-        let result = try await TagfixProcess.run(
-            ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
-        #expect(result.code == 0, "\(result.err)")
-        let object = try JSONValue.parse(try #require(result.out.first))
-        #expect(object["url"]?.string == "https://probe.example/p")
-        #expect(object["originality"]?["status"]?.string != "unsupported", "\(object)")
-        let headers = bench.card.traffic.headers
-        #expect(headers.filter { $0.starts(with: [0xFF, 0x00, 0x00, 0x00]) }.count == 1, "\(headers.map { Hex.encode($0) })")
-        #expect(headers.contains([0xFF, 0xC2, 0x00, 0x01]), "\(headers.map { Hex.encode($0) })")
+        try await PCSCBench.with(tags: [tag], model: .omnikey5422, name: "Virtual PCD") { bench in
+            let result = try await TagfixProcess.run(
+                ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+            #expect(result.code == 0, "\(result.err)")
+            let object = try JSONValue.parse(try #require(result.out.first))
+            #expect(object["url"]?.string == "https://probe.example/p")
+            #expect(object["originality"]?["status"]?.string != "unsupported", "\(object)")
+            let headers = bench.card.traffic.headers
+            #expect(headers.filter { $0.starts(with: [0xFF, 0x00, 0x00, 0x00]) }.count == 1, "\(headers.map { Hex.encode($0) })")
+            #expect(headers.contains([0xFF, 0xC2, 0x00, 0x01]), "\(headers.map { Hex.encode($0) })")
+        }
     }
 
     @Test("an OMNIKEY that refuses the transparent session: READ BINARY, the same URL, and originality said unsupported, never wrong")
     func familyRefuses() async throws {
         let url = "https://refused.example/" + String(repeating: "o", count: 60)
         let tag = try EmulatedType2Tag.ntag(215, message: NDEFMessage(records: [.uri(url)]).encoded())
-        let bench = try await PCSCBench.start(tags: [tag], model: .plain, name: PCSCPart3Reader.Model.omnikey5022.friendlyName)
-        defer { bench.stop() }
-        let result = try await TagfixProcess.run(
-            ["scan", "--reader", "pcsc:OMNIKEY 5022", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
-        #expect(result.code == 0, "\(result.err)")
-        let object = try JSONValue.parse(try #require(result.out.first))
-        #expect(object["url"]?.string == url)
-        #expect(object["originality"]?["key"]?.string == "unsupported by this reader", "\(object)")
-        // One refused session start; an OMNIKEY is never sent ACS's direct transmit.
-        let headers = bench.card.traffic.headers
-        #expect(headers.filter { $0.starts(with: [0xFF, 0xC2]) }.count == 1, "\(headers.map { Hex.encode($0) })")
-        #expect(!headers.contains { $0.starts(with: [0xFF, 0x00, 0x00, 0x00]) }, "\(headers.map { Hex.encode($0) })")
-        #expect(headers.contains { $0.starts(with: [0xFF, 0xB0]) })
+        try await PCSCBench.with(tags: [tag], model: .plain, name: PCSCPart3Reader.Model.omnikey5022.friendlyName) { bench in
+            let result = try await TagfixProcess.run(
+                ["scan", "--reader", "pcsc:OMNIKEY 5022", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+            #expect(result.code == 0, "\(result.err)")
+            let object = try JSONValue.parse(try #require(result.out.first))
+            #expect(object["url"]?.string == url)
+            #expect(object["originality"]?["key"]?.string == "unsupported by this reader", "\(object)")
+            // One refused session start; an OMNIKEY is never sent ACS's direct transmit.
+            let headers = bench.card.traffic.headers
+            #expect(headers.filter { $0.starts(with: [0xFF, 0xC2]) }.count == 1, "\(headers.map { Hex.encode($0) })")
+            #expect(!headers.contains { $0.starts(with: [0xFF, 0x00, 0x00, 0x00]) }, "\(headers.map { Hex.encode($0) })")
+            #expect(headers.contains { $0.starts(with: [0xFF, 0xB0]) })
+        }
     }
 
     @Test("enroll --write-url through a transparent-exchange reader: the session is ended before UPDATE BINARY")
     func enrollThroughTransparent() async throws {
         let tag = try EmulatedType2Tag.ntag(213, message: NDEFMessage(records: [.uri("https://old.example/x")]).encoded())
-        let bench = try await PCSCBench.start(tags: [tag], model: .utrust3700f)
-        defer { bench.stop() }
-        let registry = (try temporaryFile("x", "") as NSString).deletingLastPathComponent + "/site.sqlite"
-        let enrolled = try await TagfixProcess.run(
-            [
-                "enroll", "--id", "UT1", "--name", "Gate", "--radius", "20", "--reader", "pcsc:uTrust 3700 F", "--gps",
-                try stillGPSScenario(), "--allow-simulated", "--registry", registry, "--average", "2", "--max-accuracy", "15",
-                "--write-url", "https://tags.example.org/t/{id}?lat={lat}&lon={lon}&r={r}", "--json",
-            ], pcscd: bench.pcscd)
-        #expect(enrolled.code == 0, "\(enrolled.err)")
-        let report = try JSONValue.parse(try #require(enrolled.out.first))
-        #expect(report["written"]?.bool == true)
-        let message = try #require(try Type2Memory.read(tag.pages).ndefMessage)
-        let written = try #require(try NDEFMessage(bytes: message).firstURL)
-        #expect(written.hasPrefix("https://tags.example.org/t/UT1?lat=53.545"))
-        #expect(report["url"]?.string == written)
-        // Every UPDATE BINARY came with no session open (the emulated reader refuses it inside one).
-        let commands = bench.card.traffic.exchanges.map(\.command)
-        #expect(commands.contains { $0.starts(with: [0xFF, 0xD6]) })
-        #expect(commands.contains(PCSCTransparentExchange.startSession), "\(commands.map { Hex.encode($0) })")
+        try await PCSCBench.with(tags: [tag], model: .utrust3700f) { bench in
+            let registry = (try temporaryFile("x", "") as NSString).deletingLastPathComponent + "/site.sqlite"
+            let enrolled = try await TagfixProcess.run(
+                [
+                    "enroll", "--id", "UT1", "--name", "Gate", "--radius", "20", "--reader", "pcsc:uTrust 3700 F", "--gps",
+                    try stillGPSScenario(), "--allow-simulated", "--registry", registry, "--average", "2", "--max-accuracy", "15",
+                    "--write-url", "https://tags.example.org/t/{id}?lat={lat}&lon={lon}&r={r}", "--json",
+                ], pcscd: bench.pcscd)
+            #expect(enrolled.code == 0, "\(enrolled.err)")
+            let report = try JSONValue.parse(try #require(enrolled.out.first))
+            #expect(report["written"]?.bool == true)
+            let message = try #require(try Type2Memory.read(tag.pages).ndefMessage)
+            let written = try #require(try NDEFMessage(bytes: message).firstURL)
+            #expect(written.hasPrefix("https://tags.example.org/t/UT1?lat=53.545"))
+            #expect(report["url"]?.string == written)
+            // Every UPDATE BINARY came with no session open (the emulated reader refuses it inside one).
+            let commands = bench.card.traffic.exchanges.map(\.command)
+            #expect(commands.contains { $0.starts(with: [0xFF, 0xD6]) })
+            #expect(commands.contains(PCSCTransparentExchange.startSession), "\(commands.map { Hex.encode($0) })")
+        }
     }
 
     @Test("emulate pcsc --model: an unknown family is a usage error, in one line")
@@ -562,36 +566,36 @@ struct PCSCEndToEndTests {
         .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/pcsc_scan")))
     func interop() async throws {
         let tag = ntag213(url: "https://interop.example/pcsc")
-        let bench = try await PCSCBench.start(tags: [tag])
-        defer { bench.stop() }
-        let environment = bench.pcscd.environment
-        // pcsc_scan runs until stopped: its first report is enough.
-        let scanned = try await TestProgram.run(
-            "/usr/bin/timeout", ["-s", "KILL", "3", "/usr/bin/pcsc_scan"], environment: environment, standardError: .standardOutput)
-        let atr = PCSCPart3Reader.atr(for: tag).map { Hex.encode([$0]) }.joined(separator: " ")
-        #expect(scanned.output.contains(atr), "\(scanned.output)")
-        let script = """
-            from smartcard.System import readers
-            connection = [r for r in readers() if "Virtual PCD 00 00" in str(r)][0].createConnection()
-            connection.connect()
-            uid, sw1, sw2 = connection.transmit([0xFF, 0xCA, 0x00, 0x00, 0x00])
-            pages = []
-            for page in range(0, 16, 4):
-                data, sw1, sw2 = connection.transmit([0xFF, 0xB0, 0x00, page, 0x10])
-                pages += data
-            print(bytes(uid).hex().upper())
-            print(bytes(pages).hex().upper())
-            """
-        let python = try await TestProgram.run(
-            "/usr/bin/python3", ["-c", script], environment: environment, standardError: .standardOutput)
-        let lines = python.output.split(separator: "\n").map(String.init)
-        #expect(lines.first == Hex.encode(tag.uid), "\(python.output)")
-        #expect(lines.last == Hex.encode(tag.pages.prefix(64)), "\(python.output)")
-        // And tagfix reads the same tag.
-        let result = try await TagfixProcess.run(
-            ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
-        let object = try JSONValue.parse(try #require(result.out.first))
-        #expect(object["uid"]?.string == lines.first)
-        #expect(object["url"]?.string == "https://interop.example/pcsc")
+        try await PCSCBench.with(tags: [tag]) { bench in
+            let environment = bench.pcscd.environment
+            // pcsc_scan runs until stopped: its first report is enough.
+            let scanned = try await TestProgram.run(
+                "/usr/bin/timeout", ["-s", "KILL", "3", "/usr/bin/pcsc_scan"], environment: environment, standardError: .standardOutput)
+            let atr = PCSCPart3Reader.atr(for: tag).map { Hex.encode([$0]) }.joined(separator: " ")
+            #expect(scanned.output.contains(atr), "\(scanned.output)")
+            let script = """
+                from smartcard.System import readers
+                connection = [r for r in readers() if "Virtual PCD 00 00" in str(r)][0].createConnection()
+                connection.connect()
+                uid, sw1, sw2 = connection.transmit([0xFF, 0xCA, 0x00, 0x00, 0x00])
+                pages = []
+                for page in range(0, 16, 4):
+                    data, sw1, sw2 = connection.transmit([0xFF, 0xB0, 0x00, page, 0x10])
+                    pages += data
+                print(bytes(uid).hex().upper())
+                print(bytes(pages).hex().upper())
+                """
+            let python = try await TestProgram.run(
+                "/usr/bin/python3", ["-c", script], environment: environment, standardError: .standardOutput)
+            let lines = python.output.split(separator: "\n").map(String.init)
+            #expect(lines.first == Hex.encode(tag.uid), "\(python.output)")
+            #expect(lines.last == Hex.encode(tag.pages.prefix(64)), "\(python.output)")
+            // And tagfix reads the same tag.
+            let result = try await TagfixProcess.run(
+                ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+            let object = try JSONValue.parse(try #require(result.out.first))
+            #expect(object["uid"]?.string == lines.first)
+            #expect(object["url"]?.string == "https://interop.example/pcsc")
+        }
     }
 }

@@ -135,48 +135,45 @@ struct ReadHealthEndToEndTests {
         .enabled(if: gpsdInstalled, "gpsd is not installed"))
     func weakTagThroughGPSD() async throws {
         let spot = Coordinate(validLatitude: 48.1374, longitude: 11.5755)
-        let (nmea, gpsd, gps) = try await receiver(at: spot, seed: 31)
-        defer {
-            nmea.stop()
-            gpsd.stop()
+        try await withReceiver(at: spot, seed: 31) { _, _, gps in
+            let emulator = try PN532Emulator(tags: [ntag213(url: Self.url)])
+            defer { emulator.stop() }
+            emulator.setWeak(rfErrorRate: 0.3, lossRate: 0.05)
+            let registry = try registryPath()
+            let enroll = [
+                "enroll", "--id", "H1", "--reader", "pn532_uart:\(emulator.path)", "--gps", gps, "--registry", registry, "--average", "30",
+                "--json",
+            ]
+
+            let refused = await run(enroll)
+            #expect(refused.code == 75, "\(refused.err)")
+            let message = refused.err.joined(separator: "\n")
+            #expect(message.contains("enrolment refused: tag 04112233445566 reads badly"), "\(message)")
+            #expect(message.contains("move the tag off the metal") && message.contains("on-metal tag"), "\(message)")
+            #expect(!FileManager.default.fileExists(atPath: registry), "nothing recorded")
+
+            let accepted = await run(enroll + ["--accept-weak-read"])
+            #expect(accepted.code == 0, "\(accepted.err)")
+            let entry = try #require(try SQLiteRegistry(path: registry, mode: .readOnly).entry(forID: "H1"))
+            let accuracy = try #require(entry.enrolment?.accuracy)
+            #expect(Geodesic.distance(from: entry.region.center, to: spot) <= accuracy, "the truth inside the stated accuracy")
+            let kept = try #require(try SQLiteRegistry(path: registry, mode: .readOnly).readHealth()["H1"])
+            #expect(kept.weak && kept.health.isWeak(.enrolment))
+
+            // A later tap reads clean; the report still lists the tag, as enrolled weak.
+            emulator.setWeak(rfErrorRate: 0)
+            let folder = (registry as NSString).deletingLastPathComponent
+            let log = folder + "/gpsd-taps.jsonl"
+            let verified = await run([
+                "verify", "--reader", "pn532_uart:\(emulator.path)", "--gps", gps, "--registry", registry, "--log", log, "--count", "1",
+                "--timeout", "60", "--fix-timeout", "30",
+            ])
+            #expect(verified.code == 0, "\(verified.err)")
+            let reported = await run(["report", log, "--registry", registry, "--output", folder + "/gpsd-report.html"])
+            #expect(reported.code == 0, "\(reported.err)")
+            #expect(reported.err.joined(separator: "\n").contains("1 tag reads badly: H1"), "\(reported.err)")
+            let html = try String(contentsOfFile: folder + "/gpsd-report.html", encoding: .utf8)
+            #expect(html.contains("weak, accepted: "), "the enrolment's read health in the report")
         }
-        let emulator = try PN532Emulator(tags: [ntag213(url: Self.url)])
-        defer { emulator.stop() }
-        emulator.setWeak(rfErrorRate: 0.3, lossRate: 0.05)
-        let registry = try registryPath()
-        let enroll = [
-            "enroll", "--id", "H1", "--reader", "pn532_uart:\(emulator.path)", "--gps", gps, "--registry", registry, "--average", "30",
-            "--json",
-        ]
-
-        let refused = await run(enroll)
-        #expect(refused.code == 75, "\(refused.err)")
-        let message = refused.err.joined(separator: "\n")
-        #expect(message.contains("enrolment refused: tag 04112233445566 reads badly"), "\(message)")
-        #expect(message.contains("move the tag off the metal") && message.contains("on-metal tag"), "\(message)")
-        #expect(!FileManager.default.fileExists(atPath: registry), "nothing recorded")
-
-        let accepted = await run(enroll + ["--accept-weak-read"])
-        #expect(accepted.code == 0, "\(accepted.err)")
-        let entry = try #require(try SQLiteRegistry(path: registry, mode: .readOnly).entry(forID: "H1"))
-        let accuracy = try #require(entry.enrolment?.accuracy)
-        #expect(Geodesic.distance(from: entry.region.center, to: spot) <= accuracy, "the truth inside the stated accuracy")
-        let kept = try #require(try SQLiteRegistry(path: registry, mode: .readOnly).readHealth()["H1"])
-        #expect(kept.weak && kept.health.isWeak(.enrolment))
-
-        // A later tap reads clean; the report still lists the tag, as enrolled weak.
-        emulator.setWeak(rfErrorRate: 0)
-        let folder = (registry as NSString).deletingLastPathComponent
-        let log = folder + "/gpsd-taps.jsonl"
-        let verified = await run([
-            "verify", "--reader", "pn532_uart:\(emulator.path)", "--gps", gps, "--registry", registry, "--log", log, "--count", "1",
-            "--timeout", "60", "--fix-timeout", "30",
-        ])
-        #expect(verified.code == 0, "\(verified.err)")
-        let reported = await run(["report", log, "--registry", registry, "--output", folder + "/gpsd-report.html"])
-        #expect(reported.code == 0, "\(reported.err)")
-        #expect(reported.err.joined(separator: "\n").contains("1 tag reads badly: H1"), "\(reported.err)")
-        let html = try String(contentsOfFile: folder + "/gpsd-report.html", encoding: .utf8)
-        #expect(html.contains("weak, accepted: "), "the enrolment's read health in the report")
     }
 }

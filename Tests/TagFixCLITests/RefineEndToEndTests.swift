@@ -1,6 +1,7 @@
 import Foundation
 import TagFixCLI
 import TagFixCore
+import TagFixDaemons
 import TagFixDevices
 import TagFixEmulators
 import TagFixNDEF
@@ -209,18 +210,15 @@ struct RefineEndToEndTests {
         // what the receiver states, and the kind of error a visit cannot average away. B is moved
         // 8 m east after its enrolment.
         for (id, tag, spot) in [("A", tagA, truthA), ("B", tagB, placedB)] {
-            let (nmea, gpsd, gps) = try await receiver(at: spot, noise: 1, seed: 40)
-            defer {
-                nmea.stop()
-                gpsd.stop()
+            try await withReceiver(at: spot, noise: 1, seed: 40) { _, _, gps in
+                let reader = try PN532Emulator(tags: [tag])
+                defer { reader.stop() }
+                let enrolled = await run([
+                    "enroll", "--id", id, "--radius", "25", "--reader", "pn532_uart:\(reader.path)", "--gps", gps, "--registry", registry,
+                    "--by", "ci",
+                ])
+                #expect(enrolled.code == 0, "\(enrolled.err)")
             }
-            let reader = try PN532Emulator(tags: [tag])
-            defer { reader.stop() }
-            let enrolled = await run([
-                "enroll", "--id", id, "--radius", "25", "--reader", "pn532_uart:\(reader.path)", "--gps", gps, "--registry", registry,
-                "--by", "ci",
-            ])
-            #expect(enrolled.code == 0, "\(enrolled.err)")
         }
         let shown = await run(["registry", "show", "A", "--registry", registry, "--json"])
         let shownLine = try #require(shown.out.first, "\(shown.err)")
@@ -235,13 +233,10 @@ struct RefineEndToEndTests {
         for day in 1...5 {
             let log = folder + "/day\(day).jsonl"
             for (tag, spot) in [(tagA, truthA), (tagB, truthB)] {
-                let (nmea, gpsd, gps) = try await receiver(at: spot, noise: 1, seed: UInt64(100 + day), days: day)
-                defer {
-                    nmea.stop()
-                    gpsd.stop()
+                try await withReceiver(at: spot, noise: 1, seed: UInt64(100 + day), days: day) { _, _, gps in
+                    let verdict = try await Self.tap(tag, gps: gps, registry: registry, log: log)
+                    #expect(verdict["verdict"]?.string == "confirmed", "day \(day): \(verdict)")
                 }
-                let verdict = try await Self.tap(tag, gps: gps, registry: registry, log: log)
-                #expect(verdict["verdict"]?.string == "confirmed", "day \(day): \(verdict)")
             }
             logs.append(log)
             let refined = await run(["registry", "refine", "--registry", registry, "--log", log, "--json"])

@@ -3,6 +3,7 @@ import Synchronization
 import TagFixCLI
 import TagFixCore
 import TagFixCrypto
+import TagFixDaemons
 import TagFixDevices
 import TagFixEmulators
 import TagFixGPSD
@@ -84,117 +85,118 @@ struct SUNEndToEndTests {
 
     @Test("three taps of a provisioned tag are confirmed with rising counters; a copied URL is sun_replayed, other keys sun_invalid")
     func provisionTapReplayForge() async throws {
-        let field = try await AttackSuiteTests.Field(at: Self.spot)
-        defer { field.stop() }
-        let (registry, keys) = try Self.site()
-        let tag = try Self.provisioned(id: "S1", uid: Self.uid, master: Self.master, meta: Self.metaKey)
-        let reader = try PN532Emulator(tags: [tag])
-        defer { reader.stop() }
-        let output = CapturedOutput()
-        let finished = Finished()
-        let session = Task {
-            defer { finished.set() }
-            return await TagFixCommandLine.run(
-                [
-                    "verify", "--reader", "pn532_uart:\(reader.path)", "--gps", field.url, "--registry", registry, "--sun-keys", keys,
-                    "--json", "--count", "3", "--timeout", "90", "--fix-timeout", "30",
-                ], output: output)
-        }
-        // Three taps: after the first and the second verdict the tag is lifted and put back (a new
-        // activation, a new read). Not after the third: a read that started before verify stopped
-        // would still get its verdict (a fourth), as every scan does.
-        for tap in 1...2 {
-            while output.stdout.count < tap, !finished.value { try await Task.sleep(for: .milliseconds(20)) }
-            reader.lift()
-        }
-        #expect(await session.value == 0, "\(output.stderr)")
-        let verdicts = try output.stdout.map { try JSONValue.parse($0) }
-        #expect(verdicts.map(Self.describe) == ["confirmed", "confirmed", "confirmed"], "\(output.stdout) \(output.stderr)")
-        let counters = verdicts.compactMap { $0["sun_counter"]?.double.map { Int($0) } }
-        // The provisioner's read-back was counter 1.
-        #expect(counters == [2, 3, 4], "\(output.stdout)")
-        #expect(try SQLiteSUNCounters(path: registry, create: false).lastAccepted(uid: TagUID(bytes: Self.uid)) == 4)
-        let urls = verdicts.compactMap { $0["url"]?.string }
-        #expect(Set(urls).count == 3, "each read mirrors a new SUN: \(urls)")
-        for line in output.stdout + output.stderr {
-            #expect(
-                !line.contains("5D1A0B9C2E3F40516273849506A7B8C9") && !line.contains("00112233445566778899AABBCCDDEEFF"),
-                "no key in any line")
-        }
+        try await AttackSuiteTests.Field.with(at: Self.spot) { field in
+            let (registry, keys) = try Self.site()
+            let tag = try Self.provisioned(id: "S1", uid: Self.uid, master: Self.master, meta: Self.metaKey)
+            let reader = try PN532Emulator(tags: [tag])
+            defer { reader.stop() }
+            let output = CapturedOutput()
+            let finished = Finished()
+            let session = Task {
+                defer { finished.set() }
+                return await TagFixCommandLine.run(
+                    [
+                        "verify", "--reader", "pn532_uart:\(reader.path)", "--gps", field.url, "--registry", registry, "--sun-keys", keys,
+                        "--json", "--count", "3", "--timeout", "90", "--fix-timeout", "30",
+                    ], output: output)
+            }
+            // Three taps: after the first and the second verdict the tag is lifted and put back (a new
+            // activation, a new read). Not after the third: a read that started before verify stopped
+            // would still get its verdict (a fourth), as every scan does.
+            for tap in 1...2 {
+                while output.stdout.count < tap, !finished.value { try await Task.sleep(for: .milliseconds(20)) }
+                reader.lift()
+            }
+            #expect(await session.value == 0, "\(output.stderr)")
+            let verdicts = try output.stdout.map { try JSONValue.parse($0) }
+            #expect(verdicts.map(Self.describe) == ["confirmed", "confirmed", "confirmed"], "\(output.stdout) \(output.stderr)")
+            let counters = verdicts.compactMap { $0["sun_counter"]?.double.map { Int($0) } }
+            // The provisioner's read-back was counter 1.
+            #expect(counters == [2, 3, 4], "\(output.stdout)")
+            #expect(try SQLiteSUNCounters(path: registry, create: false).lastAccepted(uid: TagUID(bytes: Self.uid)) == 4)
+            let urls = verdicts.compactMap { $0["url"]?.string }
+            #expect(Set(urls).count == 3, "each read mirrors a new SUN: \(urls)")
+            for line in output.stdout + output.stderr {
+                #expect(
+                    !line.contains("5D1A0B9C2E3F40516273849506A7B8C9") && !line.contains("00112233445566778899AABBCCDDEEFF"),
+                    "no key in any line")
+            }
 
-        // A URL captured from the second read, written onto a Type 2 tag with another UID.
-        let captured = try #require(urls.dropFirst().first)
-        let copy = try AttackSuiteTests.tag(captured, uid: Self.copyUID)
-        let extra = ["--registry", registry, "--sun-keys", keys]
-        #expect(try await AttackSuiteTests.tap(copy, field: field, extra) == "untrusted:sun_replayed")
+            // A URL captured from the second read, written onto a Type 2 tag with another UID.
+            let captured = try #require(urls.dropFirst().first)
+            let copy = try AttackSuiteTests.tag(captured, uid: Self.copyUID)
+            let extra = ["--registry", registry, "--sun-keys", keys]
+            #expect(try await AttackSuiteTests.tap(copy, field: field, extra) == "untrusted:sun_replayed")
 
-        // S2's chip, provisioned with another master and meta key than the site's: its SUN does not verify.
-        let forged = try Self.provisioned(
-            id: "S2", uid: Self.otherUID, master: AES128Key(hex: "FFEEDDCCBBAA99887766554433221100")!,
-            meta: AES128Key(hex: "0F0E0D0C0B0A09080706050403020100")!)
-        #expect(try await AttackSuiteTests.tap(forged, field: field, extra) == "untrusted:sun_invalid")
+            // S2's chip, provisioned with another master and meta key than the site's: its SUN does not verify.
+            let forged = try Self.provisioned(
+                id: "S2", uid: Self.otherUID, master: AES128Key(hex: "FFEEDDCCBBAA99887766554433221100")!,
+                meta: AES128Key(hex: "0F0E0D0C0B0A09080706050403020100")!)
+            #expect(try await AttackSuiteTests.tap(forged, field: field, extra) == "untrusted:sun_invalid")
 
-        // The honest tag again: its next read (counter 5) is still accepted.
-        #expect(try await AttackSuiteTests.tap(tag, field: field, extra) == "confirmed")
-        #expect(try SQLiteSUNCounters(path: registry, create: false).lastAccepted(uid: TagUID(bytes: Self.uid)) == 5)
+            // The honest tag again: its next read (counter 5) is still accepted.
+            #expect(try await AttackSuiteTests.tap(tag, field: field, extra) == "confirmed")
+            #expect(try SQLiteSUNCounters(path: registry, create: false).lastAccepted(uid: TagUID(bytes: Self.uid)) == 5)
+        }
     }
 
     @Test("enroll --sun provisions a factory tag through libnfc, records it, and verify confirms its taps")
     func enrollSUNThenVerify() async throws {
-        let field = try await AttackSuiteTests.Field(at: Self.spot)
-        defer { field.stop() }
-        let folder = (try temporaryFile("x", "") as NSString).deletingLastPathComponent
-        let registry = folder + "/enrolled.sqlite"
-        let keys = folder + "/site.keys"
-        try Self.keyFile.write(toFile: keys, atomically: true, encoding: .utf8)
-        chmod(keys, 0o600)
-        let tag = try EmulatedNTAG424Tag(uid: Self.uid)
-        let reader = try PN532Emulator(tags: [tag])
-        defer { reader.stop() }
-        let enrol = [
-            "enroll", "--id", "G7", "--reader", "pn532_uart:\(reader.path)", "--gps", field.url, "--registry", registry, "--average", "3",
-            "--max-accuracy", "15", "--timeout", "60", "--sun", "site", "--sun-keys", keys, "--json", "--write-url",
-            "https://tags.example.org/t/{id}?e={picc_data}&c={cmac}",
-        ]
-        // First the tag is pulled away mid-provisioning: nothing is recorded, the message says to
-        // run the same command again, and the tag still opens with the factory key 0.
-        reader.removeAfter(exchanges: Self.cutAfter)
-        let cut = await run(enrol)
-        #expect(cut.code == 69, "\(cut.err)")
-        #expect(cut.err.contains { $0.contains("Run the same command again") }, "\(cut.err)")
-        #expect(
-            tag.snapshot.keys[0] == .zero && tag.snapshot.keys[1] != .zero && tag.snapshot.ndefSettings.sdm != nil,
-            "cut after key 1, before key 0: \(tag.snapshot.keys.map { $0 == .zero })")
-        #expect(!FileManager.default.fileExists(atPath: registry))
-        reader.setPresent(true)
-        let result = await run(enrol)
-        #expect(result.code == 0, "\(result.err)")
-        let report = try JSONValue.parse(try #require(result.out.first))
-        #expect(report["uid"]?.string == "045A11429C3D80")
-        #expect(report["sun"]?.string == "site;picc=e;cmac=c")
-        // The counter read back: the re-run's first read (SDM already on) counted too.
-        let enrolled = try #require(report["sun_counter"]?.double.map { UInt32($0) })
-        #expect(enrolled >= 1)
-        // The tag holds the site's keys: key 1 diversified for its UID, key 2 the site's, key 0 no longer the factory's.
-        let snapshot = tag.snapshot
-        #expect(snapshot.keys[1] == (try KeyDiversification.aes128(master: Self.master, input: Self.uid + Self.suffix)))
-        #expect(snapshot.keys[2] == Self.metaKey && snapshot.keys[0] != .zero)
-        let entry = try SQLiteRegistry.withRegistry(path: registry, mode: .readOnly) { store throws(RegistryStoreError) in
-            try? store.entry(forID: "G7")
-        }
-        #expect(entry?.sun == SUNSettings(keyName: "site", names: SUNParameterNames(piccData: "e", cmac: "c")))
-        #expect(entry?.uid == (try TagUID(bytes: Self.uid)))
-        for line in result.out + result.err {
+        try await AttackSuiteTests.Field.with(at: Self.spot) { field in
+            let folder = (try temporaryFile("x", "") as NSString).deletingLastPathComponent
+            let registry = folder + "/enrolled.sqlite"
+            let keys = folder + "/site.keys"
+            try Self.keyFile.write(toFile: keys, atomically: true, encoding: .utf8)
+            chmod(keys, 0o600)
+            let tag = try EmulatedNTAG424Tag(uid: Self.uid)
+            let reader = try PN532Emulator(tags: [tag])
+            defer { reader.stop() }
+            let enrol = [
+                "enroll", "--id", "G7", "--reader", "pn532_uart:\(reader.path)", "--gps", field.url, "--registry", registry, "--average",
+                "3",
+                "--max-accuracy", "15", "--timeout", "60", "--sun", "site", "--sun-keys", keys, "--json", "--write-url",
+                "https://tags.example.org/t/{id}?e={picc_data}&c={cmac}",
+            ]
+            // First the tag is pulled away mid-provisioning: nothing is recorded, the message says to
+            // run the same command again, and the tag still opens with the factory key 0.
+            reader.removeAfter(exchanges: Self.cutAfter)
+            let cut = await run(enrol)
+            #expect(cut.code == 69, "\(cut.err)")
+            #expect(cut.err.contains { $0.contains("Run the same command again") }, "\(cut.err)")
             #expect(
-                !line.contains("5D1A0B9C2E3F40516273849506A7B8C9") && !line.contains("00112233445566778899AABBCCDDEEFF"),
-                "no key in any line")
-        }
+                tag.snapshot.keys[0] == .zero && tag.snapshot.keys[1] != .zero && tag.snapshot.ndefSettings.sdm != nil,
+                "cut after key 1, before key 0: \(tag.snapshot.keys.map { $0 == .zero })")
+            #expect(!FileManager.default.fileExists(atPath: registry))
+            reader.setPresent(true)
+            let result = await run(enrol)
+            #expect(result.code == 0, "\(result.err)")
+            let report = try JSONValue.parse(try #require(result.out.first))
+            #expect(report["uid"]?.string == "045A11429C3D80")
+            #expect(report["sun"]?.string == "site;picc=e;cmac=c")
+            // The counter read back: the re-run's first read (SDM already on) counted too.
+            let enrolled = try #require(report["sun_counter"]?.double.map { UInt32($0) })
+            #expect(enrolled >= 1)
+            // The tag holds the site's keys: key 1 diversified for its UID, key 2 the site's, key 0 no longer the factory's.
+            let snapshot = tag.snapshot
+            #expect(snapshot.keys[1] == (try KeyDiversification.aes128(master: Self.master, input: Self.uid + Self.suffix)))
+            #expect(snapshot.keys[2] == Self.metaKey && snapshot.keys[0] != .zero)
+            let entry = try SQLiteRegistry.withRegistry(path: registry, mode: .readOnly) { store throws(RegistryStoreError) in
+                try? store.entry(forID: "G7")
+            }
+            #expect(entry?.sun == SUNSettings(keyName: "site", names: SUNParameterNames(piccData: "e", cmac: "c")))
+            #expect(entry?.uid == (try TagUID(bytes: Self.uid)))
+            for line in result.out + result.err {
+                #expect(
+                    !line.contains("5D1A0B9C2E3F40516273849506A7B8C9") && !line.contains("00112233445566778899AABBCCDDEEFF"),
+                    "no key in any line")
+            }
 
-        // verify --sun-keys confirms the enrolled tag's taps (its next two reads).
-        let extra = ["--registry", registry, "--sun-keys", keys]
-        #expect(try await AttackSuiteTests.tap(tag, field: field, extra) == "confirmed")
-        #expect(try await AttackSuiteTests.tap(tag, field: field, extra) == "confirmed")
-        #expect(try SQLiteSUNCounters(path: registry, create: false).lastAccepted(uid: TagUID(bytes: Self.uid)) == enrolled + 2)
+            // verify --sun-keys confirms the enrolled tag's taps (its next two reads).
+            let extra = ["--registry", registry, "--sun-keys", keys]
+            #expect(try await AttackSuiteTests.tap(tag, field: field, extra) == "confirmed")
+            #expect(try await AttackSuiteTests.tap(tag, field: field, extra) == "confirmed")
+            #expect(try SQLiteSUNCounters(path: registry, create: false).lastAccepted(uid: TagUID(bytes: Self.uid)) == enrolled + 2)
+        }
     }
 }
 

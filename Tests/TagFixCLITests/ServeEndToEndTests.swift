@@ -1,10 +1,12 @@
 import Foundation
 import Synchronization
 import TagFixCore
+import TagFixDaemons
 import TagFixDevices
 import TagFixEmulators
 import TagFixNDEF
 import TagFixReport
+import TagFixTestDaemons
 import TagFixTesting
 import Testing
 
@@ -111,7 +113,7 @@ final class ServeRig: Sendable {
             let next = try await PrivateGPSD.start(device: receiver.path, port: gpsdPort)
             gpsd.withLock { $0 = next }
         } else {
-            gpsd.withLock { $0.stop() }
+            await gpsd.withLock { $0 }.stop()
         }
     }
 
@@ -123,7 +125,7 @@ final class ServeRig: Sendable {
         let exited = await serve.stop(with: SIGTERM)
         reader.withLock { $0.stop() }
         try? FileManager.default.removeItem(atPath: link)
-        gpsd.withLock { $0.stop() }
+        await gpsd.withLock { $0 }.stop()
         receiver.stop()
         try? FileManager.default.removeItem(atPath: log)
         return exited
@@ -338,44 +340,43 @@ struct ServeEndToEndTests {
             "needs the built tagfix, gpsd, mosquitto and mosquitto-clients"))
     func publishes() async throws {
         // No saved state: a kept session read back may repeat a QoS 1 message, and this counts copies.
-        let broker = try await offThread {
-            var options = PrivateMosquitto.Options()
-            options.persistence = false
-            return try PrivateMosquitto(options: options)
-        }
-        defer { broker.stop() }
-        let subscriber = try await BrokerSubscriber(port: broker.port, filter: "tagfix/+/verdict/+")
-        defer { subscriber.stop() }
-        let rig = try await ServeRig(extra: [
-            "--publish", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--site", "lab", "--device-id", "serve-pi", "--publish-linger", "30",
-        ])
-        let client = try SocketLineClient(path: rig.socket)
-        client.send(#"?WATCH={"enable":true};"#)
-        #expect(await RunningTagFix.poll { client.lines(ofClass: "WATCH").count == 1 })
-        let taps = 4
-        for count in 1...taps {
-            #expect(await rig.tap(expecting: count), "tap \(count) gave no verdict: \(rig.serve.stderr)")
-        }
-        #expect(await RunningTagFix.poll { client.lines(ofClass: "VERDICT").count >= taps })
-        #expect(await RunningTagFix.poll { subscriber.messages.count >= taps }, "\(subscriber.messages) \(rig.serve.stderr)")
-        #expect(await rig.stop())
-        #expect(rig.serve.exitedCleanly, "\(rig.serve.ending)")
-        #expect(rig.serve.stderr.contains("none unsent"), "\(rig.serve.stderr)")
-        /// A record's members without those only one side has (`id`, `device`).
-        func members(_ value: JSONValue) -> [String: JSONValue] {
-            Dictionary((value.members ?? []).filter { $0.key != "id" && $0.key != "device" }.map { ($0.key, $0.value) }) { first, _ in first
+        var options = PrivateMosquitto.Options()
+        options.persistence = false
+        try await PrivateMosquitto.with(options: options) { broker in
+            let subscriber = try await BrokerSubscriber(port: broker.port, filter: "tagfix/+/verdict/+")
+            defer { subscriber.stop() }
+            let rig = try await ServeRig(extra: [
+                "--publish", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--site", "lab", "--device-id", "serve-pi", "--publish-linger", "30",
+            ])
+            let client = try SocketLineClient(path: rig.socket)
+            client.send(#"?WATCH={"enable":true};"#)
+            #expect(await RunningTagFix.poll { client.lines(ofClass: "WATCH").count == 1 })
+            let taps = 4
+            for count in 1...taps {
+                #expect(await rig.tap(expecting: count), "tap \(count) gave no verdict: \(rig.serve.stderr)")
             }
-        }
-        let onSocket = try client.lines(ofClass: "VERDICT").compactMap(record(ofVerdict:)).map { members(try JSONValue.parse($0)) }
-        let published = subscriber.messages
-        let onBroker = try published.map { members(try JSONValue.parse($0.payload)) }
-        #expect(onSocket.count == taps)
-        #expect(onBroker.count == onSocket.count, "each verdict once on the broker: \(published)")
-        #expect(Set(onBroker) == Set(onSocket))
-        for message in published {
-            let tag = try JSONValue.parse(message.payload)["tag_id"]?.string ?? "_"
-            #expect(message.topic == "tagfix/lab/verdict/\(tag)")
-            #expect(try JSONValue.parse(message.payload)["device"]?.string == "serve-pi")
+            #expect(await RunningTagFix.poll { client.lines(ofClass: "VERDICT").count >= taps })
+            #expect(await RunningTagFix.poll { subscriber.messages.count >= taps }, "\(subscriber.messages) \(rig.serve.stderr)")
+            #expect(await rig.stop())
+            #expect(rig.serve.exitedCleanly, "\(rig.serve.ending)")
+            #expect(rig.serve.stderr.contains("none unsent"), "\(rig.serve.stderr)")
+            /// A record's members without those only one side has (`id`, `device`).
+            func members(_ value: JSONValue) -> [String: JSONValue] {
+                Dictionary((value.members ?? []).filter { $0.key != "id" && $0.key != "device" }.map { ($0.key, $0.value) }) { first, _ in
+                    first
+                }
+            }
+            let onSocket = try client.lines(ofClass: "VERDICT").compactMap(record(ofVerdict:)).map { members(try JSONValue.parse($0)) }
+            let published = subscriber.messages
+            let onBroker = try published.map { members(try JSONValue.parse($0.payload)) }
+            #expect(onSocket.count == taps)
+            #expect(onBroker.count == onSocket.count, "each verdict once on the broker: \(published)")
+            #expect(Set(onBroker) == Set(onSocket))
+            for message in published {
+                let tag = try JSONValue.parse(message.payload)["tag_id"]?.string ?? "_"
+                #expect(message.topic == "tagfix/lab/verdict/\(tag)")
+                #expect(try JSONValue.parse(message.payload)["device"]?.string == "serve-pi")
+            }
         }
     }
 
@@ -578,7 +579,7 @@ final class BrokerSubscriber: Sendable {
             }
             return false
         }
-        if !subscribed { process.stop() }
+        if !subscribed { await process.stop() }
         try #require(subscribed, "mosquitto_sub never subscribed")
     }
 

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import TagFixCore
+import TagFixDaemons
 import TagFixDevices
 import TagFixEmulators
 import TagFixNDEF
@@ -288,14 +289,14 @@ struct SignalTests {
     func fixTerminated(signal: Int32) async throws {
         let receiver = try NMEAEmulator(source: .at(Coordinate(validLatitude: 53.545, longitude: 9.966), noise: 0.5, seed: 4), rate: 5)
         defer { receiver.stop() }
-        let gpsd = try await PrivateGPSD.start(device: receiver.path)
-        defer { gpsd.stop() }
-        receiver.start()
-        let tagfix = try RunningTagFix(["fix", "--gps", "gpsd://127.0.0.1:\(gpsd.port)", "--json"])
-        #expect(await tagfix.waitFor("\"lat\""), "\(tagfix.stdout) \(tagfix.stderr)")
-        let exited = await tagfix.stop(with: signal)
-        #expect(exited)
-        #expect(tagfix.exitedCleanly, "\(tagfix.ending)")
+        try await PrivateGPSD.with(device: receiver.path) { gpsd in
+            receiver.start()
+            let tagfix = try RunningTagFix(["fix", "--gps", "gpsd://127.0.0.1:\(gpsd.port)", "--json"])
+            #expect(await tagfix.waitFor("\"lat\""), "\(tagfix.stdout) \(tagfix.stderr)")
+            let exited = await tagfix.stop(with: signal)
+            #expect(exited)
+            #expect(tagfix.exitedCleanly, "\(tagfix.ending)")
+        }
     }
 
     @Test(
@@ -305,28 +306,23 @@ struct SignalTests {
         let receiver = try NMEAEmulator(source: .at(Coordinate(validLatitude: 53.545, longitude: 9.966), noise: 0.5, seed: 5), rate: 5)
         defer { receiver.stop() }
         // Started from a thread that blocks every signal, as dispatch's worker threads do.
-        let started = Mutex<Result<PrivateGPSD, EmulatorError>?>(nil)
-        Thread.detachNewThread {
-            var all = sigset_t()
-            sigfillset(&all)
-            pthread_sigmask(SIG_BLOCK, &all, nil)
-            let result = Result { () throws(EmulatorError) in try PrivateGPSD(device: receiver.path) }
-            started.withLock { $0 = result }
-        }
-        #expect(await RunningTagFix.poll { started.withLock { $0 != nil } })
-        let gpsd = try #require(try started.withLock { $0 }?.get())
-        defer { gpsd.stop() }
-        let pid = try #require(EmulatorCommandTests.gpsd(servingPort: gpsd.port))
-        let watchdog = Self.pids { $0.contains("tagfix-gpsd-watchdog") && $0.contains(String(pid)) }.first
-        #expect(watchdog != nil)
-        for child in [pid] + (watchdog.map { [$0] } ?? []) {
-            let status = try String(contentsOfFile: "/proc/\(child)/status", encoding: .utf8)
-            let blocked = try #require(Self.mask("SigBlk", in: status))
-            let ignored = try #require(Self.mask("SigIgn", in: status))
-            #expect(blocked == 0, "pid \(child) blocks signals: SigBlk \(String(blocked, radix: 16))")
-            for signal in [SIGINT, SIGTERM, SIGQUIT, SIGHUP] {
-                #expect(
-                    ignored & (1 << UInt64(signal - 1)) == 0, "pid \(child) ignores signal \(signal): SigIgn \(String(ignored, radix: 16))")
+        try await withTaskExecutorPreference(SignalBlockingExecutor()) {
+            try await PrivateGPSD.with(device: receiver.path) { gpsd in
+                #expect(gpsd.isRunning)
+                let pid = try #require(EmulatorCommandTests.gpsd(servingPort: gpsd.port))
+                let watchdog = Self.pids { $0.contains("tagfix-gpsd-watchdog") && $0.contains(String(pid)) }.first
+                #expect(watchdog != nil)
+                for child in [pid] + (watchdog.map { [$0] } ?? []) {
+                    let status = try String(contentsOfFile: "/proc/\(child)/status", encoding: .utf8)
+                    let blocked = try #require(Self.mask("SigBlk", in: status))
+                    let ignored = try #require(Self.mask("SigIgn", in: status))
+                    #expect(blocked == 0, "pid \(child) blocks signals: SigBlk \(String(blocked, radix: 16))")
+                    for signal in [SIGINT, SIGTERM, SIGQUIT, SIGHUP] {
+                        #expect(
+                            ignored & (1 << UInt64(signal - 1)) == 0,
+                            "pid \(child) ignores signal \(signal): SigIgn \(String(ignored, radix: 16))")
+                    }
+                }
             }
         }
     }
@@ -360,5 +356,19 @@ struct SignalTests {
         #expect(records.count == total, "\(records.count) records in the log, \(total) in the summary")
         #expect(records.allSatisfy { $0["verdict"]?.string != nil })
         #expect(try SessionLog.read(path: log).records.count == total)
+    }
+}
+
+/// Runs each job of a task on a new thread that blocks every signal, as dispatch's worker threads
+/// do: whatever the task spawns, it spawns from such a thread.
+final class SignalBlockingExecutor: TaskExecutor, Sendable {
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        Thread.detachNewThread {
+            var all = sigset_t()
+            sigfillset(&all)
+            pthread_sigmask(SIG_BLOCK, &all, nil)
+            job.runSynchronously(on: self.asUnownedTaskExecutor())
+        }
     }
 }

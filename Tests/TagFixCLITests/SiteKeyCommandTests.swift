@@ -1,5 +1,6 @@
 import Foundation
 import TagFixCore
+import TagFixDaemons
 import TagFixEmulators
 import TagFixNDEF
 import Testing
@@ -127,28 +128,28 @@ struct EnrollSignKeyTests {
         let directory = try folder()
         let key = directory + "/site.key"
         #expect(await run(["keys", "generate", "--out", key]).code == 0)
-        let field = try await AttackSuiteTests.Field(at: AttackSuiteTests.here)
-        defer { field.stop() }
-        // An NTAG215: the signature adds 91 bytes, more than an NTAG213's 144-byte area leaves this URL.
-        let tag = try EmulatedType2Tag.ntag(215, message: NDEFMessage(records: [.uri("https://old.example/x")]).encoded())
-        let reader = try PN532Emulator(tags: [tag])
-        defer { reader.stop() }
-        let enrolled = await run([
-            "enroll", "--id", "S1", "--radius", "25", "--reader", "pn532_uart:\(reader.path)", "--gps", field.url, "--registry",
-            directory + "/site.sqlite", "--average", "2", "--max-accuracy", "15", "--write-url",
-            "https://tags.example.org/t/{id}?lat={lat}&lon={lon}&r={r}", "--sign-key", key, "--json",
-        ])
-        #expect(enrolled.code == 0, "\(enrolled.err)")
-        let written = try #require(try Type2Memory.read(tag.pages).ndefMessage)
-        let url = try #require(try NDEFMessage(bytes: written).firstURL)
-        #expect(url.contains("&sig="), "\(url)")
-        // No registry: the URL's own location, which must be signed.
-        let trusted = try await AttackSuiteTests.tap(tag, field: field, ["--trust-key", directory + "/site.pub"])
-        #expect(trusted == "confirmed")
-        let unsigned = try AttackSuiteTests.tag(url.components(separatedBy: "&sig=")[0], uid: [4, 1, 2, 3, 4, 5, 6])
-        #expect(
-            try await AttackSuiteTests.tap(unsigned, field: field, ["--trust-key", directory + "/site.pub"])
-                == "untrusted:location_unsigned")
+        try await AttackSuiteTests.Field.with(at: AttackSuiteTests.here) { field in
+            // An NTAG215: the signature adds 91 bytes, more than an NTAG213's 144-byte area leaves this URL.
+            let tag = try EmulatedType2Tag.ntag(215, message: NDEFMessage(records: [.uri("https://old.example/x")]).encoded())
+            let reader = try PN532Emulator(tags: [tag])
+            defer { reader.stop() }
+            let enrolled = await run([
+                "enroll", "--id", "S1", "--radius", "25", "--reader", "pn532_uart:\(reader.path)", "--gps", field.url, "--registry",
+                directory + "/site.sqlite", "--average", "2", "--max-accuracy", "15", "--write-url",
+                "https://tags.example.org/t/{id}?lat={lat}&lon={lon}&r={r}", "--sign-key", key, "--json",
+            ])
+            #expect(enrolled.code == 0, "\(enrolled.err)")
+            let written = try #require(try Type2Memory.read(tag.pages).ndefMessage)
+            let url = try #require(try NDEFMessage(bytes: written).firstURL)
+            #expect(url.contains("&sig="), "\(url)")
+            // No registry: the URL's own location, which must be signed.
+            let trusted = try await AttackSuiteTests.tap(tag, field: field, ["--trust-key", directory + "/site.pub"])
+            #expect(trusted == "confirmed")
+            let unsigned = try AttackSuiteTests.tag(url.components(separatedBy: "&sig=")[0], uid: [4, 1, 2, 3, 4, 5, 6])
+            #expect(
+                try await AttackSuiteTests.tap(unsigned, field: field, ["--trust-key", directory + "/site.pub"])
+                    == "untrusted:location_unsigned")
+        }
     }
 
     @Test("--sign-key without --write-url (64), and a key others can read (66), fail before any waiting")

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import TagFixCLI
 import TagFixCore
+import TagFixDaemons
 import TagFixDevices
 import TagFixEmulators
 import TagFixNDEF
@@ -36,12 +37,17 @@ let wrongClocks: [[String]] = [["-f", "-10d"], ["-f", "+3y"], ["2000-01-01 00:00
 struct WrongClockTests {
     static let here = Coordinate(validLatitude: 53.545, longitude: 9.966)
 
-    /// The NMEA emulator (on the real clock) read by a private gpsd, ready once gpsd delivers fixes.
-    static func receiver() async throws -> (NMEAEmulator, PrivateGPSD) {
+    /// The NMEA emulator (on the real clock) read by a private gpsd for the length of `body`, which
+    /// runs once gpsd has started; both are stopped when it ends.
+    static func withRealReceiver<Value>(
+        isolation: isolated (any Actor)? = #isolation, _ body: (NMEAEmulator, PrivateGPSD) async throws -> Value
+    ) async throws -> Value {
         let receiver = try NMEAEmulator(source: .at(here, noise: 0.5, seed: 11), rate: 5)
-        let gpsd = try await PrivateGPSD.start(device: receiver.path)
-        receiver.start()
-        return (receiver, gpsd)
+        defer { receiver.stop() }
+        return try await PrivateGPSD.with(device: receiver.path) { gpsd in
+            receiver.start()
+            return try await body(receiver, gpsd)
+        }
     }
 
     static func verdict(url: String, gps: String, clock: [String]?, log: String) async throws -> (JSONValue, String) {
@@ -60,59 +66,53 @@ struct WrongClockTests {
     @Test("verify gives the same verdicts as with the right clock, says the offset once, stamps GPS time", arguments: wrongClocks)
     func verify(_ clock: [String]) async throws {
         try #require(canFake, "needs faketime, gpsd and the built tagfix")
-        let (receiver, gpsd) = try await Self.receiver()
-        defer {
-            gpsd.stop()
-            receiver.stop()
+        try await Self.withRealReceiver { receiver, gpsd in
+            let gps = "gpsd://127.0.0.1:\(gpsd.port)"
+            let inside = "https://tags.example.org/t/H1?lat=53.545&lon=9.966&r=30"
+            let moved = "https://tags.example.org/t/H2?lat=53.5476949&lon=9.966&r=30"  // 300 m north
+            let log = FileManager.default.temporaryDirectory.appendingPathComponent("wrong-clock-\(UUID().uuidString).jsonl").path
+            defer { try? FileManager.default.removeItem(atPath: log) }
+            let realNow = Date().timeIntervalSince1970
+            for (url, kind) in [(inside, "confirmed"), (moved, "outside")] {
+                let (right, _) = try await Self.verdict(url: url, gps: gps, clock: nil, log: log)
+                let (wrong, err) = try await Self.verdict(url: url, gps: gps, clock: clock, log: log)
+                #expect(right["verdict"]?.string == kind, "\(right)")
+                #expect(wrong["verdict"]?.string == kind, "\(wrong)")
+                #expect(abs((wrong["distance_m"]?.double ?? -1) - (right["distance_m"]?.double ?? 1)) < 5)
+                #expect(wrong["time_source"]?.string == "gps")
+                // Stamped with GPS time: the emulator's receiver runs on the real clock.
+                let stamped = try #require(wrong["time"]?.string.flatMap(Timestamp.init(iso8601:)))
+                #expect(abs(stamped.secondsSinceEpoch - realNow) < 600, "\(stamped) is GPS time, not the wrong clock's")
+                let offset = try #require(wrong["clock_offset_s"]?.double)
+                #expect(abs(offset) > 86_000, "the wrong clock's offset is in the verdict: \(offset)")
+                let notes = err.components(separatedBy: "the system clock is").count - 1
+                #expect(notes == 1, "the offset is said once: \(err)")
+                #expect(err.contains("hardware.md#time"))
+                #expect(!err.contains("dropped"), "no fix is dropped for its date: \(err)")
+            }
+            let logged = try TextFile.read(log).split(separator: "\n").map { try JSONValue.parse(String($0)) }
+            #expect(logged.count == 4)
+            #expect(logged.filter { $0["time_source"]?.string == "gps" }.count >= 2, "the log says which clock stamped each verdict")
         }
-        let gps = "gpsd://127.0.0.1:\(gpsd.port)"
-        let inside = "https://tags.example.org/t/H1?lat=53.545&lon=9.966&r=30"
-        let moved = "https://tags.example.org/t/H2?lat=53.5476949&lon=9.966&r=30"  // 300 m north
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("wrong-clock-\(UUID().uuidString).jsonl").path
-        defer { try? FileManager.default.removeItem(atPath: log) }
-        let realNow = Date().timeIntervalSince1970
-        for (url, kind) in [(inside, "confirmed"), (moved, "outside")] {
-            let (right, _) = try await Self.verdict(url: url, gps: gps, clock: nil, log: log)
-            let (wrong, err) = try await Self.verdict(url: url, gps: gps, clock: clock, log: log)
-            #expect(right["verdict"]?.string == kind, "\(right)")
-            #expect(wrong["verdict"]?.string == kind, "\(wrong)")
-            #expect(abs((wrong["distance_m"]?.double ?? -1) - (right["distance_m"]?.double ?? 1)) < 5)
-            #expect(wrong["time_source"]?.string == "gps")
-            // Stamped with GPS time: the emulator's receiver runs on the real clock.
-            let stamped = try #require(wrong["time"]?.string.flatMap(Timestamp.init(iso8601:)))
-            #expect(abs(stamped.secondsSinceEpoch - realNow) < 600, "\(stamped) is GPS time, not the wrong clock's")
-            let offset = try #require(wrong["clock_offset_s"]?.double)
-            #expect(abs(offset) > 86_000, "the wrong clock's offset is in the verdict: \(offset)")
-            let notes = err.components(separatedBy: "the system clock is").count - 1
-            #expect(notes == 1, "the offset is said once: \(err)")
-            #expect(err.contains("hardware.md#time"))
-            #expect(!err.contains("dropped"), "no fix is dropped for its date: \(err)")
-        }
-        let logged = try TextFile.read(log).split(separator: "\n").map { try JSONValue.parse(String($0)) }
-        #expect(logged.count == 4)
-        #expect(logged.filter { $0["time_source"]?.string == "gps" }.count >= 2, "the log says which clock stamped each verdict")
     }
 
     @Test("fix prints every fix with the receiver's time, and --timeout keeps its promise", arguments: wrongClocks)
     func fix(_ clock: [String]) async throws {
         try #require(canFake, "needs faketime, gpsd and the built tagfix")
-        let (receiver, gpsd) = try await Self.receiver()
-        defer {
-            gpsd.stop()
-            receiver.stop()
+        try await Self.withRealReceiver { receiver, gpsd in
+            let realNow = Date().timeIntervalSince1970
+            // More fixes than 2 s can bring: the timeout, on the monotonic clock, ends it (exit 75).
+            let result = try await runTagfix(
+                ["fix", "--gps", "gpsd://127.0.0.1:\(gpsd.port)", "--json", "--count", "100000", "--timeout", "2"], clock: clock)
+            #expect(result.status == 75, "\(result.err)")
+            #expect(result.out.count >= 2, "fixes are printed, not dropped: \(result.err)")
+            for line in result.out {
+                let time = try #require(try JSONValue.parse(line)["time"]?.string.flatMap(Timestamp.init(iso8601:)))
+                #expect(abs(time.secondsSinceEpoch - realNow) < 600, "the receiver's time, as gpsd reports it")
+            }
+            #expect(result.err.components(separatedBy: "the system clock is").count - 1 == 1, "\(result.err)")
+            #expect(!result.err.contains("dropped"), "\(result.err)")
         }
-        let realNow = Date().timeIntervalSince1970
-        // More fixes than 2 s can bring: the timeout, on the monotonic clock, ends it (exit 75).
-        let result = try await runTagfix(
-            ["fix", "--gps", "gpsd://127.0.0.1:\(gpsd.port)", "--json", "--count", "100000", "--timeout", "2"], clock: clock)
-        #expect(result.status == 75, "\(result.err)")
-        #expect(result.out.count >= 2, "fixes are printed, not dropped: \(result.err)")
-        for line in result.out {
-            let time = try #require(try JSONValue.parse(line)["time"]?.string.flatMap(Timestamp.init(iso8601:)))
-            #expect(abs(time.secondsSinceEpoch - realNow) < 600, "the receiver's time, as gpsd reports it")
-        }
-        #expect(result.err.components(separatedBy: "the system clock is").count - 1 == 1, "\(result.err)")
-        #expect(!result.err.contains("dropped"), "\(result.err)")
     }
 
     @Test("verify --demo under a wrong clock: one verdict a tap, all six kinds", arguments: wrongClocks)
@@ -180,40 +180,40 @@ struct RecordingFixCommandTests {
         let data = try #require(FileManager.default.contents(atPath: path))
         let receiver = try NMEAEmulator(source: NMEAEmulator.recording(Array(data)), rate: 20)
         defer { receiver.stop() }
-        let gpsd = try await PrivateGPSD.start(device: receiver.path)
-        defer { gpsd.stop() }
-        // The recording plays once: start it when fix is watching, so it sees every epoch.
-        let output = CapturedOutput()
-        let command = Task {
-            await TagFixCommandLine.run(
-                ["fix", "--gps", "gpsd://127.0.0.1:\(gpsd.port)", "--json", "--count", String(expected.count), "--timeout", "60"],
-                output: output)
-        }
-        for _ in 0..<1500 where !output.stderr.contains(where: { $0.hasPrefix("gps: gpsd at") }) {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        receiver.start()
-        let result = (code: await command.value, out: output.stdout, err: output.stderr)
-        #expect(result.code == 0, "\(result.err)")
-        // Each epoch's first report; its refinements ("refined":true) replace it and do not count.
-        let firsts = result.out.filter { !$0.contains(#""refined":true"#) }
-        #expect(firsts.count == expected.count)
-        let truth = GPSDEpochTruth.epochs(try TestData.gpsdCheckReports(forLog: path))
-        for line in firsts {
-            let fix = try JSONValue.parse(line)
-            let time = try #require(fix["time"]?.string.flatMap(Timestamp.init(iso8601:)))
-            let tpv = try #require(expected[time], "no .chk TPV at \(time)")
-            let mode = Int(tpv["mode"]?.double ?? -1)
-            // The first report of the epoch, or (the first fix of a connection, held for its SKY)
-            // that report with its refinements merged: up to the highest mode gpsd gave for it.
-            let highest = truth[time]?.mode ?? mode
-            #expect((max(mode, 1)...max(highest, mode, 1)).contains(Int(fix["mode"]?.double ?? 0)), "\(line)")
-            if mode >= 2 {
-                #expect(abs((fix["lat"]?.double ?? 0) - (tpv["lat"]?.double ?? 1)) <= 1e-6)
-                #expect(abs((fix["lon"]?.double ?? 0) - (tpv["lon"]?.double ?? 1)) <= 1e-6)
+        try await PrivateGPSD.with(device: receiver.path) { gpsd in
+            // The recording plays once: start it when fix is watching, so it sees every epoch.
+            let output = CapturedOutput()
+            let command = Task {
+                await TagFixCommandLine.run(
+                    ["fix", "--gps", "gpsd://127.0.0.1:\(gpsd.port)", "--json", "--count", String(expected.count), "--timeout", "60"],
+                    output: output)
             }
+            for _ in 0..<1500 where !output.stderr.contains(where: { $0.hasPrefix("gps: gpsd at") }) {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            receiver.start()
+            let result = (code: await command.value, out: output.stdout, err: output.stderr)
+            #expect(result.code == 0, "\(result.err)")
+            // Each epoch's first report; its refinements ("refined":true) replace it and do not count.
+            let firsts = result.out.filter { !$0.contains(#""refined":true"#) }
+            #expect(firsts.count == expected.count)
+            let truth = GPSDEpochTruth.epochs(try TestData.gpsdCheckReports(forLog: path))
+            for line in firsts {
+                let fix = try JSONValue.parse(line)
+                let time = try #require(fix["time"]?.string.flatMap(Timestamp.init(iso8601:)))
+                let tpv = try #require(expected[time], "no .chk TPV at \(time)")
+                let mode = Int(tpv["mode"]?.double ?? -1)
+                // The first report of the epoch, or (the first fix of a connection, held for its SKY)
+                // that report with its refinements merged: up to the highest mode gpsd gave for it.
+                let highest = truth[time]?.mode ?? mode
+                #expect((max(mode, 1)...max(highest, mode, 1)).contains(Int(fix["mode"]?.double ?? 0)), "\(line)")
+                if mode >= 2 {
+                    #expect(abs((fix["lat"]?.double ?? 0) - (tpv["lat"]?.double ?? 1)) <= 1e-6)
+                    #expect(abs((fix["lon"]?.double ?? 0) - (tpv["lon"]?.double ?? 1)) <= 1e-6)
+                }
+            }
+            #expect(!result.err.joined().contains("dropped fix time"), "nothing dropped for its date")
         }
-        #expect(!result.err.joined().contains("dropped fix time"), "nothing dropped for its date")
     }
 
     @Test(

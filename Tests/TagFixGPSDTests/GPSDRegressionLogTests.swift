@@ -1,6 +1,7 @@
 import Foundation
 import Glibc
 import TagFixCore
+import TagFixDaemons
 import TagFixDevices
 import TagFixEmulators
 import TagFixGPSD
@@ -100,78 +101,78 @@ struct GPSDRegressionLogTests {
         let lastTime = binary ? check.keys.max() : nil
         let receiver = try NMEAEmulator(source: source, rate: 20)
         defer { receiver.stop() }
-        let gpsd = try await PrivateGPSD.start(device: receiver.path)
-        defer { gpsd.stop() }
-        let gpspipe = try await GPSPipe.start(port: gpsd.port)
-        defer { gpspipe.stop() }
-        // No option for the recordings' dates (2002-2034): the default source takes any date.
-        var events = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: MonotonicClock()).events().makeAsyncIterator()
-        while let event = await events.next() {
-            if case .connected = event { break }
-        }
-        // gpspipe's last line: the sentinel's TPV under a time of its own (under the log's last
-        // time, it is the sentinel's position reaching gpsd before its time: not the end).
-        let logTimes = Set(check.keys)
-        let piping = Task {
-            await gpspipe.lines { line in
-                guard case .tpv(let tpv)? = try? GPSDReport.parse(line: line), let time = tpv.time else { return false }
-                if let lastTime { return time == lastTime }
-                return tpv.latitude == -45 && !logTimes.contains(time)
+        try await PrivateGPSD.with(device: receiver.path) { gpsd in
+            let gpspipe = try await GPSPipe.start(port: gpsd.port)
+            defer { gpspipe.stop() }
+            // No option for the recordings' dates (2002-2034): the default source takes any date.
+            var events = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: MonotonicClock()).events().makeAsyncIterator()
+            while let event = await events.next() {
+                if case .connected = event { break }
             }
-        }
-        receiver.start()
-        var firsts: [Timestamp: Fix] = [:], finals: [Timestamp: Fix] = [:]
-        loop: while let event = await events.next() {
-            switch event {
-            case .fix(let fix):
-                let time = fix.reportedTime
-                if fix.coordinate?.latitude == -45 { break loop }
-                #expect(firsts[time] == nil, "\(time) came twice as a new epoch")
-                firsts[time] = fix
-                finals[time] = fix
-                if time == lastTime { break loop }
-            case .refined(let fix):
-                let first = try #require(firsts[fix.reportedTime], "a refinement of \(fix.reportedTime), never delivered")
-                #expect(fix.time == first.time, "a refinement keeps its epoch's time on the axis")
-                finals[fix.reportedTime] = fix
-            default: break
-            }
-        }
-        let piped = GPSDEpochTruth.epochs(
-            (await piping.value).filter { $0.hasPrefix("{") }.compactMap { try? GPSDReport.parse(line: $0) })
-        #expect(Set(finals.keys) == Set(check.keys), "\(finals.keys.sorted()) vs \(check.keys.sorted())")
-        for (time, fix) in finals.sorted(by: { $0.key < $1.key }) {
-            let chk = try #require(check[time], "no .chk TPV at \(time); .chk has \(check.keys.sorted())")
-            let pipe = try #require(piped[time], "gpspipe saw no TPV at \(time)")
-            guard let position = fix.coordinate else {
-                #expect(chk.positions.isEmpty && pipe.positions.isEmpty, "\(time): gpsd gave a position, we kept none")
-                continue
-            }
-            // gpsd's .chk (gpsfake): a position gpsd gave for this time, the highest mode and the
-            // altitude it gave for that position.
-            let epoch = try #require(chk.at(position), "\(time): \(position) is not one of the .chk's \(chk.positions)")
-            #expect(fix.mode.rawValue == epoch.mode, "\(time): \(fix.mode) where the .chk has mode \(epoch.mode)")
-            #expect(fix.altitudeHAE == epoch.latest(\.altHAE), "\(time)")
-            // gpspipe -w on the same gpsd: the first position of the time, and every field as gpsd
-            // last gave it for that position.
-            #expect(position == pipe.positions.first, "\(time): the first position gpsd gave for it, \(pipe.positions)")
-            #expect(fix.mode.rawValue == pipe.mode, "\(time)")
-            func same(_ ours: Double?, _ field: KeyPath<GPSDReport.TPV, Double?>, _ name: String) {
-                switch (ours, pipe.latest(field)) {
-                case (nil, nil): break
-                case (let a?, let b?): #expect(abs(a - b) <= 1e-6, "\(name) \(a) vs gpspipe's \(b) at \(time)")
-                case (let a, let b): Issue.record("\(name): \(String(describing: a)) vs gpspipe's \(String(describing: b)) at \(time)")
+            // gpspipe's last line: the sentinel's TPV under a time of its own (under the log's last
+            // time, it is the sentinel's position reaching gpsd before its time: not the end).
+            let logTimes = Set(check.keys)
+            let piping = Task {
+                await gpspipe.lines { line in
+                    guard case .tpv(let tpv)? = try? GPSDReport.parse(line: line), let time = tpv.time else { return false }
+                    if let lastTime { return time == lastTime }
+                    return tpv.latitude == -45 && !logTimes.contains(time)
                 }
             }
-            same(fix.altitudeHAE, \.altHAE, "altHAE")
-            same(fix.altitudeMSL, \.altMSL, "altMSL")
-            same(fix.errorEstimates?.eph, \.eph, "eph")
-            same(fix.errorEstimates?.epx, \.epx, "epx")
-            same(fix.errorEstimates?.epy, \.epy, "epy")
-            same(fix.errorEstimates?.epv, \.epv, "epv")
-            same(fix.speed, \.speed, "speed")
-            same(fix.track, \.track, "track")
-            same(fix.climb, \.climb, "climb")
+            receiver.start()
+            var firsts: [Timestamp: Fix] = [:], finals: [Timestamp: Fix] = [:]
+            loop: while let event = await events.next() {
+                switch event {
+                case .fix(let fix):
+                    let time = fix.reportedTime
+                    if fix.coordinate?.latitude == -45 { break loop }
+                    #expect(firsts[time] == nil, "\(time) came twice as a new epoch")
+                    firsts[time] = fix
+                    finals[time] = fix
+                    if time == lastTime { break loop }
+                case .refined(let fix):
+                    let first = try #require(firsts[fix.reportedTime], "a refinement of \(fix.reportedTime), never delivered")
+                    #expect(fix.time == first.time, "a refinement keeps its epoch's time on the axis")
+                    finals[fix.reportedTime] = fix
+                default: break
+                }
+            }
+            let piped = GPSDEpochTruth.epochs(
+                (await piping.value).filter { $0.hasPrefix("{") }.compactMap { try? GPSDReport.parse(line: $0) })
+            #expect(Set(finals.keys) == Set(check.keys), "\(finals.keys.sorted()) vs \(check.keys.sorted())")
+            for (time, fix) in finals.sorted(by: { $0.key < $1.key }) {
+                let chk = try #require(check[time], "no .chk TPV at \(time); .chk has \(check.keys.sorted())")
+                let pipe = try #require(piped[time], "gpspipe saw no TPV at \(time)")
+                guard let position = fix.coordinate else {
+                    #expect(chk.positions.isEmpty && pipe.positions.isEmpty, "\(time): gpsd gave a position, we kept none")
+                    continue
+                }
+                // gpsd's .chk (gpsfake): a position gpsd gave for this time, the highest mode and the
+                // altitude it gave for that position.
+                let epoch = try #require(chk.at(position), "\(time): \(position) is not one of the .chk's \(chk.positions)")
+                #expect(fix.mode.rawValue == epoch.mode, "\(time): \(fix.mode) where the .chk has mode \(epoch.mode)")
+                #expect(fix.altitudeHAE == epoch.latest(\.altHAE), "\(time)")
+                // gpspipe -w on the same gpsd: the first position of the time, and every field as gpsd
+                // last gave it for that position.
+                #expect(position == pipe.positions.first, "\(time): the first position gpsd gave for it, \(pipe.positions)")
+                #expect(fix.mode.rawValue == pipe.mode, "\(time)")
+                func same(_ ours: Double?, _ field: KeyPath<GPSDReport.TPV, Double?>, _ name: String) {
+                    switch (ours, pipe.latest(field)) {
+                    case (nil, nil): break
+                    case (let a?, let b?): #expect(abs(a - b) <= 1e-6, "\(name) \(a) vs gpspipe's \(b) at \(time)")
+                    case (let a, let b): Issue.record("\(name): \(String(describing: a)) vs gpspipe's \(String(describing: b)) at \(time)")
+                    }
+                }
+                same(fix.altitudeHAE, \.altHAE, "altHAE")
+                same(fix.altitudeMSL, \.altMSL, "altMSL")
+                same(fix.errorEstimates?.eph, \.eph, "eph")
+                same(fix.errorEstimates?.epx, \.epx, "epx")
+                same(fix.errorEstimates?.epy, \.epy, "epy")
+                same(fix.errorEstimates?.epv, \.epv, "epv")
+                same(fix.speed, \.speed, "speed")
+                same(fix.track, \.track, "track")
+                same(fix.climb, \.climb, "climb")
+            }
         }
     }
 
@@ -184,16 +185,16 @@ struct GPSDRegressionLogTests {
         let lines = try TextFile.read(try #require(lone)).split(whereSeparator: \.isNewline).map(String.init)
         let receiver = try NMEAEmulator(source: .log(lines), rate: 20)
         defer { receiver.stop() }
-        let gpsd = try await PrivateGPSD.start(device: receiver.path)
-        defer { gpsd.stop() }
-        var events = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: MonotonicClock()).events().makeAsyncIterator()
-        while let event = await events.next() {
-            if case .connected = event { break }
+        try await PrivateGPSD.with(device: receiver.path) { gpsd in
+            var events = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: MonotonicClock()).events().makeAsyncIterator()
+            while let event = await events.next() {
+                if case .connected = event { break }
+            }
+            receiver.start()
+            let fix = try #require(await nextFix(&events))
+            #expect(fix.mode == .twoD)
+            #expect(abs((fix.coordinate?.longitude ?? 0) + 102.2404103) < 1e-6)
         }
-        receiver.start()
-        let fix = try #require(await nextFix(&events))
-        #expect(fix.mode == .twoD)
-        #expect(abs((fix.coordinate?.longitude ?? 0) + 102.2404103) < 1e-6)
     }
 }
 
@@ -212,19 +213,19 @@ struct GarbageNMEATests {
     static func fixesBeforeSentinel(_ lines: [String]) async throws -> [FixEvent] {
         let receiver = try NMEAEmulator(source: .log(lines + sentinel.map { $0.trimmingCharacters(in: .newlines) }), rate: 20)
         defer { receiver.stop() }
-        let gpsd = try await PrivateGPSD.start(device: receiver.path)
-        defer { gpsd.stop() }
-        var events = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: MonotonicClock()).events().makeAsyncIterator()
-        while let event = await events.next() {
-            if case .connected = event { break }
+        return try await PrivateGPSD.with(device: receiver.path) { gpsd in
+            var events = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: MonotonicClock()).events().makeAsyncIterator()
+            while let event = await events.next() {
+                if case .connected = event { break }
+            }
+            receiver.start()
+            var seen: [FixEvent] = []
+            while let event = await events.next() {
+                if case .fix(let fix) = event, fix.coordinate?.latitude == -45 { break }
+                seen.append(event)
+            }
+            return seen
         }
-        receiver.start()
-        var seen: [FixEvent] = []
-        while let event = await events.next() {
-            if case .fix(let fix) = event, fix.coordinate?.latitude == -45 { break }
-            seen.append(event)
-        }
-        return seen
     }
 
     @Test(

@@ -3,6 +3,7 @@ import Synchronization
 import TagFixCore
 import TagFixDevices
 import TagFixEmulators
+import TagFixTestDaemons
 import TagFixTesting
 import Testing
 
@@ -48,48 +49,49 @@ struct CollectorAcknowledgementTests {
         "a verdict the store could not take is not acknowledged: the broker sends it again, and it is stored once",
         arguments: ["5", "3.1.1"])
     func unstoredIsNotAcknowledged(version: String) async throws {
-        try await offThePool {
-            let broker = try PrivateMosquitto()
-            defer { broker.stop() }
-            let path = try temporaryFolder() + "/fleet.sqlite"
-            let store = try FleetStore(path: path, create: true)
-            let notes = Mutex<[String]>([])
-            let office = try collector(
-                broker, store: store, id: "office-ack", version: version, note: { line in notes.withLock { $0.append(line) } })
-            defer { blockingStop(office) }
+        try await PrivateMosquitto.with { broker in
+            try await offThePool {
+                let path = try temporaryFolder() + "/fleet.sqlite"
+                let store = try FleetStore(path: path, create: true)
+                let notes = Mutex<[String]>([])
+                let office = try collector(
+                    broker, store: store, id: "office-ack", version: version, note: { line in notes.withLock { $0.append(line) } })
+                defer { blockingStop(office) }
 
-            let verdicts = try exampleVerdicts()
-            func publish(_ index: Int) throws {
-                let payload = FleetMessage.payload(
-                    line: Array(SessionRecord(verdicts[index]).encoded().utf8), id: "pi:0123456789abcdef:\(index + 1)", device: "pi")
-                let sent = try TestProgram.runBlocking(
-                    "/usr/bin/mosquitto_pub",
-                    [
-                        "-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-t", "tagfix/harbour/verdict/T\(index)", "-m",
-                        String(decoding: payload, as: UTF8.self),
-                    ])
-                #expect(sent.status == 0, "\(sent.err)")
+                let verdicts = try exampleVerdicts()
+                func publish(_ index: Int) throws {
+                    let payload = FleetMessage.payload(
+                        line: Array(SessionRecord(verdicts[index]).encoded().utf8), id: "pi:0123456789abcdef:\(index + 1)", device: "pi")
+                    let sent = try TestProgram.runBlocking(
+                        "/usr/bin/mosquitto_pub",
+                        [
+                            "-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-t", "tagfix/harbour/verdict/T\(index)", "-m",
+                            String(decoding: payload, as: UTF8.self),
+                        ])
+                    #expect(sent.status == 0, "\(sent.err)")
+                }
+
+                try publish(0)
+                #expect(try eventually { try store.count() == 1 })
+
+                // The store's writer is locked for longer than its busy timeout: the commit fails.
+                let lock = try Lock(path)
+                try publish(1)
+                #expect(
+                    eventually(.seconds(30)) { notes.withLock { $0.contains { $0.contains("cannot store") } } },
+                    "the commit never failed: \(notes.withLock { $0 })")
+                lock.release()
+
+                // Sent again on the next connection, and kept this time.
+                #expect(
+                    try eventually(.seconds(30)) { try store.count() == 2 },
+                    "the verdict was acknowledged unstored: \(notes.withLock { $0 })")
+                try publish(2)
+                #expect(try eventually { try store.count() == 3 })
+                let ids = try store.all().map(\.id)
+                #expect(ids.sorted() == (1...3).map { "pi:0123456789abcdef:\($0)" })
+                #expect(eventually { office.counts.stored == 3 }, "the counts follow the commit: \(office.counts)")
             }
-
-            try publish(0)
-            #expect(try eventually { try store.count() == 1 })
-
-            // The store's writer is locked for longer than its busy timeout: the commit fails.
-            let lock = try Lock(path)
-            try publish(1)
-            #expect(
-                eventually(.seconds(30)) { notes.withLock { $0.contains { $0.contains("cannot store") } } },
-                "the commit never failed: \(notes.withLock { $0 })")
-            lock.release()
-
-            // Sent again on the next connection, and kept this time.
-            #expect(
-                try eventually(.seconds(30)) { try store.count() == 2 }, "the verdict was acknowledged unstored: \(notes.withLock { $0 })")
-            try publish(2)
-            #expect(try eventually { try store.count() == 3 })
-            let ids = try store.all().map(\.id)
-            #expect(ids.sorted() == (1...3).map { "pi:0123456789abcdef:\($0)" })
-            #expect(eventually { office.counts.stored == 3 }, "the counts follow the commit: \(office.counts)")
         }
     }
 
@@ -98,43 +100,43 @@ struct CollectorAcknowledgementTests {
     /// not end the collector (`TakeoverWatch` counts only closes the broker made).
     @Test("a full disk: the collector drops each connection itself, keeps trying, and stores every verdict once there is room")
     func fullDisk() async throws {
-        try await offThePool {
-            let broker = try PrivateMosquitto()
-            defer { broker.stop() }
-            let path = try temporaryFolder() + "/fleet.sqlite"
-            let store = try FleetStore(path: path, create: true)
-            let notes = Mutex<[String]>([])
-            let office = try collector(broker, store: store, id: "office-full", note: { line in notes.withLock { $0.append(line) } })
-            defer { blockingStop(office) }
-            let ended = Mutex<String?>(nil)
-            let watcher = Task { if let why = await office.ended() { ended.withLock { $0 = why } } }
-            defer { watcher.cancel() }
+        try await PrivateMosquitto.with { broker in
+            try await offThePool {
+                let path = try temporaryFolder() + "/fleet.sqlite"
+                let store = try FleetStore(path: path, create: true)
+                let notes = Mutex<[String]>([])
+                let office = try collector(broker, store: store, id: "office-full", note: { line in notes.withLock { $0.append(line) } })
+                defer { blockingStop(office) }
+                let ended = Mutex<String?>(nil)
+                let watcher = Task { if let why = await office.ended() { ended.withLock { $0 = why } } }
+                defer { watcher.cancel() }
 
-            try store.limitPages(try store.pageCount())
-            let verdicts = try exampleVerdicts()
-            let count = 40
-            for index in 0..<count {
-                let payload = FleetMessage.payload(
-                    line: Array(SessionRecord(verdicts[index % verdicts.count]).encoded().utf8), id: "pi:0123456789abcdef:\(index + 1)",
-                    device: "pi")
-                let sent = try TestProgram.runBlocking(
-                    "/usr/bin/mosquitto_pub",
-                    [
-                        "-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-t", "tagfix/harbour/verdict/T\(index)", "-m",
-                        String(decoding: payload, as: UTF8.self),
-                    ])
-                #expect(sent.status == 0, "\(sent.err)")
+                try store.limitPages(try store.pageCount())
+                let verdicts = try exampleVerdicts()
+                let count = 40
+                for index in 0..<count {
+                    let payload = FleetMessage.payload(
+                        line: Array(SessionRecord(verdicts[index % verdicts.count]).encoded().utf8), id: "pi:0123456789abcdef:\(index + 1)",
+                        device: "pi")
+                    let sent = try TestProgram.runBlocking(
+                        "/usr/bin/mosquitto_pub",
+                        [
+                            "-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-t", "tagfix/harbour/verdict/T\(index)", "-m",
+                            String(decoding: payload, as: UTF8.self),
+                        ])
+                    #expect(sent.status == 0, "\(sent.err)")
+                }
+                let failures = { notes.withLock { $0.filter { $0.contains("cannot store") }.count } }
+                #expect(
+                    eventually(.seconds(60)) { failures() >= 2 * TakeoverWatch.limit }, "the store never filled: \(notes.withLock { $0 })")
+                #expect(ended.withLock { $0 } == nil, "a full disk was taken for a fight over the client id")
+                let before = try store.count()
+                #expect(before < count)
+
+                try store.limitPages(nil)
+                #expect(try eventually(.seconds(30)) { try store.count() == count }, "\(notes.withLock { $0.suffix(4) })")
+                #expect(ended.withLock { $0 } == nil)
             }
-            let failures = { notes.withLock { $0.filter { $0.contains("cannot store") }.count } }
-            #expect(
-                eventually(.seconds(60)) { failures() >= 2 * TakeoverWatch.limit }, "the store never filled: \(notes.withLock { $0 })")
-            #expect(ended.withLock { $0 } == nil, "a full disk was taken for a fight over the client id")
-            let before = try store.count()
-            #expect(before < count)
-
-            try store.limitPages(nil)
-            #expect(try eventually(.seconds(30)) { try store.count() == count }, "\(notes.withLock { $0.suffix(4) })")
-            #expect(ended.withLock { $0 } == nil)
         }
     }
 
@@ -144,30 +146,30 @@ struct CollectorAcknowledgementTests {
     /// EAGAIN after each queued PUBACK): a commit a message, a quarter of the rate.
     @Test("a backlog of verdicts is stored in bursts, not a transaction a message")
     func backlogInBursts() async throws {
-        try await offThePool {
-            let broker = try PrivateMosquitto()
-            defer { broker.stop() }
-            let store = try FleetStore(path: try temporaryFolder() + "/fleet.sqlite", create: true)
-            // Subscribe once (the broker keeps the session), leave, and let 400 verdicts wait.
-            blockingStop(try collector(broker, store: store, id: "office-burst"))
-            let path = try temporaryFolder() + "/session.jsonl"
-            let log = try SessionLog(path: path)
-            let publisher = try FleetPublisher(
-                settings: try MQTTSettings.parse(
-                    address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: nil, clientID: "x"),
-                site: "harbour", device: "pi-1", logPath: path)
-            publisher.start()
-            let fanOut = VerdictFanOut([SessionLogSink(log), publisher])
-            let verdicts = try exampleVerdicts()
-            for index in 0..<400 { fanOut.send(.verdict(verdicts[index % verdicts.count])) }
-            #expect(try finishFromThread(publisher) == 0)
+        try await PrivateMosquitto.with { broker in
+            try await offThePool {
+                let store = try FleetStore(path: try temporaryFolder() + "/fleet.sqlite", create: true)
+                // Subscribe once (the broker keeps the session), leave, and let 400 verdicts wait.
+                blockingStop(try collector(broker, store: store, id: "office-burst"))
+                let path = try temporaryFolder() + "/session.jsonl"
+                let log = try SessionLog(path: path)
+                let publisher = try FleetPublisher(
+                    settings: try MQTTSettings.parse(
+                        address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: nil, clientID: "x"),
+                    site: "harbour", device: "pi-1", logPath: path)
+                publisher.start()
+                let fanOut = VerdictFanOut([SessionLogSink(log), publisher])
+                let verdicts = try exampleVerdicts()
+                for index in 0..<400 { fanOut.send(.verdict(verdicts[index % verdicts.count])) }
+                #expect(try finishFromThread(publisher) == 0)
 
-            let office = try collector(broker, store: store, id: "office-burst")
-            defer { blockingStop(office) }
-            // The counts follow the commit (the rows are visible to this reader a moment before
-            // the collector adds them up): wait for both.
-            #expect(try eventually { try store.count() == 400 && office.counts.stored == 400 }, "\(office.counts)")
-            #expect(office.counts.commits <= 40, "\(office.counts.commits) transactions for 400 verdicts")
+                let office = try collector(broker, store: store, id: "office-burst")
+                defer { blockingStop(office) }
+                // The counts follow the commit (the rows are visible to this reader a moment before
+                // the collector adds them up): wait for both.
+                #expect(try eventually { try store.count() == 400 && office.counts.stored == 400 }, "\(office.counts)")
+                #expect(office.counts.commits <= 40, "\(office.counts.commits) transactions for 400 verdicts")
+            }
         }
     }
 }

@@ -4,6 +4,7 @@ import TagFixCore
 import TagFixDevices
 import TagFixEmulators
 import TagFixStore
+import TagFixTestDaemons
 import TagFixTesting
 import Testing
 
@@ -53,83 +54,85 @@ struct FleetBrokerTests {
         "verify --demo --publish: mosquitto_sub receives exactly the demo's verdicts, each with its id and device",
         .enabled(if: FileManager.default.isExecutableFile(atPath: tagfixBinary), "needs the built tagfix"))
     func demo() async throws {
-        try await offThePool {
-            // No saved state: mosquitto 2.0 may hand a kept session read back from it a message
-            // it acknowledged before (QoS 1's at-least-once), and this test counts exact copies.
-            var options = PrivateMosquitto.Options()
-            options.persistence = false
-            let broker = try PrivateMosquitto(options: options)
-            defer { broker.stop() }
-            let folder = try temporaryFolder()
-            let filter = "tagfix/+/verdict/+"
-            // A live subscriber (clean session), known to be subscribed once a probe reaches it.
-            // Started as the product starts programs (ChildProcess: an empty signal mask), so SIGTERM
-            // stops it whatever thread this test runs on.
-            let pipe = Pipe()
-            let subscriber = try ChildProcess(
-                executable: "/usr/bin/mosquitto_sub",
-                arguments: ["-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-v", "-t", filter, "-t", "probe", "-W", "150"],
-                standardOutput: pipe.fileHandleForWriting.fileDescriptor)
-            try pipe.fileHandleForWriting.close()
-            defer { subscriber.stop() }
-            let lines = Mutex<[String]>([])
-            let reader = Thread {
-                var buffer = Data()
-                while true {
-                    let chunk = pipe.fileHandleForReading.availableData
-                    if chunk.isEmpty { break }
-                    buffer += chunk
-                    while let newline = buffer.firstIndex(of: 0x0A) {
-                        let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                        lines.withLock { $0.append(line) }
-                        buffer = Data(buffer[(newline + 1)...])
+        // No saved state: mosquitto 2.0 may hand a kept session read back from it a message
+        // it acknowledged before (QoS 1's at-least-once), and this test counts exact copies.
+        var options = PrivateMosquitto.Options()
+        options.persistence = false
+        try await PrivateMosquitto.with(options: options) { broker in
+            try await offThePool {
+                let folder = try temporaryFolder()
+                let filter = "tagfix/+/verdict/+"
+                // A live subscriber (clean session), known to be subscribed once a probe reaches it.
+                // Started as the product starts programs (ChildProcess: an empty signal mask), so SIGTERM
+                // stops it whatever thread this test runs on.
+                let pipe = Pipe()
+                let subscriber = try ChildProcess(
+                    executable: "/usr/bin/mosquitto_sub",
+                    arguments: ["-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-v", "-t", filter, "-t", "probe", "-W", "150"],
+                    standardOutput: pipe.fileHandleForWriting.fileDescriptor)
+                try pipe.fileHandleForWriting.close()
+                defer { subscriber.stop() }
+                let lines = Mutex<[String]>([])
+                let reader = Thread {
+                    var buffer = Data()
+                    while true {
+                        let chunk = pipe.fileHandleForReading.availableData
+                        if chunk.isEmpty { break }
+                        buffer += chunk
+                        while let newline = buffer.firstIndex(of: 0x0A) {
+                            let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+                            lines.withLock { $0.append(line) }
+                            buffer = Data(buffer[(newline + 1)...])
+                        }
                     }
                 }
+                reader.start()
+                #expect(
+                    try eventually {
+                        try TestProgram.runBlocking(
+                            "/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", String(broker.port), "-t", "probe", "-m", "probe"])
+                        return lines.withLock { $0.contains("probe probe") }
+                    })
+                let log = folder + "/demo.jsonl"
+                let run = try TestProgram.runBlocking(
+                    tagfixBinary,
+                    [
+                        "verify", "--demo", "--json", "--log", log, "--publish", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--site",
+                        "harbour",
+                        "--device-id", "demo-pi",
+                    ], environment: ["TAGFIX_DEMO_GPS": "mock"])
+                #expect(run.status == 0, "\(run.err)")
+                #expect(run.err.contains("none unsent"), "\(run.err)")
+                let shown = try run.out.map { try JSONValue.parse($0) }
+                #expect(shown.count >= 8, "the demo's walk")
+                func verdictLines() -> [String] { lines.withLock { $0.filter { $0.hasPrefix("tagfix/") } } }
+                #expect(eventually { verdictLines().count >= shown.count })
+                // A moment for a copy too many to show itself, then the subscriber stops.
+                Thread.sleep(forTimeInterval: 1)
+                subscriber.stop()
+                let received = verdictLines()
+                #expect(received.count == shown.count, "exactly the demo's verdicts: \(received.count) messages for \(shown.count)")
+                let messages = try received.map { line in try JSONValue.parse(String(line[line.index(after: line.firstIndex(of: " ")!)...]))
+                }
+                let ids = try expectedIDs(log: log, device: "demo-pi")
+                for (index, (message, verdict)) in zip(messages, shown).enumerated() {
+                    #expect(received[index].hasPrefix("tagfix/harbour/verdict/\(verdict["tag_id"]?.string ?? "_") "))
+                    #expect(message["id"]?.string == ids[index])
+                    #expect(message["device"]?.string == "demo-pi")
+                    let members = (message.members ?? []).filter { $0.key != "id" && $0.key != "device" }
+                    #expect(members.map(\.key) == (verdict.members ?? []).map(\.key))
+                    #expect(members.map(\.value) == (verdict.members ?? []).map(\.value), "message \(index + 1) is the verdict shown")
+                }
+                // The retained last verdict of a tag, and the device's presence.
+                let last = try TestProgram.runBlocking(
+                    "/usr/bin/mosquitto_sub",
+                    ["-h", "127.0.0.1", "-p", String(broker.port), "-t", "tagfix/harbour/tag/T01/last", "-C", "1", "-W", "10"])
+                #expect(try JSONValue.parse(last.out.first ?? "")["tag_id"]?.string == "T01")
+                let status = try TestProgram.runBlocking(
+                    "/usr/bin/mosquitto_sub",
+                    ["-h", "127.0.0.1", "-p", String(broker.port), "-t", "tagfix/harbour/device/demo-pi/status", "-C", "1", "-W", "10"])
+                #expect(status.out == ["offline"], "a session that ended says so")
             }
-            reader.start()
-            #expect(
-                try eventually {
-                    try TestProgram.runBlocking(
-                        "/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", String(broker.port), "-t", "probe", "-m", "probe"])
-                    return lines.withLock { $0.contains("probe probe") }
-                })
-            let log = folder + "/demo.jsonl"
-            let run = try TestProgram.runBlocking(
-                tagfixBinary,
-                [
-                    "verify", "--demo", "--json", "--log", log, "--publish", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--site", "harbour",
-                    "--device-id", "demo-pi",
-                ], environment: ["TAGFIX_DEMO_GPS": "mock"])
-            #expect(run.status == 0, "\(run.err)")
-            #expect(run.err.contains("none unsent"), "\(run.err)")
-            let shown = try run.out.map { try JSONValue.parse($0) }
-            #expect(shown.count >= 8, "the demo's walk")
-            func verdictLines() -> [String] { lines.withLock { $0.filter { $0.hasPrefix("tagfix/") } } }
-            #expect(eventually { verdictLines().count >= shown.count })
-            // A moment for a copy too many to show itself, then the subscriber stops.
-            Thread.sleep(forTimeInterval: 1)
-            subscriber.stop()
-            let received = verdictLines()
-            #expect(received.count == shown.count, "exactly the demo's verdicts: \(received.count) messages for \(shown.count)")
-            let messages = try received.map { line in try JSONValue.parse(String(line[line.index(after: line.firstIndex(of: " ")!)...])) }
-            let ids = try expectedIDs(log: log, device: "demo-pi")
-            for (index, (message, verdict)) in zip(messages, shown).enumerated() {
-                #expect(received[index].hasPrefix("tagfix/harbour/verdict/\(verdict["tag_id"]?.string ?? "_") "))
-                #expect(message["id"]?.string == ids[index])
-                #expect(message["device"]?.string == "demo-pi")
-                let members = (message.members ?? []).filter { $0.key != "id" && $0.key != "device" }
-                #expect(members.map(\.key) == (verdict.members ?? []).map(\.key))
-                #expect(members.map(\.value) == (verdict.members ?? []).map(\.value), "message \(index + 1) is the verdict shown")
-            }
-            // The retained last verdict of a tag, and the device's presence.
-            let last = try TestProgram.runBlocking(
-                "/usr/bin/mosquitto_sub",
-                ["-h", "127.0.0.1", "-p", String(broker.port), "-t", "tagfix/harbour/tag/T01/last", "-C", "1", "-W", "10"])
-            #expect(try JSONValue.parse(last.out.first ?? "")["tag_id"]?.string == "T01")
-            let status = try TestProgram.runBlocking(
-                "/usr/bin/mosquitto_sub",
-                ["-h", "127.0.0.1", "-p", String(broker.port), "-t", "tagfix/harbour/device/demo-pi/status", "-C", "1", "-W", "10"])
-            #expect(status.out == ["offline"], "a session that ended says so")
         }
     }
 
@@ -137,40 +140,40 @@ struct FleetBrokerTests {
         "the broker killed mid-session and started again: every verdict arrives, and the collector stores each once",
         arguments: ["5", "3.1.1"])
     func brokerKilled(version: String) async throws {
-        try await offThePool {
-            let broker = try PrivateMosquitto()
-            defer { broker.stop() }
-            let folder = try temporaryFolder()
-            let store = try FleetStore(path: folder + "/fleet.sqlite", create: true)
-            let office = try collector(broker, store: store, id: "office-1", version: version)
-            let log = folder + "/session.jsonl"
-            let sessionLog = try SessionLog(path: log)
-            let settings = try MQTTSettings.parse(
-                address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: version, clientID: "x")
-            #expect(settings.version.rawValue == version)
-            let publisher = try FleetPublisher(settings: settings, site: "harbour", device: "pi-1", logPath: log)
-            publisher.start()
-            let fanOut = VerdictFanOut([SessionLogSink(sessionLog), publisher])
-            let verdicts = try exampleVerdicts() + exampleVerdicts()
-            let half = verdicts.count / 2
-            for verdict in verdicts[..<half] { fanOut.send(.verdict(verdict)) }
-            #expect(try eventually { try store.count() == half }, "the first half before the broker dies")
-            // Stored by the collector is not yet acknowledged to the publisher (its PUBACKs, then
-            // their sync in LOG.acks).
-            #expect(eventually { publisher.unacknowledged == 0 }, "the first half acknowledged before the broker dies")
-            broker.kill()
-            for verdict in verdicts[half...] { fanOut.send(.verdict(verdict)) }
-            #expect(publisher.unacknowledged == verdicts.count - half, "the broker is gone: they wait in the outbox")
-            try broker.restart()
-            #expect(try eventually { try store.count() == verdicts.count }, "every verdict arrives after the restart")
-            let unsent = try finishFromThread(publisher)
-            #expect(unsent == 0)
-            let stored = try store.all()
-            #expect(stored.map(\.id).sorted() == (try expectedIDs(log: log, device: "pi-1")).sorted())
-            #expect(Set(stored.map(\.id)).count == stored.count)
-            Thread.sleep(forTimeInterval: 0.2)
-            #expect(try store.count() == verdicts.count, "nothing stored twice")
-            blockingStop(office)
+        try await PrivateMosquitto.with { broker in
+            try await offThePool {
+                let folder = try temporaryFolder()
+                let store = try FleetStore(path: folder + "/fleet.sqlite", create: true)
+                let office = try collector(broker, store: store, id: "office-1", version: version)
+                let log = folder + "/session.jsonl"
+                let sessionLog = try SessionLog(path: log)
+                let settings = try MQTTSettings.parse(
+                    address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: version, clientID: "x")
+                #expect(settings.version.rawValue == version)
+                let publisher = try FleetPublisher(settings: settings, site: "harbour", device: "pi-1", logPath: log)
+                publisher.start()
+                let fanOut = VerdictFanOut([SessionLogSink(sessionLog), publisher])
+                let verdicts = try exampleVerdicts() + exampleVerdicts()
+                let half = verdicts.count / 2
+                for verdict in verdicts[..<half] { fanOut.send(.verdict(verdict)) }
+                #expect(try eventually { try store.count() == half }, "the first half before the broker dies")
+                // Stored by the collector is not yet acknowledged to the publisher (its PUBACKs, then
+                // their sync in LOG.acks).
+                #expect(eventually { publisher.unacknowledged == 0 }, "the first half acknowledged before the broker dies")
+                try blockingly { await broker.kill() }
+                for verdict in verdicts[half...] { fanOut.send(.verdict(verdict)) }
+                #expect(publisher.unacknowledged == verdicts.count - half, "the broker is gone: they wait in the outbox")
+                try blockingly { try await broker.restart() }
+                #expect(try eventually { try store.count() == verdicts.count }, "every verdict arrives after the restart")
+                let unsent = try finishFromThread(publisher)
+                #expect(unsent == 0)
+                let stored = try store.all()
+                #expect(stored.map(\.id).sorted() == (try expectedIDs(log: log, device: "pi-1")).sorted())
+                #expect(Set(stored.map(\.id)).count == stored.count)
+                Thread.sleep(forTimeInterval: 0.2)
+                #expect(try store.count() == verdicts.count, "nothing stored twice")
+                blockingStop(office)
+            }
         }
     }
 
@@ -178,102 +181,102 @@ struct FleetBrokerTests {
         "the broker restarted mid-burst: every copy of every verdict has the bytes its log gives, and each tag's retained last is its newest verdict",
         arguments: ["5", "3.1.1"])
     func retainedLastAfterRestart(version: String) async throws {
-        try await offThePool {
-            let broker = try PrivateMosquitto()
-            defer { broker.stop() }
-            let folder = try temporaryFolder()
-            // Every copy the broker delivers, duplicates included: a kept session (restored after
-            // the restart), QoS 1, known to be subscribed once a probe reaches it.
-            let copies = folder + "/copies.txt"
-            _ = FileManager.default.createFile(atPath: copies, contents: nil)
-            let output = try #require(FileHandle(forWritingAtPath: copies))
-            let subscriber = try ChildProcess(
-                executable: "/usr/bin/mosquitto_sub",
-                arguments: [
-                    "-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-c", "-i", "copies-\(version)", "-v", "-t",
-                    "tagfix/+/verdict/+",
-                    "-t", "probe", "-W", "150",
-                ],
-                standardOutput: output.fileDescriptor)
-            try output.close()
-            defer { subscriber.stop() }
-            func received() -> [String] {
-                ((try? String(contentsOfFile: copies, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
-            }
-            #expect(
-                try eventually {
-                    try TestProgram.runBlocking(
-                        "/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", String(broker.port), "-t", "probe", "-m", "probe"])
-                    return received().contains("probe probe")
-                })
-            let log = folder + "/session.jsonl"
-            let sessionLog = try SessionLog(path: log)
-            let settings = try MQTTSettings.parse(
-                address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: version, clientID: "x")
-            // The burst is on the disk before the publisher starts: it sends from a backlog of
-            // hundreds, each tag again and again.
-            let verdicts = Array(repeating: try exampleVerdicts(), count: 400).flatMap { $0 }
-            for verdict in verdicts { try sessionLog.append(SessionRecord(verdict).encoded()) }
-            let publisher = try FleetPublisher(settings: settings, site: "harbour", device: "pi-r", logPath: log)
-            publisher.start()
-            #expect(eventually { publisher.acknowledged >= 40 })
-            // Mid-burst: the broker stops (saving its state) with verdicts in flight, and starts again.
-            #expect(publisher.unacknowledged > 100, "the burst was over before the restart: the test proved nothing")
-            try broker.restart()
-            #expect(try finishFromThread(publisher) == 0)
-            #expect(publisher.core.state.withLock { $0.sentAgain } > 0, "nothing was in flight at the restart: the test proved nothing")
+        try await PrivateMosquitto.with { broker in
+            try await offThePool {
+                let folder = try temporaryFolder()
+                // Every copy the broker delivers, duplicates included: a kept session (restored after
+                // the restart), QoS 1, known to be subscribed once a probe reaches it.
+                let copies = folder + "/copies.txt"
+                _ = FileManager.default.createFile(atPath: copies, contents: nil)
+                let output = try #require(FileHandle(forWritingAtPath: copies))
+                let subscriber = try ChildProcess(
+                    executable: "/usr/bin/mosquitto_sub",
+                    arguments: [
+                        "-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-c", "-i", "copies-\(version)", "-v", "-t",
+                        "tagfix/+/verdict/+",
+                        "-t", "probe", "-W", "150",
+                    ],
+                    standardOutput: output.fileDescriptor)
+                try output.close()
+                defer { subscriber.stop() }
+                func received() -> [String] {
+                    ((try? String(contentsOfFile: copies, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+                }
+                #expect(
+                    try eventually {
+                        try TestProgram.runBlocking(
+                            "/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", String(broker.port), "-t", "probe", "-m", "probe"])
+                        return received().contains("probe probe")
+                    })
+                let log = folder + "/session.jsonl"
+                let sessionLog = try SessionLog(path: log)
+                let settings = try MQTTSettings.parse(
+                    address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: version, clientID: "x")
+                // The burst is on the disk before the publisher starts: it sends from a backlog of
+                // hundreds, each tag again and again.
+                let verdicts = Array(repeating: try exampleVerdicts(), count: 400).flatMap { $0 }
+                for verdict in verdicts { try sessionLog.append(SessionRecord(verdict).encoded()) }
+                let publisher = try FleetPublisher(settings: settings, site: "harbour", device: "pi-r", logPath: log)
+                publisher.start()
+                #expect(eventually { publisher.acknowledged >= 40 })
+                // Mid-burst: the broker stops (saving its state) with verdicts in flight, and starts again.
+                #expect(publisher.unacknowledged > 100, "the burst was over before the restart: the test proved nothing")
+                try blockingly { try await broker.restart() }
+                #expect(try finishFromThread(publisher) == 0)
+                #expect(publisher.core.state.withLock { $0.sentAgain } > 0, "nothing was in flight at the restart: the test proved nothing")
 
-            // Every verdict of the log reached the subscriber, and every copy of it has the bytes
-            // the log gives for its id, whether it went once or again after the restart.
-            let lines = Array(try Data(contentsOf: URL(fileURLWithPath: log))).split(separator: 0x0A).map(Array.init)
-            let session = FleetMessage.session(firstLine: lines[0])
-            var expected: [String: String] = [:]
-            for (index, line) in lines.enumerated() {
-                let id = FleetMessage.id(device: "pi-r", session: session, sequence: index + 1)
-                expected[id] = String(decoding: FleetMessage.payload(line: line, id: id, device: "pi-r"), as: UTF8.self)
-            }
-            func verdictCopies() -> [String] { received().filter { $0.hasPrefix("tagfix/") } }
-            #expect(eventually { verdictCopies().count >= lines.count })
-            subscriber.stop()
-            let all = verdictCopies()
-            var ids = Set<String>()
-            for copy in all {
-                let parts = copy.split(separator: " ", maxSplits: 1).map(String.init)
-                let id = try JSONValue.parse(parts[1])["id"]?.string ?? ""
-                ids.insert(id)
-                #expect(parts[1] == expected[id], "a copy of \(id) with other bytes")
-            }
-            #expect(ids == Set(expected.keys), "every verdict of the log arrived")
+                // Every verdict of the log reached the subscriber, and every copy of it has the bytes
+                // the log gives for its id, whether it went once or again after the restart.
+                let lines = Array(try Data(contentsOf: URL(fileURLWithPath: log))).split(separator: 0x0A).map(Array.init)
+                let session = FleetMessage.session(firstLine: lines[0])
+                var expected: [String: String] = [:]
+                for (index, line) in lines.enumerated() {
+                    let id = FleetMessage.id(device: "pi-r", session: session, sequence: index + 1)
+                    expected[id] = String(decoding: FleetMessage.payload(line: line, id: id, device: "pi-r"), as: UTF8.self)
+                }
+                func verdictCopies() -> [String] { received().filter { $0.hasPrefix("tagfix/") } }
+                #expect(eventually { verdictCopies().count >= lines.count })
+                subscriber.stop()
+                let all = verdictCopies()
+                var ids = Set<String>()
+                for copy in all {
+                    let parts = copy.split(separator: " ", maxSplits: 1).map(String.init)
+                    let id = try JSONValue.parse(parts[1])["id"]?.string ?? ""
+                    ids.insert(id)
+                    #expect(parts[1] == expected[id], "a copy of \(id) with other bytes")
+                }
+                #expect(ids == Set(expected.keys), "every verdict of the log arrived")
 
-            // Each tag's retained last is the log's newest verdict of that tag, as sent.
-            var newest: [String: String] = [:]
-            for (index, verdict) in verdicts.enumerated() {
-                let id = FleetMessage.id(device: "pi-r", session: session, sequence: index + 1)
-                newest[publisher.topics.last(tagID: verdict.tagID)] = expected[id]
+                // Each tag's retained last is the log's newest verdict of that tag, as sent.
+                var newest: [String: String] = [:]
+                for (index, verdict) in verdicts.enumerated() {
+                    let id = FleetMessage.id(device: "pi-r", session: session, sequence: index + 1)
+                    newest[publisher.topics.last(tagID: verdict.tagID)] = expected[id]
+                }
+                // Retained messages come at once to a new subscription; the subscriber is stopped by
+                // SIGTERM (ChildProcess), not left to its own -W alarm.
+                let retainedFile = folder + "/retained.txt"
+                _ = FileManager.default.createFile(atPath: retainedFile, contents: nil)
+                let retainedOutput = try #require(FileHandle(forWritingAtPath: retainedFile))
+                let retainedSubscriber = try ChildProcess(
+                    executable: "/usr/bin/mosquitto_sub",
+                    arguments: ["-h", "127.0.0.1", "-p", String(broker.port), "-v", "-t", "tagfix/harbour/tag/+/last"],
+                    standardOutput: retainedOutput.fileDescriptor)
+                try retainedOutput.close()
+                defer { retainedSubscriber.stop() }
+                func retainedLines() -> [String] {
+                    ((try? String(contentsOfFile: retainedFile, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+                }
+                #expect(eventually(.seconds(10)) { retainedLines().count >= newest.count })
+                retainedSubscriber.stop()
+                var last: [String: String] = [:]
+                for line in retainedLines() {
+                    let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
+                    last[parts[0]] = parts.count == 2 ? parts[1] : ""
+                }
+                #expect(last.keys.sorted() == newest.keys.sorted())
+                for (topic, payload) in newest { #expect(last[topic] == payload, "\(topic) is not the tag's newest verdict") }
             }
-            // Retained messages come at once to a new subscription; the subscriber is stopped by
-            // SIGTERM (ChildProcess), not left to its own -W alarm.
-            let retainedFile = folder + "/retained.txt"
-            _ = FileManager.default.createFile(atPath: retainedFile, contents: nil)
-            let retainedOutput = try #require(FileHandle(forWritingAtPath: retainedFile))
-            let retainedSubscriber = try ChildProcess(
-                executable: "/usr/bin/mosquitto_sub",
-                arguments: ["-h", "127.0.0.1", "-p", String(broker.port), "-v", "-t", "tagfix/harbour/tag/+/last"],
-                standardOutput: retainedOutput.fileDescriptor)
-            try retainedOutput.close()
-            defer { retainedSubscriber.stop() }
-            func retainedLines() -> [String] {
-                ((try? String(contentsOfFile: retainedFile, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
-            }
-            #expect(eventually(.seconds(10)) { retainedLines().count >= newest.count })
-            retainedSubscriber.stop()
-            var last: [String: String] = [:]
-            for line in retainedLines() {
-                let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
-                last[parts[0]] = parts.count == 2 ? parts[1] : ""
-            }
-            #expect(last.keys.sorted() == newest.keys.sorted())
-            for (topic, payload) in newest { #expect(last[topic] == payload, "\(topic) is not the tag's newest verdict") }
         }
     }
 
@@ -281,37 +284,40 @@ struct FleetBrokerTests {
         "the publishing verify kill -9ed and started again on the same log: nothing lost, nothing stored twice",
         .enabled(if: FileManager.default.isExecutableFile(atPath: tagfixBinary), "needs the built tagfix"))
     func publisherKilled() async throws {
-        try await offThePool {
-            let broker = try PrivateMosquitto()
-            defer { broker.stop() }
-            let folder = try temporaryFolder()
-            let store = try FleetStore(path: folder + "/fleet.sqlite", create: true)
-            let office = try collector(broker, store: store, id: "office-k9")
-            let scenario = try longScenario(taps: 600, folder: folder)
-            let log = folder + "/session.jsonl"
-            let publish = [
-                "--publish", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--site", "yard", "--device-id", "van-7", "--publish-linger", "60",
-            ]
-            let process = try RunningProgram(
-                tagfixBinary, ["verify", "--scenario", scenario, "--json", "--log", log] + publish, standardOutput: .discard,
-                standardError: .discard)
-            // Killed while it publishes: some acknowledged, some not.
-            #expect(try eventually { try store.count() >= 50 })
-            process.kill()
-            let acknowledged =
-                (try? String(contentsOfFile: log + ".acks", encoding: .utf8))?.split(separator: "\n").filter { Int($0) != nil }.count ?? 0
-            #expect(acknowledged < 600, "every verdict was acknowledged before the kill: the test proved nothing")
-            // Started again on the same log: the rest goes, then the new run's verdicts.
-            let small = try longScenario(taps: 5, folder: folder, name: "small.json")
-            let again = try TestProgram.runBlocking(tagfixBinary, ["verify", "--scenario", small, "--json", "--log", log] + publish)
-            #expect(again.status == 0, "\(again.err)")
-            #expect(again.err.contains("none unsent"), "\(again.err)")
-            let ids = try expectedIDs(log: log, device: "van-7")
-            #expect(ids.count > acknowledged + 5)
-            #expect(try eventually { try store.count() == ids.count })
-            let stored = try store.all().map(\.id)
-            #expect(stored.sorted() == ids.sorted(), "every record of the log, once")
-            blockingStop(office)
+        try await PrivateMosquitto.with { broker in
+            try await offThePool {
+                let folder = try temporaryFolder()
+                let store = try FleetStore(path: folder + "/fleet.sqlite", create: true)
+                let office = try collector(broker, store: store, id: "office-k9")
+                let scenario = try longScenario(taps: 600, folder: folder)
+                let log = folder + "/session.jsonl"
+                let publish = [
+                    "--publish", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--site", "yard", "--device-id", "van-7", "--publish-linger",
+                    "60",
+                ]
+                let process = try RunningProgram(
+                    tagfixBinary, ["verify", "--scenario", scenario, "--json", "--log", log] + publish, standardOutput: .discard,
+                    standardError: .discard)
+                // Killed while it publishes: some acknowledged, some not.
+                #expect(try eventually { try store.count() >= 50 })
+                process.signal(SIGKILL)
+                _ = process.waitUntilExit()
+                let acknowledged =
+                    (try? String(contentsOfFile: log + ".acks", encoding: .utf8))?.split(separator: "\n").filter { Int($0) != nil }.count
+                    ?? 0
+                #expect(acknowledged < 600, "every verdict was acknowledged before the kill: the test proved nothing")
+                // Started again on the same log: the rest goes, then the new run's verdicts.
+                let small = try longScenario(taps: 5, folder: folder, name: "small.json")
+                let again = try TestProgram.runBlocking(tagfixBinary, ["verify", "--scenario", small, "--json", "--log", log] + publish)
+                #expect(again.status == 0, "\(again.err)")
+                #expect(again.err.contains("none unsent"), "\(again.err)")
+                let ids = try expectedIDs(log: log, device: "van-7")
+                #expect(ids.count > acknowledged + 5)
+                #expect(try eventually { try store.count() == ids.count })
+                let stored = try store.all().map(\.id)
+                #expect(stored.sorted() == ids.sorted(), "every record of the log, once")
+                blockingStop(office)
+            }
         }
     }
 
@@ -348,8 +354,9 @@ struct FleetBrokerTests {
             var options = PrivateMosquitto.Options()
             options.tls = .init(certificate: folder + "/server.pem", key: folder + "/server.key", ca: folder + "/ca.pem")
             options.passwordFile = passwd
-            let broker = try PrivateMosquitto(options: options)
-            defer { broker.stop() }
+            // Started from this test's own thread (its set-up runs here), stopped and removed at the end.
+            let broker = try blockingly { [options] in try await PrivateMosquitto.start(options: options) }
+            defer { try? blockingly { await broker.finish() } }
             let secret = folder + "/pw"
             try SecretFile.create(secret, "s3cret-Pw\n", mode: 0o600)
             let store = try FleetStore(path: folder + "/fleet.sqlite", create: true)
@@ -405,50 +412,51 @@ struct FleetBrokerTests {
             "runs in its own test process: TAGFIX_FLEET_SIMULATION=1 swift test --skip-build --filter FleetBrokerTests/fleet (scripts/test does)"
         ))
     func fleet() async throws {
-        try await offThePool {
-            let broker = try PrivateMosquitto()
-            defer { broker.stop() }
-            let folder = try temporaryFolder()
-            let storePath = folder + "/fleet.sqlite"
-            let stores = [try FleetStore(path: storePath, create: true), try FleetStore(path: storePath, create: true)]
-            let collectors = [
-                try collector(broker, store: stores[0], id: "office-a", group: "office"),
-                try collector(broker, store: stores[1], id: "office-b", group: "office"),
-            ]
-            let verdicts = try exampleVerdicts()
-            let settings = try MQTTSettings.parse(
-                address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: nil, clientID: "x")
-            var publishers: [(FleetPublisher, VerdictFanOut, String)] = []
-            for index in 0..<50 {
-                let log = folder + "/device-\(index).jsonl"
-                let sessionLog = try SessionLog(path: log)
-                let publisher = try FleetPublisher(settings: settings, site: "site-\(index % 20)", device: "tech-\(index)", logPath: log)
-                publisher.start()
-                publishers.append((publisher, VerdictFanOut([SessionLogSink(sessionLog), publisher]), log))
+        try await PrivateMosquitto.with { broker in
+            try await offThePool {
+                let folder = try temporaryFolder()
+                let storePath = folder + "/fleet.sqlite"
+                let stores = [try FleetStore(path: storePath, create: true), try FleetStore(path: storePath, create: true)]
+                let collectors = [
+                    try collector(broker, store: stores[0], id: "office-a", group: "office"),
+                    try collector(broker, store: stores[1], id: "office-b", group: "office"),
+                ]
+                let verdicts = try exampleVerdicts()
+                let settings = try MQTTSettings.parse(
+                    address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: nil, clientID: "x")
+                var publishers: [(FleetPublisher, VerdictFanOut, String)] = []
+                for index in 0..<50 {
+                    let log = folder + "/device-\(index).jsonl"
+                    let sessionLog = try SessionLog(path: log)
+                    let publisher = try FleetPublisher(
+                        settings: settings, site: "site-\(index % 20)", device: "tech-\(index)", logPath: log)
+                    publisher.start()
+                    publishers.append((publisher, VerdictFanOut([SessionLogSink(sessionLog), publisher]), log))
+                }
+                let half = verdicts.count / 2
+                for (_, fanOut, _) in publishers { for verdict in verdicts[..<half] { fanOut.send(.verdict(verdict)) } }
+                #expect(try eventually { try stores[0].count() == 50 * half })
+                try blockingly { await broker.kill() }
+                try blockingly { try await broker.restart() }
+                // mosquitto 2.0.11 restores a kept session's queued messages after a restart, but not
+                // its shared subscription: until a collector subscribes again, the group has no member
+                // and a verdict published then is dropped (docs/fleet.md). So the second half goes once
+                // both collectors are back.
+                #expect(eventually { collectors.allSatisfy { $0.counts.subscriptions >= 2 } })
+                for (_, fanOut, _) in publishers { for verdict in verdicts[half...] { fanOut.send(.verdict(verdict)) } }
+                let total = 50 * verdicts.count
+                #expect(try eventually(.seconds(120)) { try stores[0].count() == total })
+                for (publisher, _, _) in publishers { #expect(try finishFromThread(publisher) == 0) }
+                var ids: [String] = []
+                for (index, (_, _, log)) in publishers.enumerated() { ids += try expectedIDs(log: log, device: "tech-\(index)") }
+                let stored = try stores[0].all()
+                #expect(stored.map(\.id).sorted() == ids.sorted(), "every verdict, exactly once")
+                #expect(Set(stored.map(\.site)).count == 20)
+                let counts = collectors.map(\.counts)
+                #expect(counts.allSatisfy { $0.stored > 0 }, "the shared subscription split the stream: \(counts)")
+                #expect(counts.map(\.stored).reduce(0, +) == total)
+                for collector in collectors { blockingStop(collector) }
             }
-            let half = verdicts.count / 2
-            for (_, fanOut, _) in publishers { for verdict in verdicts[..<half] { fanOut.send(.verdict(verdict)) } }
-            #expect(try eventually { try stores[0].count() == 50 * half })
-            broker.kill()
-            try broker.restart()
-            // mosquitto 2.0.11 restores a kept session's queued messages after a restart, but not
-            // its shared subscription: until a collector subscribes again, the group has no member
-            // and a verdict published then is dropped (docs/fleet.md). So the second half goes once
-            // both collectors are back.
-            #expect(eventually { collectors.allSatisfy { $0.counts.subscriptions >= 2 } })
-            for (_, fanOut, _) in publishers { for verdict in verdicts[half...] { fanOut.send(.verdict(verdict)) } }
-            let total = 50 * verdicts.count
-            #expect(try eventually(.seconds(120)) { try stores[0].count() == total })
-            for (publisher, _, _) in publishers { #expect(try finishFromThread(publisher) == 0) }
-            var ids: [String] = []
-            for (index, (_, _, log)) in publishers.enumerated() { ids += try expectedIDs(log: log, device: "tech-\(index)") }
-            let stored = try stores[0].all()
-            #expect(stored.map(\.id).sorted() == ids.sorted(), "every verdict, exactly once")
-            #expect(Set(stored.map(\.site)).count == 20)
-            let counts = collectors.map(\.counts)
-            #expect(counts.allSatisfy { $0.stored > 0 }, "the shared subscription split the stream: \(counts)")
-            #expect(counts.map(\.stored).reduce(0, +) == total)
-            for collector in collectors { blockingStop(collector) }
         }
     }
 }
@@ -468,6 +476,24 @@ func awaitOutcome(_ publisher: FleetPublisher, linger: Duration) throws -> Fleet
     }
     done.wait()
     return result.withLock { $0! }
+}
+
+/// Awaits `work` from a test's own thread (`offThePool`, never the cooperative pool): the private
+/// broker's start, kill, restart and stop in the tests that run on a thread of their own.
+func blockingly<Value: Sendable>(_ work: @escaping @Sendable () async throws -> Value) throws -> Value {
+    let result = Mutex<Result<Value, any Error>?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    Task.detached {
+        do {
+            let value = try await work()
+            result.withLock { $0 = .success(value) }
+        } catch {
+            result.withLock { $0 = .failure(error) }
+        }
+        done.signal()
+    }
+    done.wait()
+    return try result.withLock { $0! }.get()
 }
 
 func blockingStop(_ collector: FleetCollector) {

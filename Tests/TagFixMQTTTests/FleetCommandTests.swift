@@ -1,8 +1,10 @@
 import Foundation
 import Synchronization
 import TagFixCore
+import TagFixDaemons
 import TagFixDevices
 import TagFixEmulators
+import TagFixTestDaemons
 import TagFixTesting
 import Testing
 
@@ -144,56 +146,59 @@ struct FleetCommandTests {
         "a second collect with a running one's client id stops with exit 69 and one line; the first keeps the session and stores what follows, instead of the two taking it from each other for ever",
         .enabled(if: haveBroker, "needs mosquitto and mosquitto-clients"))
     func sessionTakenOver() async throws {
-        try await offThePool {
-            let broker = try PrivateMosquitto()
-            defer { broker.stop() }
-            let folder = try temporaryFolder()
-            func collect(_ db: String) throws -> (process: ChildProcess, said: LineReader, db: String) {
-                let errors = Pipe()
-                let process = try ChildProcess(
-                    executable: tagfixBinary,
-                    arguments: ["collect", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--db", folder + "/" + db, "--client-id", "office"],
-                    standardError: errors.fileHandleForWriting.fileDescriptor)
-                try errors.fileHandleForWriting.close()
-                return (process, LineReader(errors.fileHandleForReading), folder + "/" + db)
-            }
-            let first = try collect("first.sqlite")
-            defer { first.process.stop() }
-            #expect(eventually { first.said.all.contains { $0.contains("subscribed to") } }, "\(first.said.all)")
-            // The first has held its session for a while, as a collector that runs does, when
-            // the second (the same id) comes. mosquitto 2.0.11 closes the first one's connection
-            // without a DISCONNECT 0x8E, so this is TakeoverWatch at work: the newcomer stops.
-            Thread.sleep(forTimeInterval: 2.5)
-            let second = try collect("second.sqlite")
-            defer { second.process.stop() }
-            #expect(
-                eventually(.seconds(30)) { !first.process.isRunning || !second.process.isRunning },
-                "neither stopped: \(first.said.all.suffix(6)) \(second.said.all.suffix(6))")
-            #expect(first.process.isRunning, "the one that was there stopped: \(first.said.all)")
-            let (loser, winner) = (second, first)
-            #expect(loser.process.termination == .exited(69), "\(loser.said.all)")
-            // Its stderr may still be on the way when the exit is seen.
-            #expect(eventually { loser.said.all.contains { $0.contains("so this one stops") } }, "\(loser.said.all)")
-            let said = loser.said.all.filter { $0.contains("so this one stops") }
-            #expect(
-                said.count == 1 && said[0].contains("client id (office)") && said[0].contains("its own --client-id"), "\(loser.said.all)")
+        try await PrivateMosquitto.with { broker in
+            try await offThePool {
+                let folder = try temporaryFolder()
+                func collect(_ db: String) throws -> (process: ChildProcess, said: LineReader, db: String) {
+                    let errors = Pipe()
+                    let process = try ChildProcess(
+                        executable: tagfixBinary,
+                        arguments: [
+                            "collect", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--db", folder + "/" + db, "--client-id", "office",
+                        ],
+                        standardError: errors.fileHandleForWriting.fileDescriptor)
+                    try errors.fileHandleForWriting.close()
+                    return (process, LineReader(errors.fileHandleForReading), folder + "/" + db)
+                }
+                let first = try collect("first.sqlite")
+                defer { first.process.stop() }
+                #expect(eventually { first.said.all.contains { $0.contains("subscribed to") } }, "\(first.said.all)")
+                // The first has held its session for a while, as a collector that runs does, when
+                // the second (the same id) comes. mosquitto 2.0.11 closes the first one's connection
+                // without a DISCONNECT 0x8E, so this is TakeoverWatch at work: the newcomer stops.
+                Thread.sleep(forTimeInterval: 2.5)
+                let second = try collect("second.sqlite")
+                defer { second.process.stop() }
+                #expect(
+                    eventually(.seconds(30)) { !first.process.isRunning || !second.process.isRunning },
+                    "neither stopped: \(first.said.all.suffix(6)) \(second.said.all.suffix(6))")
+                #expect(first.process.isRunning, "the one that was there stopped: \(first.said.all)")
+                let (loser, winner) = (second, first)
+                #expect(loser.process.termination == .exited(69), "\(loser.said.all)")
+                // Its stderr may still be on the way when the exit is seen.
+                #expect(eventually { loser.said.all.contains { $0.contains("so this one stops") } }, "\(loser.said.all)")
+                let said = loser.said.all.filter { $0.contains("so this one stops") }
+                #expect(
+                    said.count == 1 && said[0].contains("client id (office)") && said[0].contains("its own --client-id"),
+                    "\(loser.said.all)")
 
-            // The other keeps the session: a verdict published now is stored there.
-            let verdict = try exampleVerdicts()[0]
-            let payload = FleetMessage.payload(
-                line: Array(SessionRecord(verdict).encoded().utf8), id: "pi:0123456789abcdef:1", device: "pi")
-            let sent = try TestProgram.runBlocking(
-                "/usr/bin/mosquitto_pub",
-                [
-                    "-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-t", "tagfix/harbour/verdict/T01", "-m",
-                    String(decoding: payload, as: UTF8.self),
-                ])
-            #expect(sent.status == 0, "\(sent.err)")
-            #expect(eventually { (try? FleetStore(path: winner.db, create: false).count()) == 1 }, "\(winner.said.all)")
-            #expect(winner.process.isRunning, "\(winner.said.all)")
-            winner.process.signal(SIGTERM)
-            #expect(eventually(.seconds(30)) { !winner.process.isRunning })
-            #expect(winner.process.termination == .exited(0), "\(winner.said.all)")
+                // The other keeps the session: a verdict published now is stored there.
+                let verdict = try exampleVerdicts()[0]
+                let payload = FleetMessage.payload(
+                    line: Array(SessionRecord(verdict).encoded().utf8), id: "pi:0123456789abcdef:1", device: "pi")
+                let sent = try TestProgram.runBlocking(
+                    "/usr/bin/mosquitto_pub",
+                    [
+                        "-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-t", "tagfix/harbour/verdict/T01", "-m",
+                        String(decoding: payload, as: UTF8.self),
+                    ])
+                #expect(sent.status == 0, "\(sent.err)")
+                #expect(eventually { (try? FleetStore(path: winner.db, create: false).count()) == 1 }, "\(winner.said.all)")
+                #expect(winner.process.isRunning, "\(winner.said.all)")
+                winner.process.signal(SIGTERM)
+                #expect(eventually(.seconds(30)) { !winner.process.isRunning })
+                #expect(winner.process.termination == .exited(0), "\(winner.said.all)")
+            }
         }
     }
 
@@ -320,8 +325,9 @@ struct FleetCommandTests {
             #expect(down.err.contains("\(shown) unsent"), "\(down.err)")
             #expect(try SessionLog.read(path: log).records.count == shown, "publishing never held a verdict back")
 
-            let broker = try PrivateMosquitto()
-            defer { broker.stop() }
+            // Started mid-test, from this test's own thread; stopped and removed at the end.
+            let broker = try blockingly { try await PrivateMosquitto.start() }
+            defer { try? blockingly { await broker.finish() } }
             let store = try FleetStore(path: folder + "/fleet.sqlite", create: true)
             let office = try collector(broker, store: store, id: "office-late")
             let up = try TestProgram.runBlocking(
@@ -394,101 +400,104 @@ struct FleetCommandTests {
         "collect stores what a fleet publishes and its sites' registries (SIGHUP reads them again), stops on SIGTERM, and report shows the fleet, each site and device",
         .enabled(if: haveBroker, "needs mosquitto"))
     func collectAndReport() async throws {
-        try await offThePool {
-            let broker = try PrivateMosquitto()
-            defer { broker.stop() }
-            let folder = try temporaryFolder()
-            let db = folder + "/fleet.sqlite"
-            // T11: a tag no scenario taps.
-            let (sqlite, depot) = try Self.registries(folder, extra: "T11,,53.5449,9.9655,15,Never tapped\n")
-            let output = Pipe()
-            let errors = Pipe()
-            let collect = try ChildProcess(
-                executable: tagfixBinary,
-                arguments: [
-                    "collect", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--db", db, "--group", "office", "--client-id", "office-cli",
-                    "--registry", "harbour=" + sqlite, "--registry", "depot=" + depot,
-                ],
-                standardOutput: output.fileHandleForWriting.fileDescriptor, standardError: errors.fileHandleForWriting.fileDescriptor)
-            try output.fileHandleForWriting.close()
-            try errors.fileHandleForWriting.close()
-            defer { collect.stop() }
-            let verdicts = try exampleVerdicts()
-            let settings = try MQTTSettings.parse(
-                address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: nil, clientID: "x")
-            // The collector's session must exist before the first message: wait for its store.
-            let said = LineReader(errors.fileHandleForReading)
-            #expect(eventually { said.all.contains { $0.contains("subscribed to $share/office/tagfix/+/verdict/+") } }, "\(said.all)")
-            for (site, device) in [("harbour", "van-1"), ("harbour", "van-2"), ("depot", "pi-9")] {
-                let log = folder + "/\(device).jsonl"
-                let sessionLog = try SessionLog(path: log)
-                let publisher = try FleetPublisher(settings: settings, site: site, device: device, logPath: log)
-                publisher.start()
-                let fanOut = VerdictFanOut([SessionLogSink(sessionLog), publisher])
-                for verdict in verdicts { fanOut.send(.verdict(verdict)) }
-                #expect(try finishFromThread(publisher) == 0)
-            }
-            let store = try FleetStore(path: db, create: false)
-            #expect(try eventually { try store.count() == 3 * verdicts.count })
-            #expect(said.all.contains("registry: 22 tags of 2 sites stored in \(db)"), "\(said.all)")
-            #expect(try store.placements().filter { $0.site == "depot" }.count == 11)
+        try await PrivateMosquitto.with { broker in
+            try await offThePool {
+                let folder = try temporaryFolder()
+                let db = folder + "/fleet.sqlite"
+                // T11: a tag no scenario taps.
+                let (sqlite, depot) = try Self.registries(folder, extra: "T11,,53.5449,9.9655,15,Never tapped\n")
+                let output = Pipe()
+                let errors = Pipe()
+                let collect = try ChildProcess(
+                    executable: tagfixBinary,
+                    arguments: [
+                        "collect", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--db", db, "--group", "office", "--client-id", "office-cli",
+                        "--registry", "harbour=" + sqlite, "--registry", "depot=" + depot,
+                    ],
+                    standardOutput: output.fileHandleForWriting.fileDescriptor, standardError: errors.fileHandleForWriting.fileDescriptor)
+                try output.fileHandleForWriting.close()
+                try errors.fileHandleForWriting.close()
+                defer { collect.stop() }
+                let verdicts = try exampleVerdicts()
+                let settings = try MQTTSettings.parse(
+                    address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: nil, clientID: "x")
+                // The collector's session must exist before the first message: wait for its store.
+                let said = LineReader(errors.fileHandleForReading)
+                #expect(eventually { said.all.contains { $0.contains("subscribed to $share/office/tagfix/+/verdict/+") } }, "\(said.all)")
+                for (site, device) in [("harbour", "van-1"), ("harbour", "van-2"), ("depot", "pi-9")] {
+                    let log = folder + "/\(device).jsonl"
+                    let sessionLog = try SessionLog(path: log)
+                    let publisher = try FleetPublisher(settings: settings, site: site, device: device, logPath: log)
+                    publisher.start()
+                    let fanOut = VerdictFanOut([SessionLogSink(sessionLog), publisher])
+                    for verdict in verdicts { fanOut.send(.verdict(verdict)) }
+                    #expect(try finishFromThread(publisher) == 0)
+                }
+                let store = try FleetStore(path: db, create: false)
+                #expect(try eventually { try store.count() == 3 * verdicts.count })
+                #expect(said.all.contains("registry: 22 tags of 2 sites stored in \(db)"), "\(said.all)")
+                #expect(try store.placements().filter { $0.site == "depot" }.count == 11)
 
-            // The depot's registry shrinks to three tags: SIGHUP stores that, the harbour's stays.
-            let lines = try String(contentsOfFile: depot, encoding: .utf8).split(separator: "\n")
-            try (lines.prefix(5).joined(separator: "\n") + "\n").write(toFile: depot, atomically: true, encoding: .utf8)
-            collect.signal(SIGHUP)
-            #expect(eventually { said.all.contains { $0.hasPrefix("SIGHUP: registry read again: 14 tags of 2 sites") } }, "\(said.all)")
-            #expect(try store.placements().filter { $0.site == "depot" }.map(\.entry.id) == ["T01", "T02", "T03"])
-            #expect(try store.placements().filter { $0.site == "harbour" }.count == 11)
-            // A registry broken meanwhile: said, and the stored placements stay.
-            try "id,uid,lat,lon,radius_m,name\nT01,zz,1,2,3,x\n".write(toFile: depot, atomically: true, encoding: .utf8)
-            collect.signal(SIGHUP)
-            #expect(eventually { said.all.contains { $0.hasPrefix("SIGHUP: the registries were not read again") } }, "\(said.all)")
-            #expect(try store.placements().count == 14)
-            #expect(collect.isRunning, "a broken registry on SIGHUP does not stop the collector")
-            collect.signal(SIGTERM)
-            let summary = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            collect.waitUntilExit()
-            #expect(summary.contains("stored \(3 * verdicts.count) verdicts"), "\(summary)")
+                // The depot's registry shrinks to three tags: SIGHUP stores that, the harbour's stays.
+                let lines = try String(contentsOfFile: depot, encoding: .utf8).split(separator: "\n")
+                try (lines.prefix(5).joined(separator: "\n") + "\n").write(toFile: depot, atomically: true, encoding: .utf8)
+                collect.signal(SIGHUP)
+                #expect(eventually { said.all.contains { $0.hasPrefix("SIGHUP: registry read again: 14 tags of 2 sites") } }, "\(said.all)")
+                #expect(try store.placements().filter { $0.site == "depot" }.map(\.entry.id) == ["T01", "T02", "T03"])
+                #expect(try store.placements().filter { $0.site == "harbour" }.count == 11)
+                // A registry broken meanwhile: said, and the stored placements stay.
+                try "id,uid,lat,lon,radius_m,name\nT01,zz,1,2,3,x\n".write(toFile: depot, atomically: true, encoding: .utf8)
+                collect.signal(SIGHUP)
+                #expect(eventually { said.all.contains { $0.hasPrefix("SIGHUP: the registries were not read again") } }, "\(said.all)")
+                #expect(try store.placements().count == 14)
+                #expect(collect.isRunning, "a broken registry on SIGHUP does not stop the collector")
+                collect.signal(SIGTERM)
+                let summary = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                collect.waitUntilExit()
+                #expect(summary.contains("stored \(3 * verdicts.count) verdicts"), "\(summary)")
 
-            let html = try TestProgram.runBlocking(tagfixBinary, ["report", db])
-            #expect(html.status == 0, "\(html.err)")
-            let page = html.out.joined(separator: "\n")
-            #expect(page.contains("data-site=\"harbour\"") && page.contains("data-site=\"depot\""))
-            for device in ["van-1", "van-2", "pi-9"] { #expect(page.contains("data-device=\"\(device)\"")) }
-            // The overview: every site's tags (its registry's and any tapped), coloured by the last
-            // verdict any of its devices gave, the registry's tags never tapped as such.
-            let overview = try #require(
-                page.components(separatedBy: "<section id=\"overview\">").dropFirst().first?
-                    .components(separatedBy: "</section>").first)
-            let drawn = try overview.matches(of: Regex(#"<g class="tag" data-site="([^"]*)" data-tag="([^"]*)" data-status="([^"]*)">"#))
+                let html = try TestProgram.runBlocking(tagfixBinary, ["report", db])
+                #expect(html.status == 0, "\(html.err)")
+                let page = html.out.joined(separator: "\n")
+                #expect(page.contains("data-site=\"harbour\"") && page.contains("data-site=\"depot\""))
+                for device in ["van-1", "van-2", "pi-9"] { #expect(page.contains("data-device=\"\(device)\"")) }
+                // The overview: every site's tags (its registry's and any tapped), coloured by the last
+                // verdict any of its devices gave, the registry's tags never tapped as such.
+                let overview = try #require(
+                    page.components(separatedBy: "<section id=\"overview\">").dropFirst().first?
+                        .components(separatedBy: "</section>").first)
+                let drawn = try overview.matches(
+                    of: Regex(#"<g class="tag" data-site="([^"]*)" data-tag="([^"]*)" data-status="([^"]*)">"#)
+                )
                 .map {
                     (
                         site: String($0.output[1].substring ?? ""), tag: String($0.output[2].substring ?? ""),
                         status: String($0.output[3].substring ?? "")
                     )
                 }
-            let records = verdicts.map { SessionRecord($0) }
-            var last: [String: String] = [:]
-            for record in records.sorted(by: { $0.time < $1.time }) { last[record.tagKey] = record.verdict }
-            // A tag the map can place: in the registry, or a verdict that named its region.
-            let placed = Set(records.filter { $0.region != nil }.map(\.tagKey))
-            let registered = ["harbour": (1...11).map { String(format: "T%02d", $0) }, "depot": ["T01", "T02", "T03"]]
-            for (site, ids) in registered {
-                let tags = drawn.filter { $0.site == site }
-                #expect(Set(tags.map(\.tag)) == Set(ids).union(placed), "\(site)")
-                #expect(tags.count == Set(ids).union(placed).count, "each tag once: \(site)")
-                for tag in tags { #expect(tag.status == (last[tag.tag] ?? "never_tapped"), "\(site) \(tag.tag)") }
-                #expect(tags.contains { $0.status == "never_tapped" } == !Set(ids).subtracting(last.keys).isEmpty)
+                let records = verdicts.map { SessionRecord($0) }
+                var last: [String: String] = [:]
+                for record in records.sorted(by: { $0.time < $1.time }) { last[record.tagKey] = record.verdict }
+                // A tag the map can place: in the registry, or a verdict that named its region.
+                let placed = Set(records.filter { $0.region != nil }.map(\.tagKey))
+                let registered = ["harbour": (1...11).map { String(format: "T%02d", $0) }, "depot": ["T01", "T02", "T03"]]
+                for (site, ids) in registered {
+                    let tags = drawn.filter { $0.site == site }
+                    #expect(Set(tags.map(\.tag)) == Set(ids).union(placed), "\(site)")
+                    #expect(tags.count == Set(ids).union(placed).count, "each tag once: \(site)")
+                    for tag in tags { #expect(tag.status == (last[tag.tag] ?? "never_tapped"), "\(site) \(tag.tag)") }
+                    #expect(tags.contains { $0.status == "never_tapped" } == !Set(ids).subtracting(last.keys).isEmpty)
+                }
+                #expect(drawn.filter { $0.status == "never_tapped" }.map { "\($0.site) \($0.tag)" } == ["harbour T11"])
+                #expect(page.contains("<ul class=\"never-tapped\"><li>T11 — Never tapped</li></ul>"))
+                let withRegistry = try TestProgram.runBlocking(tagfixBinary, ["report", db, "--registry", sqlite])
+                #expect(withRegistry.status == 64 && withRegistry.err.contains("collect --registry"), "\(withRegistry.err)")
+                let csv = try TestProgram.runBlocking(tagfixBinary, ["report", db, "--format", "csv"])
+                #expect(csv.out.count == 1 + 3 * verdicts.count)
+                #expect(
+                    csv.out.dropFirst().filter { $0.hasPrefix("\"depot\",\"pi-9\",") || $0.hasPrefix("depot,pi-9,") }.count
+                        == verdicts.count)
             }
-            #expect(drawn.filter { $0.status == "never_tapped" }.map { "\($0.site) \($0.tag)" } == ["harbour T11"])
-            #expect(page.contains("<ul class=\"never-tapped\"><li>T11 — Never tapped</li></ul>"))
-            let withRegistry = try TestProgram.runBlocking(tagfixBinary, ["report", db, "--registry", sqlite])
-            #expect(withRegistry.status == 64 && withRegistry.err.contains("collect --registry"), "\(withRegistry.err)")
-            let csv = try TestProgram.runBlocking(tagfixBinary, ["report", db, "--format", "csv"])
-            #expect(csv.out.count == 1 + 3 * verdicts.count)
-            #expect(
-                csv.out.dropFirst().filter { $0.hasPrefix("\"depot\",\"pi-9\",") || $0.hasPrefix("depot,pi-9,") }.count == verdicts.count)
         }
     }
 }

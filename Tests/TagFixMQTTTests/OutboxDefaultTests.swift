@@ -1,7 +1,9 @@
 import Foundation
+import TagFixDaemons
 import TagFixDevices
 import TagFixEmulators
 import TagFixStore
+import TagFixTestDaemons
 import TagFixTesting
 import Testing
 
@@ -72,8 +74,8 @@ struct OutboxDefaultTests {
             let mode = try FileManager.default.attributesOfItem(atPath: folder + "/state/outbox")[.posixPermissions] as? Int
             #expect(mode == 0o700, "the outbox is the site's, not every user's")
 
-            let broker = try PrivateMosquitto()
-            defer { broker.stop() }
+            let broker = try blockingly { try await PrivateMosquitto.start() }
+            defer { try? blockingly { await broker.finish() } }
             let store = try FleetStore(path: folder + "/fleet.sqlite", create: true)
             let office = try collector(broker, store: store, id: "office-outbox")
             defer { blockingStop(office) }
@@ -95,8 +97,8 @@ struct OutboxDefaultTests {
     func demo() async throws {
         try await offThePool {
             let folder = try temporaryFolder()
-            let broker = try PrivateMosquitto()
-            defer { broker.stop() }
+            let broker = try blockingly { try await PrivateMosquitto.start() }
+            defer { try? blockingly { await broker.finish() } }
             let store = try FleetStore(path: folder + "/fleet.sqlite", create: true)
             let office = try collector(broker, store: store, id: "office-demo")
             defer { blockingStop(office) }

@@ -14,6 +14,13 @@
 int cprocess_spawn(pid_t *_Nonnull pid, const char *_Nonnull path, char *_Nullable const *_Nonnull argv,
                    char *_Nullable const *_Nonnull envp, int stdin_fd, int stdout_fd, int stderr_fd);
 
+/// A pidfd for `pid` (pidfd_open(2), Linux 5.3): readable once the process has exited, so its exit
+/// can be awaited with poll instead of polling waitpid. Close-on-exec. Returns the descriptor, or
+/// -errno.
+///
+/// Why C: glibc declares pidfd_open only in <sys/pidfd.h>, which Swift's Glibc module does not import.
+int cprocess_pidfd_open(pid_t pid);
+
 /// A pipe with O_CLOEXEC on both ends (and O_NONBLOCK when `nonblocking` is not 0), set atomically
 /// by `pipe2`, which is declared only under _GNU_SOURCE. Returns 0, or an errno value.
 int cprocess_pipe(int fds[_Nonnull 2], int nonblocking);

@@ -1,28 +1,29 @@
 import CPTY
-import Foundation
 import Glibc
+import Synchronization
 import TagFixDevices
+import TagFixSystem
 
-/// The watchdog of a private daemon (gpsd, pcscd): the daemon does not outlive its owner, however
-/// the owner ends. See `PrivateGPSD`.
+/// The watchdog of a private daemon (gpsd, pcscd, the tests' mosquitto): the daemon does not
+/// outlive its owner, however the owner ends. See `PrivateDaemon`.
 ///
 /// `sh` waiting on a pipe for `done`: anything else, end of file included, means the owner
 /// is gone, and it sends the daemon SIGTERM, then SIGKILL. It checks the pid's name first, so a pid
 /// the kernel has given to another program since the daemon exited is left alone.
-struct ProcessWatchdog {
-    /// The pipe's write end; closed once, by `dismiss()` (under the owner's lock).
-    private var writer: Int32
+final class ProcessWatchdog: Sendable {
+    /// The pipe's write end; closed once, by `dismiss()`.
+    private let writer: Mutex<FileDescriptor?>
     private let process: ChildProcess
 
     /// `nil` when the pipe or the shell cannot be had: the daemon then runs as before, stopped
     /// only by `stop()`.
     init?(guarding pid: Int32, named name: String) {
-        var fds: [Int32] = [-1, -1]
-        // Close-on-exec on both ends: no program spawned later, by this process or by another
-        // thread, inherits the write end and keeps the pipe open after the owner dies. The
-        // read end reaches the shell as its standard input, which the spawn duplicates.
-        guard cpty_pipe_cloexec(&fds) == 0 else { return nil }
-        writer = fds[1]
+        // Close-on-exec on both ends (FileDescriptor.pipe): no program spawned later, by this
+        // process or by another thread, inherits the write end and keeps the pipe open after the
+        // owner dies. The read end reaches the shell as its standard input, which the spawn
+        // duplicates.
+        guard let (readEnd, writeEnd) = try? FileDescriptor.pipe() else { return nil }
+        writer = Mutex(writeEnd)
         let script = """
             read -r word
             [ "$word" = done ] && exit 0
@@ -34,24 +35,24 @@ struct ProcessWatchdog {
             """
         // The shell gets the read end as its standard input; this process's copy is closed at
         // once (the spawn duplicated it).
-        defer { close(fds[0]) }
+        defer { try? readEnd.close() }
         do {
             process = try ChildProcess(
                 executable: "/bin/sh",
                 arguments: ["-c", script, "tagfix-\(name.prefix(15))-watchdog", String(pid), String(name.prefix(15))],
-                standardInput: fds[0])
+                standardInput: readEnd.rawValue)
         } catch {
-            close(fds[1])
+            try? writeEnd.close()
             return nil
         }
     }
 
-    /// Tells the watchdog the owner stopped the daemon itself, and lets it exit.
-    mutating func dismiss() {
-        guard writer >= 0 else { return }
-        _ = Array("done\n".utf8).withUnsafeBytes { write(writer, $0.baseAddress, $0.count) }
-        close(writer)
-        writer = -1
-        process.waitUntilExit()
+    /// Tells the watchdog the owner stopped the daemon itself, and awaits its exit.
+    func dismiss() async {
+        if let fd = writer.withLock({ $0.take() }) {
+            _ = try? fd.writeAll(Array("done\n".utf8))
+            try? fd.close()
+        }
+        await process.exited()
     }
 }
