@@ -273,33 +273,36 @@ struct InterruptTests {
             _ = try? writer.close()
         }
         let thread = Mutex<pthread_t?>(nil)
-        let outcome = Mutex<Result<[UInt8], Errno>?>(nil)
-        let worker = Thread {
-            var unblock = sigset_t()
-            sigemptyset(&unblock)
-            sigaddset(&unblock, SIGURG)
-            pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
-            thread.withLock { $0 = pthread_self() }
-            var buffer = [UInt8](repeating: 0, count: 64)
-            let result = Result { () throws(Errno) -> [UInt8] in
-                let count = try reader.read(into: &buffer)
-                return Array(buffer.prefix(count))
+        // The reader and the signaller are threads of their own, and the test awaits the
+        // reader's result: no deadline on the cooperative pool, which other tests may keep busy
+        // (a loop of short sleeps there once ran only twice in ten seconds).
+        let result: Result<[UInt8], Errno> = await withCheckedContinuation { continuation in
+            let worker = Thread {
+                var unblock = sigset_t()
+                sigemptyset(&unblock)
+                sigaddset(&unblock, SIGURG)
+                pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
+                thread.withLock { $0 = pthread_self() }
+                var buffer = [UInt8](repeating: 0, count: 64)
+                continuation.resume(
+                    returning: Result { () throws(Errno) -> [UInt8] in
+                        let count = try reader.read(into: &buffer)
+                        return Array(buffer.prefix(count))
+                    })
             }
-            outcome.withLock { $0 = result }
-        }
-        worker.start()
-        // Signal the reader while it waits, until its handler has run a few times.
-        let start = ContinuousClock.now
-        while interruptions.load(ordering: .relaxed) < 3, ContinuousClock.now - start < .seconds(10) {
-            if let target = thread.withLock({ $0 }) { pthread_kill(target, SIGURG) }
-            try await Task.sleep(for: .milliseconds(5))
+            // Signals the reader while it waits, until its handler has run a few times; then
+            // writes what the read returns.
+            let signaller = Thread {
+                while interruptions.load(ordering: .relaxed) < 3 {
+                    if let target = thread.withLock({ $0 }) { pthread_kill(target, SIGURG) }
+                    usleep(5_000)
+                }
+                _ = try? writer.writeAll(Array("after the signals".utf8))
+            }
+            worker.start()
+            signaller.start()
         }
         #expect(interruptions.load(ordering: .relaxed) >= 3)
-        try writer.writeAll(Array("after the signals".utf8))
-        while outcome.withLock({ $0 == nil }), ContinuousClock.now - start < .seconds(20) {
-            try await Task.sleep(for: .milliseconds(5))
-        }
-        let result = try #require(outcome.withLock { $0 })
         #expect(try result.get() == Array("after the signals".utf8), "\(result)")
     }
 }
