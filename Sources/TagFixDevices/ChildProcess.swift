@@ -21,9 +21,6 @@ public final class ChildProcess: Sendable {
     public let pid: Int32
     /// The exit status once reaped; never signalled after that, so a reused pid is left alone.
     private let status = Mutex<Int32?>(nil)
-    /// The child's pidfd (readable once it has exited), or -1 where the kernel has none (before
-    /// Linux 5.3); closed with this object.
-    private let exitDescriptor: Int32
 
     /// Runs `executable` for the length of `body`, which gets the running child; then stops it
     /// (`stop(grace:)`: SIGTERM, SIGKILL after `grace`, reaped), whether `body` returns or throws.
@@ -63,13 +60,6 @@ public final class ChildProcess: Sendable {
         let error = cprocess_spawn(&child, executable, argvC, envpC, standardInput ?? -1, standardOutput ?? -1, standardError ?? -1)
         guard error == 0 else { throw ChildProcessError(executable: executable, errno: error) }
         pid = child
-        // Opened before anything can reap the child, so it names this child and no later one.
-        let descriptor = cprocess_pidfd_open(child)
-        exitDescriptor = descriptor >= 0 ? descriptor : -1
-    }
-
-    deinit {
-        if exitDescriptor >= 0 { close(exitDescriptor) }
     }
 
     /// Whether the child still runs; reaps it once it has exited.
@@ -139,6 +129,14 @@ public final class ChildProcess: Sendable {
     /// Blocks until the pidfd is readable (the child has exited) or `timeout` has passed. Only on a
     /// thread of its own. Without a pidfd, it looks every 10 ms.
     private func waitForExit(within timeout: Duration?) {
+        // The pidfd is opened for this wait only and closed after it: held for the object's life,
+        // a test process with a hundred children alive pushed libnfc's and libgps's descriptors
+        // past select()'s 1024, which aborts. Opened under the status lock while the child is not
+        // reaped (only this object reaps it, under that lock), so the pid names this child, a
+        // zombie at worst, never a later process that reused the number.
+        let exitDescriptor: Int32 = status.withLock { status in status == nil ? cprocess_pidfd_open(pid) : -1 }
+        defer { if exitDescriptor >= 0 { close(exitDescriptor) } }
+        guard exitDescriptor >= 0 || isRunning else { return }
         let clock = ContinuousClock()
         let deadline = timeout.map { clock.now.advanced(by: $0) }
         while true {
