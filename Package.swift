@@ -90,7 +90,7 @@ let package = Package(
         .target(name: "TagFixDaemons", dependencies: ["TagFixDevices", "TagFixSystem", "CPTY"]),
         // Test-only daemons (the private mosquitto broker), for the tests and the benchmarks:
         // not in the product.
-        .target(name: "TagFixTestDaemons", dependencies: ["TagFixDaemons"], path: "Tests/TagFixTestDaemons"),
+        .target(name: "TagFixTestDaemons", dependencies: ["TagFixDaemons", "TagFixDevices"], path: "Tests/TagFixTestDaemons"),
         // The shipped scenario format and its scripted devices (`--scenario`, the demo's mock GPS);
         // TagFixTesting is for tests only (the manual clock, the reference data).
         .target(name: "TagFixScenarios", dependencies: ["TagFixCore", "TagFixDevices"]),
@@ -158,7 +158,8 @@ let package = Package(
         .testTarget(name: "TagFixTestingTests", dependencies: ["TagFixScenarios", "TagFixTesting"]),
         .testTarget(name: "TagFixStoreTests", dependencies: ["TagFixStore", "TagFixCore", "TagFixTesting"]),
         .testTarget(
-            name: "TagFixPostgresTests", dependencies: ["TagFixPostgres", "TagFixStore", "TagFixCore", "TagFixDevices", "TagFixTesting"]),
+            name: "TagFixPostgresTests",
+            dependencies: ["TagFixPostgres", "TagFixStore", "TagFixCore", "TagFixDevices", "TagFixTesting", "TagFixTestDaemons"]),
         .testTarget(name: "TagFixReportTests", dependencies: ["TagFixReport", "TagFixCore", "TagFixStore", "CSQLite"]),
         .testTarget(
             name: "TagFixMQTTTests",

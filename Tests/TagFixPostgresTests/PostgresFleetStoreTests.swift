@@ -1,6 +1,7 @@
 import Foundation
 import TagFixDevices
 import TagFixStore
+import TagFixTestDaemons
 import TagFixTesting
 import Testing
 
