@@ -48,10 +48,17 @@ try:
             time.sleep(0.3)  # the tiles of the moment finish drawing
             state = driver.execute_script(READ)
             shown = {k: state[k] for k in ("stream", "progress", "left", "feed", "error")}
-            png = driver.get_screenshot_as_png()
+            # A tile counted as loaded may not be painted yet (Leaflet fades tiles in, and a busy
+            # machine paints late): look again, for up to 3 s, while the empty point is still the
+            # page's bare white.
+            for _ in range(30):
+                png = driver.get_screenshot_as_png()
+                rows, at = pixels(png), state["empty"]
+                state["pixel"] = list(rows[at[1]][at[0]]) if at and at[1] < len(rows) and at[0] < len(rows[0]) else None
+                if state["pixel"] != [255, 255, 255]:
+                    break
+                time.sleep(0.1)
             open("%s-phone-%d.png" % (shot, count), "wb").write(png)
-            rows, at = pixels(png), state["empty"]
-            state["pixel"] = list(rows[at[1]][at[0]]) if at and at[1] < len(rows) and at[0] < len(rows[0]) else None
             print("STATE " + json.dumps(state), flush=True)
             last, count = shown, count + 1
             done = (state["progress"] or "").split(" ")

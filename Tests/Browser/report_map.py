@@ -76,10 +76,17 @@ try:
         time.sleep(0.3)
         error = state()[1]
         sample = driver.execute_script(SAMPLE) if error is None else {}
-        png = driver.get_screenshot_as_png()
+        # Tiles counted as loaded may not be painted yet (Leaflet fades them in, and a busy
+        # machine paints late): with tiles, look again for up to 3 s while the map's empty point
+        # is still the plain background or bare white.
+        for _ in range(30):
+            png = driver.get_screenshot_as_png()
+            rows = pixels(png)
+            at = lambda p, rows=rows: list(rows[p[1]][p[0]]) if p and 0 <= p[1] < len(rows) and 0 <= p[0] < len(rows[0]) else None
+            if not sample.get("tiles") or at(sample.get("outside")) not in ([248, 248, 244], [255, 255, 255]):
+                break
+            time.sleep(0.1)
         open("%s-%s.png" % (shot, name), "wb").write(png)
-        rows = pixels(png)
-        at = lambda p: list(rows[p[1]][p[0]]) if p and 0 <= p[1] < len(rows) and 0 <= p[0] < len(rows[0]) else None
         legend = driver.execute_script("return [...document.querySelectorAll('#legend div')].map(d => d.textContent)")
         verdicts = driver.execute_script(
             "const n = {}; for (const e of document.querySelectorAll('path.scan')) { const v = e.getAttribute('data-verdict'); n[v] = (n[v] || 0) + 1; } return n;")
