@@ -57,4 +57,44 @@ struct CollectIntoPostgresTests {
             }
         }
     }
+
+    @Test(
+        "PostgreSQL killed under a running collector and started again: what arrived meanwhile is not acknowledged, the broker sends it again, and every verdict is stored exactly once"
+    )
+    func databaseRestarted() async throws {
+        try await PrivatePostgres.with { database in
+            try await PrivateMosquitto.with { broker in
+                let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tagfix-pg-restart-\(UUID().uuidString)").path
+                try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+                defer { try? FileManager.default.removeItem(atPath: folder) }
+                let broker = "mqtt://127.0.0.1:\(broker.port)/tagfix"
+                let db = ["--db", database.address, "--db-password-file", database.passwordFile]
+                let report = ["report", database.address, "--db-password-file", database.passwordFile, "--format", "csv"]
+                func stored() -> Int { max(0, ((try? TestProgram.runBlocking(TestBinaries.tagfix, report))?.out.count ?? 0) - 1) }
+                try await TestProgram.withRunning(TestBinaries.tagfix, ["collect", broker, "--client-id", "office-restart"] + db) {
+                    collect in
+                    #expect(await collect.waitFor("subscribed to", onStandardError: true), "\(collect.stderr)")
+                    let environment = ["STATE_DIRECTORY": folder + "/state"]
+                    let publish = ["verify", "--demo", "--json", "--publish", broker, "--site", "yard", "--device-id", "van-2"]
+                    let first = try await TestProgram.run(TestBinaries.tagfix, publish, environment: environment)
+                    #expect(first.status == 0, "\(first.err)")
+                    #expect(await RunningProgram.poll { stored() == 9 }, "the first run was not stored: \(collect.stderr)")
+
+                    await database.kill()
+                    // The broker takes the second run's verdicts; the collector cannot store them.
+                    let second = try await TestProgram.run(TestBinaries.tagfix, publish, environment: environment)
+                    #expect(second.status == 0, "\(second.err)")
+                    #expect(second.err.contains("9 verdicts acknowledged"), "the broker acknowledges the publisher: \(second.err)")
+                    #expect(
+                        await collect.waitFor("cannot store", onStandardError: true),
+                        "the collector never met the dead database: \(collect.stderr)")
+
+                    try await database.start()
+                    #expect(await RunningProgram.poll(upTo: .seconds(90)) { stored() == 18 }, "\(collect.stderr)")
+                    #expect(stored() == 18, "each verdict exactly once")
+                    #expect(collect.isRunning, "the collector kept going: \(collect.stderr)")
+                }
+            }
+        }
+    }
 }
