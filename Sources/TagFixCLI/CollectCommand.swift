@@ -95,21 +95,8 @@ struct CollectCommand: Subcommand {
         guard let db = arguments.value("db") else { throw .usage("collect needs --db FILE (the fleet store)", command: Self.spec.name) }
         self.db = db
         if PostgresAddress.isAddress(db) {
-            let address: PostgresAddress
-            do throws(PostgresError) {
-                address = try PostgresAddress(db)
-            } catch {
-                throw .usage("--db: \(error)", command: Self.spec.name)
-            }
-            var password: String?
-            if let file = arguments.value("db-password-file") {
-                do {
-                    password = try SecretFile.read(file).trimmingCharacters(in: .newlines)
-                } catch {
-                    throw .file(error)
-                }
-            }
-            postgres = (address, password)
+            postgres = try FleetOptions.postgres(
+                db, passwordFile: arguments.value("db-password-file"), label: "--db: ", command: Self.spec.name)
         } else if arguments.value("db-password-file") != nil {
             throw .usage("--db-password-file is for a PostgreSQL --db (postgresql://…)", command: Self.spec.name)
         }

@@ -1,5 +1,7 @@
+import Foundation
 import TagFixDevices
 import TagFixMQTT
+import TagFixPostgres
 
 /// The MQTT options `verify --publish` and `collect` share, and their wiring (the logic is in
 /// TagFixMQTT).
@@ -11,6 +13,26 @@ enum FleetOptions {
             help: "The broker password for USER@ (mode 0600, refused otherwise; never logged)."),
         .init(name: "mqtt-version", valueName: "V", help: "MQTT protocol version: 5 (default) or 3.1.1."),
     ]
+
+    /// A PostgreSQL fleet store's address and its password (`collect --db`, `report`): the address
+    /// checked (a usage error, `label` before it), the password read from `passwordFile` (mode
+    /// 0600, `SecretFile`), or `nil` for libpq's own PGPASSFILE / ~/.pgpass.
+    static func postgres(_ text: String, passwordFile: String?, label: String = "", command: String) throws(CLIError) -> (
+        address: PostgresAddress, password: String?
+    ) {
+        let address: PostgresAddress
+        do throws(PostgresError) {
+            address = try PostgresAddress(text)
+        } catch {
+            throw .usage(label + error.description, command: command)
+        }
+        guard let passwordFile else { return (address, nil) }
+        do {
+            return (address, try SecretFile.read(passwordFile).trimmingCharacters(in: .newlines))
+        } catch {
+            throw .file(error)
+        }
+    }
 
     static func publish(_ arguments: ParsedArguments, command: String) throws(CLIError) -> FleetPublishRequest? {
         guard let address = arguments.value("publish") else {

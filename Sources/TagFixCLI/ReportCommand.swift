@@ -214,7 +214,6 @@ struct ReportCommand: Subcommand {
         } catch let error as CLIError {
             throw error
         } catch let error as PostgresError {
-            if case .address = error { throw .usage(error.description, command: Self.spec.name) }
             throw .unavailable(error.description)
         } catch {
             throw .ioError("\(session): \(error)")
@@ -232,15 +231,7 @@ struct ReportCommand: Subcommand {
     /// build's schema as `collect` would (an empty one gets the empty tables), a newer one refused.
     private func openFleetStore() throws -> any FleetVerdictStore {
         guard PostgresAddress.isAddress(session) else { return try FleetStore(path: session, create: false) }
-        let address = try PostgresAddress(session)
-        var password: String?
-        if let file = dbPasswordFile {
-            do throws(DataFileError) {
-                password = try SecretFile.read(file).trimmingCharacters(in: .newlines)
-            } catch {
-                throw CLIError.file(error)
-            }
-        }
+        let (address, password) = try FleetOptions.postgres(session, passwordFile: dbPasswordFile, command: Self.spec.name)
         return try PostgresFleetStore(address: address, password: password)
     }
 

@@ -63,35 +63,19 @@ struct FleetBrokerTests {
                 let folder = try temporaryFolder()
                 let filter = "tagfix/+/verdict/+"
                 // A live subscriber (clean session), known to be subscribed once a probe reaches it.
-                // Started as the product starts programs (ChildProcess: an empty signal mask), so SIGTERM
-                // stops it whatever thread this test runs on.
-                let pipe = Pipe()
-                let subscriber = try ChildProcess(
-                    executable: "/usr/bin/mosquitto_sub",
-                    arguments: ["-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-v", "-t", filter, "-t", "probe", "-W", "150"],
-                    standardOutput: pipe.fileHandleForWriting.fileDescriptor)
-                try pipe.fileHandleForWriting.close()
+                // Started as the product starts programs (ChildProcess, under RunningProgram: an
+                // empty signal mask), so SIGTERM stops it whatever thread this test runs on; its
+                // output is read as it comes.
+                let subscriber = try RunningProgram(
+                    "/usr/bin/mosquitto_sub",
+                    ["-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-v", "-t", filter, "-t", "probe", "-W", "150"],
+                    standardError: .discard)
                 defer { subscriber.stop() }
-                let lines = Mutex<[String]>([])
-                let reader = Thread {
-                    var buffer = Data()
-                    while true {
-                        let chunk = pipe.fileHandleForReading.availableData
-                        if chunk.isEmpty { break }
-                        buffer += chunk
-                        while let newline = buffer.firstIndex(of: 0x0A) {
-                            let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                            lines.withLock { $0.append(line) }
-                            buffer = Data(buffer[(newline + 1)...])
-                        }
-                    }
-                }
-                reader.start()
                 #expect(
                     try eventually {
                         try TestProgram.runBlocking(
                             "/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", String(broker.port), "-t", "probe", "-m", "probe"])
-                        return lines.withLock { $0.contains("probe probe") }
+                        return subscriber.stdoutLines.contains("probe probe")
                     })
                 let log = folder + "/demo.jsonl"
                 let run = try TestProgram.runBlocking(
@@ -105,7 +89,7 @@ struct FleetBrokerTests {
                 #expect(run.err.contains("none unsent"), "\(run.err)")
                 let shown = try run.out.map { try JSONValue.parse($0) }
                 #expect(shown.count >= 8, "the demo's walk")
-                func verdictLines() -> [String] { lines.withLock { $0.filter { $0.hasPrefix("tagfix/") } } }
+                func verdictLines() -> [String] { subscriber.stdoutLines.filter { $0.hasPrefix("tagfix/") } }
                 #expect(eventually { verdictLines().count >= shown.count })
                 // A moment for a copy too many to show itself, then the subscriber stops.
                 Thread.sleep(forTimeInterval: 1)
