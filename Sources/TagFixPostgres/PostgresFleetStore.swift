@@ -156,13 +156,12 @@ public final class PostgresFleetStore: FleetVerdictStore {
         try withConnection { db throws(PostgresError) in
             try db.execute("SELECT site, tag_id, uid, name, lat, lon, radius_m, registry FROM fleet_placement ORDER BY site, tag_id").rows
                 .compactMap { row in
-                    guard let site = row[0], let id = row[1], let lat = row[4].flatMap(Double.init), let lon = row[5].flatMap(Double.init),
-                        let radius = row[6].flatMap(Double.init), let center = try? Coordinate(latitude: lat, longitude: lon),
-                        let region = try? CircularRegion(center: center, radius: radius, identifier: id, maximumRadius: .infinity)
+                    guard let site = row[0], let id = row[1], let lat = row[4].flatMap(Double.init),
+                        let lon = row[5].flatMap(Double.init), let radius = row[6].flatMap(Double.init)
                     else { return nil }
-                    let uid = row[2].flatMap { try? TagUID(hex: $0) }
                     return FleetStore.Placement(
-                        site: site, entry: RegistryEntry(id: id, uid: uid, region: region, name: row[3]), registry: row[7] ?? "")
+                        site: site, tagID: id, uid: row[2], name: row[3], latitude: lat, longitude: lon, radius: radius,
+                        registry: row[7] ?? "")
                 }
         }
     }

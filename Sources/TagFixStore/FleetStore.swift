@@ -214,6 +214,19 @@ public final class FleetStore: Sendable {
             self.entry = entry
             self.registry = registry
         }
+
+        /// A placement as a store's row holds it; `nil` for a row that no longer makes a region
+        /// (edited by hand). A UID that is not hex is left out.
+        public init?(
+            site: String, tagID: String, uid: String?, name: String?, latitude: Double, longitude: Double, radius: Double, registry: String
+        ) {
+            guard let center = try? Coordinate(latitude: latitude, longitude: longitude),
+                let region = try? CircularRegion(center: center, radius: radius, identifier: tagID, maximumRadius: .infinity)
+            else { return nil }
+            self.init(
+                site: site, entry: RegistryEntry(id: tagID, uid: uid.flatMap { try? TagUID(hex: $0) }, region: region, name: name),
+                registry: registry)
+        }
     }
 
     /// Replaces the stored placements of each site in `sites` with `placements` (whose sites must
@@ -261,14 +274,11 @@ public final class FleetStore: Sendable {
                 "SELECT site, tag_id, uid, name, lat, lon, radius_m, registry FROM fleet_placement ORDER BY site, tag_id"
             ) { row in
                 guard let site = row.text(0), let id = row.text(1),
-                    let center = try? Coordinate(latitude: row.real(4), longitude: row.real(5)),
-                    let region = try? CircularRegion(center: center, radius: row.real(6), identifier: id, maximumRadius: .infinity)
+                    let placement = Placement(
+                        site: site, tagID: id, uid: row.text(2), name: row.text(3), latitude: row.real(4), longitude: row.real(5),
+                        radius: row.real(6), registry: row.text(7) ?? "")
                 else { return }
-                let uid = row.text(2).flatMap { try? TagUID(hex: $0) }
-                placements.append(
-                    Placement(
-                        site: site, entry: RegistryEntry(id: id, uid: uid, region: region, name: row.text(3)),
-                        registry: row.text(7) ?? ""))
+                placements.append(placement)
             }
             return placements
         }

@@ -1,4 +1,5 @@
 import Foundation
+import TagFixCore
 import TagFixDevices
 import TagFixStore
 import TagFixTestDaemons
@@ -81,6 +82,16 @@ struct PostgresFleetStoreTests {
                 let all = try other.all()
                 #expect(all.map(\.id) == Self.messages(1...8).map(\.id))
                 #expect(all.first?.payload == Self.messages(1...1).first?.payload, "the payload's bytes kept")
+                // The sites' placements, replaced site by site, read back as the SQLite store reads them.
+                let region = try CircularRegion(center: Coordinate(latitude: 53.545, longitude: 9.966), radius: 25, identifier: "T1")
+                let placements = [
+                    FleetStore.Placement(
+                        site: "harbour", entry: RegistryEntry(id: "T1", uid: nil, region: region, name: "Gate"), registry: "r.csv")
+                ]
+                try store.replacePlacements(sites: ["harbour"], with: placements, loadedNanoseconds: 1)
+                #expect(try other.placements() == placements)
+                try store.replacePlacements(sites: ["harbour"], with: [], loadedNanoseconds: 2)
+                #expect(try other.placements().isEmpty, "a site's registry read again is its whole truth")
                 store.close()
                 other.close()
             }
