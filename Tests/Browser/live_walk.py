@@ -30,7 +30,8 @@ const tiles = [...document.querySelectorAll("img.leaflet-tile-loaded")];
 return {stream: text("stream"), progress: text("progress"), error: document.documentElement.getAttribute("data-script-error"),
         left: [...document.querySelectorAll("#left li")].map(li => li.textContent),
         feed: [...document.querySelectorAll("#feed li")].map(li => li.textContent),
-        tiles: tiles.length, tilesFromServer: tiles.every(i => new URL(i.src).pathname.startsWith("/tiles/")), empty: empty};
+        tiles: tiles.length, tilesFromServer: tiles.every(i => new URL(i.src).pathname.startsWith("/tiles/")), empty: empty,
+        box: [box.left, box.top, box.right, box.bottom].map(Math.round)};
 """
 options = Options()
 for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars", "--force-device-scale-factor=1"):
@@ -46,18 +47,23 @@ try:
         shown = {k: state[k] for k in ("stream", "progress", "left", "feed", "error")}
         if shown != last and state["stream"] == "live" and (state["tiles"] > 0 or state["error"]):
             time.sleep(0.3)  # the tiles of the moment finish drawing
-            state = driver.execute_script(READ)
-            shown = {k: state[k] for k in ("stream", "progress", "left", "feed", "error")}
-            # A tile counted as loaded may not be painted yet (Leaflet fades tiles in, and a busy
-            # machine paints late): look again, for up to 3 s, while the empty point is still the
-            # page's bare white.
+            # The point is read from the page and the pixel from a screenshot: they agree only when
+            # the page did not move between the two (a status line that wraps anew as the reader or
+            # the GPS comes pushes the map down), so the page is read before and after the
+            # screenshot and a shot taken while it moved is taken again. A tile counted as loaded
+            # may also not be painted yet (Leaflet fades tiles in, and a busy machine paints
+            # late): look again, for up to 3 s, while the empty point is still the page's white.
             for _ in range(30):
+                state = driver.execute_script(READ)
                 png = driver.get_screenshot_as_png()
+                after = driver.execute_script(READ)
                 rows, at = pixels(png), state["empty"]
+                steady = after["box"] == state["box"] and after["empty"] == at
                 state["pixel"] = list(rows[at[1]][at[0]]) if at and at[1] < len(rows) and at[0] < len(rows[0]) else None
-                if state["pixel"] != [255, 255, 255]:
+                if steady and state["pixel"] != [255, 255, 255]:
                     break
                 time.sleep(0.1)
+            shown = {k: state[k] for k in ("stream", "progress", "left", "feed", "error")}
             open("%s-phone-%d.png" % (shot, count), "wb").write(png)
             print("STATE " + json.dumps(state), flush=True)
             last, count = shown, count + 1
