@@ -62,7 +62,9 @@ def render(rows):
     rows = [r for r in rows if r.get("reader", "virtual") == "virtual"] or rows
     if rows:
         r = rows[0]
-        lines += ["", f"{r['rounds']} taps per client and tag. Of TagFix's placed → verdict time, pcscd's polling "
+        turns = (f", the two clients taking turns in {r['blocks']} blocks (what the machine does meanwhile falls on both), "
+                 "each block's first tap a warm-up not counted" if "blocks" in r else "")
+        lines += ["", f"{r['rounds']} taps per client and tag{turns}. Of TagFix's placed → verdict time, pcscd's polling "
                   f"(the card connected to vpcd → pcscd's power-on) took {r['placed_to_noticed_ms']:.1f} ms (median, "
                   f"{r['tag']}): the same wait for any PC/SC client, outside both columns it is compared in. The APDUs "
                   f"themselves (TagFix's first APDU → last answer) took {r['tagfix_apdu_span_ms']:.2f} ms, pyscard's "

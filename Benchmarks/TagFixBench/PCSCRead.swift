@@ -162,10 +162,29 @@ private func pcscReadBenchmark(rounds: Int, model: PCSCPart3Reader.Model, pcscd:
     for index in cases.indices { card.setPresent(false, tag: index) }
     await awaitGone(card)
     for (index, item) in cases.enumerated() {
-        let ours = await tagFixPCSCReads(card, index: index, rounds: rounds)
-        // The steady state's APDUs (the first tap may also learn what the reader passes through).
+        // The two clients take turns in `blocks` blocks, so that what the machine does meanwhile
+        // (another program, a frequency step) falls on both; each block's first tap warms its
+        // client up and is not counted (TagFix's first tap on a reader may also probe what it
+        // passes through: `tagfix_apdus_first`).
+        let blocks = min(3, rounds)
+        var ours = PCSCSide()
+        var peer: PCSCSide? = PCSCSide()
+        var firstAPDUs: Int?
+        for block in 0..<blocks {
+            let taps = rounds / blocks + (block < rounds % blocks ? 1 : 0)
+            let mine = await tagFixPCSCReads(card, index: index, rounds: taps + 1)
+            if firstAPDUs == nil { firstAPDUs = mine.spans.first?.apdus.count }
+            ours.spans += mine.spans.dropFirst()
+            ours.verdict += mine.verdict.dropFirst()
+            // The steady state's APDUs (the first tap may also learn what the reader passes through).
+            let sent = ours.spans.last?.apdus ?? []
+            if let theirs = await pyscardReads(card, index: index, rounds: taps + 1, apdus: sent, pcscd: pcscd) {
+                peer?.spans += theirs.spans.dropFirst()
+            } else {
+                peer = nil
+            }
+        }
         let apdus = ours.spans.last?.apdus ?? []
-        let peer = await pyscardReads(card, index: index, rounds: rounds, apdus: apdus, pcscd: pcscd)
         let ms = { (values: [Double]) in "\(median(values) * 1000)" }
         let low = { (values: [Double]) in "\((values.min() ?? .nan) * 1000)" }
         let high = { (values: [Double]) in "\((values.max() ?? .nan) * 1000)" }
@@ -175,7 +194,7 @@ private func pcscReadBenchmark(rounds: Int, model: PCSCPart3Reader.Model, pcscd:
             "floor_apdus": "\(apduFloor(message: item.message, planner: false, transparent: model.passThrough == .transparent))",
             "planner_apdus": "\(apduFloor(message: item.message, planner: true, transparent: model.passThrough == .transparent))",
             "rounds": "\(ours.spans.count)",
-            "tagfix_apdus": "\(apdus.count)", "tagfix_apdus_first": "\(ours.spans.first?.apdus.count ?? 0)",
+            "tagfix_apdus": "\(apdus.count)", "tagfix_apdus_first": "\(firstAPDUs ?? 0)", "blocks": "\(blocks)",
             "tagfix_verdict_ms": ms(ours.verdict), "tagfix_verdict_ms_min": low(ours.verdict), "tagfix_verdict_ms_max": high(ours.verdict),
             "tagfix_ms": ms(ours.spans.map(\.noticedToLast)), "tagfix_ms_min": low(ours.spans.map(\.noticedToLast)),
             "tagfix_ms_max": high(ours.spans.map(\.noticedToLast)), "tagfix_apdu_span_ms": ms(ours.spans.map(\.firstToLast)),
@@ -189,6 +208,7 @@ private func pcscReadBenchmark(rounds: Int, model: PCSCPart3Reader.Model, pcscd:
             fields["pyscard_apdu_span_ms"] = ms(peer.spans.map(\.firstToLast))
             fields["pyscard_apdus"] = "\(peer.spans.last?.apdus.count ?? 0)"
             fields["pyscard_same_apdus"] = "\(peer.spans.allSatisfy { $0.apdus == apdus })"
+            fields["pyscard_rounds"] = "\(peer.spans.count)"
         }
         print("{" + fields.keys.sorted().map { "\"\($0)\":\(fields[$0]!)" }.joined(separator: ",") + "}")
     }
