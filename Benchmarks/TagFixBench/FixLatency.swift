@@ -55,7 +55,7 @@ private func fixLatency(seconds: Int, receiver: NMEAEmulator, gpsd: PrivateGPSD)
         standardOutput: pipe.fileHandleForWriting.fileDescriptor)
     try? pipe.fileHandleForWriting.close()
     defer { gpspipe.stop() }
-    let reader = Thread {
+    DeviceThread.detach(name: "gpspipe reader") {
         var buffer = Data()
         while true {
             let chunk = pipe.fileHandleForReading.availableData
@@ -71,7 +71,6 @@ private func fixLatency(seconds: Int, receiver: NMEAEmulator, gpsd: PrivateGPSD)
             }
         }
     }
-    reader.start()
     let source = GPSDFixSource(endpoint: GPSDEndpoint(host: "127.0.0.1", port: gpsd.port), clock: MonotonicClock())
     let consumer = Task {
         for await event in source.events() {

@@ -66,7 +66,7 @@ final class StampingClient: Sendable {
     init(fd: Int32, hello: String, cpu: Int32? = nil) {
         self.fd = fd
         _ = hello.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
-        Thread.detachNewThread { [self] in
+        DeviceThread.detach(name: "fan-out client") { [self] in
             if let cpu { _ = cbenchsched_pin(0, cpu, cpu) }
             var buffer = [UInt8](repeating: 0, count: 65_536)
             while true {

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import TagFixCore
+import TagFixSystem
 
 /// The thread a hardware device lives on: its blocking C calls run there, never on the
 /// cooperative pool, and its events reach async code through an `AsyncStream`. Ending the stream
@@ -21,16 +22,14 @@ public final class DeviceThread: Sendable {
         _ body: @escaping @Sendable (AsyncStream<Event>.Continuation) -> Void
     ) -> AsyncStream<Event> {
         let (stream, continuation) = AsyncStream<Event>.makeStream()
-        let thread = Thread {
-            body(continuation)
-            continuation.finish()
-        }
-        thread.name = name
         continuation.onTermination = { [self] _ in
             stopped.withLock { $0 = true }
             onStop()
         }
-        thread.start()
+        Self.mustStart(name) {
+            body(continuation)
+            continuation.finish()
+        }
         return stream
     }
 
@@ -43,6 +42,23 @@ public final class DeviceThread: Sendable {
             remaining -= step
         }
     }
+
+    /// Starts `body` on a long-lived thread of its own named `name` (a client's network loop, a
+    /// timer, a pipe's reader), which ends when `body` returns; nothing joins it.
+    public static func detach(name: String, _ body: @escaping @Sendable () -> Void) {
+        mustStart(name, body)
+    }
+
+    /// `SystemThread.start`, where a thread that cannot be had leaves nothing to go on with: a
+    /// stream nobody would ever feed, a call nobody would ever answer, a client that never runs.
+    /// It stops the process with the reason instead of hanging it.
+    static func mustStart(_ name: String, _ body: @escaping @Sendable () -> Void) {
+        do throws(Errno) {
+            try SystemThread.start(name: name, body)
+        } catch {
+            fatalError("cannot start the thread \"\(name)\": \(error) (the process's or the user's thread limit; see ulimit -u)")
+        }
+    }
 }
 
 /// Runs a blocking call (a child's exit, a daemon's start-up, a pipe read to its end) on a thread
@@ -53,15 +69,13 @@ public func offThePool<Value: Sendable, Failure: Error>(
     _ name: String = "blocking call", _ body: @escaping @Sendable () throws(Failure) -> Value
 ) async throws(Failure) -> Value {
     let result: Result<Value, Failure> = await withCheckedContinuation { continuation in
-        let thread = Thread {
+        DeviceThread.mustStart(name) {
             do throws(Failure) {
                 continuation.resume(returning: .success(try body()))
             } catch {
                 continuation.resume(returning: .failure(error))
             }
         }
-        thread.name = name
-        thread.start()
     }
     return try result.get()
 }

@@ -133,9 +133,7 @@ final class MonotonicTimer: Sendable {
                     return
                 }
                 if outcome.startThread {
-                    let thread = Thread { [self] in run() }
-                    thread.name = "monotonic timer"
-                    thread.start()
+                    DeviceThread.detach(name: "monotonic timer") { [self] in run() }
                 } else {
                     wake()
                 }

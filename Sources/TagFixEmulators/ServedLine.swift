@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TagFixDevices
 
 /// A pseudo-terminal answered by one thread of its own: what both emulators share.
 ///
@@ -18,12 +19,10 @@ final class ServedLine: Sendable {
     /// Runs `serve` on a thread named `name`. `serve` returns once `isStopped` is true (or the
     /// line fails).
     func start(name: String, _ serve: @escaping @Sendable () -> Void) {
-        let thread = Thread { [done] in
+        DeviceThread.detach(name: name) { [done] in
             serve()
             done.signal()
         }
-        thread.name = name
-        thread.start()
     }
 
     var isStopped: Bool { stopped.withLock { $0 } }

@@ -108,13 +108,7 @@ public final class FleetPublisher: VerdictSink {
 
     /// Stops the client's thread (waiting for it on a thread of its own).
     public func stop() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let thread = Thread { [client] in
-                client.stop()
-                continuation.resume()
-            }
-            thread.start()
-        }
+        await offThePool("stop mqtt client") { [client] in client.stop() }
     }
 }
 

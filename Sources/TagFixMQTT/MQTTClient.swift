@@ -203,9 +203,7 @@ final class MQTTClient: Sendable {
             return !control.started
         }
         guard first else { return }
-        let thread = Thread { [self] in run() }
-        thread.name = "tagfix-mqtt"
-        thread.start()
+        DeviceThread.detach(name: "tagfix-mqtt") { [self] in run() }
     }
 
     /// Asks the thread to call the delegate's `wake` (from any thread; never waits).

@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TagFixDevices
 
 /// A client of `tagfix serve`'s event socket (or of its HTTP server) whose lines are read on its own thread, never on
 /// the cooperative pool.
@@ -33,7 +34,7 @@ public final class SocketLineClient: Sendable {
             guard result == 0 else { throw ClientError.connect(String(cString: strerror(errno))) }
         }
         guard reading else { return }
-        Thread.detachNewThread { [self] in
+        DeviceThread.detach(name: "socket line client") { [self] in
             var buffer = [UInt8](repeating: 0, count: 65_536)
             var partial: [UInt8] = []
             while true {

@@ -118,9 +118,7 @@ public final class RunningProgram: Sendable {
         child = spawned.child
         self.input = Mutex(spawned.inputPipe)
         let captured = self.captured
-        let thread = Thread { spawned.pump(into: captured) }
-        thread.name = "test program output"
-        thread.start()
+        DeviceThread.detach(name: "test program output") { spawned.pump(into: captured) }
     }
 
     public var pid: Int32 { child.pid }

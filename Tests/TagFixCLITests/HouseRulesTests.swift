@@ -262,6 +262,46 @@ struct HouseRulesTests {
         }
     }
 
+    /// Files that still make a thread by hand, and how many lines of them do (moved, the count
+    /// falls; the test fails until the list says so).
+    static let threadsMadeByHandLeft: [String: Int] = [
+        "Sources/TagFixSystem/IOLoop.swift": 1,
+        "Sources/TagFixServe/EventServer.swift": 1,
+        "Tests/TagFixServeTests/EventServerTests.swift": 2,
+    ]
+
+    @Test(
+        "one thread type: a thread is made only by SystemThread (TagFixSystem), under DeviceThread (start, detach, offThePool) and IOLoop; no Foundation Thread, no pthread_create elsewhere"
+    )
+    func oneThreadType() throws {
+        let pattern = try NSRegularExpression(
+            pattern: #"(?<![A-Za-z0-9_])(Thread\s*(\{|\(block)|Thread\.detachNewThread|pthread_create\s*\()"#)
+        var counts: [String: Int] = [:]
+        var files = 0
+        for file in try Self.everySwiftFile()
+        where file.path != Self.itself && file.path != "Sources/TagFixSystem/SystemThread.swift"
+            && !file.path.hasPrefix("Tests/TagFixSystemTests/")
+        {
+            files += 1
+            for line in Self.codeLines(file.lines) {
+                let text = String(line.text)
+                guard pattern.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) != nil else { continue }
+                counts[file.path, default: 0] += 1
+                if Self.threadsMadeByHandLeft[file.path] == nil {
+                    Issue.record(
+                        "\(file.path):\(line.number): a thread made by hand: use DeviceThread (start for a device, detach for a worker, offThePool for one blocking call)"
+                    )
+                }
+            }
+        }
+        #expect(files > 100, "the package's Swift files were not found below \(packageRoot)")
+        for (path, expected) in Self.threadsMadeByHandLeft {
+            #expect(
+                counts[path, default: 0] == expected,
+                "\(path) makes threads by hand on \(counts[path, default: 0]) lines, the list says \(expected)")
+        }
+    }
+
     @Test("PrivateMosquitto, the tests' broker, is not in the product (Sources/): it lives in the test-only TagFixTestDaemons")
     func noTestBrokerInProduct() throws {
         let needle = "Private" + "Mosquitto"

@@ -416,7 +416,7 @@ struct PCSCEndToEndTests {
             binary, ["emulate", "pcsc", "--tag", dump, "--pcscd", "--script", script], standardError: .discard)
         defer {
             // Stopped and reaped on a thread of its own; no wait here, on the pool.
-            Thread.detachNewThread { emulator.stop(grace: .seconds(10)) }
+            DeviceThread.detach(name: "emulator stop") { emulator.stop(grace: .seconds(10)) }
         }
         _ = await RunningProgram.poll(upTo: .seconds(120)) { emulator.stdout.contains("reader: ") || emulator.outputClosed }
         let text = emulator.stdout

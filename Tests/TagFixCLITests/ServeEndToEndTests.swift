@@ -157,7 +157,7 @@ struct ServeEndToEndTests {
         for stream in streams { stream.send("GET /events HTTP/1.1\r\nHost: tagfix\r\n\r\n") }
         // A client that asks for everything and reads nothing: the server must cut it off.
         let idle = try SocketLineClient(path: rig.socket, reading: false)
-        Thread.detachNewThread {
+        DeviceThread.detach(name: "test helper") {
             idle.send(#"?WATCH={"enable":true};"# + String(repeating: "?POLL;?DEVICES;", count: 20_000))
         }
         #expect(await RunningTagFix.poll { clients.allSatisfy { $0.lines(ofClass: "WATCH").count == 1 } })
@@ -213,7 +213,7 @@ struct ServeEndToEndTests {
         let garbage = try SocketLineClient(path: rig.socket)
         garbage.send([0x00, 0xFF, 0x0A] + Array("?FOO;\n{\"class\":\"WATCH\"}\n".utf8))
         let long = try SocketLineClient(path: rig.socket)
-        Thread.detachNewThread { long.send([UInt8](repeating: 0x41, count: 10_000_000) + Array("\n?DEVICES;\n".utf8)) }
+        DeviceThread.detach(name: "test helper") { long.send([UInt8](repeating: 0x41, count: 10_000_000) + Array("\n?DEVICES;\n".utf8)) }
         let halfOpen = try SocketLineClient(path: rig.socket, reading: false)
         halfOpen.send("?WATCH={")
         let halfHTTP = try SocketLineClient(port: rig.httpPort, reading: false)
@@ -532,7 +532,7 @@ struct ServeEndToEndTests {
 /// Runs `work` on a thread of its own (a broker's start waits), off the cooperative pool.
 func offThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread { continuation.resume(with: Result { try work() }) }
+        DeviceThread.detach(name: "test helper") { continuation.resume(with: Result { try work() }) }
     }
 }
 
@@ -555,7 +555,7 @@ final class BrokerSubscriber: Sendable {
             standardOutput: pipe.fileHandleForWriting.fileDescriptor)
         try pipe.fileHandleForWriting.close()
         let received = self.received
-        Thread.detachNewThread {
+        DeviceThread.detach(name: "test helper") {
             var buffer = Data()
             while true {
                 let chunk = pipe.fileHandleForReading.availableData

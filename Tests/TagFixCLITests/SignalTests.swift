@@ -364,7 +364,7 @@ struct SignalTests {
 final class SignalBlockingExecutor: TaskExecutor, Sendable {
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        Thread.detachNewThread {
+        DeviceThread.detach(name: "signal-blocking job") {
             var all = sigset_t()
             sigfillset(&all)
             pthread_sigmask(SIG_BLOCK, &all, nil)

@@ -507,7 +507,7 @@ final class LineReader: Sendable {
     private let lines = Mutex<[String]>([])
 
     init(_ handle: FileHandle) {
-        let thread = Thread { [self] in
+        DeviceThread.detach(name: "line reader") { [self] in
             var buffer = Data()
             while true {
                 let chunk = handle.availableData
@@ -520,7 +520,6 @@ final class LineReader: Sendable {
                 }
             }
         }
-        thread.start()
     }
 
     var all: [String] { lines.withLock { $0 } }
