@@ -136,6 +136,8 @@ public final class RunningProgram: Sendable {
     public var stdoutLines: [String] { stdout.split(separator: "\n").map(String.init) }
     /// Standard error so far, as text.
     public var stderr: String { captured.state.withLock { String(decoding: $0.err, as: UTF8.self) } }
+    /// Standard error's lines so far (empty lines left out).
+    public var stderrLines: [String] { stderr.split(separator: "\n").map(String.init) }
     /// Both outputs in the order they came, each read of standard error after "stderr: ": for
     /// failure messages.
     public var transcript: String { captured.state.withLock { $0.transcript } }

@@ -40,6 +40,22 @@ func collector(
     return collector
 }
 
+/// `collector`, awaited: subscribed before it returns, no thread held while it waits.
+func startedCollector(
+    _ broker: PrivateMosquitto, store: any FleetVerdictStore, id: String, group: String? = nil, tls: String? = nil, user: String? = nil,
+    passwordFile: String? = nil, version: String? = nil, note: @escaping @Sendable (String) -> Void = { _ in }
+) async throws -> FleetCollector {
+    let scheme = tls == nil ? "mqtt" : "mqtts"
+    let settings = try MQTTSettings.parse(
+        address: "\(scheme)://\(user.map { "\($0)@" } ?? "")127.0.0.1:\(broker.port)/tagfix", passwordFile: passwordFile, caFile: tls,
+        version: version, clientID: id)
+    let collector = try FleetCollector(settings: settings, group: group, store: store, clock: MonotonicClock(), note: note)
+    collector.start()
+    // Subscribed before anything is published (a message before its first subscription is not its).
+    #expect(await RunningProgram.poll { collector.counts.subscriptions >= 1 }, "the collector never subscribed")
+    return collector
+}
+
 /// The ids a log's records are published under.
 func expectedIDs(log: String, device: String) throws -> [String] {
     let lines = Array(try Data(contentsOf: URL(fileURLWithPath: log))).split(separator: 0x0A)

@@ -29,10 +29,8 @@ struct FleetCommandTests {
         ])
     func usage(arguments: [String], says: String) async throws {
         let folder = try temporaryFolder()
-        let result = try await offThePool {
-            try TestProgram.runBlocking(
-                tagfixBinary, ["verify", "--scenario", Self.scenario] + arguments.map { $0 == "L" ? folder + "/log.jsonl" : $0 })
-        }
+        let result = try await TestProgram.run(
+            tagfixBinary, ["verify", "--scenario", Self.scenario] + arguments.map { $0 == "L" ? folder + "/log.jsonl" : $0 })
         #expect(result.status == 64, "\(result.err)")
         #expect(result.err.contains(says), "\(result.err)")
         #expect(result.err.split(separator: "\n").count <= 2, "one clear line (and the usage hint)")
@@ -41,12 +39,12 @@ struct FleetCommandTests {
 
     /// The example registry (and `extra` rows) as CSV and as SQLite (`tagfix registry import`) in
     /// `folder`.
-    static func registries(_ folder: String, extra: String = "") throws -> (sqlite: String, csv: String) {
+    static func registries(_ folder: String, extra: String = "") async throws -> (sqlite: String, csv: String) {
         let csv = folder + "/site.csv"
         let example = try String(contentsOfFile: packageRoot + "/Examples/site/registry.csv", encoding: .utf8)
         try (example + extra).write(toFile: csv, atomically: true, encoding: .utf8)
         let sqlite = folder + "/site.sqlite"
-        let imported = try TestProgram.runBlocking(tagfixBinary, ["registry", "import", csv, "--registry", sqlite])
+        let imported = try await TestProgram.run(tagfixBinary, ["registry", "import", csv, "--registry", sqlite])
         #expect(imported.status == 0, "\(imported.err)")
         return (sqlite, csv)
     }
@@ -56,7 +54,7 @@ struct FleetCommandTests {
         arguments: ["sqlite", "csv", "symlink", "log"])
     func wrongDatabase(kind: String) async throws {
         let folder = try temporaryFolder()
-        let (sqlite, csv) = try Self.registries(folder)
+        let (sqlite, csv) = try await Self.registries(folder)
         var target = kind == "csv" ? csv : sqlite
         var db = target
         if kind == "symlink" {
@@ -65,23 +63,21 @@ struct FleetCommandTests {
         } else if kind == "log" {
             target = folder + "/day.jsonl"
             db = target
-            let run = try TestProgram.runBlocking(tagfixBinary, ["verify", "--scenario", Self.scenario, "--log", target])
+            let run = try await TestProgram.run(tagfixBinary, ["verify", "--scenario", Self.scenario, "--log", target])
             #expect(run.status == 0, "\(run.err)")
         }
         let before = try Data(contentsOf: URL(fileURLWithPath: target))
         let database = db
         // Given as the registry too: read, never written.
-        let result = try await offThePool {
-            try TestProgram.runBlocking(
-                tagfixBinary, ["collect", "mqtt://127.0.0.1:1/tagfix", "--db", database, "--registry", "harbour=" + sqlite])
-        }
+        let result = try await TestProgram.run(
+            tagfixBinary, ["collect", "mqtt://127.0.0.1:1/tagfix", "--db", database, "--registry", "harbour=" + sqlite])
         #expect(result.status == 64, "\(result.err)")
         #expect(result.err.contains("not a TagFix fleet store"), "\(result.err)")
         #expect(result.err.split(separator: "\n").count <= 2, "one clear line (and the usage hint)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: target)) == before)
         #expect(!FleetStore.isFleetStore(target))
         #expect(
-            try TestProgram.runBlocking(tagfixBinary, ["registry", "list", "--registry", sqlite]).status == 0, "the registry still opens")
+            try await TestProgram.run(tagfixBinary, ["registry", "list", "--registry", sqlite]).status == 0, "the registry still opens")
     }
 
     @Test(
@@ -93,7 +89,7 @@ struct FleetCommandTests {
         ] as [(String, Int32, String)])
     func unusableRegistry(registry: String, status: Int32, says: String) async throws {
         let folder = try temporaryFolder()
-        let (_, csv) = try Self.registries(folder)
+        let (_, csv) = try await Self.registries(folder)
         try "id,uid,lat,lon,radius_m,name\nT01,04A224B2C56480,93.5,9.966,25,Main gate\n".write(
             toFile: folder + "/broken.csv", atomically: true, encoding: .utf8)
         let fleet = folder + "/other-fleet.sqlite"
@@ -102,9 +98,7 @@ struct FleetCommandTests {
             .replacingOccurrences(of: "BROKEN", with: folder + "/broken.csv").replacingOccurrences(of: "FLEET", with: fleet)
             .replacingOccurrences(of: "CSV", with: csv)
         let db = folder + "/fleet.sqlite"
-        let result = try await offThePool {
-            try TestProgram.runBlocking(tagfixBinary, ["collect", "mqtt://127.0.0.1:1/tagfix", "--db", db, "--registry", argument])
-        }
+        let result = try await TestProgram.run(tagfixBinary, ["collect", "mqtt://127.0.0.1:1/tagfix", "--db", db, "--registry", argument])
         #expect(result.status == status, "\(result.err)")
         #expect(result.err.contains(says), "\(result.err)")
         #expect(result.err.split(separator: "\n").count <= 2, "one clear line (and the usage hint): \(result.err)")
@@ -114,32 +108,24 @@ struct FleetCommandTests {
 
     @Test("collect --registry FILE is the site default (verify's without --site); a path with = in its name is a file, not SITE=")
     func defaultSite() async throws {
-        try await offThePool {
-            let folder = try temporaryFolder()
-            let (_, csv) = try Self.registries(folder)
-            let equals = folder + "/north=yard.csv"
-            try FileManager.default.copyItem(atPath: csv, toPath: equals)
-            let db = folder + "/fleet.sqlite"
-            let errors = Pipe()
-            // Nothing listens on the port: the placements are stored before the first connection.
-            let collect = try ChildProcess(
-                executable: tagfixBinary,
-                arguments: [
-                    "collect", "mqtt://127.0.0.1:\(PrivateGPSD.freePort())/tagfix", "--db", db, "--registry", equals, "--registry",
-                    "yard=" + csv,
-                ], standardError: errors.fileHandleForWriting.fileDescriptor)
-            try errors.fileHandleForWriting.close()
-            defer { collect.stop() }
-            let said = LineReader(errors.fileHandleForReading)
-            #expect(eventually { said.all.contains { $0.hasPrefix("collecting ") } }, "\(said.all)")
-            #expect(said.all.contains("registry: 20 tags of 2 sites stored in \(db)"), "\(said.all)")
+        let folder = try temporaryFolder()
+        let (_, csv) = try await Self.registries(folder)
+        let equals = folder + "/north=yard.csv"
+        try FileManager.default.copyItem(atPath: csv, toPath: equals)
+        let db = folder + "/fleet.sqlite"
+        // Nothing listens on the port: the placements are stored before the first connection.
+        let arguments = [
+            "collect", "mqtt://127.0.0.1:\(PrivateGPSD.freePort())/tagfix", "--db", db, "--registry", equals, "--registry", "yard=" + csv,
+        ]
+        try await TestProgram.withRunning(tagfixBinary, arguments) { collect in
+            #expect(await collect.waitFor("collecting ", onStandardError: true), "\(collect.stderr)")
+            #expect(collect.stderrLines.contains("registry: 20 tags of 2 sites stored in \(db)"), "\(collect.stderr)")
             collect.signal(SIGTERM)
-            #expect(eventually(.seconds(30)) { !collect.isRunning })
-            #expect(collect.termination == .exited(0))
-            let placements = try FleetStore(path: db, create: false).placements()
-            #expect(Set(placements.map(\.site)) == ["default", "yard"])
-            #expect(placements.filter { $0.site == "default" }.allSatisfy { $0.registry == equals })
+            #expect(await collect.exit(upTo: .seconds(30)) == .exited(0), "\(collect.stderr)")
         }
+        let placements = try FleetStore(path: db, create: false).placements()
+        #expect(Set(placements.map(\.site)) == ["default", "yard"])
+        #expect(placements.filter { $0.site == "default" }.allSatisfy { $0.registry == equals })
     }
 
     @Test(
@@ -147,57 +133,49 @@ struct FleetCommandTests {
         .enabled(if: haveBroker, "needs mosquitto and mosquitto-clients"))
     func sessionTakenOver() async throws {
         try await PrivateMosquitto.with { broker in
-            try await offThePool {
-                let folder = try temporaryFolder()
-                func collect(_ db: String) throws -> (process: ChildProcess, said: LineReader, db: String) {
-                    let errors = Pipe()
-                    let process = try ChildProcess(
-                        executable: tagfixBinary,
-                        arguments: [
-                            "collect", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--db", folder + "/" + db, "--client-id", "office",
-                        ],
-                        standardError: errors.fileHandleForWriting.fileDescriptor)
-                    try errors.fileHandleForWriting.close()
-                    return (process, LineReader(errors.fileHandleForReading), folder + "/" + db)
-                }
-                let first = try collect("first.sqlite")
-                defer { first.process.stop() }
-                #expect(eventually { first.said.all.contains { $0.contains("subscribed to") } }, "\(first.said.all)")
+            let folder = try temporaryFolder()
+            try await TestProgram.withRunning(
+                tagfixBinary,
+                ["collect", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--db", folder + "/first.sqlite", "--client-id", "office"]
+            ) { first in
+                #expect(await first.waitFor("subscribed to", onStandardError: true), "\(first.stderr)")
                 // The first has held its session for a while, as a collector that runs does, when
                 // the second (the same id) comes. mosquitto 2.0.11 closes the first one's connection
                 // without a DISCONNECT 0x8E, so this is TakeoverWatch at work: the newcomer stops.
-                Thread.sleep(forTimeInterval: 2.5)
-                let second = try collect("second.sqlite")
-                defer { second.process.stop() }
-                #expect(
-                    eventually(.seconds(30)) { !first.process.isRunning || !second.process.isRunning },
-                    "neither stopped: \(first.said.all.suffix(6)) \(second.said.all.suffix(6))")
-                #expect(first.process.isRunning, "the one that was there stopped: \(first.said.all)")
-                let (loser, winner) = (second, first)
-                #expect(loser.process.termination == .exited(69), "\(loser.said.all)")
-                // Its stderr may still be on the way when the exit is seen.
-                #expect(eventually { loser.said.all.contains { $0.contains("so this one stops") } }, "\(loser.said.all)")
-                let said = loser.said.all.filter { $0.contains("so this one stops") }
-                #expect(
-                    said.count == 1 && said[0].contains("client id (office)") && said[0].contains("its own --client-id"),
-                    "\(loser.said.all)")
+                try await Task.sleep(for: .seconds(2.5))
+                try await TestProgram.withRunning(
+                    tagfixBinary,
+                    ["collect", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--db", folder + "/second.sqlite", "--client-id", "office"]
+                ) { second in
+                    #expect(
+                        await RunningProgram.poll(upTo: .seconds(30)) { !first.isRunning || !second.isRunning },
+                        "neither stopped: \(first.stderrLines.suffix(6)) \(second.stderrLines.suffix(6))")
+                    #expect(first.isRunning, "the one that was there stopped: \(first.stderr)")
+                    #expect(second.termination == .exited(69), "\(second.stderr)")
+                    // Its stderr may still be on the way when the exit is seen.
+                    #expect(await second.waitFor("so this one stops", onStandardError: true), "\(second.stderr)")
+                    let said = second.stderrLines.filter { $0.contains("so this one stops") }
+                    #expect(
+                        said.count == 1 && said[0].contains("client id (office)") && said[0].contains("its own --client-id"),
+                        "\(second.stderr)")
+                }
 
                 // The other keeps the session: a verdict published now is stored there.
                 let verdict = try exampleVerdicts()[0]
                 let payload = FleetMessage.payload(
                     line: Array(SessionRecord(verdict).encoded().utf8), id: "pi:0123456789abcdef:1", device: "pi")
-                let sent = try TestProgram.runBlocking(
+                let sent = try await TestProgram.run(
                     "/usr/bin/mosquitto_pub",
                     [
                         "-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-t", "tagfix/harbour/verdict/T01", "-m",
                         String(decoding: payload, as: UTF8.self),
                     ])
                 #expect(sent.status == 0, "\(sent.err)")
-                #expect(eventually { (try? FleetStore(path: winner.db, create: false).count()) == 1 }, "\(winner.said.all)")
-                #expect(winner.process.isRunning, "\(winner.said.all)")
-                winner.process.signal(SIGTERM)
-                #expect(eventually(.seconds(30)) { !winner.process.isRunning })
-                #expect(winner.process.termination == .exited(0), "\(winner.said.all)")
+                let db = folder + "/first.sqlite"
+                #expect(await RunningProgram.poll { (try? FleetStore(path: db, create: false).count()) == 1 }, "\(first.stderr)")
+                #expect(first.isRunning, "\(first.stderr)")
+                first.signal(SIGTERM)
+                #expect(await first.exit(upTo: .seconds(30)) == .exited(0), "\(first.stderr)")
             }
         }
     }
@@ -211,33 +189,22 @@ struct FleetCommandTests {
             ("the one that was there: taken over after 3 s, then again at once", [3, 0.1], 2),
         ] as [(String, [Double], Int)])
     func brokerSaysTakenOver(_ what: String, after: [Double], connections: Int) async throws {
-        try await offThePool {
-            // Started as the product starts programs (signals unblocked, its own output only):
-            // Foundation's Process hands on the test thread's blocked SIGTERM and the test
-            // runner's stderr, so the broker outlived the test and the runner waited for it.
-            let out = Pipe()
-            let broker = try ChildProcess(
-                executable: "/usr/bin/python3", arguments: [packageRoot + "/Tests/Interop/taking_broker.py"] + after.map { String($0) },
-                standardOutput: out.fileHandleForWriting.fileDescriptor, standardError: out.fileHandleForWriting.fileDescriptor)
-            try out.fileHandleForWriting.close()
-            defer { broker.stop() }
-            let told = LineReader(out.fileHandleForReading)
-            #expect(eventually { told.all.contains { $0.hasPrefix("port ") } })
-            let port = try #require(told.all.first { $0.hasPrefix("port ") }.flatMap { Int($0.dropFirst(5)) })
-            let errors = Pipe()
+        // Started as the product starts programs (signals unblocked, its own output only).
+        try await TestProgram.withRunning(
+            "/usr/bin/python3", [packageRoot + "/Tests/Interop/taking_broker.py"] + after.map { String($0) }, standardError: .standardOutput
+        ) { broker in
+            #expect(await broker.waitFor("port "))
+            let port = try #require(broker.stdoutLines.first { $0.hasPrefix("port ") }.flatMap { Int($0.dropFirst(5)) })
             let db = try temporaryFolder() + "/fleet.sqlite"
-            let collect = try ChildProcess(
-                executable: tagfixBinary, arguments: ["collect", "mqtt://127.0.0.1:\(port)/tagfix", "--db", db, "--client-id", "office"],
-                standardError: errors.fileHandleForWriting.fileDescriptor)
-            try errors.fileHandleForWriting.close()
-            defer { collect.stop() }
-            let said = LineReader(errors.fileHandleForReading)
-            #expect(eventually(.seconds(30)) { !collect.isRunning }, "\(what): \(said.all)")
-            #expect(collect.termination == .exited(69), "\(what): \(said.all)")
-            #expect(eventually { said.all.contains { $0.contains("so this one stops") } }, "\(what): \(said.all)")
-            let stop = said.all.filter { $0.contains("so this one stops") }
-            #expect(stop.count == 1 && stop[0].contains("and the broker gave it the session"), "\(what): \(said.all)")
-            #expect(told.all.filter { $0.hasPrefix("connection ") }.count == connections, "\(what): \(told.all)")
+            try await TestProgram.withRunning(
+                tagfixBinary, ["collect", "mqtt://127.0.0.1:\(port)/tagfix", "--db", db, "--client-id", "office"]
+            ) { collect in
+                #expect(await collect.exit(upTo: .seconds(30)) == .exited(69), "\(what): \(collect.stderr)")
+                #expect(await collect.waitFor("so this one stops", onStandardError: true), "\(what): \(collect.stderr)")
+                let stop = collect.stderrLines.filter { $0.contains("so this one stops") }
+                #expect(stop.count == 1 && stop[0].contains("and the broker gave it the session"), "\(what): \(collect.stderr)")
+            }
+            #expect(broker.stdoutLines.filter { $0.hasPrefix("connection ") }.count == connections, "\(what): \(broker.stdout)")
         }
     }
 
@@ -295,14 +262,12 @@ struct FleetCommandTests {
     func openPasswordFile() async throws {
         let folder = try temporaryFolder()
         try SecretFile.create(folder + "/pw", "hunter2-secret\n", mode: 0o644)
-        let result = try await offThePool {
-            try TestProgram.runBlocking(
-                tagfixBinary,
-                [
-                    "verify", "--scenario", Self.scenario, "--log", folder + "/log.jsonl", "--publish", "mqtt://tech@127.0.0.1/tagfix",
-                    "--mqtt-password-file", folder + "/pw",
-                ])
-        }
+        let result = try await TestProgram.run(
+            tagfixBinary,
+            [
+                "verify", "--scenario", Self.scenario, "--log", folder + "/log.jsonl", "--publish", "mqtt://tech@127.0.0.1/tagfix",
+                "--mqtt-password-file", folder + "/pw",
+            ])
         #expect(result.status == 66, "\(result.err)")
         #expect(result.err.contains("chmod 600"))
         #expect(!result.err.contains("hunter2"))
@@ -312,87 +277,67 @@ struct FleetCommandTests {
         "the broker down for the whole run: the verdicts are shown and logged, the run says how many are unsent, and the next run sends them",
         .enabled(if: haveBroker, "needs mosquitto"))
     func brokerDownThenUp() async throws {
-        try await offThePool {
-            let folder = try temporaryFolder()
-            let log = folder + "/day.jsonl"
-            let port = PrivateGPSD.freePort()
-            let publish = ["--publish", "mqtt://127.0.0.1:\(port)/tagfix", "--site", "harbour", "--device-id", "van-1"]
-            let down = try TestProgram.runBlocking(
-                tagfixBinary, ["verify", "--scenario", Self.scenario, "--json", "--log", log, "--publish-linger", "1"] + publish)
-            #expect(down.status == 0, "\(down.err)")
-            let shown = down.out.count
-            #expect(shown > 0)
-            #expect(down.err.contains("\(shown) unsent"), "\(down.err)")
-            #expect(try SessionLog.read(path: log).records.count == shown, "publishing never held a verdict back")
+        let folder = try temporaryFolder()
+        let log = folder + "/day.jsonl"
+        let port = PrivateGPSD.freePort()
+        let publish = ["--publish", "mqtt://127.0.0.1:\(port)/tagfix", "--site", "harbour", "--device-id", "van-1"]
+        let down = try await TestProgram.run(
+            tagfixBinary, ["verify", "--scenario", Self.scenario, "--json", "--log", log, "--publish-linger", "1"] + publish)
+        #expect(down.status == 0, "\(down.err)")
+        let shown = down.out.count
+        #expect(shown > 0)
+        #expect(down.err.contains("\(shown) unsent"), "\(down.err)")
+        #expect(try SessionLog.read(path: log).records.count == shown, "publishing never held a verdict back")
 
-            // Started mid-test, from this test's own thread; stopped and removed at the end.
-            let broker = try blockingly { try await PrivateMosquitto.start() }
-            defer { try? blockingly { await broker.finish() } }
+        // Started mid-test; stopped and removed however the test ends.
+        try await PrivateMosquitto.with { broker in
             let store = try FleetStore(path: folder + "/fleet.sqlite", create: true)
-            let office = try collector(broker, store: store, id: "office-late")
-            let up = try TestProgram.runBlocking(
+            let office = try await startedCollector(broker, store: store, id: "office-late")
+            let up = try await TestProgram.run(
                 tagfixBinary,
                 ["verify", "--scenario", Self.scenario, "--json", "--log", log, "--publish", "mqtt://127.0.0.1:\(broker.port)/tagfix"]
                     + ["--site", "harbour", "--device-id", "van-1"])
             #expect(up.status == 0, "\(up.err)")
             #expect(up.err.contains("\(2 * shown) verdicts acknowledged"), "\(up.err)")
-            #expect(try eventually { try store.count() == 2 * shown })
-            blockingStop(office)
+            #expect(await RunningProgram.poll { (try? store.count()) == 2 * shown })
+            await office.stop()
         }
     }
 
     @Test("SIGINT during the linger ends it at once: exit 0, and the closing line says how many are unsent")
     func interruptedLinger() async throws {
-        try await offThePool {
-            let folder = try temporaryFolder()
-            let output = Pipe()
-            let errors = Pipe()
-            // Nothing listens on the port: the linger would last ten minutes.
-            let run = try ChildProcess(
-                executable: tagfixBinary,
-                arguments: [
-                    "verify", "--scenario", Self.scenario, "--json", "--log", folder + "/day.jsonl", "--publish",
-                    "mqtt://127.0.0.1:\(PrivateGPSD.freePort())/tagfix", "--publish-linger", "600",
-                ], standardOutput: output.fileHandleForWriting.fileDescriptor, standardError: errors.fileHandleForWriting.fileDescriptor)
-            try output.fileHandleForWriting.close()
-            try errors.fileHandleForWriting.close()
-            defer { run.stop() }
-            let shown = LineReader(output.fileHandleForReading)
-            let said = LineReader(errors.fileHandleForReading)
-            let expected = try exampleVerdicts().count
-            #expect(eventually { shown.all.count == expected }, "the replay's verdicts, shown before the linger")
+        let folder = try temporaryFolder()
+        let expected = try exampleVerdicts().count
+        // Nothing listens on the port: the linger would last ten minutes.
+        let arguments = [
+            "verify", "--scenario", Self.scenario, "--json", "--log", folder + "/day.jsonl", "--publish",
+            "mqtt://127.0.0.1:\(PrivateGPSD.freePort())/tagfix", "--publish-linger", "600",
+        ]
+        try await TestProgram.withRunning(tagfixBinary, arguments) { run in
+            #expect(await RunningProgram.poll { run.stdoutLines.count == expected }, "the replay's verdicts, shown before the linger")
             #expect(run.isRunning, "lingering for the broker")
             run.signal(SIGINT)
-            #expect(eventually(.seconds(30)) { !run.isRunning })
-            #expect(eventually { said.all.contains { $0.contains("\(expected) unsent") } }, "\(said.all)")
+            #expect(await run.exit(upTo: .seconds(30)) != nil)
+            #expect(await run.waitFor("\(expected) unsent", onStandardError: true), "\(run.stderr)")
         }
     }
 
     @Test("SIGINT during a publishing replay (before the linger) is not a kill: exit 0 and the closing line, nothing lost")
     func interruptedReplay() async throws {
-        try await offThePool {
-            let folder = try temporaryFolder()
-            // 3 000 taps: the replay is still going when its first verdict line is read.
-            let scenario = folder + "/long.json"
-            try LongScenario.json(taps: 3000).write(toFile: scenario, atomically: true, encoding: .utf8)
-            let output = Pipe()
-            let errors = Pipe()
-            let run = try ChildProcess(
-                executable: tagfixBinary,
-                arguments: [
-                    "verify", "--scenario", scenario, "--json", "--log", folder + "/day.jsonl", "--publish",
-                    "mqtt://127.0.0.1:\(PrivateGPSD.freePort())/tagfix", "--publish-linger", "600",
-                ], standardOutput: output.fileHandleForWriting.fileDescriptor, standardError: errors.fileHandleForWriting.fileDescriptor)
-            try output.fileHandleForWriting.close()
-            try errors.fileHandleForWriting.close()
-            defer { run.stop() }
-            let shown = LineReader(output.fileHandleForReading)
-            let said = LineReader(errors.fileHandleForReading)
-            #expect(eventually { !shown.all.isEmpty })
+        let folder = try temporaryFolder()
+        // 3 000 taps: the replay is still going when its first verdict line is read.
+        let scenario = folder + "/long.json"
+        try LongScenario.json(taps: 3000).write(toFile: scenario, atomically: true, encoding: .utf8)
+        let arguments = [
+            "verify", "--scenario", scenario, "--json", "--log", folder + "/day.jsonl", "--publish",
+            "mqtt://127.0.0.1:\(PrivateGPSD.freePort())/tagfix", "--publish-linger", "600",
+        ]
+        try await TestProgram.withRunning(tagfixBinary, arguments) { run in
+            #expect(await RunningProgram.poll { !run.stdoutLines.isEmpty })
             run.signal(SIGINT)
-            #expect(eventually(.seconds(30)) { !run.isRunning })
-            #expect(run.termination == .exited(0), "\(String(describing: run.termination)): \(said.all)")
-            #expect(eventually { said.all.contains { $0.contains("3000 unsent") } }, "\(said.all)")
+            let ended = await run.exit(upTo: .seconds(30))
+            #expect(ended == .exited(0), "\(String(describing: ended)): \(run.stderr)")
+            #expect(await run.waitFor("3000 unsent", onStandardError: true), "\(run.stderr)")
         }
     }
 
@@ -401,29 +346,20 @@ struct FleetCommandTests {
         .enabled(if: haveBroker, "needs mosquitto"))
     func collectAndReport() async throws {
         try await PrivateMosquitto.with { broker in
-            try await offThePool {
-                let folder = try temporaryFolder()
-                let db = folder + "/fleet.sqlite"
-                // T11: a tag no scenario taps.
-                let (sqlite, depot) = try Self.registries(folder, extra: "T11,,53.5449,9.9655,15,Never tapped\n")
-                let output = Pipe()
-                let errors = Pipe()
-                let collect = try ChildProcess(
-                    executable: tagfixBinary,
-                    arguments: [
-                        "collect", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--db", db, "--group", "office", "--client-id", "office-cli",
-                        "--registry", "harbour=" + sqlite, "--registry", "depot=" + depot,
-                    ],
-                    standardOutput: output.fileHandleForWriting.fileDescriptor, standardError: errors.fileHandleForWriting.fileDescriptor)
-                try output.fileHandleForWriting.close()
-                try errors.fileHandleForWriting.close()
-                defer { collect.stop() }
-                let verdicts = try exampleVerdicts()
+            let folder = try temporaryFolder()
+            let db = folder + "/fleet.sqlite"
+            // T11: a tag no scenario taps.
+            let (sqlite, depot) = try await Self.registries(folder, extra: "T11,,53.5449,9.9655,15,Never tapped\n")
+            let arguments = [
+                "collect", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--db", db, "--group", "office", "--client-id", "office-cli",
+                "--registry", "harbour=" + sqlite, "--registry", "depot=" + depot,
+            ]
+            let verdicts = try exampleVerdicts()
+            try await TestProgram.withRunning(tagfixBinary, arguments) { collect in
                 let settings = try MQTTSettings.parse(
                     address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: nil, clientID: "x")
                 // The collector's session must exist before the first message: wait for its store.
-                let said = LineReader(errors.fileHandleForReading)
-                #expect(eventually { said.all.contains { $0.contains("subscribed to $share/office/tagfix/+/verdict/+") } }, "\(said.all)")
+                #expect(await collect.waitFor("subscribed to $share/office/tagfix/+/verdict/+", onStandardError: true), "\(collect.stderr)")
                 for (site, device) in [("harbour", "van-1"), ("harbour", "van-2"), ("depot", "pi-9")] {
                     let log = folder + "/\(device).jsonl"
                     let sessionLog = try SessionLog(path: log)
@@ -431,96 +367,74 @@ struct FleetCommandTests {
                     publisher.start()
                     let fanOut = VerdictFanOut([SessionLogSink(sessionLog), publisher])
                     for verdict in verdicts { fanOut.send(.verdict(verdict)) }
-                    #expect(try finishFromThread(publisher) == 0)
+                    #expect(await publisher.finish(linger: .seconds(60), clock: MonotonicClock()).unsent == 0)
                 }
                 let store = try FleetStore(path: db, create: false)
-                #expect(try eventually { try store.count() == 3 * verdicts.count })
-                #expect(said.all.contains("registry: 22 tags of 2 sites stored in \(db)"), "\(said.all)")
+                #expect(await RunningProgram.poll { (try? store.count()) == 3 * verdicts.count })
+                #expect(collect.stderrLines.contains("registry: 22 tags of 2 sites stored in \(db)"), "\(collect.stderr)")
                 #expect(try store.placements().filter { $0.site == "depot" }.count == 11)
 
                 // The depot's registry shrinks to three tags: SIGHUP stores that, the harbour's stays.
                 let lines = try String(contentsOfFile: depot, encoding: .utf8).split(separator: "\n")
                 try (lines.prefix(5).joined(separator: "\n") + "\n").write(toFile: depot, atomically: true, encoding: .utf8)
                 collect.signal(SIGHUP)
-                #expect(eventually { said.all.contains { $0.hasPrefix("SIGHUP: registry read again: 14 tags of 2 sites") } }, "\(said.all)")
+                #expect(
+                    await collect.waitFor("SIGHUP: registry read again: 14 tags of 2 sites", onStandardError: true), "\(collect.stderr)")
                 #expect(try store.placements().filter { $0.site == "depot" }.map(\.entry.id) == ["T01", "T02", "T03"])
                 #expect(try store.placements().filter { $0.site == "harbour" }.count == 11)
                 // A registry broken meanwhile: said, and the stored placements stay.
                 try "id,uid,lat,lon,radius_m,name\nT01,zz,1,2,3,x\n".write(toFile: depot, atomically: true, encoding: .utf8)
                 collect.signal(SIGHUP)
-                #expect(eventually { said.all.contains { $0.hasPrefix("SIGHUP: the registries were not read again") } }, "\(said.all)")
+                #expect(await collect.waitFor("SIGHUP: the registries were not read again", onStandardError: true), "\(collect.stderr)")
                 #expect(try store.placements().count == 14)
                 #expect(collect.isRunning, "a broken registry on SIGHUP does not stop the collector")
                 collect.signal(SIGTERM)
-                let summary = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                collect.waitUntilExit()
-                #expect(summary.contains("stored \(3 * verdicts.count) verdicts"), "\(summary)")
+                #expect(await collect.exit(upTo: .seconds(30)) == .exited(0), "\(collect.stderr)")
+                #expect(await RunningProgram.poll { collect.outputClosed })
+                #expect(collect.stdout.contains("stored \(3 * verdicts.count) verdicts"), "\(collect.stdout)")
+            }
 
-                let html = try TestProgram.runBlocking(tagfixBinary, ["report", db])
-                #expect(html.status == 0, "\(html.err)")
-                let page = html.out.joined(separator: "\n")
-                #expect(page.contains("data-site=\"harbour\"") && page.contains("data-site=\"depot\""))
-                for device in ["van-1", "van-2", "pi-9"] { #expect(page.contains("data-device=\"\(device)\"")) }
-                // The overview: every site's tags (its registry's and any tapped), coloured by the last
-                // verdict any of its devices gave, the registry's tags never tapped as such.
-                let overview = try #require(
-                    page.components(separatedBy: "<section id=\"overview\">").dropFirst().first?
-                        .components(separatedBy: "</section>").first)
-                let drawn = try overview.matches(
-                    of: Regex(#"<g class="tag" data-site="([^"]*)" data-tag="([^"]*)" data-status="([^"]*)">"#)
+            let html = try await TestProgram.run(tagfixBinary, ["report", db])
+            #expect(html.status == 0, "\(html.err)")
+            let page = html.out.joined(separator: "\n")
+            #expect(page.contains("data-site=\"harbour\"") && page.contains("data-site=\"depot\""))
+            for device in ["van-1", "van-2", "pi-9"] { #expect(page.contains("data-device=\"\(device)\"")) }
+            // The overview: every site's tags (its registry's and any tapped), coloured by the last
+            // verdict any of its devices gave, the registry's tags never tapped as such.
+            let overview = try #require(
+                page.components(separatedBy: "<section id=\"overview\">").dropFirst().first?
+                    .components(separatedBy: "</section>").first)
+            let drawn = try overview.matches(
+                of: Regex(#"<g class="tag" data-site="([^"]*)" data-tag="([^"]*)" data-status="([^"]*)">"#)
+            )
+            .map {
+                (
+                    site: String($0.output[1].substring ?? ""), tag: String($0.output[2].substring ?? ""),
+                    status: String($0.output[3].substring ?? "")
                 )
-                .map {
-                    (
-                        site: String($0.output[1].substring ?? ""), tag: String($0.output[2].substring ?? ""),
-                        status: String($0.output[3].substring ?? "")
-                    )
-                }
-                let records = verdicts.map { SessionRecord($0) }
-                var last: [String: String] = [:]
-                for record in records.sorted(by: { $0.time < $1.time }) { last[record.tagKey] = record.verdict }
-                // A tag the map can place: in the registry, or a verdict that named its region.
-                let placed = Set(records.filter { $0.region != nil }.map(\.tagKey))
-                let registered = ["harbour": (1...11).map { String(format: "T%02d", $0) }, "depot": ["T01", "T02", "T03"]]
-                for (site, ids) in registered {
-                    let tags = drawn.filter { $0.site == site }
-                    #expect(Set(tags.map(\.tag)) == Set(ids).union(placed), "\(site)")
-                    #expect(tags.count == Set(ids).union(placed).count, "each tag once: \(site)")
-                    for tag in tags { #expect(tag.status == (last[tag.tag] ?? "never_tapped"), "\(site) \(tag.tag)") }
-                    #expect(tags.contains { $0.status == "never_tapped" } == !Set(ids).subtracting(last.keys).isEmpty)
-                }
-                #expect(drawn.filter { $0.status == "never_tapped" }.map { "\($0.site) \($0.tag)" } == ["harbour T11"])
-                #expect(page.contains("<ul class=\"never-tapped\"><li>T11 — Never tapped</li></ul>"))
-                let withRegistry = try TestProgram.runBlocking(tagfixBinary, ["report", db, "--registry", sqlite])
-                #expect(withRegistry.status == 64 && withRegistry.err.contains("collect --registry"), "\(withRegistry.err)")
-                let csv = try TestProgram.runBlocking(tagfixBinary, ["report", db, "--format", "csv"])
-                #expect(csv.out.count == 1 + 3 * verdicts.count)
-                #expect(
-                    csv.out.dropFirst().filter { $0.hasPrefix("\"depot\",\"pi-9\",") || $0.hasPrefix("depot,pi-9,") }.count
-                        == verdicts.count)
             }
+            let records = verdicts.map { SessionRecord($0) }
+            var last: [String: String] = [:]
+            for record in records.sorted(by: { $0.time < $1.time }) { last[record.tagKey] = record.verdict }
+            // A tag the map can place: in the registry, or a verdict that named its region.
+            let placed = Set(records.filter { $0.region != nil }.map(\.tagKey))
+            let registered = ["harbour": (1...11).map { String(format: "T%02d", $0) }, "depot": ["T01", "T02", "T03"]]
+            for (site, ids) in registered {
+                let tags = drawn.filter { $0.site == site }
+                #expect(Set(tags.map(\.tag)) == Set(ids).union(placed), "\(site)")
+                #expect(tags.count == Set(ids).union(placed).count, "each tag once: \(site)")
+                for tag in tags { #expect(tag.status == (last[tag.tag] ?? "never_tapped"), "\(site) \(tag.tag)") }
+                #expect(tags.contains { $0.status == "never_tapped" } == !Set(ids).subtracting(last.keys).isEmpty)
+            }
+            #expect(drawn.filter { $0.status == "never_tapped" }.map { "\($0.site) \($0.tag)" } == ["harbour T11"])
+            #expect(page.contains("<ul class=\"never-tapped\"><li>T11 — Never tapped</li></ul>"))
+            let withRegistry = try await TestProgram.run(tagfixBinary, ["report", db, "--registry", sqlite])
+            #expect(withRegistry.status == 64 && withRegistry.err.contains("collect --registry"), "\(withRegistry.err)")
+            let csv = try await TestProgram.run(tagfixBinary, ["report", db, "--format", "csv"])
+            #expect(csv.out.count == 1 + 3 * verdicts.count)
+            #expect(
+                csv.out.dropFirst().filter { $0.hasPrefix("\"depot\",\"pi-9\",") || $0.hasPrefix("depot,pi-9,") }.count
+                    == verdicts.count)
         }
     }
-}
-
-/// The lines a child writes to a pipe, read on a thread of their own as they come.
-final class LineReader: Sendable {
-    private let lines = Mutex<[String]>([])
-
-    init(_ handle: FileHandle) {
-        DeviceThread.detach(name: "line reader") { [self] in
-            var buffer = Data()
-            while true {
-                let chunk = handle.availableData
-                if chunk.isEmpty { break }
-                buffer += chunk
-                while let newline = buffer.firstIndex(of: 0x0A) {
-                    let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                    lines.withLock { $0.append(line) }
-                    buffer = Data(buffer[(newline + 1)...])
-                }
-            }
-        }
-    }
-
-    var all: [String] { lines.withLock { $0 } }
 }
