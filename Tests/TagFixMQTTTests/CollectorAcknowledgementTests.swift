@@ -20,28 +20,27 @@ import Testing
 struct CollectorAcknowledgementTests {
     /// Another program holds the fleet store's write lock (python3's sqlite3, `BEGIN EXCLUSIVE`)
     /// until `release()`.
-    final class Lock {
+    struct Lock {
         let process: RunningProgram
-        /// Kept open while the lock is held: python's standard output, whose closed reader would
-        /// end it (a broken pipe) and the lock with it.
-        let output = Pipe()
 
-        init(_ path: String) throws {
-            process = try RunningProgram(
+        static func hold(_ path: String) async throws -> Lock {
+            let process = try RunningProgram(
                 "/usr/bin/python3",
                 [
                     "-c",
                     "import sqlite3, sys; c = sqlite3.connect(sys.argv[1], isolation_level=None); c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); sys.stdin.read()",
                     path,
-                ], input: .pipe, standardOutput: .descriptor(output.fileHandleForWriting.fileDescriptor))
-            try output.fileHandleForWriting.close()
-            let line = String(decoding: output.fileHandleForReading.availableData, as: UTF8.self)
-            guard line.hasPrefix("locked") else { throw CocoaError(.fileLocking) }
+                ], input: .pipe)
+            guard await process.waitFor("locked") else {
+                process.kill()
+                throw CocoaError(.fileLocking)
+            }
+            return Lock(process: process)
         }
 
-        func release() {
+        func release() async {
             process.closeInput()
-            _ = process.waitUntilExit()
+            _ = await process.exit()
         }
     }
 
@@ -50,47 +49,39 @@ struct CollectorAcknowledgementTests {
         arguments: ["5", "3.1.1"])
     func unstoredIsNotAcknowledged(version: String) async throws {
         try await PrivateMosquitto.with { broker in
-            try await offThePool {
-                let path = try temporaryFolder() + "/fleet.sqlite"
-                let store = try FleetStore(path: path, create: true)
-                let notes = Mutex<[String]>([])
-                let office = try collector(
-                    broker, store: store, id: "office-ack", version: version, note: { line in notes.withLock { $0.append(line) } })
-                defer { blockingStop(office) }
-
+            let path = try temporaryFolder() + "/fleet.sqlite"
+            let store = try FleetStore(path: path, create: true)
+            let notes = Mutex<[String]>([])
+            try await withCollector(
+                broker, store: store, id: "office-ack", version: version, note: { line in notes.withLock { $0.append(line) } }
+            ) { office in
                 let verdicts = try exampleVerdicts()
-                func publish(_ index: Int) throws {
+                func publish(_ index: Int) async throws {
                     let payload = FleetMessage.payload(
                         line: Array(SessionRecord(verdicts[index]).encoded().utf8), id: "pi:0123456789abcdef:\(index + 1)", device: "pi")
-                    let sent = try TestProgram.runBlocking(
-                        "/usr/bin/mosquitto_pub",
-                        [
-                            "-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-t", "tagfix/harbour/verdict/T\(index)", "-m",
-                            String(decoding: payload, as: UTF8.self),
-                        ])
-                    #expect(sent.status == 0, "\(sent.err)")
+                    try await publishOnce(broker, topic: "tagfix/harbour/verdict/T\(index)", payload: payload)
                 }
 
-                try publish(0)
-                #expect(try eventually { try store.count() == 1 })
+                try await publish(0)
+                #expect(await RunningProgram.poll { (try? store.count()) == 1 })
 
                 // The store's writer is locked for longer than its busy timeout: the commit fails.
-                let lock = try Lock(path)
-                try publish(1)
+                let lock = try await Lock.hold(path)
+                try await publish(1)
                 #expect(
-                    eventually(.seconds(30)) { notes.withLock { $0.contains { $0.contains("cannot store") } } },
+                    await RunningProgram.poll(upTo: .seconds(30)) { notes.withLock { $0.contains { $0.contains("cannot store") } } },
                     "the commit never failed: \(notes.withLock { $0 })")
-                lock.release()
+                await lock.release()
 
                 // Sent again on the next connection, and kept this time.
                 #expect(
-                    try eventually(.seconds(30)) { try store.count() == 2 },
+                    await RunningProgram.poll(upTo: .seconds(30)) { (try? store.count()) == 2 },
                     "the verdict was acknowledged unstored: \(notes.withLock { $0 })")
-                try publish(2)
-                #expect(try eventually { try store.count() == 3 })
+                try await publish(2)
+                #expect(await RunningProgram.poll { (try? store.count()) == 3 })
                 let ids = try store.all().map(\.id)
                 #expect(ids.sorted() == (1...3).map { "pi:0123456789abcdef:\($0)" })
-                #expect(eventually { office.counts.stored == 3 }, "the counts follow the commit: \(office.counts)")
+                #expect(await RunningProgram.poll { office.counts.stored == 3 }, "the counts follow the commit: \(office.counts)")
             }
         }
     }
@@ -101,12 +92,11 @@ struct CollectorAcknowledgementTests {
     @Test("a full disk: the collector drops each connection itself, keeps trying, and stores every verdict once there is room")
     func fullDisk() async throws {
         try await PrivateMosquitto.with { broker in
-            try await offThePool {
-                let path = try temporaryFolder() + "/fleet.sqlite"
-                let store = try FleetStore(path: path, create: true)
-                let notes = Mutex<[String]>([])
-                let office = try collector(broker, store: store, id: "office-full", note: { line in notes.withLock { $0.append(line) } })
-                defer { blockingStop(office) }
+            let path = try temporaryFolder() + "/fleet.sqlite"
+            let store = try FleetStore(path: path, create: true)
+            let notes = Mutex<[String]>([])
+            try await withCollector(broker, store: store, id: "office-full", note: { line in notes.withLock { $0.append(line) } }) {
+                office in
                 let ended = Mutex<String?>(nil)
                 let watcher = Task { if let why = await office.ended() { ended.withLock { $0 = why } } }
                 defer { watcher.cancel() }
@@ -118,23 +108,19 @@ struct CollectorAcknowledgementTests {
                     let payload = FleetMessage.payload(
                         line: Array(SessionRecord(verdicts[index % verdicts.count]).encoded().utf8), id: "pi:0123456789abcdef:\(index + 1)",
                         device: "pi")
-                    let sent = try TestProgram.runBlocking(
-                        "/usr/bin/mosquitto_pub",
-                        [
-                            "-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-t", "tagfix/harbour/verdict/T\(index)", "-m",
-                            String(decoding: payload, as: UTF8.self),
-                        ])
-                    #expect(sent.status == 0, "\(sent.err)")
+                    try await publishOnce(broker, topic: "tagfix/harbour/verdict/T\(index)", payload: payload)
                 }
                 let failures = { notes.withLock { $0.filter { $0.contains("cannot store") }.count } }
                 #expect(
-                    eventually(.seconds(60)) { failures() >= 2 * TakeoverWatch.limit }, "the store never filled: \(notes.withLock { $0 })")
+                    await RunningProgram.poll(upTo: .seconds(60)) { failures() >= 2 * TakeoverWatch.limit },
+                    "the store never filled: \(notes.withLock { $0 })")
                 #expect(ended.withLock { $0 } == nil, "a full disk was taken for a fight over the client id")
                 let before = try store.count()
                 #expect(before < count)
 
                 try store.limitPages(nil)
-                #expect(try eventually(.seconds(30)) { try store.count() == count }, "\(notes.withLock { $0.suffix(4) })")
+                #expect(
+                    await RunningProgram.poll(upTo: .seconds(30)) { (try? store.count()) == count }, "\(notes.withLock { $0.suffix(4) })")
                 #expect(ended.withLock { $0 } == nil)
             }
         }
@@ -147,10 +133,10 @@ struct CollectorAcknowledgementTests {
     @Test("a backlog of verdicts is stored in bursts, not a transaction a message")
     func backlogInBursts() async throws {
         try await PrivateMosquitto.with { broker in
-            try await offThePool {
-                let store = try FleetStore(path: try temporaryFolder() + "/fleet.sqlite", create: true)
-                // Subscribe once (the broker keeps the session), leave, and let 400 verdicts wait.
-                blockingStop(try collector(broker, store: store, id: "office-burst"))
+            let store = try FleetStore(path: try temporaryFolder() + "/fleet.sqlite", create: true)
+            // Subscribe once (the broker keeps the session), leave, and let 400 verdicts wait.
+            try await withCollector(broker, store: store, id: "office-burst") { _ in }
+            do {
                 let path = try temporaryFolder() + "/session.jsonl"
                 let log = try SessionLog(path: path)
                 let publisher = try FleetPublisher(
@@ -161,13 +147,12 @@ struct CollectorAcknowledgementTests {
                 let fanOut = VerdictFanOut([SessionLogSink(log), publisher])
                 let verdicts = try exampleVerdicts()
                 for index in 0..<400 { fanOut.send(.verdict(verdicts[index % verdicts.count])) }
-                #expect(try finishFromThread(publisher) == 0)
-
-                let office = try collector(broker, store: store, id: "office-burst")
-                defer { blockingStop(office) }
+                #expect(await publisher.finish(linger: .seconds(60), clock: MonotonicClock()).unsent == 0)
+            }
+            try await withCollector(broker, store: store, id: "office-burst") { office in
                 // The counts follow the commit (the rows are visible to this reader a moment before
                 // the collector adds them up): wait for both.
-                #expect(try eventually { try store.count() == 400 && office.counts.stored == 400 }, "\(office.counts)")
+                #expect(await RunningProgram.poll { (try? store.count()) == 400 && office.counts.stored == 400 }, "\(office.counts)")
                 #expect(office.counts.commits <= 40, "\(office.counts.commits) transactions for 400 verdicts")
             }
         }

@@ -56,6 +56,30 @@ func startedCollector(
     return collector
 }
 
+/// Runs `body` with a started collector (`startedCollector`), stopped however `body` ends.
+func withCollector<Value>(
+    _ broker: PrivateMosquitto, store: any FleetVerdictStore, id: String, group: String? = nil, version: String? = nil,
+    note: @escaping @Sendable (String) -> Void = { _ in }, _ body: (FleetCollector) async throws -> Value
+) async throws -> Value {
+    let collector = try await startedCollector(broker, store: store, id: id, group: group, version: version, note: note)
+    do {
+        let value = try await body(collector)
+        await collector.stop()
+        return value
+    } catch {
+        await collector.stop()
+        throw error
+    }
+}
+
+/// Publishes `payload` on `topic` through Debian's mosquitto_pub, QoS 1.
+func publishOnce(_ broker: PrivateMosquitto, topic: String, payload: [UInt8]) async throws {
+    let sent = try await TestProgram.run(
+        "/usr/bin/mosquitto_pub",
+        ["-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-t", topic, "-m", String(decoding: payload, as: UTF8.self)])
+    #expect(sent.status == 0, "\(sent.err)")
+}
+
 /// The ids a log's records are published under.
 func expectedIDs(log: String, device: String) throws -> [String] {
     let lines = Array(try Data(contentsOf: URL(fileURLWithPath: log))).split(separator: 0x0A)
