@@ -13,34 +13,20 @@ import Testing
 let tagfixBinary = TestBinaries.tagfix
 let haveBroker = PrivateMosquitto.installedPath != nil && FileManager.default.isExecutableFile(atPath: "/usr/bin/mosquitto_sub")
 
-/// Waits until `condition` holds, checking every 20 ms, at most `limit` (then returns false).
-func eventually(_ limit: Duration = .seconds(60), _ condition: () throws -> Bool) rethrows -> Bool {
+/// Waits until `condition` holds, checking every 20 ms without holding a thread, at most
+/// `limit` (then returns false); what `condition` throws ends the wait.
+func eventually(_ limit: Duration = .seconds(60), _ condition: () async throws -> Bool) async rethrows -> Bool {
     let clock = ContinuousClock()
     let end = clock.now.advanced(by: limit)
     while clock.now < end {
-        if try condition() { return true }
-        usleep(20_000)
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(20))
     }
-    return try condition()
+    return try await condition()
 }
 
-/// A collector on `broker` storing into `store`.
-func collector(
-    _ broker: PrivateMosquitto, store: FleetStore, id: String, group: String? = nil, tls: String? = nil, user: String? = nil,
-    passwordFile: String? = nil, version: String? = nil, note: @escaping @Sendable (String) -> Void = { _ in }
-) throws -> FleetCollector {
-    let scheme = tls == nil ? "mqtt" : "mqtts"
-    let settings = try MQTTSettings.parse(
-        address: "\(scheme)://\(user.map { "\($0)@" } ?? "")127.0.0.1:\(broker.port)/tagfix", passwordFile: passwordFile, caFile: tls,
-        version: version, clientID: id)
-    let collector = try FleetCollector(settings: settings, group: group, store: store, clock: MonotonicClock(), note: note)
-    collector.start()
-    // Subscribed before anything is published (a message before its first subscription is not its).
-    #expect(eventually { collector.counts.subscriptions >= 1 }, "the collector never subscribed")
-    return collector
-}
-
-/// `collector`, awaited: subscribed before it returns, no thread held while it waits.
+/// A collector on `broker` storing into `store`, started and subscribed before it returns (no
+/// thread held while it waits).
 func startedCollector(
     _ broker: PrivateMosquitto, store: any FleetVerdictStore, id: String, group: String? = nil, tls: String? = nil, user: String? = nil,
     passwordFile: String? = nil, version: String? = nil, note: @escaping @Sendable (String) -> Void = { _ in }
@@ -99,26 +85,25 @@ struct FleetBrokerTests {
         var options = PrivateMosquitto.Options()
         options.persistence = false
         try await PrivateMosquitto.with(options: options) { broker in
-            try await offThePool {
-                let folder = try temporaryFolder()
-                let filter = "tagfix/+/verdict/+"
-                // A live subscriber (clean session), known to be subscribed once a probe reaches it.
-                // Started as the product starts programs (ChildProcess, under RunningProgram: an
-                // empty signal mask), so SIGTERM stops it whatever thread this test runs on; its
-                // output is read as it comes.
-                let subscriber = try RunningProgram(
-                    "/usr/bin/mosquitto_sub",
-                    ["-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-v", "-t", filter, "-t", "probe", "-W", "150"],
-                    standardError: .discard)
-                defer { subscriber.stop() }
+            let folder = try temporaryFolder()
+            let filter = "tagfix/+/verdict/+"
+            // A live subscriber (clean session), known to be subscribed once a probe reaches it.
+            // Started as the product starts programs (ChildProcess, under RunningProgram: an
+            // empty signal mask), so SIGTERM stops it whatever thread this test runs on; its
+            // output is read as it comes.
+            try await TestProgram.withRunning(
+                "/usr/bin/mosquitto_sub",
+                ["-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-v", "-t", filter, "-t", "probe", "-W", "150"],
+                standardError: .discard
+            ) { subscriber in
                 #expect(
-                    try eventually {
-                        try TestProgram.runBlocking(
+                    try await eventually {
+                        try await TestProgram.run(
                             "/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", String(broker.port), "-t", "probe", "-m", "probe"])
                         return subscriber.stdoutLines.contains("probe probe")
                     })
                 let log = folder + "/demo.jsonl"
-                let run = try TestProgram.runBlocking(
+                let run = try await TestProgram.run(
                     tagfixBinary,
                     [
                         "verify", "--demo", "--json", "--log", log, "--publish", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--site",
@@ -130,10 +115,10 @@ struct FleetBrokerTests {
                 let shown = try run.out.map { try JSONValue.parse($0) }
                 #expect(shown.count >= 8, "the demo's walk")
                 func verdictLines() -> [String] { subscriber.stdoutLines.filter { $0.hasPrefix("tagfix/") } }
-                #expect(eventually { verdictLines().count >= shown.count })
+                #expect(await eventually { verdictLines().count >= shown.count })
                 // A moment for a copy too many to show itself, then the subscriber stops.
-                Thread.sleep(forTimeInterval: 1)
-                subscriber.stop()
+                try await Task.sleep(for: .seconds(1))
+                await subscriber.child.stop(grace: .seconds(1))
                 let received = verdictLines()
                 #expect(received.count == shown.count, "exactly the demo's verdicts: \(received.count) messages for \(shown.count)")
                 let messages = try received.map { line in try JSONValue.parse(String(line[line.index(after: line.firstIndex(of: " ")!)...]))
@@ -148,11 +133,11 @@ struct FleetBrokerTests {
                     #expect(members.map(\.value) == (verdict.members ?? []).map(\.value), "message \(index + 1) is the verdict shown")
                 }
                 // The retained last verdict of a tag, and the device's presence.
-                let last = try TestProgram.runBlocking(
+                let last = try await TestProgram.run(
                     "/usr/bin/mosquitto_sub",
                     ["-h", "127.0.0.1", "-p", String(broker.port), "-t", "tagfix/harbour/tag/T01/last", "-C", "1", "-W", "10"])
                 #expect(try JSONValue.parse(last.out.first ?? "")["tag_id"]?.string == "T01")
-                let status = try TestProgram.runBlocking(
+                let status = try await TestProgram.run(
                     "/usr/bin/mosquitto_sub",
                     ["-h", "127.0.0.1", "-p", String(broker.port), "-t", "tagfix/harbour/device/demo-pi/status", "-C", "1", "-W", "10"])
                 #expect(status.out == ["offline"], "a session that ended says so")
@@ -165,39 +150,37 @@ struct FleetBrokerTests {
         arguments: ["5", "3.1.1"])
     func brokerKilled(version: String) async throws {
         try await PrivateMosquitto.with { broker in
-            try await offThePool {
-                let folder = try temporaryFolder()
-                let store = try FleetStore(path: folder + "/fleet.sqlite", create: true)
-                let office = try collector(broker, store: store, id: "office-1", version: version)
-                let log = folder + "/session.jsonl"
-                let sessionLog = try SessionLog(path: log)
-                let settings = try MQTTSettings.parse(
-                    address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: version, clientID: "x")
-                #expect(settings.version.rawValue == version)
-                let publisher = try FleetPublisher(settings: settings, site: "harbour", device: "pi-1", logPath: log)
-                publisher.start()
-                let fanOut = VerdictFanOut([SessionLogSink(sessionLog), publisher])
-                let verdicts = try exampleVerdicts() + exampleVerdicts()
-                let half = verdicts.count / 2
-                for verdict in verdicts[..<half] { fanOut.send(.verdict(verdict)) }
-                #expect(try eventually { try store.count() == half }, "the first half before the broker dies")
-                // Stored by the collector is not yet acknowledged to the publisher (its PUBACKs, then
-                // their sync in LOG.acks).
-                #expect(eventually { publisher.unacknowledged == 0 }, "the first half acknowledged before the broker dies")
-                try blockingly { await broker.kill() }
-                for verdict in verdicts[half...] { fanOut.send(.verdict(verdict)) }
-                #expect(publisher.unacknowledged == verdicts.count - half, "the broker is gone: they wait in the outbox")
-                try blockingly { try await broker.restart() }
-                #expect(try eventually { try store.count() == verdicts.count }, "every verdict arrives after the restart")
-                let unsent = try finishFromThread(publisher)
-                #expect(unsent == 0)
-                let stored = try store.all()
-                #expect(stored.map(\.id).sorted() == (try expectedIDs(log: log, device: "pi-1")).sorted())
-                #expect(Set(stored.map(\.id)).count == stored.count)
-                Thread.sleep(forTimeInterval: 0.2)
-                #expect(try store.count() == verdicts.count, "nothing stored twice")
-                blockingStop(office)
-            }
+            let folder = try temporaryFolder()
+            let store = try FleetStore(path: folder + "/fleet.sqlite", create: true)
+            let office = try await startedCollector(broker, store: store, id: "office-1", version: version)
+            let log = folder + "/session.jsonl"
+            let sessionLog = try SessionLog(path: log)
+            let settings = try MQTTSettings.parse(
+                address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: version, clientID: "x")
+            #expect(settings.version.rawValue == version)
+            let publisher = try FleetPublisher(settings: settings, site: "harbour", device: "pi-1", logPath: log)
+            publisher.start()
+            let fanOut = VerdictFanOut([SessionLogSink(sessionLog), publisher])
+            let verdicts = try exampleVerdicts() + exampleVerdicts()
+            let half = verdicts.count / 2
+            for verdict in verdicts[..<half] { fanOut.send(.verdict(verdict)) }
+            #expect(try await eventually { try store.count() == half }, "the first half before the broker dies")
+            // Stored by the collector is not yet acknowledged to the publisher (its PUBACKs, then
+            // their sync in LOG.acks).
+            #expect(await eventually { publisher.unacknowledged == 0 }, "the first half acknowledged before the broker dies")
+            await broker.kill()
+            for verdict in verdicts[half...] { fanOut.send(.verdict(verdict)) }
+            #expect(publisher.unacknowledged == verdicts.count - half, "the broker is gone: they wait in the outbox")
+            try await broker.restart()
+            #expect(try await eventually { try store.count() == verdicts.count }, "every verdict arrives after the restart")
+            let unsent = await publisher.finish(linger: .seconds(60), clock: MonotonicClock()).unsent
+            #expect(unsent == 0)
+            let stored = try store.all()
+            #expect(stored.map(\.id).sorted() == (try expectedIDs(log: log, device: "pi-1")).sorted())
+            #expect(Set(stored.map(\.id)).count == stored.count)
+            try await Task.sleep(for: .seconds(0.2))
+            #expect(try store.count() == verdicts.count, "nothing stored twice")
+            await office.stop()
         }
     }
 
@@ -206,29 +189,28 @@ struct FleetBrokerTests {
         arguments: ["5", "3.1.1"])
     func retainedLastAfterRestart(version: String) async throws {
         try await PrivateMosquitto.with { broker in
-            try await offThePool {
-                let folder = try temporaryFolder()
-                // Every copy the broker delivers, duplicates included: a kept session (restored after
-                // the restart), QoS 1, known to be subscribed once a probe reaches it.
-                let copies = folder + "/copies.txt"
-                _ = FileManager.default.createFile(atPath: copies, contents: nil)
-                let output = try #require(FileHandle(forWritingAtPath: copies))
-                let subscriber = try ChildProcess(
-                    executable: "/usr/bin/mosquitto_sub",
-                    arguments: [
-                        "-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-c", "-i", "copies-\(version)", "-v", "-t",
-                        "tagfix/+/verdict/+",
-                        "-t", "probe", "-W", "150",
-                    ],
-                    standardOutput: output.fileDescriptor)
+            let folder = try temporaryFolder()
+            // Every copy the broker delivers, duplicates included: a kept session (restored after
+            // the restart), QoS 1, known to be subscribed once a probe reaches it.
+            let copies = folder + "/copies.txt"
+            _ = FileManager.default.createFile(atPath: copies, contents: nil)
+            let output = try #require(FileHandle(forWritingAtPath: copies))
+            try await ChildProcess.run(
+                executable: "/usr/bin/mosquitto_sub",
+                arguments: [
+                    "-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-c", "-i", "copies-\(version)", "-v", "-t",
+                    "tagfix/+/verdict/+",
+                    "-t", "probe", "-W", "150",
+                ],
+                standardOutput: output.fileDescriptor
+            ) { subscriber in
                 try output.close()
-                defer { subscriber.stop() }
                 func received() -> [String] {
                     ((try? String(contentsOfFile: copies, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
                 }
                 #expect(
-                    try eventually {
-                        try TestProgram.runBlocking(
+                    try await eventually {
+                        try await TestProgram.run(
                             "/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", String(broker.port), "-t", "probe", "-m", "probe"])
                         return received().contains("probe probe")
                     })
@@ -242,11 +224,11 @@ struct FleetBrokerTests {
                 for verdict in verdicts { try sessionLog.append(SessionRecord(verdict).encoded()) }
                 let publisher = try FleetPublisher(settings: settings, site: "harbour", device: "pi-r", logPath: log)
                 publisher.start()
-                #expect(eventually { publisher.acknowledged >= 40 })
+                #expect(await eventually { publisher.acknowledged >= 40 })
                 // Mid-burst: the broker stops (saving its state) with verdicts in flight, and starts again.
                 #expect(publisher.unacknowledged > 100, "the burst was over before the restart: the test proved nothing")
-                try blockingly { try await broker.restart() }
-                #expect(try finishFromThread(publisher) == 0)
+                try await broker.restart()
+                #expect(await publisher.finish(linger: .seconds(60), clock: MonotonicClock()).unsent == 0)
                 #expect(publisher.core.state.withLock { $0.sentAgain } > 0, "nothing was in flight at the restart: the test proved nothing")
 
                 // Every verdict of the log reached the subscriber, and every copy of it has the bytes
@@ -259,8 +241,8 @@ struct FleetBrokerTests {
                     expected[id] = String(decoding: FleetMessage.payload(line: line, id: id, device: "pi-r"), as: UTF8.self)
                 }
                 func verdictCopies() -> [String] { received().filter { $0.hasPrefix("tagfix/") } }
-                #expect(eventually { verdictCopies().count >= lines.count })
-                subscriber.stop()
+                #expect(await eventually { verdictCopies().count >= lines.count })
+                await subscriber.stop(grace: .seconds(1))
                 let all = verdictCopies()
                 var ids = Set<String>()
                 for copy in all {
@@ -282,24 +264,25 @@ struct FleetBrokerTests {
                 let retainedFile = folder + "/retained.txt"
                 _ = FileManager.default.createFile(atPath: retainedFile, contents: nil)
                 let retainedOutput = try #require(FileHandle(forWritingAtPath: retainedFile))
-                let retainedSubscriber = try ChildProcess(
+                try await ChildProcess.run(
                     executable: "/usr/bin/mosquitto_sub",
                     arguments: ["-h", "127.0.0.1", "-p", String(broker.port), "-v", "-t", "tagfix/harbour/tag/+/last"],
-                    standardOutput: retainedOutput.fileDescriptor)
-                try retainedOutput.close()
-                defer { retainedSubscriber.stop() }
-                func retainedLines() -> [String] {
-                    ((try? String(contentsOfFile: retainedFile, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+                    standardOutput: retainedOutput.fileDescriptor
+                ) { retainedSubscriber in
+                    try retainedOutput.close()
+                    func retainedLines() -> [String] {
+                        ((try? String(contentsOfFile: retainedFile, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+                    }
+                    #expect(await eventually(.seconds(10)) { retainedLines().count >= newest.count })
+                    await retainedSubscriber.stop(grace: .seconds(1))
+                    var last: [String: String] = [:]
+                    for line in retainedLines() {
+                        let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
+                        last[parts[0]] = parts.count == 2 ? parts[1] : ""
+                    }
+                    #expect(last.keys.sorted() == newest.keys.sorted())
+                    for (topic, payload) in newest { #expect(last[topic] == payload, "\(topic) is not the tag's newest verdict") }
                 }
-                #expect(eventually(.seconds(10)) { retainedLines().count >= newest.count })
-                retainedSubscriber.stop()
-                var last: [String: String] = [:]
-                for line in retainedLines() {
-                    let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
-                    last[parts[0]] = parts.count == 2 ? parts[1] : ""
-                }
-                #expect(last.keys.sorted() == newest.keys.sorted())
-                for (topic, payload) in newest { #expect(last[topic] == payload, "\(topic) is not the tag's newest verdict") }
             }
         }
     }
@@ -309,82 +292,85 @@ struct FleetBrokerTests {
         .enabled(if: FileManager.default.isExecutableFile(atPath: tagfixBinary), "needs the built tagfix"))
     func publisherKilled() async throws {
         try await PrivateMosquitto.with { broker in
-            try await offThePool {
-                let folder = try temporaryFolder()
-                let store = try FleetStore(path: folder + "/fleet.sqlite", create: true)
-                let office = try collector(broker, store: store, id: "office-k9")
-                let scenario = try longScenario(taps: 600, folder: folder)
-                let log = folder + "/session.jsonl"
-                let publish = [
-                    "--publish", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--site", "yard", "--device-id", "van-7", "--publish-linger",
-                    "60",
-                ]
-                let process = try RunningProgram(
-                    tagfixBinary, ["verify", "--scenario", scenario, "--json", "--log", log] + publish, standardOutput: .discard,
-                    standardError: .discard)
-                // Killed while it publishes: some acknowledged, some not.
-                #expect(try eventually { try store.count() >= 50 })
-                process.signal(SIGKILL)
-                _ = process.waitUntilExit()
-                let acknowledged =
-                    (try? String(contentsOfFile: log + ".acks", encoding: .utf8))?.split(separator: "\n").filter { Int($0) != nil }.count
-                    ?? 0
-                #expect(acknowledged < 600, "every verdict was acknowledged before the kill: the test proved nothing")
-                // Started again on the same log: the rest goes, then the new run's verdicts.
-                let small = try longScenario(taps: 5, folder: folder, name: "small.json")
-                let again = try TestProgram.runBlocking(tagfixBinary, ["verify", "--scenario", small, "--json", "--log", log] + publish)
-                #expect(again.status == 0, "\(again.err)")
-                #expect(again.err.contains("none unsent"), "\(again.err)")
-                let ids = try expectedIDs(log: log, device: "van-7")
-                #expect(ids.count > acknowledged + 5)
-                #expect(try eventually { try store.count() == ids.count })
-                let stored = try store.all().map(\.id)
-                #expect(stored.sorted() == ids.sorted(), "every record of the log, once")
-                blockingStop(office)
+            let folder = try temporaryFolder()
+            let store = try FleetStore(path: folder + "/fleet.sqlite", create: true)
+            let office = try await startedCollector(broker, store: store, id: "office-k9")
+            let taps = 3000
+            let scenario = try longScenario(taps: taps, folder: folder)
+            let log = folder + "/session.jsonl"
+            let publish = [
+                "--publish", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--site", "yard", "--device-id", "van-7", "--publish-linger",
+                "60",
+            ]
+            let process = try RunningProgram(
+                tagfixBinary, ["verify", "--scenario", scenario, "--json", "--log", log] + publish, standardOutput: .discard,
+                standardError: .discard)
+            func acknowledged() -> Int {
+                (try? String(contentsOfFile: log + ".acks", encoding: .utf8))?.split(separator: "\n").filter { Int($0) != nil }.count ?? 0
             }
+            // Killed while it publishes: some acknowledged, some not. The broker is frozen first
+            // (SIGSTOP), so that no acknowledgement comes between the look and the kill however
+            // late this test is scheduled; it goes on (SIGCONT) once the publisher is dead.
+            #expect(await eventually { acknowledged() >= 50 })
+            broker.signal(SIGSTOP)
+            process.signal(SIGKILL)
+            _ = await process.exit()
+            broker.signal(SIGCONT)
+            let acknowledgedBefore = acknowledged()
+            #expect(acknowledgedBefore < taps, "every verdict was acknowledged before the kill: the test proved nothing")
+            // Started again on the same log: the rest goes, then the new run's verdicts.
+            let small = try longScenario(taps: 5, folder: folder, name: "small.json")
+            let again = try await TestProgram.run(tagfixBinary, ["verify", "--scenario", small, "--json", "--log", log] + publish)
+            #expect(again.status == 0, "\(again.err)")
+            #expect(again.err.contains("none unsent"), "\(again.err)")
+            let ids = try expectedIDs(log: log, device: "van-7")
+            #expect(ids.count > acknowledgedBefore + 5)
+            #expect(try await eventually { try store.count() == ids.count })
+            let stored = try store.all().map(\.id)
+            #expect(stored.sorted() == ids.sorted(), "every record of the log, once")
+            await office.stop()
         }
     }
 
     @Test("TLS and a password file, against a broker configured for them; a wrong password delivers nothing")
     func tlsAndPassword() async throws {
-        try await offThePool {
-            let folder = try temporaryFolder()
-            let openssl = "/usr/bin/openssl"
-            try #require(FileManager.default.isExecutableFile(atPath: openssl))
-            for arguments in [
-                [
-                    "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj",
-                    "/CN=TagFix test CA",
-                ],
-                ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost"],
-                [
-                    "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "server.pem",
-                    "-days", "2",
-                    "-extfile", "san.cnf",
-                ],
-            ] {
-                try "subjectAltName=IP:127.0.0.1,DNS:localhost\n".write(toFile: folder + "/san.cnf", atomically: true, encoding: .utf8)
-                let result = try TestProgram.runBlocking(
-                    openssl,
-                    arguments.map {
-                        $0.hasSuffix(".key") || $0.hasSuffix(".pem") || $0.hasSuffix(".csr") || $0.hasSuffix(".cnf")
-                            ? folder + "/" + $0 : $0
-                    })
-                try #require(result.status == 0, "\(result.err)")
-            }
-            let passwd = folder + "/passwd"
-            let made = try TestProgram.runBlocking("/usr/bin/mosquitto_passwd", ["-c", "-b", passwd, "tech", "s3cret-Pw"])
-            try #require(made.status == 0, "\(made.err)")
-            var options = PrivateMosquitto.Options()
-            options.tls = .init(certificate: folder + "/server.pem", key: folder + "/server.key", ca: folder + "/ca.pem")
-            options.passwordFile = passwd
-            // Started from this test's own thread (its set-up runs here), stopped and removed at the end.
-            let broker = try blockingly { [options] in try await PrivateMosquitto.start(options: options) }
-            defer { try? blockingly { await broker.finish() } }
+        let folder = try temporaryFolder()
+        let openssl = "/usr/bin/openssl"
+        try #require(FileManager.default.isExecutableFile(atPath: openssl))
+        for arguments in [
+            [
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj",
+                "/CN=TagFix test CA",
+            ],
+            ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=localhost"],
+            [
+                "x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "server.pem",
+                "-days", "2",
+                "-extfile", "san.cnf",
+            ],
+        ] {
+            try "subjectAltName=IP:127.0.0.1,DNS:localhost\n".write(toFile: folder + "/san.cnf", atomically: true, encoding: .utf8)
+            let result = try await TestProgram.run(
+                openssl,
+                arguments.map {
+                    $0.hasSuffix(".key") || $0.hasSuffix(".pem") || $0.hasSuffix(".csr") || $0.hasSuffix(".cnf")
+                        ? folder + "/" + $0 : $0
+                })
+            try #require(result.status == 0, "\(result.err)")
+        }
+        let passwd = folder + "/passwd"
+        let made = try await TestProgram.run("/usr/bin/mosquitto_passwd", ["-c", "-b", passwd, "tech", "s3cret-Pw"])
+        try #require(made.status == 0, "\(made.err)")
+        var options = PrivateMosquitto.Options()
+        options.tls = .init(certificate: folder + "/server.pem", key: folder + "/server.key", ca: folder + "/ca.pem")
+        options.passwordFile = passwd
+        // Stopped and removed however the test ends.
+        try await PrivateMosquitto.with(options: options) { broker in
             let secret = folder + "/pw"
             try SecretFile.create(secret, "s3cret-Pw\n", mode: 0o600)
             let store = try FleetStore(path: folder + "/fleet.sqlite", create: true)
-            let office = try collector(broker, store: store, id: "office-tls", tls: folder + "/ca.pem", user: "tech", passwordFile: secret)
+            let office = try await startedCollector(
+                broker, store: store, id: "office-tls", tls: folder + "/ca.pem", user: "tech", passwordFile: secret)
             let address = "mqtts://tech@127.0.0.1:\(broker.port)/tagfix"
             let settings = try MQTTSettings.parse(
                 address: address, passwordFile: secret, caFile: folder + "/ca.pem", version: nil, clientID: "x")
@@ -395,8 +381,8 @@ struct FleetBrokerTests {
             let fanOut = VerdictFanOut([SessionLogSink(sessionLog), publisher])
             let verdicts = try exampleVerdicts()
             for verdict in verdicts { fanOut.send(.verdict(verdict)) }
-            #expect(try eventually { try store.count() == verdicts.count })
-            #expect(try finishFromThread(publisher) == 0)
+            #expect(try await eventually { try store.count() == verdicts.count })
+            #expect(await publisher.finish(linger: .seconds(60), clock: MonotonicClock()).unsent == 0)
 
             // The wrong password: refused, nothing delivered, and the run says how many wait.
             let wrong = folder + "/wrong"
@@ -409,7 +395,7 @@ struct FleetBrokerTests {
             refused.start()
             let other = VerdictFanOut([SessionLogSink(otherSessionLog), refused])
             for verdict in verdicts { other.send(.verdict(verdict)) }
-            let outcome = try awaitOutcome(refused, linger: .seconds(2))
+            let outcome = await refused.finish(linger: .seconds(2), clock: MonotonicClock())
             #expect(outcome.unsent == verdicts.count)
             #expect(outcome.problem != nil)
             #expect(!(outcome.problem ?? "").contains("guess"), "a password never reaches a message")
@@ -421,7 +407,7 @@ struct FleetBrokerTests {
             #expect(throws: MQTTSettingsError.self) {
                 try MQTTSettings.parse(address: address, passwordFile: open, caFile: folder + "/ca.pem", version: nil, clientID: "x")
             }
-            blockingStop(office)
+            await office.stop()
         }
     }
 
@@ -437,96 +423,52 @@ struct FleetBrokerTests {
         ))
     func fleet() async throws {
         try await PrivateMosquitto.with { broker in
-            try await offThePool {
-                let folder = try temporaryFolder()
-                let storePath = folder + "/fleet.sqlite"
-                let stores = [try FleetStore(path: storePath, create: true), try FleetStore(path: storePath, create: true)]
-                let collectors = [
-                    try collector(broker, store: stores[0], id: "office-a", group: "office"),
-                    try collector(broker, store: stores[1], id: "office-b", group: "office"),
-                ]
-                let verdicts = try exampleVerdicts()
-                let settings = try MQTTSettings.parse(
-                    address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: nil, clientID: "x")
-                var publishers: [(FleetPublisher, VerdictFanOut, String)] = []
-                for index in 0..<50 {
-                    let log = folder + "/device-\(index).jsonl"
-                    let sessionLog = try SessionLog(path: log)
-                    let publisher = try FleetPublisher(
-                        settings: settings, site: "site-\(index % 20)", device: "tech-\(index)", logPath: log)
-                    publisher.start()
-                    publishers.append((publisher, VerdictFanOut([SessionLogSink(sessionLog), publisher]), log))
-                }
-                let half = verdicts.count / 2
-                for (_, fanOut, _) in publishers { for verdict in verdicts[..<half] { fanOut.send(.verdict(verdict)) } }
-                #expect(try eventually { try stores[0].count() == 50 * half })
-                try blockingly { await broker.kill() }
-                try blockingly { try await broker.restart() }
-                // mosquitto 2.0.11 restores a kept session's queued messages after a restart, but not
-                // its shared subscription: until a collector subscribes again, the group has no member
-                // and a verdict published then is dropped (docs/fleet.md). So the second half goes once
-                // both collectors are back.
-                #expect(eventually { collectors.allSatisfy { $0.counts.subscriptions >= 2 } })
-                for (_, fanOut, _) in publishers { for verdict in verdicts[half...] { fanOut.send(.verdict(verdict)) } }
-                let total = 50 * verdicts.count
-                #expect(try eventually(.seconds(120)) { try stores[0].count() == total })
-                for (publisher, _, _) in publishers { #expect(try finishFromThread(publisher) == 0) }
-                var ids: [String] = []
-                for (index, (_, _, log)) in publishers.enumerated() { ids += try expectedIDs(log: log, device: "tech-\(index)") }
-                let stored = try stores[0].all()
-                #expect(stored.map(\.id).sorted() == ids.sorted(), "every verdict, exactly once")
-                #expect(Set(stored.map(\.site)).count == 20)
-                let counts = collectors.map(\.counts)
-                #expect(counts.allSatisfy { $0.stored > 0 }, "the shared subscription split the stream: \(counts)")
-                #expect(counts.map(\.stored).reduce(0, +) == total)
-                for collector in collectors { blockingStop(collector) }
+            let folder = try temporaryFolder()
+            let storePath = folder + "/fleet.sqlite"
+            let stores = [try FleetStore(path: storePath, create: true), try FleetStore(path: storePath, create: true)]
+            let collectors = [
+                try await startedCollector(broker, store: stores[0], id: "office-a", group: "office"),
+                try await startedCollector(broker, store: stores[1], id: "office-b", group: "office"),
+            ]
+            let verdicts = try exampleVerdicts()
+            let settings = try MQTTSettings.parse(
+                address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: nil, clientID: "x")
+            var publishers: [(FleetPublisher, VerdictFanOut, String)] = []
+            for index in 0..<50 {
+                let log = folder + "/device-\(index).jsonl"
+                let sessionLog = try SessionLog(path: log)
+                let publisher = try FleetPublisher(
+                    settings: settings, site: "site-\(index % 20)", device: "tech-\(index)", logPath: log)
+                publisher.start()
+                publishers.append((publisher, VerdictFanOut([SessionLogSink(sessionLog), publisher]), log))
             }
+            let half = verdicts.count / 2
+            for (_, fanOut, _) in publishers { for verdict in verdicts[..<half] { fanOut.send(.verdict(verdict)) } }
+            #expect(try await eventually { try stores[0].count() == 50 * half })
+            await broker.kill()
+            try await broker.restart()
+            // mosquitto 2.0.11 restores a kept session's queued messages after a restart, but not
+            // its shared subscription: until a collector subscribes again, the group has no member
+            // and a verdict published then is dropped (docs/fleet.md). So the second half goes once
+            // both collectors are back.
+            #expect(await eventually { collectors.allSatisfy { $0.counts.subscriptions >= 2 } })
+            for (_, fanOut, _) in publishers { for verdict in verdicts[half...] { fanOut.send(.verdict(verdict)) } }
+            let total = 50 * verdicts.count
+            #expect(try await eventually(.seconds(120)) { try stores[0].count() == total })
+            for (publisher, _, _) in publishers {
+                #expect(await publisher.finish(linger: .seconds(60), clock: MonotonicClock()).unsent == 0)
+            }
+            var ids: [String] = []
+            for (index, (_, _, log)) in publishers.enumerated() { ids += try expectedIDs(log: log, device: "tech-\(index)") }
+            let stored = try stores[0].all()
+            #expect(stored.map(\.id).sorted() == ids.sorted(), "every verdict, exactly once")
+            #expect(Set(stored.map(\.site)).count == 20)
+            let counts = collectors.map(\.counts)
+            #expect(counts.allSatisfy { $0.stored > 0 }, "the shared subscription split the stream: \(counts)")
+            #expect(counts.map(\.stored).reduce(0, +) == total)
+            for collector in collectors { await collector.stop() }
         }
     }
-}
-
-// MARK: - Helpers for tests on their own threads
-
-/// `publisher.finish` from a test's own thread: the unacknowledged count after at most 60 s.
-func finishFromThread(_ publisher: FleetPublisher) throws -> Int { try awaitOutcome(publisher, linger: .seconds(60)).unsent }
-
-func awaitOutcome(_ publisher: FleetPublisher, linger: Duration) throws -> FleetPublisher.Outcome {
-    let result = Mutex<FleetPublisher.Outcome?>(nil)
-    let done = DispatchSemaphore(value: 0)
-    Task.detached {
-        let outcome = await publisher.finish(linger: linger, clock: MonotonicClock())
-        result.withLock { $0 = outcome }
-        done.signal()
-    }
-    done.wait()
-    return result.withLock { $0! }
-}
-
-/// Awaits `work` from a test's own thread (`offThePool`, never the cooperative pool): the private
-/// broker's start, kill, restart and stop in the tests that run on a thread of their own.
-func blockingly<Value: Sendable>(_ work: @escaping @Sendable () async throws -> Value) throws -> Value {
-    let result = Mutex<Result<Value, any Error>?>(nil)
-    let done = DispatchSemaphore(value: 0)
-    Task.detached {
-        do {
-            let value = try await work()
-            result.withLock { $0 = .success(value) }
-        } catch {
-            result.withLock { $0 = .failure(error) }
-        }
-        done.signal()
-    }
-    done.wait()
-    return try result.withLock { $0! }.get()
-}
-
-func blockingStop(_ collector: FleetCollector) {
-    let done = DispatchSemaphore(value: 0)
-    Task.detached {
-        await collector.stop()
-        done.signal()
-    }
-    done.wait()
 }
 
 /// A scenario of `taps` taps, each confirmed by its URL's location (as SessionLogEndToEndTests).

@@ -55,38 +55,39 @@ struct OutboxDefaultTests {
         .enabled(if: haveBroker && FileManager.default.isExecutableFile(atPath: tagfixBinary), "needs mosquitto and the built tagfix"),
         .timeLimit(.minutes(3)))
     func brokerDownThenUp() async throws {
-        try await offThePool {
-            let folder = try temporaryFolder()
-            let environment = ["STATE_DIRECTORY": folder + "/state"]
-            let outbox = folder + "/state/outbox/harbour/van-1.jsonl"
-            let scenario = packageRoot + "/Examples/site/scenario.json"
-            let port = PrivateGPSD.freePort()
-            let down = try TestProgram.runBlocking(
-                tagfixBinary,
-                ["verify", "--scenario", scenario, "--json", "--publish", "mqtt://127.0.0.1:\(port)/tagfix", "--site", "harbour"]
-                    + ["--device-id", "van-1", "--publish-linger", "1"], environment: environment)
-            #expect(down.status == 0, "\(down.err)")
-            let shown = down.out.count
-            #expect(shown > 0)
-            #expect(down.err.contains("note: --publish keeps its outbox in \(outbox)"), "\(down.err)")
-            #expect(down.err.contains("\(shown) unsent"), "\(down.err)")
-            #expect(try SessionLog.read(path: outbox).records.count == shown, "every verdict kept in the outbox")
-            let mode = try FileManager.default.attributesOfItem(atPath: folder + "/state/outbox")[.posixPermissions] as? Int
-            #expect(mode == 0o700, "the outbox is the site's, not every user's")
+        let folder = try temporaryFolder()
+        let environment = ["STATE_DIRECTORY": folder + "/state"]
+        let outbox = folder + "/state/outbox/harbour/van-1.jsonl"
+        let scenario = packageRoot + "/Examples/site/scenario.json"
+        let port = PrivateGPSD.freePort()
+        let down = try await TestProgram.run(
+            tagfixBinary,
+            ["verify", "--scenario", scenario, "--json", "--publish", "mqtt://127.0.0.1:\(port)/tagfix", "--site", "harbour"]
+                + ["--device-id", "van-1", "--publish-linger", "1"], environment: environment)
+        #expect(down.status == 0, "\(down.err)")
+        let shown = down.out.count
+        #expect(shown > 0)
+        #expect(down.err.contains("note: --publish keeps its outbox in \(outbox)"), "\(down.err)")
+        #expect(down.err.contains("\(shown) unsent"), "\(down.err)")
+        #expect(try SessionLog.read(path: outbox).records.count == shown, "every verdict kept in the outbox")
+        let mode = try FileManager.default.attributesOfItem(atPath: folder + "/state/outbox")[.posixPermissions] as? Int
+        #expect(mode == 0o700, "the outbox is the site's, not every user's")
 
-            let broker = try blockingly { try await PrivateMosquitto.start() }
-            defer { try? blockingly { await broker.finish() } }
+        try await PrivateMosquitto.with { broker in
             let store = try FleetStore(path: folder + "/fleet.sqlite", create: true)
-            let office = try collector(broker, store: store, id: "office-outbox")
-            defer { blockingStop(office) }
-            let up = try TestProgram.runBlocking(
-                tagfixBinary,
-                ["verify", "--scenario", scenario, "--json", "--publish", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--site", "harbour"]
-                    + ["--device-id", "van-1"], environment: environment)
-            #expect(up.status == 0, "\(up.err)")
-            #expect(!up.err.contains("note: --publish keeps its outbox"), "said once, when the outbox was made: \(up.err)")
-            #expect(up.err.contains("\(2 * shown) verdicts acknowledged"), "\(up.err)")
-            #expect(try eventually { try store.count() == 2 * shown })
+            try await withCollector(broker, store: store, id: "office-outbox") { _ in
+                let up = try await TestProgram.run(
+                    tagfixBinary,
+                    [
+                        "verify", "--scenario", scenario, "--json", "--publish", "mqtt://127.0.0.1:\(broker.port)/tagfix", "--site",
+                        "harbour",
+                    ]
+                        + ["--device-id", "van-1"], environment: environment)
+                #expect(up.status == 0, "\(up.err)")
+                #expect(!up.err.contains("note: --publish keeps its outbox"), "said once, when the outbox was made: \(up.err)")
+                #expect(up.err.contains("\(2 * shown) verdicts acknowledged"), "\(up.err)")
+                #expect(try await eventually { try store.count() == 2 * shown })
+            }
         }
     }
 
@@ -95,23 +96,21 @@ struct OutboxDefaultTests {
         .enabled(if: haveBroker && FileManager.default.isExecutableFile(atPath: tagfixBinary), "needs mosquitto and the built tagfix"),
         .timeLimit(.minutes(3)))
     func demo() async throws {
-        try await offThePool {
-            let folder = try temporaryFolder()
-            let broker = try blockingly { try await PrivateMosquitto.start() }
-            defer { try? blockingly { await broker.finish() } }
+        let folder = try temporaryFolder()
+        try await PrivateMosquitto.with { broker in
             let store = try FleetStore(path: folder + "/fleet.sqlite", create: true)
-            let office = try collector(broker, store: store, id: "office-demo")
-            defer { blockingStop(office) }
-            let run = try TestProgram.runBlocking(
-                tagfixBinary, ["verify", "--demo", "--json", "--publish", "mqtt://127.0.0.1:\(broker.port)/tagfix"],
-                environment: ["STATE_DIRECTORY": folder + "/state"])
-            #expect(run.status == 0, "\(run.err)")
-            #expect(run.out.count == 9, "\(run.err)")
-            let outbox = folder + "/state/outbox/default/\(FleetPublishRequest.hostDevice).jsonl"
-            #expect(run.err.contains("note: --publish keeps its outbox in \(outbox)"), "\(run.err)")
-            #expect(run.err.contains("9 verdicts acknowledged"), "\(run.err)")
-            #expect(try SessionLog.read(path: outbox).records.count == 9)
-            #expect(try eventually { try store.count() == 9 })
+            try await withCollector(broker, store: store, id: "office-demo") { _ in
+                let run = try await TestProgram.run(
+                    tagfixBinary, ["verify", "--demo", "--json", "--publish", "mqtt://127.0.0.1:\(broker.port)/tagfix"],
+                    environment: ["STATE_DIRECTORY": folder + "/state"])
+                #expect(run.status == 0, "\(run.err)")
+                #expect(run.out.count == 9, "\(run.err)")
+                let outbox = folder + "/state/outbox/default/\(FleetPublishRequest.hostDevice).jsonl"
+                #expect(run.err.contains("note: --publish keeps its outbox in \(outbox)"), "\(run.err)")
+                #expect(run.err.contains("9 verdicts acknowledged"), "\(run.err)")
+                #expect(try SessionLog.read(path: outbox).records.count == 9)
+                #expect(try await eventually { try store.count() == 9 })
+            }
         }
     }
 }

@@ -105,6 +105,11 @@ public final class PrivateMosquitto: Sendable {
         await daemon.kill()
     }
 
+    /// Sends the broker `signal`: SIGSTOP freezes it (no acknowledgement leaves it) until SIGCONT.
+    public func signal(_ signal: Int32) {
+        daemon.signal(signal)
+    }
+
     /// Stops the broker (SIGTERM, then SIGKILL after a second); its folder stays, for `restart()`.
     public func stop() async {
         await daemon.stop()
