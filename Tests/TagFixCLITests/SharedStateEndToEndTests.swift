@@ -4,6 +4,7 @@ import TagFixCrypto
 import TagFixDaemons
 import TagFixEmulators
 import TagFixNDEF
+import TagFixStore
 import TagFixTestDaemons
 import TagFixTesting
 import Testing
@@ -121,5 +122,66 @@ struct SharedStateEndToEndTests {
                 }
             }
         }
+    }
+}
+
+/// `verify --state` through the command line, on scenario taps (`SUNVerifyTests`' URLs): a SQLite
+/// file as `--sun-counters` is, and PostgreSQL shared by two runs; the options' mistakes.
+@Suite("verify --state")
+struct StateOptionTests {
+    @Test("--state FILE keeps the counters in a SQLite file, as --sun-counters does: a URL accepted in one run is a replay in the next")
+    func sqliteState() async throws {
+        let (folder, registry, keys) = try SUNVerifyTests.setUp()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let state = folder + "/state.sqlite"
+        let first = try temporaryFile("st1.json", SUNVerifyTests.scenario([try SUNVerifyTests.mint(counter: 3)], registry: registry))
+        let run1 = await run(["verify", "--scenario", first, "--sun-keys", keys, "--state", state, "--json"])
+        #expect(SUNVerifyTests.verdicts(run1.out) == ["confirmed #3"], "\(run1.err)")
+        let run2 = await run(["verify", "--scenario", first, "--sun-keys", keys, "--state", state, "--json"])
+        #expect(SUNVerifyTests.verdicts(run2.out) == ["untrusted(sun_replayed)"])
+        #expect(try SQLiteSUNCounters(path: state, create: false).lastAccepted(uid: TagUID(hex: SUNVerifyTests.uid)) == 3)
+        #expect(try SQLiteSUNCounters(path: registry, create: false).lastAccepted(uid: TagUID(hex: SUNVerifyTests.uid)) == nil)
+    }
+
+    @Test(
+        "--state postgresql://…: two runs share the counters there, not in the registry file",
+        .enabled(if: PrivatePostgres.available, "needs PostgreSQL (apt-get install postgresql)"))
+    func postgresState() async throws {
+        let (folder, registry, keys) = try SUNVerifyTests.setUp()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try await PrivatePostgres.with { database in
+            let state = ["--state", database.address, "--db-password-file", database.passwordFile]
+            let first = try temporaryFile(
+                "pg1.json",
+                SUNVerifyTests.scenario([try SUNVerifyTests.mint(counter: 3), try SUNVerifyTests.mint(counter: 4)], registry: registry))
+            let run1 = await run(["verify", "--scenario", first, "--sun-keys", keys, "--json"] + state)
+            #expect(SUNVerifyTests.verdicts(run1.out) == ["confirmed #3", "confirmed #4"], "\(run1.err)")
+            let second = try temporaryFile(
+                "pg2.json",
+                SUNVerifyTests.scenario([try SUNVerifyTests.mint(counter: 5), try SUNVerifyTests.mint(counter: 4)], registry: registry))
+            let run2 = await run(["verify", "--scenario", second, "--sun-keys", keys, "--json"] + state)
+            #expect(SUNVerifyTests.verdicts(run2.out) == ["confirmed #5", "untrusted(sun_replayed)"], "\(run2.err)")
+            #expect(try SQLiteSUNCounters(path: registry, create: false).lastAccepted(uid: TagUID(hex: SUNVerifyTests.uid)) == nil)
+            #expect(!(run1.err + run2.err).joined().contains(database.password))
+        }
+    }
+
+    @Test(
+        "--state and --db-password-file mistakes are one line and exit 64",
+        arguments: [
+            (["--state", "STATE"], "--state keeps the SUN read counters: it needs --sun-keys"),
+            (["--state", "STATE", "--sun-counters", "STATE", "--sun-keys", "KEYS"], "give --state or --sun-counters, not both"),
+            (["--db-password-file", "KEYS", "--sun-keys", "KEYS", "--state", "STATE"], "--db-password-file is for a PostgreSQL"),
+            (["--state", "postgresql://u:secret@h/db", "--sun-keys", "KEYS"], "--state: a password in the database address"),
+        ])
+    func mistakes(_ options: [String], says: String) async throws {
+        let (folder, registry, keys) = try SUNVerifyTests.setUp()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scenario = try temporaryFile("st3.json", SUNVerifyTests.scenario([try SUNVerifyTests.mint(counter: 3)], registry: registry))
+        let arguments = options.map { $0 == "KEYS" ? keys : $0 == "STATE" ? folder + "/state.sqlite" : $0 }
+        let result = await run(["verify", "--scenario", scenario, "--json"] + arguments)
+        #expect(result.code == 64, "\(result.err)")
+        #expect(result.err.count == 1 && result.err.first?.contains(says) == true, "\(result.err)")
+        #expect(!result.err.joined().contains("secret") && result.out.isEmpty)
     }
 }

@@ -124,6 +124,37 @@ struct PostgresStateTests {
         }
     }
 
+    @Test(
+        "a commit the server refuses (a trigger raising 53100, as a full disk would) is an error and one line, never an accept; once it commits again, so do taps"
+    )
+    func commitRefused() async throws {
+        try await PrivatePostgres.with { server in
+            let address = try PostgresAddress(server.address)
+            let said = Said()
+            try await offThePool {
+                let store = try PostgresSUNCounters(address: address, password: server.password, report: { said.add($0) })
+                #expect(try store.accept(uid: Self.uid, counter: 1, tagID: "T01"))
+                let db = try PostgresConnection(address, password: server.password)
+                try db.execute(
+                    "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'could not extend file' USING ERRCODE = '53100'; END $$"
+                )
+                try db.execute("CREATE TRIGGER refuse BEFORE INSERT OR UPDATE ON sun_counter FOR EACH ROW EXECUTE FUNCTION refuse()")
+                #expect {
+                    try store.accept(uid: Self.uid, counter: 2, tagID: "T01")
+                } throws: { error in
+                    (error as? RegistryError)?.message.contains("53100") == true
+                }
+                #expect(said.all.count == 1 && said.all.first?.contains("could not extend file") == true, "\(said.all)")
+                #expect(try store.lastAccepted(uid: Self.uid) == 1, "counter 2 was not accepted")
+                try db.execute("DROP TRIGGER refuse ON sun_counter")
+                #expect(try store.accept(uid: Self.uid, counter: 3, tagID: "T01"))
+                #expect(said.all.last?.contains("answer again") == true, "\(said.all)")
+                db.close()
+                store.close()
+            }
+        }
+    }
+
     @Test("a state a newer TagFix wrote is refused and left as it is")
     func newerSchema() async throws {
         try await PrivatePostgres.with { server in
