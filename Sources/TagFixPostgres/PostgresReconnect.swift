@@ -133,7 +133,7 @@ final class ReconnectingConnection: Sendable {
             let wait = (state.backoff.retryAt ?? now) - now
             throw .connection(
                 address: address.description,
-                message: "\(state.problem ?? "it did not answer"); not tried again for another \(Self.seconds(wait)) s")
+                message: "\(state.problem ?? "it did not answer") (not tried again for another \(Self.seconds(wait)) s)")
         }
         do {
             let connection = try PostgresConnection(connecting, password: password, applicationName: applicationName)
@@ -150,10 +150,10 @@ final class ReconnectingConnection: Sendable {
 
     /// Says a problem once: a new one, or the same again after a connection attempt.
     private func say(_ error: PostgresError, _ state: inout State, next: Duration? = nil) {
-        let text = error.description
+        let text = error.withoutAddress
         guard state.problem != text || next != nil else { return }
         state.problem = text
-        var line = "the \(what) in \(address) cannot be used: \(text)"
+        var line = "the \(what) in \(address) cannot be used: \(error.brief)"
         if let next { line += "; trying again on a tap after \(Self.seconds(next)) s" }
         report(line)
     }
@@ -173,6 +173,18 @@ final class ReconnectingConnection: Sendable {
 }
 
 extension PostgresError {
+    /// What went wrong, said beside the address (which a connection error's description repeats).
+    var brief: String {
+        if case .connection(_, let message) = self { return "cannot connect: \(message)" }
+        return description
+    }
+
+    /// A connection error's message alone; any other error's description.
+    var withoutAddress: String {
+        if case .connection(_, let message) = self { return message }
+        return description
+    }
+
     /// Whether the connection itself failed (rather than a statement on a working one).
     var isConnectionLost: Bool {
         switch self {

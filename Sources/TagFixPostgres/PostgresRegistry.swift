@@ -102,6 +102,7 @@ public final class PostgresRegistry: TagRegistry {
         do {
             return try read(sql, [key]).first
         } catch {
+            if case .database(let failure) = error { throw RegistryError("registry \(address): \(failure.brief)") }
             throw RegistryError("registry \(address): \(error)")
         }
     }

@@ -95,7 +95,7 @@ public final class PostgresSUNCounters: SUNCounterStore {
     }
 
     private func failure(_ error: PostgresError) -> RegistryError {
-        RegistryError("the SUN read counters in \(link.address) cannot be read or committed (\(error)); the tap is not accepted")
+        RegistryError("the SUN read counters in \(link.address) cannot be read or committed (\(error.brief)); the tap is not accepted")
     }
 
     /// Closes the connection (the next call opens one again).
