@@ -88,7 +88,7 @@ final class ReconnectingConnection: Sendable {
         let start = clock.now
         elapsed = { start.duration(to: clock.now) }
         self.report = report
-        let connection = try PostgresConnection(connecting, password: password, applicationName: applicationName)
+        let connection = try Self.connect(connecting, said: address, password: password, applicationName: applicationName)
         try prepare(connection)
         state = Mutex(State(connection: connection, backoff: backoff))
     }
@@ -136,7 +136,7 @@ final class ReconnectingConnection: Sendable {
                 message: "\(state.problem ?? "it did not answer") (not tried again for another \(Self.seconds(wait)) s)")
         }
         do {
-            let connection = try PostgresConnection(connecting, password: password, applicationName: applicationName)
+            let connection = try Self.connect(connecting, said: address, password: password, applicationName: applicationName)
             try prepare(connection)
             state.backoff.connected()
             state.connection = connection
@@ -144,6 +144,19 @@ final class ReconnectingConnection: Sendable {
         } catch {
             state.backoff.attemptFailed(at: now)
             say(error, &state, next: state.backoff.retryAt.map { $0 - now })
+            throw error
+        }
+    }
+
+    /// A new connection to `address` (with this store's `connect_timeout`), its errors naming the
+    /// address as the user gave it (`said`).
+    private static func connect(_ address: PostgresAddress, said: PostgresAddress, password: String?, applicationName: String)
+        throws(PostgresError) -> PostgresConnection
+    {
+        do {
+            return try PostgresConnection(address, password: password, applicationName: applicationName)
+        } catch {
+            if case .connection(_, let message) = error { throw .connection(address: said.description, message: message) }
             throw error
         }
     }

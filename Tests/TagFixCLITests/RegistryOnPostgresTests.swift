@@ -64,7 +64,9 @@ struct RegistryOnPostgresTests {
     @Test(
         "a wrong password, a database that is not there and a password file without a PostgreSQL address each stop with one line and their code",
         arguments: [
-            ("wrong", 69, "password authentication failed"), ("down", 69, "cannot connect"), ("file", 64, "--db-password-file is for"),
+            ("wrong", 69, "password authentication failed"),
+            ("down", 69, "cannot connect to postgresql://tagfix@127.0.0.1:1/tagfix: connection to server"),
+            ("file", 64, "--db-password-file is for"),
         ])
     func refusals(kind: String, code: Int32, says: String) async throws {
         try await PrivatePostgres.with { database in
