@@ -155,6 +155,52 @@ struct PostgresStateTests {
         }
     }
 
+    @Test(
+        "a connection the server dropped (pg_terminate_backend, as a restart or a proxy does) is made again at once: the next tap is read and accepted"
+    )
+    func connectionDropped() async throws {
+        try await PrivatePostgres.with { server in
+            let address = try PostgresAddress(server.address)
+            let said = Said()
+            try await offThePool {
+                let store = try PostgresSUNCounters(address: address, password: server.password, report: { said.add($0) })
+                #expect(try store.accept(uid: Self.uid, counter: 1, tagID: "T01"))
+                let db = try PostgresConnection(address, password: server.password)
+                let ended = try db.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'tagfix state'")
+                #expect(ended.rows == [["t"]])
+                #expect(try store.lastAccepted(uid: Self.uid) == 1, "read again on a new connection")
+                #expect(try store.accept(uid: Self.uid, counter: 2, tagID: "T01"))
+                #expect(said.all.isEmpty, "nothing to say: the tap never failed: \(said.all)")
+                db.close()
+                store.close()
+            }
+        }
+    }
+
+    @Test("a statement the server ends (statement_timeout: the row locked by another session) is an error, never an accept")
+    func statementTimeout() async throws {
+        try await PrivatePostgres.with { server in
+            let address = try PostgresAddress(server.address)
+            try await offThePool {
+                let store = try PostgresSUNCounters(address: address, password: server.password)
+                #expect(try store.accept(uid: Self.uid, counter: 1, tagID: "T01"))
+                let db = try PostgresConnection(address, password: server.password)
+                try db.execute("BEGIN")
+                try db.execute("SELECT counter FROM sun_counter WHERE uid = $1 FOR UPDATE", [Self.uid.hex])
+                #expect {
+                    try store.accept(uid: Self.uid, counter: 2, tagID: "T01")
+                } throws: { error in
+                    (error as? RegistryError)?.message.contains("57014") == true
+                }
+                try db.execute("ROLLBACK")
+                #expect(try store.accept(uid: Self.uid, counter: 3, tagID: "T01"))
+                db.close()
+                store.close()
+            }
+        }
+    }
+
     @Test("a state a newer TagFix wrote is refused and left as it is")
     func newerSchema() async throws {
         try await PrivatePostgres.with { server in
