@@ -122,7 +122,7 @@ let package = Package(
             dependencies: [
                 "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixTags", "TagFixNFC", "TagFixGPSD",
                 "TagFixStore", "TagFixCrypto", "TagFixMQTT", "TagFixServe", "TagFixPCSC", "TagFixDaemons", "TagFixTestDaemons",
-                "CBenchSched",
+                "TagFixPostgres", "CBenchSched",
             ],
             path: "Benchmarks/TagFixBench"),
         // sched_setaffinity for the benchmarks (the serve fan-out's threads harness).

@@ -362,6 +362,11 @@ if os.path.exists(f"{out}/sun.jsonl"):
     print(text)
     notes("6-sun")
     goals += sun_goals
+if os.path.exists(f"{out}/sun-state.jsonl"):
+    import sun_state_section
+    text, state_goals = sun_state_section.render(rows("sun-state.jsonl"))
+    print(text)
+    goals += state_goals
 notes("7-core")
 
 if os.path.exists(f"{out}/fleet.jsonl"):

@@ -64,7 +64,10 @@ enum ManPage {
             .SH ENVIRONMENT
             .TP
             .B TAGFIX_REGISTRY
-            the SQLite registry when \\-\\-registry is not given
+            the SQLite registry (or postgresql://…) when \\-\\-registry is not given
+            .TP
+            .B PGPASSFILE
+            libpq's password file, for a postgresql:// \\-\\-db, \\-\\-state or \\-\\-registry given no \\-\\-db\\-password\\-file
             .TP
             .B LIBNFC_DEVICE
             libnfc's default reader, e.g. pn532_uart:/dev/ttyUSB0

@@ -1,6 +1,7 @@
 import Foundation
 import TagFixCore
 import TagFixDevices
+import TagFixPostgres
 import TagFixReport
 import TagFixStore
 
@@ -16,8 +17,18 @@ enum RegistrySource {
                 file: path, line: nil, message: "is \(kind), not a file: give the registry's file (SQLite, CSV or JSON)", unreadable: true))
     }
 
-    /// Opens the registry at `path` for lookups.
-    static func open(_ path: String, maximumRadius: Double) throws(CLIError) -> (registry: any TagRegistry, description: String) {
+    /// Opens the registry at `path` for lookups: a SQLite, CSV or JSON file, or PostgreSQL
+    /// (`postgresql://…`, its password from `passwordFile`; `note` hears when it cannot be used
+    /// and when it works again).
+    static func open(
+        _ path: String, maximumRadius: Double, passwordFile: String? = nil, command: String = "verify",
+        note: @escaping @Sendable (String) -> Void = { _ in }
+    ) throws(CLIError) -> (registry: any TagRegistry, description: String) {
+        if PostgresAddress.isAddress(path) {
+            let store = try postgres(path, passwordFile: passwordFile, maximumRadius: maximumRadius, command: command, note: note)
+            let count = try postgres(store) { () throws(PostgresRegistryError) in try store.count() }
+            return (store, "\(count) tag\(count == 1 ? "" : "s") in \(store.address)")
+        }
         try checkIsFile(path)
         if isSQLite(path) {
             do {
@@ -36,8 +47,13 @@ enum RegistrySource {
         }
     }
 
-    /// Every placement in the registry at `path` (SQLite, CSV or JSON).
-    static func entries(_ path: String) throws(CLIError) -> [RegistryEntry] {
+    /// Every placement in the registry at `path` (SQLite, CSV, JSON or PostgreSQL).
+    static func entries(_ path: String, passwordFile: String? = nil, command: String = "verify") throws(CLIError) -> [RegistryEntry] {
+        if PostgresAddress.isAddress(path) {
+            let store = try postgres(path, passwordFile: passwordFile, command: command)
+            defer { store.close() }
+            return try postgres(store) { () throws(PostgresRegistryError) in try store.entries() }
+        }
         try checkIsFile(path)
         if isSQLite(path) {
             do {
@@ -51,6 +67,40 @@ enum RegistrySource {
         } catch {
             throw .file(error.file == nil ? error.inFile(path) : error)
         }
+    }
+
+    /// The registry on PostgreSQL at `text` (connected, its schema brought to this build's).
+    static func postgres(
+        _ text: String, passwordFile: String?, maximumRadius: Double = CircularRegion.defaultMaximumRadius, command: String,
+        note: @escaping @Sendable (String) -> Void = { _ in }
+    ) throws(CLIError) -> PostgresRegistry {
+        let (address, password) = try FleetOptions.postgres(text, passwordFile: passwordFile, label: "--registry: ", command: command)
+        do throws(PostgresError) {
+            return try PostgresRegistry(address: address, password: password, maximumRadius: maximumRadius, report: note)
+        } catch {
+            throw failure(error, address: address)
+        }
+    }
+
+    /// `body`'s answer from the PostgreSQL registry, its errors as the CLI's: a conflict or an
+    /// unusable row as a SQLite registry's (65), a database that cannot be used 69.
+    static func postgres<Value>(_ store: PostgresRegistry, _ body: () throws(PostgresRegistryError) -> Value) throws(CLIError) -> Value {
+        do {
+            return try body()
+        } catch {
+            switch error {
+            case .conflict(let conflict): throw .registry(.conflict(conflict))
+            case .invalidEntry: throw .data(DataFileError(file: store.address.description, line: nil, message: error.description))
+            case .database(let error): throw failure(error, address: store.address)
+            }
+        }
+    }
+
+    /// A PostgreSQL registry or state that cannot be used: a newer schema is the data's (65), as
+    /// a SQLite registry's is; anything else is the service's (69: down, refused, wrong password).
+    static func failure(_ error: PostgresError, address: PostgresAddress) -> CLIError {
+        if case .newerSchema = error { return .data(DataFileError(file: address.description, line: nil, message: error.description)) }
+        return .unavailable(error.description)
     }
 
     static func isSQLite(_ path: String) -> Bool {
@@ -90,10 +140,21 @@ struct RegistryCommand: Subcommand {
             tag whose taps agree on a place away from its centre beyond both accuracies is reported \
             moved (exit 0: it is a finding, not a failure). --apply records each refined placement, \
             keeping the one it replaces in the registry's history, and prints what changed; a moved \
-            tag is never applied (check it, then re-enrol it). See docs/verifier.md.
+            tag is never applied (check it, then re-enrol it). See docs/verifier.md. \
+            --registry postgresql://[USER@]HOST[:PORT]/DB keeps the registry in PostgreSQL (password: \
+            --db-password-file, or libpq's PGPASSFILE): import, export, list, show, remove and migrate \
+            work on it as on a file, and every serve or verify given the same address reads it (refine \
+            needs a SQLite copy). See docs/fleet.md.
             """,
         options: [
-            .init(name: "registry", valueName: "FILE", help: "The SQLite registry; default: $TAGFIX_REGISTRY."),
+            .init(
+                name: "registry", valueName: "FILE|URL",
+                help:
+                    "The SQLite registry, or PostgreSQL, postgresql://[USER@]HOST[:PORT]/DB (several servers, one registry); default: $TAGFIX_REGISTRY."
+            ),
+            .init(
+                name: "db-password-file", valueName: "FILE",
+                help: "PostgreSQL: the user's password (mode 0600; else libpq's PGPASSFILE or ~/.pgpass)."),
             .init(name: "replace", valueName: nil, help: "import: replace entries whose id exists (else that is an error)."),
             .init(name: "format", valueName: "csv|json", help: "export: the format; default csv."),
             .init(
@@ -117,6 +178,7 @@ struct RegistryCommand: Subcommand {
             "tagfix registry remove T09 --registry site.sqlite",
             "tagfix registry refine --registry site.sqlite --log monday.jsonl --log tuesday.jsonl",
             "tagfix registry refine --registry site.sqlite --apply",
+            "tagfix registry import site.csv --registry postgresql://tagfix@db.example/site --db-password-file pg.pw",
         ])
 
     enum Action: String, CaseIterable {
@@ -132,6 +194,8 @@ struct RegistryCommand: Subcommand {
     var json: Bool
     var logs: [String]
     var apply: Bool
+    /// --db-password-file, for a PostgreSQL registry.
+    var passwordFile: String?
 
     init(_ arguments: ParsedArguments) throws(CLIError) {
         let name = Self.spec.name
@@ -164,6 +228,15 @@ struct RegistryCommand: Subcommand {
         if action != .refine, !logs.isEmpty || apply {
             throw .usage("--log and --apply are for registry refine", command: name)
         }
+        passwordFile = arguments.value("db-password-file")
+        if passwordFile != nil, !PostgresAddress.isAddress(path) {
+            throw .usage("--db-password-file is for a PostgreSQL --registry (postgresql://…)", command: name)
+        }
+        if action == .refine, PostgresAddress.isAddress(path) {
+            throw .usage(
+                "registry refine works on a SQLite registry: export the PostgreSQL one, refine a SQLite copy, import it with --replace",
+                command: name)
+        }
     }
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
@@ -180,6 +253,7 @@ struct RegistryCommand: Subcommand {
     }
 
     private func perform(_ io: some TerminalOutput) throws {
+        if PostgresAddress.isAddress(path) { return try performOnPostgres(io) }
         switch action {
         case .import:
             let file = argument ?? ""
@@ -230,6 +304,73 @@ struct RegistryCommand: Subcommand {
             io.out("\(path): schema version \(SQLiteRegistry.schemaVersion), \(counted(try store.count(), "tag"))")
         case .refine:
             try refine(io)
+        }
+    }
+
+    /// import, export, list, show, remove and migrate on a PostgreSQL registry, saying what they
+    /// say on a SQLite one (the address for the file's name).
+    private func performOnPostgres(_ io: some TerminalOutput) throws(CLIError) {
+        let name = Self.spec.name
+        let store = try RegistrySource.postgres(path, passwordFile: passwordFile, command: name)
+        defer { store.close() }
+        let place = store.address.description
+        switch action {
+        case .import:
+            let file = argument ?? ""
+            let entries: [RegistryEntry]
+            do {
+                entries = try RegistryFile.parse(try TextFile.read(file)).entries
+            } catch {
+                throw CLIError.file(error.file == nil ? error.inFile(file) : error)
+            }
+            let (before, after) = try RegistrySource.postgres(store) { () throws(PostgresRegistryError) in
+                let before = try store.count()
+                try store.add(entries, replace: replace)
+                return (before, try store.count())
+            }
+            io.out(
+                "imported \(entries.count) tag\(entries.count == 1 ? "" : "s") from \(file) into \(place) (\(after - before) new, \(after) in all)"
+            )
+        case .export:
+            let text = RegistryFile.write(
+                try RegistrySource.postgres(store) { () throws(PostgresRegistryError) in try store.entries() }, format: format)
+            if let output {
+                try writeOutput(text, to: output)
+            } else {
+                for line in text.split(separator: "\n", omittingEmptySubsequences: false).dropLast() { io.out(String(line)) }
+            }
+        case .list:
+            let entries = try RegistrySource.postgres(store) { () throws(PostgresRegistryError) in try store.entries() }
+            if json {
+                for entry in entries { io.out(RegistryEntryReport.json(entry)) }
+            } else {
+                for entry in entries { io.out(RegistryEntryReport.line(entry)) }
+                io.out("\(entries.count) tag\(entries.count == 1 ? "" : "s") in \(place)")
+            }
+        case .show:
+            let id = argument ?? ""
+            let entry: RegistryEntry?
+            do {
+                entry = try store.entry(forID: id)
+            } catch {
+                throw .unavailable(error.message)
+            }
+            guard let entry else {
+                throw CLIError.noInput(DataFileError(file: place, line: nil, message: "no tag \"\(id)\" in the registry", unreadable: true))
+            }
+            let history = try RegistrySource.postgres(store) { () throws(PostgresRegistryError) in try store.placementHistory(forID: id) }
+            io.out(json ? RegistryEntryReport.json(entry, history: history) : RegistryEntryReport.details(entry, history: history))
+        case .remove:
+            let id = argument ?? ""
+            guard try RegistrySource.postgres(store, { () throws(PostgresRegistryError) in try store.remove(id: id) }) else {
+                throw CLIError.noInput(DataFileError(file: place, line: nil, message: "no tag \"\(id)\" in the registry", unreadable: true))
+            }
+            io.out("removed \(id) from \(place)")
+        case .migrate:
+            let count = try RegistrySource.postgres(store) { () throws(PostgresRegistryError) in try store.count() }
+            io.out("\(place): schema version \(PostgresRegistry.schemaVersion), \(counted(count, "tag"))")
+        case .refine:
+            throw .usage("registry refine works on a SQLite registry", command: name)
         }
     }
 

@@ -30,6 +30,10 @@ struct ServeCommand: Subcommand {
             Authorization: Bearer TOKEN and TCP socket clients ?AUTH="TOKEN"; first. A client that does \
             not read is cut off after 1 MiB of unread output, with a line on standard error; one that begins a request or a \
             command and does not end it within --client-timeout is closed. \
+            Several serve instances behind one reverse proxy act as one with --state postgresql://… (the SUN read \
+            counters: a SUN URL accepted by one is a replay at every other) and --registry postgresql://…; a tap whose \
+            counter cannot be committed is inconclusive, never confirmed, a line on standard error says why, and \
+            the next tap connects again. \
             SIGHUP reloads --registry; SIGTERM or SIGINT stops: pending scans get their verdicts, the \
             log is complete, clients get a SHUTDOWN object, exit 0. Under systemd (Type=notify) it \
             says READY=1 once it listens.
@@ -43,7 +47,9 @@ struct ServeCommand: Subcommand {
                 name: "gps", valueName: "SOURCE",
                 help: "gpsd://HOST:PORT[/DEVICE] (default gpsd://localhost:2947), or a scenario file whose GPS is replayed (mock GPS)."),
             .init(name: "gpsd", valueName: "URL", help: "The same as --gps."),
-            .init(name: "registry", valueName: "FILE", help: "Registry of tag placements (SQLite, CSV or JSON); SIGHUP reloads it."),
+            .init(
+                name: "registry", valueName: "FILE|URL",
+                help: "Registry of tag placements (SQLite, CSV or JSON, or PostgreSQL: postgresql://…); SIGHUP reloads it."),
             .init(
                 name: "log", valueName: "FILE", help: "Append each verdict to FILE (JSON Lines), on the disk before it is sent anywhere."),
             .init(
@@ -86,7 +92,8 @@ struct ServeCommand: Subcommand {
 
     /// verify's options that decide verdicts, and its --publish ones: serve takes them as verify does.
     static let policyOptions: Set<String> = [
-        "sun-keys", "sun-counters", "max-accuracy", "max-fix-age", "fix-timeout", "max-radius", "default-url-radius", "allow-simulated",
+        "sun-keys", "sun-counters", "state", "db-password-file", "max-accuracy", "max-fix-age", "fix-timeout", "max-radius",
+        "default-url-radius", "allow-simulated",
         "require-genuine", "allow-unsigned-tags", "trust-key", "max-speed", "no-confirmation", "disallow",
         // --publish (with --log, its outbox) and its MQTT options, wired as verify wires them.
         "publish", "site", "device-id", "publish-linger", "mqtt-ca", "mqtt-password-file", "mqtt-version",
@@ -149,13 +156,20 @@ struct ServeCommand: Subcommand {
         defer { stop.cancel() }
         let scenario = try verify.sessionScenario()
         var wrapped: ReloadableRegistry?
-        let (verifier, registryName, registryPath) = try verify.makeVerifier(scenario) { registry in
-            let reloadable = ReloadableRegistry(registry)
-            wrapped = reloadable
-            return reloadable
-        }
+        let note: @Sendable (String) -> Void = { io.err("tagfix serve: \($0)") }
+        let (verifier, registryName, registryPath) = try verify.makeVerifier(
+            scenario,
+            wrap: { registry in
+                let reloadable = ReloadableRegistry(registry)
+                wrapped = reloadable
+                return reloadable
+            }, note: note)
         let reloadable = wrapped
-        let placements = try registryPath.map { path throws(CLIError) in try RegistrySource.entries(path) } ?? []
+        let passwordFile = verify.dbPasswordFile
+        let placements =
+            try registryPath.map { path throws(CLIError) in
+                try RegistrySource.entries(path, passwordFile: passwordFile, command: Self.spec.name)
+            } ?? []
         let hub: ServeHub
         do {
             hub = try ServeHub(
@@ -171,8 +185,10 @@ struct ServeCommand: Subcommand {
         let reload: @Sendable () -> Void = {
             guard let registryPath, let reloadable else { return io.err("SIGHUP: no --registry to reload") }
             do throws(CLIError) {
-                let (registry, name) = try RegistrySource.open(registryPath, maximumRadius: verifier.policy.maximumRadius)
-                let entries = try RegistrySource.entries(registryPath)
+                let (registry, name) = try RegistrySource.open(
+                    registryPath, maximumRadius: verifier.policy.maximumRadius, passwordFile: passwordFile, command: Self.spec.name,
+                    note: note)
+                let entries = try RegistrySource.entries(registryPath, passwordFile: passwordFile, command: Self.spec.name)
                 reloadable.replace(with: registry)
                 hub.setPlacements(entries)
                 io.err("SIGHUP: registry reloaded: \(name)")

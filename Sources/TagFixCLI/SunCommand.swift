@@ -2,6 +2,7 @@ import Foundation
 import TagFixCore
 import TagFixCrypto
 import TagFixDevices
+import TagFixPostgres
 import TagFixStore
 
 /// `tagfix sun verify`: checks one NTAG 424 DNA SUN URL (Secure Dynamic Messaging).
@@ -112,28 +113,47 @@ struct SunCommand: Subcommand {
     }
 
     /// How `verify` checks SUN registry tags: the key sets from `--sun-keys` (refused unless
-    /// 0600) and the counters in the SQLite registry itself, or in `--sun-counters FILE` for a
-    /// CSV or JSON registry. `nil` without `--sun-keys`: SUN tags are then `sun_unchecked`.
+    /// 0600) and the counters: in `--state` (a SQLite file, or PostgreSQL that several servers
+    /// share), `--sun-counters FILE`, or else the registry itself (SQLite, or PostgreSQL: the same
+    /// database). `nil` without `--sun-keys`: SUN tags are then `sun_unchecked`.
+    /// - Parameters:
+    ///   - passwordFile: `--db-password-file`, for a PostgreSQL `--state`.
+    ///   - note: where a PostgreSQL state says it cannot be used, and that it works again.
     static func verifierCheck(
-        keysPath: String?, countersPath: String?, registryPath: String?, registry: any TagRegistry, command: String
+        keysPath: String?, countersPath: String?, statePath: String? = nil, passwordFile: String? = nil, registryPath: String?,
+        registry: any TagRegistry, command: String, note: @escaping @Sendable (String) -> Void = { _ in }
     ) throws(CLIError) -> Verifier.SUNCheck? {
         guard let keysPath else {
             if countersPath != nil { throw .usage("--sun-counters needs --sun-keys FILE", command: command) }
+            if statePath != nil { throw .usage("--state keeps the SUN read counters: it needs --sun-keys FILE", command: command) }
             return nil
+        }
+        if countersPath != nil, statePath != nil {
+            throw .usage("give --state or --sun-counters, not both (--sun-counters FILE is --state FILE)", command: command)
         }
         let keyring = try readKeyring(keysPath)
         let countersFile: String
-        if let countersPath {
-            countersFile = countersPath
-        } else if let registryPath, registry is SQLiteRegistry {
+        if let chosen = statePath ?? countersPath {
+            countersFile = chosen
+        } else if let registryPath, registry is SQLiteRegistry || registry is PostgresRegistry {
             countersFile = registryPath
         } else {
             throw .usage(
-                "SUN read counters must be kept on disk: give --sun-counters FILE (a SQLite file, created if missing) "
-                    + "or a SQLite registry (tagfix registry import)", command: command)
+                "SUN read counters must be kept on disk: give --sun-counters FILE (a SQLite file, created if missing), "
+                    + "--state postgresql://… (shared by several servers) or a SQLite registry (tagfix registry import)", command: command)
+        }
+        if PostgresAddress.isAddress(countersFile) {
+            let (address, password) = try FleetOptions.postgres(
+                countersFile, passwordFile: passwordFile, label: statePath == nil ? "--registry: " : "--state: ", command: command)
+            do throws(PostgresError) {
+                let counters = try PostgresSUNCounters(address: address, password: password, report: note)
+                return Verifier.SUNCheck(authenticator: keyring, counters: counters)
+            } catch {
+                throw RegistrySource.failure(error, address: address)
+            }
         }
         do {
-            let counters = try SQLiteSUNCounters(path: countersFile, create: countersPath != nil)
+            let counters = try SQLiteSUNCounters(path: countersFile, create: countersPath != nil || statePath != nil)
             return Verifier.SUNCheck(authenticator: keyring, counters: counters)
         } catch {
             throw .registry(error)

@@ -5,6 +5,7 @@ import TagFixDemo
 import TagFixDevices
 import TagFixGPSD
 import TagFixMQTT
+import TagFixPostgres
 import TagFixScenarios
 
 /// `tagfix verify`: confirm each tag scan against where the tag should be.
@@ -48,7 +49,9 @@ struct VerifyCommand: Subcommand {
             ),
             .init(name: "count", valueName: "N", help: "With --reader: stop after N verdicts."),
             .init(name: "timeout", valueName: "S", help: "With --reader: stop after S seconds (exit 75 if fewer than --count verdicts)."),
-            .init(name: "registry", valueName: "FILE", help: "Registry of tag placements (SQLite, CSV or JSON); default: the scenario's."),
+            .init(
+                name: "registry", valueName: "FILE|URL",
+                help: "Registry of tag placements (SQLite, CSV or JSON, or PostgreSQL: postgresql://…); default: the scenario's."),
             .init(
                 name: "sun-keys", valueName: "FILE",
                 help:
@@ -57,6 +60,14 @@ struct VerifyCommand: Subcommand {
             .init(
                 name: "sun-counters", valueName: "FILE",
                 help: "With a CSV or JSON registry and --sun-keys: keep the SUN read counters in FILE (SQLite, created if missing)."),
+            .init(
+                name: "state", valueName: "FILE|URL",
+                help:
+                    "With --sun-keys: keep the SUN read counters in FILE (SQLite, created if missing) or in PostgreSQL, "
+                    + "postgresql://[USER@]HOST[:PORT]/DB, which several servers share: a URL accepted by one is a replay at every other."),
+            .init(
+                name: "db-password-file", valueName: "FILE",
+                help: "A PostgreSQL --state or --registry: the user's password (mode 0600; else libpq's PGPASSFILE or ~/.pgpass)."),
             .init(name: "json", valueName: nil, help: "Print one JSON object per verdict (JSON Lines)."),
             .init(
                 name: "log", valueName: "FILE",
@@ -125,6 +136,10 @@ struct VerifyCommand: Subcommand {
     var registryPath: String?
     var sunKeysPath: String?
     var sunCountersPath: String?
+    /// --state: where the SUN read counters are kept (a SQLite file or PostgreSQL).
+    var statePath: String?
+    /// --db-password-file, for a PostgreSQL --state or --registry.
+    var dbPasswordFile: String?
     var json: Bool
     var realtime: Bool
     var logPath: String?
@@ -171,6 +186,11 @@ struct VerifyCommand: Subcommand {
         registryPath = arguments.value("registry")
         sunKeysPath = arguments.value("sun-keys")
         sunCountersPath = arguments.value("sun-counters")
+        statePath = arguments.value("state")
+        dbPasswordFile = arguments.value("db-password-file")
+        if dbPasswordFile != nil, !([statePath, registryPath].contains { $0.map(PostgresAddress.isAddress) == true }) {
+            throw .usage("--db-password-file is for a PostgreSQL --state or --registry (postgresql://…)", command: name)
+        }
         json = arguments.flag("json")
         realtime = arguments.flag("realtime")
         logPath = arguments.value("log")
@@ -222,7 +242,7 @@ struct VerifyCommand: Subcommand {
         defer { stop.cancel() }
         if demo { return try await runDemo(io, stop: stop) }
         let scenario = try sessionScenario()
-        let (verifier, registryName, _) = try makeVerifier(scenario)
+        let (verifier, registryName, _) = try makeVerifier(scenario, note: { io.err("tagfix verify: \($0)") })
         if !json { io.out("\(scenario.name) — \(registryName)") }
 
         try await withPrinter(io) { printer throws(CLIError) in
@@ -254,8 +274,9 @@ struct VerifyCommand: Subcommand {
 
     /// The verifier a session runs: the scenario's policy with the options', the registry
     /// (through `wrap`: serve's reloadable one), the SUN keys and the trusted site keys.
+    /// `note` hears a PostgreSQL registry or state that cannot be used, and that it works again.
     func makeVerifier(
-        _ scenario: Scenario, wrap: (any TagRegistry) -> any TagRegistry = { $0 }
+        _ scenario: Scenario, wrap: (any TagRegistry) -> any TagRegistry = { $0 }, note: @escaping @Sendable (String) -> Void = { _ in }
     ) throws(CLIError) -> (verifier: Verifier, registryName: String, registryPath: String?) {
         var policy = scenario.policy
         overrides(&policy)
@@ -268,10 +289,12 @@ struct VerifyCommand: Subcommand {
                 path.hasPrefix("/") ? path : ((scenarioPath as NSString).deletingLastPathComponent as NSString).appendingPathComponent(path)
             }
         if let path = chosenRegistry {
-            (registry, registryName) = try RegistrySource.open(path, maximumRadius: policy.maximumRadius)
+            (registry, registryName) = try RegistrySource.open(
+                path, maximumRadius: policy.maximumRadius, passwordFile: dbPasswordFile, command: Self.spec.name, note: note)
         }
         let sun = try SunCommand.verifierCheck(
-            keysPath: sunKeysPath, countersPath: sunCountersPath, registryPath: chosenRegistry, registry: registry, command: Self.spec.name)
+            keysPath: sunKeysPath, countersPath: sunCountersPath, statePath: statePath, passwordFile: dbPasswordFile,
+            registryPath: chosenRegistry, registry: registry, command: Self.spec.name, note: note)
         let trust = trustKeyPaths.isEmpty ? nil : try SiteKeyFiles.readTrusted(trustKeyPaths)
         let verifier = Verifier(policy: policy, registry: wrap(registry), sun: sun, locationTrust: trust)
         return (verifier, registryName, chosenRegistry)
