@@ -1,4 +1,5 @@
 import Foundation
+import TagFixSystem
 import TagFixTLS
 import TagFixTesting
 import Testing
@@ -177,5 +178,56 @@ struct TLSSessionTests {
         try second.handshake()
         try pump(second, fresh)
         #expect(fresh.isHandshakeComplete)
+    }
+
+    @Test("openssl s_client over loopback: it verifies the certificate against the test CA; bytes cross both ways")
+    func sClient() async throws {
+        let ca = try await TestCA.make()
+        defer { ca.remove() }
+        let context = try TLSServerContext(certificate: ca.certificate, key: ca.key)
+        let (listener, port) = try Loopback.listen()
+        defer { _ = try? listener.close() }
+        let arguments = [
+            "s_client", "-connect", "127.0.0.1:\(port)", "-CAfile", ca.ca, "-servername", "localhost", "-verify_return_error", "-quiet",
+        ]
+        let received = try await TestProgram.withRunning("/usr/bin/openssl", arguments, input: .pipe) { client in
+            try client.write(Array("ping\n".utf8))
+            // The server's side blocks on its socket: a thread of its own, never the cooperative pool.
+            let text = await withCheckedContinuation { (continuation: CheckedContinuation<String, Never>) in
+                Thread { continuation.resume(returning: serveOnce(listener, context)) }.start()
+            }
+            #expect(await client.waitFor("pong"), "\(client.transcript)")
+            return text
+        }
+        #expect(received == "ping\n")
+    }
+}
+
+/// Accepts one connection on `listener`, answers its first line with `pong`, and closes: what it
+/// read, or why it failed.
+private func serveOnce(_ listener: FileDescriptor, _ context: TLSServerContext) -> String {
+    do {
+        let socket = try listener.accept()
+        defer { _ = try? socket.close() }
+        let session = try context.session()
+        var plaintext: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            let count = try socket.receive(into: &buffer)
+            guard count > 0 else { return "the client closed before a line: " + String(decoding: plaintext, as: UTF8.self) }
+            session.receive(buffer[..<count])
+            if !session.isHandshakeComplete { try session.handshake() }
+            while case .data(let bytes) = try session.read() { plaintext += bytes }
+            if plaintext.contains(0x0A) {
+                _ = try session.write(Array("pong\n".utf8))
+                session.close()
+            }
+            let output = session.takeOutput()
+            var sent = 0
+            while sent < output.count { sent += try socket.send(output[sent...]) }
+            if plaintext.contains(0x0A) { return String(decoding: plaintext, as: UTF8.self) }
+        }
+    } catch {
+        return "failed: \(error)"
     }
 }
