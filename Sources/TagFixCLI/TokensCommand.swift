@@ -12,7 +12,7 @@ struct TokensCommand: Subcommand {
             adds it to FILE (made if missing, mode 0600) and prints it once, with the link that sets \
             it on a phone (--url https://HOST:PORT gives the server's address). tokens list prints \
             the names, never a token. tokens revoke NAME takes NAME's token out: a phone that has it \
-            is refused from then on. The file is replaced atomically. A file of one token, as \
+            is refused once serve reads the file again. The file is replaced atomically. A file of one token, as \
             serve has always read, is the token named "default". A file that others can read is \
             refused (exit 66: chmod 600 it).
             """,
