@@ -133,8 +133,8 @@ public struct SessionRecord: Sendable, Hashable {
         read = verdict.scan.readEffort
         if verdict.scan.source == .phone {
             source = ScanSource.phone.rawValue
-            // A phone reads no UID: only a SUN proof gives one.
-            uid = verdict.sun?.uid.hex
+            // A phone reads no UID: only a SUN proof gives one (`phoneVerdict` puts it in the scan).
+            if verdict.scan.uid == .phoneUnknown { uid = nil }
             tagType = nil
             phone = verdict.scan.phone.map { Phone(token: $0.token, client: $0.client, userAgent: $0.userAgent) }
         }
