@@ -1,4 +1,5 @@
 import CSSL
+import Glibc
 
 // TLS for `serve --tls-cert FILE --tls-key FILE` (issue 34: browsers give positions only to
 // secure pages), over OpenSSL's libssl with memory BIOs: the server's event loop moves bytes
@@ -38,11 +39,19 @@ public struct TLSError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
-    /// Whether the error is about a file a person gave (the CLI's "input file" exit code).
+    /// Whether the error is about a file a person gave.
     public var isFileError: Bool { file != nil }
+    /// Whether that file is missing or cannot be read (the CLI's 66, as for any input file);
+    /// otherwise it was read and is not what it should be (65).
+    public var unreadable = false
 
     static func current(_ kind: Kind, file: String? = nil, _ message: String) -> TLSError {
-        TLSError(kind: kind, file: file, message: message, openSSL: OpenSSLErrors.drain())
+        var error = TLSError(kind: kind, file: file, message: message, openSSL: OpenSSLErrors.drain())
+        if let file, access(file, R_OK) != 0 {
+            error.unreadable = true
+            error.message = "cannot read the file (\(String(cString: strerror(errno))))"
+        }
+        return error
     }
 }
 

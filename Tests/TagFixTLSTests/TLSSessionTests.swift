@@ -151,12 +151,13 @@ struct TLSSessionTests {
             try TLSServerContext(certificate: missing, key: ca.key)
         } throws: { error in
             guard let error = error as? TLSError else { return false }
-            return error.kind == .certificateFile && error.isFileError && error.description.hasPrefix(missing + ": ")
+            return error.kind == .certificateFile && error.isFileError && error.unreadable
+                && error.description.hasPrefix(missing + ": cannot read the file (No such file or directory)")
                 && !error.description.contains("\n")
         }
         #expect {
             try TLSServerContext(certificate: ca.certificate, key: ca.certificate)
-        } throws: { error in (error as? TLSError)?.kind == .keyFile }
+        } throws: { error in (error as? TLSError)?.kind == .keyFile && (error as? TLSError)?.unreadable == false }
         #expect {
             try TLSServerContext(certificate: ca.certificate, key: ca.otherKey)
         } throws: { error in (error as? TLSError)?.kind == .keyMismatch }
