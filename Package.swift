@@ -45,6 +45,7 @@ let package = Package(
         .library(name: "TagFixMQTT", targets: ["TagFixMQTT"]),
         .library(name: "TagFixServe", targets: ["TagFixServe"]),
         .library(name: "TagFixPostgres", targets: ["TagFixPostgres"]),
+        .library(name: "TagFixTLS", targets: ["TagFixTLS"]),
         .executable(name: "tagfix", targets: ["tagfix"]),
     ],
     targets: [
@@ -83,6 +84,9 @@ let package = Package(
         // OpenSSL 3's libcrypto (trust: originality signatures, SUN, signed locations).
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .target(name: "TagFixCrypto", dependencies: ["CCrypto", "TagFixCore"]),
+        // OpenSSL 3's libssl: TLS over memory buffers for serve --tls-cert (every libssl call in TLS.swift).
+        .systemLibrary(name: "CSSL", pkgConfig: "libssl", providers: [.apt(["libssl-dev"])]),
+        .target(name: "TagFixTLS", dependencies: ["CSSL"]),
         .target(
             name: "TagFixEmulators", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixSystem", "TagFixDevices", "TagFixCrypto", "CPTY"]),
         // The private daemons (gpsd, pcscd) on one generic `PrivateDaemon` with its watchdog,
@@ -173,6 +177,7 @@ let package = Package(
         .testTarget(
             name: "TagFixServeTests",
             dependencies: ["TagFixServe", "TagFixCore", "TagFixDevices", "TagFixScenarios", "TagFixTesting", "TagFixReport"]),
+        .testTarget(name: "TagFixTLSTests", dependencies: ["TagFixTLS", "TagFixTesting"]),
         .testTarget(name: "TagFixFuzzTests", dependencies: ["TagFixFuzzTargets", "TagFixTesting", "TagFixCore"]),
         .testTarget(
             name: "TagFixCLITests",

@@ -31,6 +31,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
     case route
     case serveCommand = "serve-command"
     case fleetMessage = "fleet-message"
+    case phoneTap = "phone-tap"
 
     /// Runs the target on one input.
     /// - Throws: `FuzzViolation` when accepted input gives an answer that breaks an invariant.
@@ -53,6 +54,7 @@ public enum FuzzTarget: String, CaseIterable, Sendable {
         case .route: try Self.route(data)
         case .serveCommand: try Self.serveCommand(data)
         case .fleetMessage: try Self.fleetMessage(data)
+        case .phoneTap: try Self.phoneTap(data)
         }
     }
 }
@@ -343,5 +345,31 @@ extension FuzzTarget {
         if let end = HTTPRequest.headEnd(data), let request = try? HTTPRequest(head: data[..<end]) {
             try check(request.path.hasPrefix("/"), .serveCommand, "a request path \(request.path) not starting with /")
         }
+    }
+
+    /// A phone tap's POST body (anyone who can reach `serve` sends it): a refusal says what is
+    /// wrong; an accepted body has its position in range and a URL within bounds, and the body
+    /// the page would send for it parses to the same request, which writes the same body.
+    static func phoneTap(_ data: [UInt8]) throws(FuzzViolation) {
+        let request: PhoneTapRequest
+        do {
+            request = try PhoneTapRequest(body: data)
+        } catch {
+            try check(!error.description.isEmpty, .phoneTap, "a refusal without a message")
+            return
+        }
+        try check(data.count <= PhoneTapRequest.maximumBody, .phoneTap, "a body of \(data.count) bytes accepted")
+        try check(request.url.utf8.count <= PhoneTapRequest.maximumURL, .phoneTap, "a URL of \(request.url.utf8.count) bytes")
+        if case .fix(let coordinate, let accuracy) = request.position {
+            try check(
+                coordinate.latitude.isFinite && abs(coordinate.latitude) <= 90 && abs(coordinate.longitude) <= 180, .phoneTap,
+                "a position out of range: \(coordinate)")
+            try check(accuracy > 0 && accuracy <= PhoneTapRequest.maximumAccuracy, .phoneTap, "an accuracy of \(accuracy) m")
+        }
+        let body = request.body
+        guard let again = try? PhoneTapRequest(body: Array(body.utf8)) else {
+            throw FuzzViolation(target: FuzzTarget.phoneTap.rawValue, message: "\(body) written for an accepted tap is refused")
+        }
+        try check(again.body == body, .phoneTap, "\(body) reads back as \(again.body)")
     }
 }

@@ -11,7 +11,7 @@ public enum TagFixCommandLine {
             VerifyCommand.self, ServeCommand.self, ScanCommand.self, FixCommand.self, DevicesCommand.self, InspectCommand.self,
             SunCommand.self, EnrollCommand.self, ReportCommand.self, CollectCommand.self, RegistryCommand.self, DoctorCommand.self,
             EmulateCommand.self,
-            KeysCommand.self, SignURLCommand.self,
+            KeysCommand.self, SignURLCommand.self, TokensCommand.self,
         ]
     }
 

@@ -5,20 +5,8 @@ import TagFixDevices
 enum VerdictFormat {
     /// One line for a terminal or a log: time, symbol, verdict, tag, message.
     static func line(_ verdict: Verdict) -> String {
-        let symbol: String
-        switch verdict.kind {
-        case .confirmed: symbol = "✓"
-        case .outside: symbol = "✗"
-        case .inconclusive: symbol = "?"
-        case .notRegistered: symbol = "–"
-        case .disallowed: symbol = "⊘"
-        case .untrusted: symbol = "⚠"
-        }
-        let kind: String
-        switch verdict.kind {
-        case .notRegistered: kind = "not registered"
-        default: kind = verdict.kind.name
-        }
+        let symbol = verdict.kind.symbol
+        let kind = verdict.kind.words
         var tag = verdict.tagID ?? verdict.scan.uid.hex
         if let name = verdict.regionName { tag += " (\(name))" }
         return "\(clockTime(verdict.scan.time))  \(symbol) \(pad(kind, 14)) \(pad(tag, 24)) \(verdict.message)"

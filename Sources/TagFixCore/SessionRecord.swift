@@ -64,6 +64,24 @@ public struct SessionRecord: Sendable, Hashable {
     public var sunCounter: Int?
     /// How the tap's read went (`read`: attempts, RF errors, time), when the reader knew.
     public var read: ReadEffort?
+    /// Where the scan came from when it was not a reader: `phone` (issue 34); `nil` for a
+    /// reader's scan, whose records are what they always were.
+    public var source: String?
+    /// Who made a phone tap (`phone`: the token's name, the client's address, the user agent).
+    public var phone: Phone?
+
+    /// A phone tap's audit: what `PhoneAudit` keeps.
+    public struct Phone: Sendable, Hashable {
+        public var token: String?
+        public var client: String?
+        public var userAgent: String?
+
+        public init(token: String?, client: String?, userAgent: String?) {
+            self.token = token
+            self.client = client
+            self.userAgent = userAgent
+        }
+    }
 
     /// The fix's position, when the record has a fix with one.
     public var fix: Position? {
@@ -113,6 +131,13 @@ public struct SessionRecord: Sendable, Hashable {
         clock = verdict.timeStamp.map { ClockStamp(source: $0.source.rawValue, offset: $0.systemMinusGPS?.seconds) }
         sunCounter = verdict.sun?.counter.map { Int($0) }
         read = verdict.scan.readEffort
+        if verdict.scan.source == .phone {
+            source = ScanSource.phone.rawValue
+            // A phone reads no UID: only a SUN proof gives one (`phoneVerdict` puts it in the scan).
+            if verdict.scan.uid == .phoneUnknown { uid = nil }
+            tagType = nil
+            phone = verdict.scan.phone.map { Phone(token: $0.token, client: $0.client, userAgent: $0.userAgent) }
+        }
     }
 
     /// The JSON Lines record, without its newline, in the documented key order: `time` first
@@ -171,6 +196,15 @@ public struct SessionRecord: Sendable, Hashable {
             r.add("rf_errors", read.rfErrors)
             r.add("time_ms", read.duration.seconds * 1000, digits: 1)
             object.add("read", raw: r.text)
+        }
+        // After it, and only for a phone's tap: a reader's records keep their bytes.
+        if let source { object.add("source", source) }
+        if let phone {
+            var p = JSONObjectWriter()
+            p.add("token", phone.token)
+            p.add("client", phone.client)
+            p.add("user_agent", phone.userAgent)
+            object.add("phone", raw: p.text)
         }
         return object.text
     }
@@ -254,6 +288,11 @@ public struct SessionRecord: Sendable, Hashable {
             let milliseconds = try number(object, "time_ms") ?? 0
             guard milliseconds >= 0, milliseconds < 1e12 else { throw fail("read's time_ms must be 0 or more") }
             read = ReadEffort(attempts: attempts, rfErrors: rfErrors, duration: .milliseconds(milliseconds), completed: true)
+        }
+        source = try string(value, "source")
+        if let object = value["phone"], !object.isNull {
+            phone = Phone(
+                token: try string(object, "token"), client: try string(object, "client"), userAgent: try string(object, "user_agent"))
         }
     }
 }

@@ -84,6 +84,10 @@ public enum ScanSource: String, Sendable, Hashable {
     case nfc
     /// A URL that did not come from a tag (typed in, a link, a QR code): never confirmed.
     case link
+    /// A URL a phone opened from a tag and posted with the browser's position, through `tagfix
+    /// serve` (issue 34): decided by `Verifier.phoneVerdict`, which knows it has no UID; the
+    /// reader path (`expectation(for:)`) takes it as it takes a link.
+    case phone
 }
 
 /// One read of one tag: what the verifier gets from a reader.
@@ -105,6 +109,7 @@ public struct TagScan: Sendable, Hashable {
         var ndefReadFailed = false
         var originality: Originality? = nil
         var readEffort: ReadEffort? = nil
+        var phone: PhoneAudit? = nil
     }
 
     private var storage: ImmutableBox<Fields>
@@ -176,6 +181,13 @@ public struct TagScan: Sendable, Hashable {
     public var readEffort: ReadEffort? {
         get { storage.fields.readEffort }
         set { storage.update { $0.readEffort = newValue } }
+    }
+
+    /// Who tapped, for a phone's tap (`source == .phone`): its token's name, its address and its
+    /// browser, kept for the audit; `nil` for a reader's scan.
+    public var phone: PhoneAudit? {
+        get { storage.fields.phone }
+        set { storage.update { $0.phone = newValue } }
     }
 
     public init(

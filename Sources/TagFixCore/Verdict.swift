@@ -140,6 +140,9 @@ public enum UntrustedReason: Sendable, Hashable, CustomStringConvertible {
     indirect case gpsJump(GPSJump)
     /// The fix is simulated (gpsd status 8) and simulated fixes are not allowed.
     case gpsSimulated
+    /// A phone tap on a tag without a SUN proof while SUN is required for phone taps
+    /// (`serve --require-sun`): its URL is static, so anyone who has seen it can open it anywhere.
+    case sunRequired(tag: String)
 
     /// A stable machine-readable code for JSON output.
     public var code: String {
@@ -153,6 +156,7 @@ public enum UntrustedReason: Sendable, Hashable, CustomStringConvertible {
         case .locationSignatureInvalid: "location_signature_invalid"
         case .gpsJump: "gps_jump"
         case .gpsSimulated: "gps_simulated"
+        case .sunRequired: "sun_required"
         }
     }
 
@@ -183,6 +187,8 @@ public enum UntrustedReason: Sendable, Hashable, CustomStringConvertible {
             "\(jump): a spoofed or faulty receiver; check the GPS (tagfix fix), and tap again once its position has been steady for \(format(jump.window.seconds)) s"
         case .gpsSimulated:
             "the fix is simulated (gpsd status 8): a simulator or a replay feeds gpsd, not a receiver; use a real receiver (--allow-simulated only on a test rig)"
+        case .sunRequired(let tag):
+            "tag \(tag)'s URL carries no SUN proof and phone taps must prove the tag with SUN (--require-sun): anyone who has seen a static URL can open it elsewhere; replace the tag at \(tag) with an NTAG 424 DNA enrolled with SUN"
         }
     }
 }
@@ -243,12 +249,16 @@ public enum DisallowedReason: Sendable, Hashable, CustomStringConvertible {
     case confirmationDisabled
     case tagDisallowed(String)
     case notPhysicalTag
+    /// A phone's browser gave no position: the person declined the prompt, or the phone has no
+    /// location to give (the App Clip's "confirmation turned off by the person").
+    case positionDenied
 
     public var code: String {
         switch self {
         case .confirmationDisabled: "confirmation_disabled"
         case .tagDisallowed: "tag_disallowed"
         case .notPhysicalTag: "not_physical_tag"
+        case .positionDenied: "position_denied"
         }
     }
 
@@ -257,6 +267,8 @@ public enum DisallowedReason: Sendable, Hashable, CustomStringConvertible {
         case .confirmationDisabled: "location confirmation is turned off for this run"
         case .tagDisallowed(let id): "location confirmation is turned off for tag \(id)"
         case .notPhysicalTag: "the URL did not come from a physical tag"
+        case .positionDenied:
+            "the phone gave no position (location declined, or off on the phone): allow location for this site and tap again"
         }
     }
 }

@@ -202,29 +202,10 @@ public struct VerificationSession: Sendable {
             default: break
             }
         }
-        if let sun = waiting.sun { accept(sun, into: &verdict) }
+        // The counter is accepted before the verdict leaves the session (`Verifier.accept`).
+        if let sun = waiting.sun { verifier.accept(sun, into: &verdict) }
         return verdict
     }
-
-    /// Accepts a SUN tag's read counter before its verdict leaves the session (and so before it
-    /// is logged or shown): the URL has been presented, whatever the verdict, and is never
-    /// accepted again. A counter another scan accepted meanwhile makes this one a replay; a
-    /// store that cannot be written makes it inconclusive, never confirmed.
-    private func accept(_ sun: SUNEvidence, into verdict: inout Verdict) {
-        verdict.sun = sun
-        guard let counter = sun.counter, let store = verifier.sun?.counters else { return }
-        let tag = waitingTag(verdict)
-        do {
-            if try !store.accept(uid: sun.uid, counter: counter, tagID: tag) {
-                let last = (try? store.lastAccepted(uid: sun.uid)) ?? counter
-                verdict.kind = .untrusted(.sunReplayed(tag: tag, counter: counter, last: last))
-            }
-        } catch {
-            verdict.kind = .inconclusive(.registryUnavailable(error))
-        }
-    }
-
-    private func waitingTag(_ verdict: Verdict) -> String { verdict.tagID ?? verdict.scan.uid.hex }
 }
 
 /// Recent fixes sorted by time, one per epoch (a later report for the same time replaces the

@@ -114,6 +114,24 @@ struct HouseRulesTests {
         #expect(seen > 10, "no libpq call found at all: is the package at \(packageRoot)?")
     }
 
+    @Test("every libssl call is in one file (TagFixTLS/TLS.swift): TLS is one layer the server's transport calls")
+    func libsslInOneFile() throws {
+        var seen = 0
+        for file in try Self.swiftFiles("Sources") + Self.swiftFiles("Tests") + Self.swiftFiles("Benchmarks") where file.path != Self.itself
+        {
+            for line in Self.codeLines(file.lines)
+            where line.text.range(of: #"\b(SSL_[A-Za-z_0-9]+|TLS_(server|client)_method|cssl_[a-z_0-9]+)\("#, options: .regularExpression)
+                != nil
+            {
+                seen += 1
+                #expect(
+                    file.path == "Sources/TagFixTLS/TLS.swift",
+                    "\(file.path):\(line.number): a libssl call outside TLS.swift: go through TLSServerContext / TLSSession")
+            }
+        }
+        #expect(seen > 10, "no libssl call found at all: is the package at \(packageRoot)?")
+    }
+
     // MARK: - Every POSIX call through the system layer
 
     /// The raw calls TagFixSystem wraps: a pipe made by hand (`pipe`, `pipe2`, the C shims'

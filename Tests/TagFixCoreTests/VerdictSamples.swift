@@ -102,6 +102,8 @@ enum VerdictSamples {
         ("untrusted sun_invalid", bare(.untrusted(.sunInvalid(tag: "T01", problem: .macMismatch)))),
         ("untrusted sun_replayed", bare(.untrusted(.sunReplayed(tag: "T01", counter: 40, last: 41)))),
         ("confirmed (a SUN tag's counter)", sunConfirmed),
+        ("disallowed position_denied", bare(.disallowed(.positionDenied))),
+        ("untrusted sun_required", bare(.untrusted(.sunRequired(tag: "T01")))),
     ]
 
     /// A SUN tag's confirmed verdict: it carries the read counter it accepted.
@@ -124,12 +126,12 @@ enum VerdictSamples {
             }
         case .disallowed(let why):
             switch why {
-            case .confirmationDisabled, .tagDisallowed, .notPhysicalTag: reason = why.code
+            case .confirmationDisabled, .tagDisallowed, .notPhysicalTag, .positionDenied: reason = why.code
             }
         case .untrusted(let why):
             switch why {
             case .uidMismatch, .signatureInvalid, .signatureMissing, .locationUnsigned, .locationSignatureInvalid, .gpsJump, .gpsSimulated,
-                .sunInvalid, .sunReplayed:
+                .sunInvalid, .sunReplayed, .sunRequired:
                 reason = why.code
             }
         }
@@ -146,5 +148,6 @@ enum VerdictSamples {
         "untrusted uid_mismatch", "untrusted signature_invalid", "untrusted signature_missing",
         "inconclusive sun_unchecked", "untrusted location_unsigned", "untrusted location_signature_invalid", "untrusted gps_jump",
         "untrusted gps_simulated", "untrusted sun_invalid", "untrusted sun_replayed",
+        "disallowed position_denied", "untrusted sun_required",
     ]
 }

@@ -1,0 +1,189 @@
+// A phone as reader and GPS (issue 34): the phone opens a tag's URL, its browser gives a position,
+// and `tagfix serve` asks the same verifier as `verify`. What differs from a reader's scan, and
+// nothing else: a phone reads no UID (so none is compared, and a URL whose location is signed for
+// one UID cannot be proved), it proves no chip (`requireGenuine` needs a SUN proof instead), and
+// its position comes with the tap, so there is nothing to wait for.
+
+/// Who made a phone tap, kept with its verdict for the audit: the token's name, the client's
+/// address and the browser's user agent. Immutable, one reference: a reader's scan pays a nil.
+public final class PhoneAudit: Sendable, Hashable {
+    /// The name of the token the phone's cookie carried (`serve`'s token file).
+    public let token: String
+    /// The client's address as the server saw it (`203.0.113.7`, `[2001:db8::1]:443`).
+    public let client: String
+    /// The browser's `User-Agent`, at most 256 characters.
+    public let userAgent: String
+
+    public init(token: String, client: String, userAgent: String) {
+        self.token = token
+        self.client = client
+        self.userAgent = String(userAgent.unicodeScalars.prefix(256).map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) })
+    }
+
+    public static func == (lhs: PhoneAudit, rhs: PhoneAudit) -> Bool {
+        lhs.token == rhs.token && lhs.client == rhs.client && lhs.userAgent == rhs.userAgent
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(token)
+        hasher.combine(client)
+        hasher.combine(userAgent)
+    }
+}
+
+/// What a phone's browser said of its position for a tap.
+public enum PhonePosition: Sendable, Hashable {
+    /// A position, its accuracy (metres, 95 %), and when the browser took it, on the verifier's axis.
+    case fix(Coordinate, accuracy: Double, time: Timestamp)
+    /// The person declined the browser's prompt, or the phone has no position to give: the tap is
+    /// `disallowed(position_denied)`.
+    case denied
+    /// The browser gave up waiting for a position: `inconclusive(no_fix)`, tap again.
+    case timedOut
+}
+
+extension TagUID {
+    /// The UID a phone tap's scan carries until a SUN proof gives the tag's own: seven zero bytes,
+    /// which no NXP chip has (their first byte is the manufacturer's, 04). Never logged: a phone
+    /// record without a SUN proof has no `uid`.
+    public static let phoneUnknown = TagUID(checkedBytes: [0, 0, 0, 0, 0, 0, 0])
+}
+
+extension Verifier {
+    /// The verdict on one phone tap: `url` the URL the phone opened, received at `time` (on the
+    /// verifier's axis), with the browser's `position`.
+    ///
+    /// The same verifier as a reader's scan, with the same kinds and reasons: the policy, the
+    /// registry by the URL's tag id (never by UID: a phone reads none), a SUN registry tag's CMAC
+    /// and counter (accepted before this returns, as `VerificationSession` accepts it: a replay is
+    /// `untrusted(sun_replayed)`, a counter that cannot be stored `inconclusive`), the URL's own
+    /// location and its signature under `--trust-key`, then `decide` with the phone's position as
+    /// the one fix. A position that was not given is `disallowed(position_denied)`, never `outside`.
+    /// - Parameters:
+    ///   - requireSUN: a tap without a SUN proof is `untrusted(sun_required)` (`serve --require-sun`).
+    ///   - audit: who tapped, carried in the scan for the record.
+    public func phoneVerdict(
+        url: String, time: Timestamp, position: PhonePosition, requireSUN: Bool = false, audit: PhoneAudit? = nil
+    ) -> Verdict {
+        var scan = TagScan(readerID: "phone", uid: .phoneUnknown, tagType: .unknown, url: url, time: time, source: .phone)
+        scan.phone = audit
+        switch phoneExpectation(for: scan, requireSUN: requireSUN) {
+        case .decided(let verdict):
+            return verdict
+        case .region(let region, let source, let tagID, let name, let sun):
+            if let sun { scan.uid = sun.uid }
+            var verdict: Verdict
+            switch position {
+            case .denied, .timedOut:
+                verdict = Verdict(
+                    kind: position == .denied ? .disallowed(.positionDenied) : .inconclusive(.noFix), scan: scan, tagID: tagID,
+                    region: region, regionSource: source, regionName: name, interpolated: false)
+            case .fix(let coordinate, let accuracy, let fixTime):
+                let fix = Fix(time: fixTime, mode: .twoD, coordinate: coordinate, horizontalAccuracy: accuracy, status: .unknown)
+                verdict = decide(scan: scan, region: region, source: source, tagID: tagID, name: name, before: fix, after: nil)
+            }
+            // The URL has been presented, whatever the verdict: its counter is never accepted again.
+            if let sun { accept(sun, into: &verdict) }
+            return verdict
+        }
+    }
+
+    /// What a phone tap is checked against (see `phoneVerdict`).
+    func phoneExpectation(for scan: TagScan, requireSUN: Bool) -> Expectation {
+        var location: URLLocation?
+        var locationError: URLLocationError?
+        if let url = scan.url {
+            do {
+                location = try URLLocation(url: url, defaultRadius: policy.defaultURLRadius, maximumRadius: policy.maximumRadius)
+            } catch {
+                locationError = error
+            }
+        }
+        let tagID = location?.tagID
+        func verdict(_ kind: Verdict.Kind, id: String? = tagID) -> Expectation {
+            .decided(Verdict(kind: kind, scan: scan, tagID: id, interpolated: false))
+        }
+        guard policy.locationConfirmation else { return verdict(.disallowed(.confirmationDisabled)) }
+        if let tagID, !policy.disallowedTags.isEmpty, policy.disallowedTags.contains(tagID) {
+            return verdict(.disallowed(.tagDisallowed(tagID)))
+        }
+        let placement: Placement?
+        do {
+            // By the id alone: the scan's UID is no tag's, and a placement found by it is not this tag's.
+            placement = try tagID.flatMap { id throws(RegistryError) in
+                try registry.placement(forTagID: id, uid: scan.uid).flatMap { $0.id == id ? $0 : nil }
+            }
+        } catch {
+            return verdict(.inconclusive(.registryUnavailable(error)))
+        }
+        if let placement {
+            if !policy.disallowedTags.isEmpty, policy.disallowedTags.contains(placement.id) {
+                return verdict(.disallowed(.tagDisallowed(placement.id)), id: placement.id)
+            }
+            var evidence: SUNEvidence?
+            if placement.checks.contains(.sun) {
+                // The CMAC, the counter against the last accepted, the decrypted UID against the enrolled.
+                switch checkSUN(scan, placement: placement) {
+                case .proven(let proof): evidence = proof
+                case .failed(let kind): return verdict(kind, id: placement.id)
+                }
+            } else if requireSUN {
+                return verdict(.untrusted(.sunRequired(tag: placement.id)), id: placement.id)
+            }
+            // A genuine chip is proved by a reader's originality check, or by the chip's SUN: a
+            // phone gives only the second.
+            if evidence == nil, policy.requireGenuine || placement.checks.contains(.genuine) {
+                return verdict(.untrusted(.signatureMissing(status: nil, tag: placement.id)), id: placement.id)
+            }
+            return Expectation(consume placement, sun: evidence)
+        }
+        if let locationError { return verdict(.inconclusive(.invalidTagLocation(locationError))) }
+        if let location, let region = location.region {
+            if requireSUN { return verdict(.untrusted(.sunRequired(tag: tagID ?? "?"))) }
+            if policy.requireGenuine { return verdict(.untrusted(.signatureMissing(status: nil, tag: tagID ?? "?"))) }
+            if let locationTrust, let reason = untrustedLocation(location, region: region, scan: scan, trust: locationTrust) {
+                return verdict(.untrusted(reason))
+            }
+            return .region(region, .url, tagID: tagID, name: nil, sun: nil)
+        }
+        return verdict(.notRegistered)
+    }
+
+    /// Accepts a SUN tag's read counter into `verdict` before it leaves the verifier (and so before
+    /// it is logged or shown): a counter another scan accepted meanwhile makes this one a replay;
+    /// a store that cannot be written makes it inconclusive, never confirmed. `VerificationSession`
+    /// accepts a reader's scans through it too.
+    func accept(_ sun: SUNEvidence, into verdict: inout Verdict) {
+        verdict.sun = sun
+        guard let counter = sun.counter, let store = self.sun?.counters else { return }
+        let tag = verdict.tagID ?? verdict.scan.uid.hex
+        do {
+            if try !store.accept(uid: sun.uid, counter: counter, tagID: tag) {
+                let last = (try? store.lastAccepted(uid: sun.uid)) ?? counter
+                verdict.kind = .untrusted(.sunReplayed(tag: tag, counter: counter, last: last))
+            }
+        } catch {
+            verdict.kind = .inconclusive(.registryUnavailable(error))
+        }
+    }
+}
+
+extension Verdict.Kind {
+    /// The kind's symbol as `verify` prints it (and the tap page shows it): ✓ ✗ ? – ⊘ ⚠.
+    public var symbol: String {
+        switch self {
+        case .confirmed: "✓"
+        case .outside: "✗"
+        case .inconclusive: "?"
+        case .notRegistered: "–"
+        case .disallowed: "⊘"
+        case .untrusted: "⚠"
+        }
+    }
+
+    /// The kind in `verify`'s words: its name, but `not registered` for `notRegistered`.
+    public var words: String {
+        if case .notRegistered = self { return "not registered" }
+        return name
+    }
+}

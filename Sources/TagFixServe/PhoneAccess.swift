@@ -1,0 +1,329 @@
+public import TagFixCore
+import TagFixDevices
+import TagFixSystem
+
+// Who may tap (issue 34): named tokens in serve's token file, the cookie that carries one after
+// the first link, the same-origin rule for POSTs and a rate limit per client. Pure but for the
+// token file's reading and writing.
+
+// MARK: - The token file
+
+/// `serve --token FILE`: one token, as it always was (the whole file, trimmed; its name is
+/// `default`), or named tokens, one `NAME TOKEN` a line (`#` comments and blank lines allowed),
+/// one per tech or device, made by `tagfix tokens add NAME`.
+public struct TokenFile: Sendable, Hashable {
+    public struct Entry: Sendable, Hashable {
+        public var name: String
+        public var token: String
+
+        public init(name: String, token: String) {
+            self.name = name
+            self.token = token
+        }
+    }
+
+    public private(set) var entries: [Entry]
+
+    /// The name a single-token file's token has.
+    public static let defaultName = "default"
+
+    public init(entries: [Entry] = []) { self.entries = entries }
+
+    /// Reads the file's text.
+    /// - Throws: `DataFileError` naming the line; never the token's text.
+    public init(text: String) throws(DataFileError) {
+        let trimmed = text.trimmingScalars
+        // Today's file: one word, no name.
+        if !trimmed.isEmpty, !trimmed.unicodeScalars.contains(where: { $0 == " " || $0 == "\t" || $0 == "\n" || $0 == "\r" }),
+            !trimmed.hasPrefix("#")
+        {
+            // Taken as it always was, whatever its length or characters.
+            entries = [Entry(name: Self.defaultName, token: trimmed)]
+            return
+        }
+        entries = []
+        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let line = String(raw).trimmingScalars
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+            guard fields.count == 2 else {
+                throw DataFileError(line: index + 1, message: "a token line is NAME TOKEN (two fields), this one has \(fields.count)")
+            }
+            guard Self.isName(fields[0]) else { throw DataFileError(line: index + 1, message: Self.badName(fields[0])) }
+            guard Self.isToken(fields[1]) else { throw DataFileError(line: index + 1, message: Self.badToken) }
+            guard !entries.contains(where: { $0.name == fields[0] }) else {
+                throw DataFileError(line: index + 1, message: "the name \(fields[0]) is given twice: each token has a name of its own")
+            }
+            guard !entries.contains(where: { $0.token == fields[1] }) else {
+                throw DataFileError(line: index + 1, message: "this token is given twice: make a new one with tagfix tokens add")
+            }
+            entries.append(Entry(name: fields[0], token: fields[1]))
+        }
+    }
+
+    /// The file's text: a header, then `NAME TOKEN` lines.
+    public var text: String {
+        "# tagfix serve tokens: NAME TOKEN (tagfix tokens add | list | revoke)\n"
+            + entries.map { "\($0.name) \($0.token)\n" }.joined()
+    }
+
+    /// The name of the entry whose token is `token`, compared in time that does not depend on
+    /// where the bytes differ, nor on which entry matches.
+    public func name(forToken token: String) -> String? {
+        var found: String?
+        for entry in entries where Self.same(entry.token, token) { found = entry.name }
+        return found
+    }
+
+    /// Adds a token named `name`.
+    public mutating func add(name: String, token: String) throws(TokenFileError) {
+        guard Self.isName(name) else { throw .badName(name) }
+        guard !entries.contains(where: { $0.name == name }) else { throw .exists(name) }
+        entries.append(Entry(name: name, token: token))
+    }
+
+    /// Removes `name`'s token.
+    public mutating func revoke(name: String) throws(TokenFileError) {
+        guard let index = entries.firstIndex(where: { $0.name == name }) else { throw .unknown(name) }
+        entries.remove(at: index)
+    }
+
+    /// A fresh token: 32 random bytes from the system's generator, base64url without padding
+    /// (43 characters).
+    public static func generateToken() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        var out: [UInt8] = []
+        var index = 0
+        while index < bytes.count {
+            let chunk = bytes[index..<min(index + 3, bytes.count)]
+            var value = 0
+            for byte in chunk { value = value << 8 | Int(byte) }
+            value <<= 8 * (3 - chunk.count)
+            for position in 0..<(chunk.count + 1) { out.append(alphabet[(value >> (18 - 6 * position)) & 63]) }
+            index += 3
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Reads the token file at `path` (mode 0600 or stricter, as every key file).
+    public static func read(_ path: String) throws(DataFileError) -> TokenFile {
+        do {
+            return try TokenFile(text: SecretFile.read(path))
+        } catch {
+            throw error.file == nil ? error.inFile(path) : error
+        }
+    }
+
+    /// Replaces the file at `path` with this one atomically: a new file of mode 0600 beside it,
+    /// synced, renamed over it. A reader sees the old file or the new, never a part.
+    public func write(to path: String) throws(TokenFileError) {
+        let temporary = path + ".tmp-\(UInt32.random(in: 0...UInt32.max))"
+        do {
+            try SecretFile.create(temporary, text, mode: 0o600)
+        } catch {
+            throw .cannotWrite(path, error.description)
+        }
+        do {
+            try FileSystem.rename(temporary, to: path)
+        } catch {
+            try? FileSystem.removeFile(temporary)
+            throw .cannotWrite(path, error.description)
+        }
+    }
+
+    /// A name: 1–64 letters, digits, `_`, `-`, `.`, `@`.
+    public static func isName(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.count <= 64
+            && text.utf8.allSatisfy { ($0 | 0x20 >= 0x61 && $0 | 0x20 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || "_-.@".utf8.contains($0) }
+    }
+
+    /// A token: 16–256 printable ASCII characters, no space, none of `;` `,` `"` `\` (so it can
+    /// ride in a cookie as it is).
+    public static func isToken(_ text: String) -> Bool {
+        (16...256).contains(text.utf8.count) && text.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && !";,\"\\".utf8.contains($0) }
+    }
+
+    static let badToken =
+        "a token is 16 to 256 printable characters without spaces, ; , \" or \\ (make one with tagfix tokens add NAME)"
+    static func badName(_ name: String) -> String {
+        "\"\(name.prefix(64))\" is not a token name (1 to 64 letters, digits, _ - . @)"
+    }
+
+    static func same(_ a: String, _ b: String) -> Bool {
+        let x = Array(a.utf8)
+        let y = Array(b.utf8)
+        var difference = UInt8(x.count == y.count ? 0 : 1)
+        for index in 0..<max(x.count, y.count) {
+            difference |= (index < x.count ? x[index] : 0) ^ (index < y.count ? y[index] : 0)
+        }
+        return difference == 0
+    }
+}
+
+/// Why `tagfix tokens` could not do what it was asked.
+public enum TokenFileError: Error, Sendable, Hashable, CustomStringConvertible {
+    case badName(String)
+    case exists(String)
+    case unknown(String)
+    case cannotWrite(String, String)
+
+    public var description: String {
+        switch self {
+        case .badName(let name): TokenFile.badName(name)
+        case .exists(let name): "a token named \(name) exists: revoke it first (tagfix tokens revoke \(name)), or choose another name"
+        case .unknown(let name): "no token is named \(name): tagfix tokens list shows the names"
+        case .cannotWrite(let path, let why): "cannot write \(path): \(why)"
+        }
+    }
+}
+
+extension String {
+    /// Without blanks at either end, cut by Unicode scalars.
+    fileprivate var trimmingScalars: String {
+        let scalars = unicodeScalars
+        guard let first = scalars.firstIndex(where: { !$0.properties.isWhitespace }),
+            let last = scalars.lastIndex(where: { !$0.properties.isWhitespace })
+        else { return "" }
+        return String(scalars[first...last])
+    }
+}
+
+// MARK: - The cookie
+
+/// The token as a cookie: given once in a tech's link (`?token=`), then kept by the phone's
+/// browser, HTTP-only, for this site only.
+public enum PhoneCookie {
+    /// The cookie's name.
+    public static let name = "tagfix_token"
+    /// How long a browser keeps it: a year (revoking the token ends it sooner).
+    public static let maximumAge = 365 * 24 * 3600
+
+    /// The `Set-Cookie` value for `token`: `HttpOnly` (no script reads it), `SameSite=Strict` (no
+    /// other site's page sends it), `Path=/`, and `Secure` when the server speaks TLS.
+    public static func setCookie(token: String, secure: Bool) -> String {
+        "\(name)=\(token); Path=/; Max-Age=\(maximumAge); HttpOnly; SameSite=Strict" + (secure ? "; Secure" : "")
+    }
+
+    /// The token in a `Cookie` header, if it has ours (the first of that name).
+    public static func token(cookieHeader: String?) -> String? {
+        guard let cookieHeader else { return nil }
+        for pair in cookieHeader.split(separator: ";") {
+            let trimmed = pair.drop { $0 == " " || $0 == "\t" }
+            guard let equals = trimmed.firstIndex(of: "=") else { continue }
+            if trimmed[..<equals] == name { return String(trimmed[trimmed.index(after: equals)...]) }
+        }
+        return nil
+    }
+
+    /// What a request's token says.
+    public enum Access: Sendable, Hashable {
+        /// The link's `?token=` is known: set the cookie and send the phone to `location`, the
+        /// same path and query without the token (so it leaves the address bar and the history).
+        case setCookie(name: String, setCookie: String, location: String)
+        /// The cookie's token is known, with its name.
+        case allowed(name: String)
+        /// No token, or one the file does not hold (another site's, a revoked one): refused with
+        /// a page that says what to do; nothing is logged.
+        case refused
+    }
+
+    /// Decides a request: `?token=` first (a link), then the cookie.
+    /// - Parameters:
+    ///   - path: the request's path; `query`: its decoded query, in order.
+    public static func access(
+        tokens: TokenFile, path: String, query: [(String, String)], cookieHeader: String?, secure: Bool
+    ) -> Access {
+        if let given = query.first(where: { $0.0 == "token" })?.1 {
+            guard let name = tokens.name(forToken: given) else { return .refused }
+            let rest = query.filter { $0.0 != "token" }
+            let location =
+                path + (rest.isEmpty ? "" : "?" + rest.map { percentEncoded($0.0) + "=" + percentEncoded($0.1) }.joined(separator: "&"))
+            return .setCookie(name: name, setCookie: setCookie(token: given, secure: secure), location: location)
+        }
+        guard let cookie = token(cookieHeader: cookieHeader), let name = tokens.name(forToken: cookie) else { return .refused }
+        return .allowed(name: name)
+    }
+
+    /// Percent-encodes all but RFC 3986's unreserved characters.
+    static func percentEncoded(_ text: String) -> String {
+        var out = ""
+        for byte in text.utf8 {
+            if (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x7A) || (byte >= 0x30 && byte <= 0x39) || "-._~".utf8.contains(byte) {
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                out += "%" + String(byte >> 4, radix: 16, uppercase: true) + String(byte & 15, radix: 16, uppercase: true)
+            }
+        }
+        return out
+    }
+}
+
+// MARK: - Same origin
+
+/// POSTs are same-origin only: a page of another site cannot make a phone post a tap.
+public enum SameOrigin {
+    /// Whether a POST with these headers comes from this server's own page: its `Origin` must
+    /// be present and be `http(s)://HOST` for the request's `Host` (the scheme the server speaks).
+    /// A missing, `null` or foreign origin is refused.
+    public static func allows(origin: String?, host: String?, secure: Bool) -> Bool {
+        guard let origin, let host, !host.isEmpty else { return false }
+        let expected = (secure ? "https://" : "http://") + host.lowercased()
+        return origin.lowercased() == expected
+            || origin.lowercased() == expected + (secure ? ":443" : ":80")
+            || (host.lowercased().hasSuffix(secure ? ":443" : ":80") && origin.lowercased() + (secure ? ":443" : ":80") == expected)
+    }
+}
+
+// MARK: - The rate limit
+
+/// A token bucket per client: `burst` taps at once, then one each `interval`. Time comes in
+/// (`now`, on the server's clock); memory is bounded: at most `maximumClients` buckets, the
+/// idle (full) ones dropped first, then the one seen longest ago.
+public struct PhoneRateLimiter: Sendable {
+    public let burst: Int
+    public let interval: Duration
+    public let maximumClients: Int
+
+    private struct Bucket: Sendable {
+        var tokens: Double
+        var updated: Timestamp
+    }
+
+    private var buckets: [String: Bucket] = [:]
+
+    public init(burst: Int = 10, interval: Duration = .seconds(1), maximumClients: Int = 10_000) {
+        precondition(burst >= 1 && interval > .zero && maximumClients >= 1)
+        self.burst = burst
+        self.interval = interval
+        self.maximumClients = maximumClients
+    }
+
+    /// How many clients have a bucket.
+    public var clientCount: Int { buckets.count }
+
+    /// Whether `client` may make a request at `now`; takes one token when it may.
+    public mutating func allow(client: String, now: Timestamp) -> Bool {
+        var bucket = buckets[client] ?? Bucket(tokens: Double(burst), updated: now)
+        let elapsed = max(0, bucket.updated.duration(to: now).seconds)
+        bucket.tokens = min(Double(burst), bucket.tokens + elapsed / interval.seconds)
+        bucket.updated = max(bucket.updated, now)
+        let allowed = bucket.tokens >= 1
+        if allowed { bucket.tokens -= 1 }
+        if buckets[client] == nil, buckets.count >= maximumClients { makeRoom(now: now) }
+        buckets[client] = bucket
+        return allowed
+    }
+
+    /// Drops the buckets that have refilled (a client that comes back gets a full one anyway),
+    /// or, when none has, the one seen longest ago.
+    private mutating func makeRoom(now: Timestamp) {
+        let full = interval.seconds * Double(burst)
+        let before = buckets.count
+        buckets = buckets.filter { $0.value.updated.duration(to: now).seconds < full }
+        if buckets.count == before, let oldest = buckets.min(by: { $0.value.updated < $1.value.updated }) {
+            buckets[oldest.key] = nil
+        }
+    }
+}

@@ -1,0 +1,99 @@
+public import TagFixCore
+
+/// How `serve` treats phone taps (`--require-sun`, `--keep-phone-positions`).
+public struct PhoneTapPolicy: Sendable, Hashable {
+    /// A tap whose tag proves nothing with SUN is `untrusted(sun_required)`: a plain tag's URL is
+    /// static, and anyone who has seen it can open it anywhere. Logged like any verdict (the
+    /// attempt is worth an audit line), not refused.
+    public var requireSUN = false
+    /// Keep the phone's coordinates in the verdict (its fix, and so the log's `fix` and bearing).
+    /// Off: the position decides and is dropped; the verdict keeps the distance and the accuracy.
+    public var keepPositions = false
+    /// How far the browser's clock may be from the server's and its position still count as
+    /// taken now: a position stamped further off is taken at its own time (a cached position is
+    /// then `inconclusive(stale_fix)`, as an old fix is for `verify`).
+    public var clockSkew: Duration = .seconds(10)
+
+    public init(requireSUN: Bool = false, keepPositions: Bool = false, clockSkew: Duration = .seconds(10)) {
+        self.requireSUN = requireSUN
+        self.keepPositions = keepPositions
+        self.clockSkew = clockSkew
+    }
+}
+
+/// The decision on one phone tap: a parsed `PhoneTapRequest`, who sent it, and the time on the
+/// injected clock in; the verdict of the same verifier `verify` runs out (`Verifier.phoneVerdict`).
+///
+/// Synchronous, and it may block: the registry is read and a SUN tag's counter is committed
+/// to the counter store before it returns (SQLite, fsync). The server calls it off its event
+/// loop and answers the POST when it returns; the verdict then goes to the session's sinks (the
+/// log first) as a reader's does.
+public struct PhoneTapHandler<C: Clock>: Sendable where C.Instant == Timestamp, C.Duration == Duration {
+    public let verifier: Verifier
+    public let clock: C
+    public let policy: PhoneTapPolicy
+
+    public init(verifier: Verifier, clock: C, policy: PhoneTapPolicy = PhoneTapPolicy()) {
+        self.verifier = verifier
+        self.clock = clock
+        self.policy = policy
+    }
+
+    /// Decides `request`.
+    /// - Parameters:
+    ///   - token: the name of the token the tap's cookie carried.
+    ///   - client: the client's address; `userAgent`: its `User-Agent` header.
+    public func handle(_ request: PhoneTapRequest, token: String, client: String, userAgent: String) -> PhoneTapAnswer {
+        let now = clock.now
+        let position: PhonePosition
+        switch request.position {
+        case .fix(let coordinate, let accuracy):
+            position = .fix(coordinate, accuracy: accuracy, time: positionTime(request.timestamp, now: now))
+        case .unavailable(.denied), .unavailable(.unavailable):
+            position = .denied
+        case .unavailable(.timeout):
+            position = .timedOut
+        }
+        var verdict = verifier.phoneVerdict(
+            url: request.url, time: now, position: position, requireSUN: policy.requireSUN,
+            audit: PhoneAudit(token: token, client: client, userAgent: userAgent))
+        if !policy.keepPositions, verdict.fix != nil { verdict.fix = nil }
+        return PhoneTapAnswer(verdict: verdict)
+    }
+
+    /// When the browser's position counts as taken: now, unless its own stamp is further than
+    /// `clockSkew` from now.
+    func positionTime(_ stamp: Timestamp?, now: Timestamp) -> Timestamp {
+        guard let stamp else { return now }
+        let offset = stamp.duration(to: now)
+        return offset <= policy.clockSkew && offset >= .zero - policy.clockSkew ? now : stamp
+    }
+}
+
+/// A phone tap's verdict and what the tap page shows of it.
+public struct PhoneTapAnswer: Sendable {
+    public var verdict: Verdict
+
+    public init(verdict: Verdict) { self.verdict = verdict }
+
+    /// The tag as `verify` names it: its id (and its registry name), else its proven UID.
+    public var tag: String {
+        var tag = verdict.tagID ?? verdict.sun?.uid.hex ?? "this tag"
+        if let name = verdict.regionName { tag += " (\(name))" }
+        return tag
+    }
+
+    /// The POST's answer (200, `application/json`): the kind, its symbol and words, the tag and
+    /// the message in `verify`'s words, the reason's code, and a SUN tag's accepted counter.
+    public var json: String {
+        var object = JSONObjectWriter()
+        object.add("verdict", verdict.kind.name)
+        object.add("reason", verdict.kind.reasonCode)
+        object.add("symbol", verdict.kind.symbol)
+        object.add("words", verdict.kind.words)
+        object.add("tag", tag)
+        object.add("message", verdict.message)
+        object.add("sun_counter", verdict.sun?.counter.map { Int($0) })
+        return object.text
+    }
+}

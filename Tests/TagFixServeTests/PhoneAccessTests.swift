@@ -1,0 +1,151 @@
+import Foundation
+import TagFixCore
+import TagFixServe
+import Testing
+
+@Suite("Who may tap: named tokens, the cookie, same origin, the rate limit")
+struct PhoneAccessTests {
+    static let anna = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+    static let ben = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+
+    @Test("today's one-token file reads as one token named default")
+    func legacy() throws {
+        let file = try TokenFile(text: "  s3cret-token-of-old-1234\n")
+        #expect(file.entries == [.init(name: "default", token: "s3cret-token-of-old-1234")])
+        #expect(file.name(forToken: "s3cret-token-of-old-1234") == "default")
+        #expect(file.name(forToken: "s3cret-token-of-old-123") == nil)
+        // Whatever serve took before, it still takes: a short one, one with a ; in it.
+        #expect(try TokenFile(text: "abc;1\n").name(forToken: "abc;1") == "default")
+    }
+
+    @Test("named tokens: comments, blank lines, lookups; and the text written reads back")
+    func named() throws {
+        let file = try TokenFile(text: "# techs\n\nanna \(Self.anna)\nben\t\(Self.ben)\n")
+        #expect(file.entries.map(\.name) == ["anna", "ben"])
+        #expect(file.name(forToken: Self.ben) == "ben")
+        #expect(file.name(forToken: "x") == nil)
+        #expect(try TokenFile(text: file.text) == file)
+    }
+
+    @Test(
+        "a malformed file is refused with its line, never echoing a token",
+        arguments: [
+            ("anna \(anna) extra\n", 1), ("anna \(anna)\nanna \(ben)\n", 2), ("anna \(anna)\nben \(anna)\n", 2),
+            ("anna short\n", 1), ("an/na \(anna)\n", 1),
+        ])
+    func refused(_ text: String, _ line: Int) {
+        #expect {
+            try TokenFile(text: text)
+        } throws: { error in
+            guard let error = error as? DataFileError else { return false }
+            return error.line == line && !error.message.contains(Self.anna) && !error.message.contains(Self.ben)
+        }
+    }
+
+    @Test("add, revoke; fresh tokens are 43 base64url characters, each different")
+    func edits() throws {
+        var file = TokenFile()
+        let token = TokenFile.generateToken()
+        #expect(token.utf8.count == 43 && TokenFile.isToken(token))
+        #expect(token.allSatisfy { $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" })
+        #expect(TokenFile.generateToken() != token)
+        try file.add(name: "anna", token: token)
+        #expect(throws: TokenFileError.exists("anna")) { try file.add(name: "anna", token: Self.ben) }
+        #expect(throws: TokenFileError.badName("a b")) { try file.add(name: "a b", token: Self.ben) }
+        try file.revoke(name: "anna")
+        #expect(throws: TokenFileError.unknown("anna")) { try file.revoke(name: "anna") }
+        #expect(file.entries.isEmpty)
+    }
+
+    @Test("the file is replaced atomically with mode 0600 and read back; a readable one is refused")
+    func fileOnDisk() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("tagfix-tokens-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/tokens"
+        var file = TokenFile()
+        try file.add(name: "anna", token: Self.anna)
+        try file.write(to: path)
+        let mode = try #require(FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
+        #expect(mode == 0o600)
+        try file.add(name: "ben", token: Self.ben)
+        try file.write(to: path)
+        #expect(try TokenFile.read(path) == file)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["tokens"], "no temporary file left")
+        try FileManager.default.setAttributes([.posixPermissions: 0o644], ofItemAtPath: path)
+        #expect(throws: DataFileError.self) { try TokenFile.read(path) }
+    }
+
+    @Test("the cookie: HttpOnly, SameSite=Strict, Path=/, Secure only over TLS")
+    func cookie() {
+        #expect(
+            PhoneCookie.setCookie(token: Self.anna, secure: true)
+                == "tagfix_token=\(Self.anna); Path=/; Max-Age=31536000; HttpOnly; SameSite=Strict; Secure")
+        #expect(!PhoneCookie.setCookie(token: Self.anna, secure: false).contains("Secure"))
+        #expect(PhoneCookie.token(cookieHeader: "a=1; tagfix_token=\(Self.ben); b=2") == Self.ben)
+        #expect(PhoneCookie.token(cookieHeader: "xtagfix_token=1") == nil)
+        #expect(PhoneCookie.token(cookieHeader: nil) == nil)
+    }
+
+    @Test("?token= once (cookie set, the token taken out of the address), then the cookie; others refused")
+    func access() throws {
+        let tokens = try TokenFile(text: "anna \(Self.anna)\n")
+        let first = PhoneCookie.access(
+            tokens: tokens, path: "/t/E1", query: [("token", Self.anna), ("x", "a b")], cookieHeader: nil, secure: true)
+        #expect(
+            first
+                == .setCookie(
+                    name: "anna", setCookie: PhoneCookie.setCookie(token: Self.anna, secure: true), location: "/t/E1?x=a%20b"))
+        #expect(
+            PhoneCookie.access(tokens: tokens, path: "/t/E1", query: [], cookieHeader: "tagfix_token=\(Self.anna)", secure: true)
+                == .allowed(name: "anna"))
+        #expect(PhoneCookie.access(tokens: tokens, path: "/t/E1", query: [], cookieHeader: nil, secure: true) == .refused)
+        #expect(
+            PhoneCookie.access(tokens: tokens, path: "/t/E1", query: [("token", Self.ben)], cookieHeader: nil, secure: true) == .refused,
+            "a token of another site")
+        #expect(
+            PhoneCookie.access(tokens: tokens, path: "/t/E1", query: [], cookieHeader: "tagfix_token=\(Self.ben)", secure: true)
+                == .refused)
+    }
+
+    @Test("POSTs are same-origin only")
+    func sameOrigin() {
+        #expect(SameOrigin.allows(origin: "https://tags.example.org", host: "tags.example.org", secure: true))
+        #expect(SameOrigin.allows(origin: "https://tags.example.org:8443", host: "tags.example.org:8443", secure: true))
+        #expect(SameOrigin.allows(origin: "https://tags.example.org", host: "tags.example.org:443", secure: true))
+        #expect(SameOrigin.allows(origin: "http://192.168.1.5:8080", host: "192.168.1.5:8080", secure: false))
+        #expect(!SameOrigin.allows(origin: "http://tags.example.org", host: "tags.example.org", secure: true), "a scheme downgrade")
+        #expect(!SameOrigin.allows(origin: "https://evil.example", host: "tags.example.org", secure: true))
+        #expect(!SameOrigin.allows(origin: "null", host: "tags.example.org", secure: true))
+        #expect(!SameOrigin.allows(origin: nil, host: "tags.example.org", secure: true))
+        #expect(!SameOrigin.allows(origin: "https://tags.example.org", host: nil, secure: true))
+    }
+
+    @Test("the rate limit: a burst, then one a second, per client, on the given clock")
+    func rateLimit() {
+        var limiter = PhoneRateLimiter(burst: 3, interval: .seconds(1))
+        let t0 = Timestamp(nanosecondsSinceEpoch: 1_000_000_000_000)
+        var answers = (0..<5).map { _ in limiter.allow(client: "a", now: t0) }
+        #expect(answers == [true, true, true, false, false])
+        answers = [
+            limiter.allow(client: "b", now: t0),  // another phone is unaffected
+            limiter.allow(client: "a", now: t0.advanced(by: .milliseconds(900))),
+            limiter.allow(client: "a", now: t0.advanced(by: .milliseconds(1900))),
+            limiter.allow(client: "a", now: t0.advanced(by: .milliseconds(1900))),
+            limiter.allow(client: "a", now: t0.advanced(by: .seconds(60))),
+        ]
+        #expect(answers == [true, false, true, false, true])
+    }
+
+    @Test("a flood of clients keeps memory bounded")
+    func bounded() {
+        var limiter = PhoneRateLimiter(burst: 2, interval: .seconds(1), maximumClients: 100)
+        let t0 = Timestamp(nanosecondsSinceEpoch: 1_000_000_000_000)
+        for index in 0..<10_000 { _ = limiter.allow(client: "10.0.\(index / 256).\(index % 256)", now: t0) }
+        #expect(limiter.clientCount <= 100)
+        // Idle buckets go first: later, a new client still gets in and the count stays bounded.
+        let allowed = limiter.allow(client: "192.0.2.1", now: t0.advanced(by: .seconds(5)))
+        #expect(allowed)
+        #expect(limiter.clientCount <= 100)
+    }
+}
