@@ -106,14 +106,14 @@ public struct ServerStats: Sendable, Hashable {
     public var cutOff = 0
 }
 
-/// The event socket (Unix and TCP) and the HTTP server on one `poll(2)` loop on its own thread:
+/// The event socket (Unix and TCP) and the HTTP server on one `IOLoop` (epoll) and its thread:
 /// no call here blocks, and nothing here runs on the cooperative pool.
 ///
 /// The fan-out (`broadcast`): each line is encoded once and sent straight from the caller's
 /// thread, with `MSG_DONTWAIT`, to every watching socket client that has nothing queued (most of
 /// them, most of the time): one `send` a client, no wake-up of the loop, no copy. What a socket
 /// does not take at once (it is full, or the client already has a backlog) is set aside for that
-/// client and the loop is woken by a byte down a pipe: it queues the rest in the client's bounded
+/// client and handed to the loop (`IOLoop.execute`, its eventfd wake-up): it queues the rest in the client's bounded
 /// buffer and writes it as the socket takes it; once the backlog is gone the client is sent to
 /// directly again. Event streams (SSE) are always written by the loop. A client whose unread
 /// output passes `bufferLimit` is cut off, with a line in the log; no client waits for another,
@@ -126,7 +126,10 @@ public final class EventServer: Sendable {
     public let httpPort: Int?
 
     private let listeners: [Listener]
-    private let wake: (read: FileDescriptor, write: FileDescriptor)
+    /// The loop every socket is served on: its thread is the server's.
+    private let loop: IOLoop<ContinuousClock>
+    /// What only the loop's thread touches (set by `start`, gone once the loop has ended).
+    private let core = Mutex<Loop?>(nil)
     private let inbox = Mutex(Inbox())
     private let statistics = Mutex(ServerStats())
     private let responder: any ServeResponder
@@ -142,6 +145,8 @@ public final class EventServer: Sendable {
         /// Events for the loop to send to the event streams (only while there are some).
         var events: [ServeEvent] = []
         var stopping: String?
+        /// The loop has been asked to take what is set aside here and has yet to.
+        var drainPending = false
         var finished = false
         var waiters: [CheckedContinuation<Void, Never>] = []
         var started = false
@@ -192,41 +197,47 @@ public final class EventServer: Sendable {
             closeAll()
             throw error
         }
-        let wake: (readEnd: FileDescriptor, writeEnd: FileDescriptor)
+        let loop: IOLoop<ContinuousClock>
         do throws(Errno) {
-            wake = try FileDescriptor.pipe()
-            try wake.readEnd.setNonBlocking()
-            try wake.writeEnd.setNonBlocking()
+            loop = try IOLoop(name: "tagfix-serve")
         } catch {
             closeAll()
-            throw ServeError(.unavailable, "cannot make the server's wake-up pipe: \(error)")
+            throw ServeError(
+                .unavailable, "cannot start the server's I/O loop: \(error) (too many open files or threads? see ulimit -n and ulimit -u)")
         }
         self.configuration = configuration
         self.listeners = listeners
         self.listenPort = listenPort
         self.httpPort = httpPort
-        self.wake = (wake.readEnd, wake.writeEnd)
+        self.loop = loop
         self.responder = responder
         self.log = log
     }
 
-    /// Starts the loop's thread.
+    /// Starts serving: the listeners join the loop.
     public func start() {
-        let thread = Thread { [self] in
-            let loop = Loop(server: self)
-            loop.run()
-            loop.closeEverything()
-            finished()
+        let first = inbox.withLock { inbox -> Bool in
+            defer { inbox.started = true }
+            return !inbox.started && inbox.stopping == nil
         }
-        thread.name = "tagfix-serve"
-        inbox.withLock { $0.started = true }
-        thread.start()
+        guard first else { return }
+        core.withLock { $0 = Loop(server: self) }
+        loop.execute { [self] in withLoop { $0.begin() } }
+    }
+
+    /// Runs `body` with the loop's state, on the loop's thread (while the server serves).
+    private func withLoop(_ body: (Loop) -> Void) {
+        core.withLock { core in
+            guard let state = core else { return }
+            body(state)
+            if state.ended { core = nil }
+        }
     }
 
     /// Sends lines to every watching client. Never waits: under one lock, each line is sent
     /// (`MSG_DONTWAIT`) to each watching socket client with nothing queued; what a socket does
-    /// not take, and the lines for the rest (and for event streams), go to the loop, woken by a
-    /// byte down a pipe.
+    /// not take, and the lines for the rest (and for event streams), go to the loop
+    /// (`IOLoop.execute`: one hand-over until the loop has taken them).
     public func broadcast(_ events: [ServeEvent]) {
         guard !events.isEmpty else { return }
         let wakeLoop = inbox.withLock { inbox -> Bool in
@@ -255,9 +266,11 @@ public final class EventServer: Sendable {
                     wakeLoop = true
                 }
             }
-            return wakeLoop
+            guard wakeLoop, !inbox.drainPending else { return false }
+            inbox.drainPending = true
+            return true
         }
-        if wakeLoop { poke() }
+        if wakeLoop { loop.execute { [self] in withLoop { $0.drainInbox() } } }
     }
 
     /// Tells every client the server is stopping (`SHUTDOWN`), gives them up to two seconds to
@@ -268,12 +281,16 @@ public final class EventServer: Sendable {
             if inbox.stopping == nil { inbox.stopping = reason }
             return inbox.started
         }
-        poke()
         guard started else {
-            for listener in listeners { _ = try? listener.fd.close() }
-            closeWake()
+            let first = inbox.withLock { inbox -> Bool in
+                defer { inbox.finished = true }
+                return !inbox.finished
+            }
+            if first { for listener in listeners { _ = try? listener.fd.close() } }
+            await loop.close()
             return
         }
+        loop.execute { [self] in withLoop { $0.drainInbox() } }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let done = inbox.withLock { inbox -> Bool in
                 if inbox.finished { return true }
@@ -287,26 +304,17 @@ public final class EventServer: Sendable {
     /// The server's counts now.
     public var stats: ServerStats { statistics.withLock { $0 } }
 
-    private func poke() {
-        _ = try? wake.write.write([1][...])
-    }
-
+    /// The loop's thread has ended: those waiting in `stop` are told.
     private func finished() {
         let waiters = inbox.withLock { inbox in
             inbox.finished = true
             defer { inbox.waiters = [] }
             return inbox.waiters
         }
-        closeWake()
         for waiter in waiters { waiter.resume() }
     }
 
-    private func closeWake() {
-        _ = try? wake.read.close()
-        _ = try? wake.write.close()
-    }
-
-    // MARK: - The loop (its own thread only)
+    // MARK: - The loop (its thread only)
 
     /// One connection.
     private final class Client {
@@ -327,6 +335,9 @@ public final class EventServer: Sendable {
         var opened: Timestamp?
         var requestDone = false
         var closeWhenFlushed = false
+        var registration: IORegistration?
+        /// Watched for room to write (output is queued that the socket did not take).
+        var wantsWrite = false
 
         init(id: Int, fd: FileDescriptor, kind: Kind, name: String, authenticated: Bool) {
             self.id = id
@@ -342,58 +353,117 @@ public final class EventServer: Sendable {
     private final class Loop {
         let server: EventServer
         var clients: [Int32: Client] = [:]
+        var registrations: [IORegistration] = []
         var nextID = 1
         var cutOff = 0
         var stopping: String?
-        var stopRounds = 0
+        /// Set once everything is closed and the loop told to end.
+        var ended = false
+        /// The timer that looks for overdue requests, and when it runs.
+        var headTimer: (timer: IOTimer, due: ContinuousClock.Instant)?
         var buffer = [UInt8](repeating: 0, count: 65_536)
 
         init(server: EventServer) { self.server = server }
 
         var configuration: ServeConfiguration { server.configuration }
+        var loop: IOLoop<ContinuousClock> { server.loop }
 
-        func run() {
-            while true {
-                var fds = [pollfd(fd: server.wake.read.rawValue, events: Int16(POLLIN), revents: 0)]
-                if stopping == nil {
-                    fds += server.listeners.map { pollfd(fd: $0.fd.rawValue, events: Int16(POLLIN), revents: 0) }
-                }
-                let order = Array(clients.keys)
-                for fd in order {
-                    guard let client = clients[fd] else { continue }
-                    var events = Int16(POLLIN)
-                    if client.unsent > 0 { events |= Int16(POLLOUT) }
-                    fds.append(pollfd(fd: fd, events: events, revents: 0))
-                }
-                let ready = poll(&fds, nfds_t(fds.count), stopping == nil ? headWait() : 100)
-                if ready < 0, Errno.current != .interrupted { server.log("serve: poll failed: \(Errno.current)") }
-                if stopping != nil {
-                    stopRounds += 1
-                    if clients.values.allSatisfy({ $0.unsent == 0 }) || stopRounds > 20 { return }
-                }
-                for entry in fds where entry.revents != 0 {
-                    if entry.fd == server.wake.read.rawValue {
-                        drainWake()
-                    } else if let listener = server.listeners.first(where: { $0.fd.rawValue == entry.fd }) {
-                        accept(listener)
-                    } else if let client = clients[entry.fd] {
-                        if entry.revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 { read(client) }
-                        if clients[entry.fd] != nil, entry.revents & Int16(POLLOUT) != 0 { flush(client) }
+        /// Registers the listeners.
+        func begin() {
+            for listener in server.listeners {
+                do throws(IOLoopError) {
+                    let registration = try loop.register(listener.fd, for: .readable) { [server] _ in
+                        server.withLoop { $0.ready(listener) }
                     }
+                    registrations.append(registration)
+                } catch {
+                    server.log("serve: cannot watch a listener: \(error)")
                 }
-                if stopping == nil { expireUnfinished() }
-                publishStats()
             }
+            settle()
         }
 
-        /// The next request head or command due: when it is, in milliseconds from now (at most
-        /// one second, so a test's clock advanced is noticed), or -1 (none is awaited: wait for
-        /// events).
-        func headWait() -> Int32 {
+        /// What follows every event the loop handles: the next look for overdue requests, the
+        /// counts for `stats`, and, once stopping, the end when nothing is left to write.
+        func settle() {
+            guard !ended else { return }
+            if stopping != nil {
+                if clients.values.allSatisfy({ $0.unsent == 0 }) { end() }
+                return
+            }
+            armHeadTimer()
+            publishStats()
+        }
+
+        func ready(_ listener: Listener) {
+            accept(listener)
+            settle()
+        }
+
+        func ready(_ fd: Int32, _ events: IOEvents) {
+            if let client = clients[fd] {
+                if !events.isDisjoint(with: [.readable, .hangUp, .error]) { read(client) }
+                if clients[fd] != nil, events.contains(.writable) { flush(client) }
+            }
+            settle()
+        }
+
+        /// Looks for overdue requests when the next is due, and at least each second (so a
+        /// test's clock advanced is noticed); no timer while none is awaited.
+        func armHeadTimer() {
+            guard let wait = headWait() else {
+                if let headTimer { loop.cancel(headTimer.timer) }
+                headTimer = nil
+                return
+            }
+            let due = loop.clock.now.advanced(by: wait)
+            if let headTimer {
+                if headTimer.due <= due { return }
+                loop.cancel(headTimer.timer)
+            }
+            let timer = loop.schedule(at: due) { [server] in
+                server.withLoop { state in
+                    state.headTimer = nil
+                    if state.stopping == nil { state.expireUnfinished() }
+                    state.settle()
+                }
+            }
+            headTimer = (timer, due)
+        }
+
+        /// How long until the next request head or command is due (at most one second, so a
+        /// test's clock advanced is noticed), or `nil` (none is awaited).
+        func headWait() -> Duration? {
             let opened = clients.values.compactMap { $0.requestDone ? nil : $0.opened }
-            guard let first = opened.min() else { return -1 }
+            guard let first = opened.min() else { return nil }
             let left = configuration.clock.timestamp.duration(to: first.advanced(by: configuration.clientTimeout))
-            return Int32(max(0, min(1000, left / .milliseconds(1))))
+            return max(.zero, min(.seconds(1), left))
+        }
+
+        /// Tells the clients the server stops; they have two seconds to read what they have not.
+        func beginStop(_ reason: String) {
+            stopping = reason
+            for registration in registrations { loop.deregister(registration) }
+            registrations = []
+            if let headTimer { loop.cancel(headTimer.timer) }
+            headTimer = nil
+            let line = ServeEvent(kind: .shutdown, line: ServeMessage.shutdown(reason: reason))
+            for client in Array(clients.values) where client.kind != .http {
+                enqueue(client, client.kind == .events ? HTTPResponse.event(line) : Array((line.line + "\n").utf8))
+            }
+            for client in Array(clients.values) {
+                client.closeWhenFlushed = true
+                if client.unsent == 0 { drop(client) }
+            }
+            loop.schedule(after: .seconds(2)) { [server] in server.withLoop { $0.end() } }
+        }
+
+        /// Closes everything and ends the loop; `stop` returns once its thread has.
+        func end() {
+            guard !ended else { return }
+            ended = true
+            closeEverything()
+            loop.close { [server] in server.finished() }
         }
 
         /// The timeout in words, for the log and the client: `10 s`, `2.5 s`.
@@ -423,9 +493,10 @@ public final class EventServer: Sendable {
             }
         }
 
-        func drainWake() {
-            while (try? server.wake.read.read(into: &buffer)) ?? 0 > 0 {}
+        /// Takes what `broadcast` set aside (and a stop) from the inbox.
+        func drainInbox() {
             let (events, spills, stop) = server.inbox.withLock { inbox in
+                inbox.drainPending = false
                 defer { inbox.events = [] }
                 var spills: [(Int32, [UInt8])] = []
                 for index in inbox.watchers.indices where !inbox.watchers[index].spill.isEmpty {
@@ -438,17 +509,8 @@ public final class EventServer: Sendable {
                 if let client = clients[fd] { append(client, bytes) }
             }
             deliver(events)
-            if let stop, stopping == nil {
-                stopping = stop
-                let line = ServeEvent(kind: .shutdown, line: ServeMessage.shutdown(reason: stop))
-                for client in Array(clients.values) where client.kind != .http {
-                    enqueue(client, client.kind == .events ? HTTPResponse.event(line) : Array((line.line + "\n").utf8))
-                }
-                for client in Array(clients.values) {
-                    client.closeWhenFlushed = true
-                    if client.unsent == 0 { drop(client) }
-                }
-            }
+            if let stop, stopping == nil { beginStop(stop) }
+            settle()
         }
 
         /// Sends events to the event streams (`broadcast` has sent them to the socket clients).
@@ -495,6 +557,16 @@ public final class EventServer: Sendable {
                 let client = Client(
                     id: id, fd: fd, kind: isHTTP ? .http : .socket, name: "\(isHTTP ? "HTTP" : "socket") client \(id) (\(peer))",
                     authenticated: configuration.token == nil || listener.kind == .unix)
+                do throws(IOLoopError) {
+                    let raw = fd.rawValue
+                    client.registration = try loop.register(fd, for: .readable) { [server] events in
+                        server.withLoop { $0.ready(raw, events) }
+                    }
+                } catch {
+                    server.log("serve: \(client.name) refused: \(error)")
+                    _ = try? fd.close()
+                    continue
+                }
                 clients[fd.rawValue] = client
                 if isHTTP { client.opened = configuration.clock.timestamp }
                 if !isHTTP { enqueue(client, Array((ServeMessage.version(release: configuration.release) + "\n").utf8)) }
@@ -690,7 +762,7 @@ public final class EventServer: Sendable {
                     do {
                         written = try client.fd.send(client.output[client.sent...])
                     } catch .wouldBlock {
-                        return
+                        return watchWritable(client, true)
                     } catch {
                         return drop(client)
                     }
@@ -703,6 +775,7 @@ public final class EventServer: Sendable {
                 client.output.removeAll(keepingCapacity: client.output.count < 65_536)
                 client.sent = 0
                 if client.closeWhenFlushed { return drop(client) }
+                watchWritable(client, false)
                 guard client.watching else { return }
                 let spill = server.inbox.withLock { inbox -> [UInt8] in
                     guard let index = inbox.watchers.firstIndex(where: { $0.fd == client.fd }) else { return [] }
@@ -719,6 +792,18 @@ public final class EventServer: Sendable {
             }
         }
 
+        /// Watches a client's socket for room to write, or no longer.
+        func watchWritable(_ client: Client, _ enable: Bool) {
+            guard client.wantsWrite != enable, let registration = client.registration else { return }
+            client.wantsWrite = enable
+            do throws(IOLoopError) {
+                try loop.modify(registration, interest: enable ? [.readable, .writable] : .readable)
+            } catch {
+                server.log("serve: \(client.name) closed: \(error)")
+                drop(client)
+            }
+        }
+
         /// Closes a connection; a watcher leaves `broadcast`'s list first, so its descriptor
         /// number, once reused, gets nothing meant for it.
         func drop(_ client: Client) {
@@ -727,6 +812,7 @@ public final class EventServer: Sendable {
                 server.inbox.withLock { inbox in inbox.watchers.removeAll { $0.fd == client.fd } }
             }
             if client.kind == .events { server.inbox.withLock { $0.streams -= 1 } }
+            if let registration = client.registration { loop.deregister(registration) }
             _ = try? client.fd.close()
         }
 
