@@ -107,7 +107,9 @@ public struct ServerStats: Sendable, Hashable {
 }
 
 /// The event socket (Unix and TCP) and the HTTP server on one `IOLoop` (epoll) and its thread:
-/// no call here blocks, and nothing here runs on the cooperative pool.
+/// no call here blocks, and nothing here runs on the cooperative pool. This is the I/O shell:
+/// each connection's protocol (commands, HTTP, timeouts, its bounded output) is a
+/// `ServeConnection`, fed the bytes read and drained as the socket takes them.
 ///
 /// The fan-out (`broadcast`): each line is encoded once and sent straight from the caller's
 /// thread, with `MSG_DONTWAIT`, to every watching socket client that has nothing queued (most of
@@ -316,38 +318,20 @@ public final class EventServer: Sendable {
 
     // MARK: - The loop (its thread only)
 
-    /// One connection.
+    /// One connection: its socket, and its protocol's state (`ServeConnection`).
     private final class Client {
-        enum Kind { case socket, http, events }
-
-        let id: Int
         let fd: FileDescriptor
-        var kind: Kind
-        let name: String
-        var framer = CommandFramer()
-        var watching = false
-        var authenticated: Bool
-        var output: [UInt8] = []
-        var sent = 0
-        var request: [UInt8] = []
-        /// When an HTTP client connected, or a socket client's unfinished command began: it is
-        /// due `clientTimeout` later.
-        var opened: Timestamp?
-        var requestDone = false
-        var closeWhenFlushed = false
+        var connection: ServeConnection
         var registration: IORegistration?
         /// Watched for room to write (output is queued that the socket did not take).
         var wantsWrite = false
+        /// Closed: nothing more is done with it.
+        var dropped = false
 
-        init(id: Int, fd: FileDescriptor, kind: Kind, name: String, authenticated: Bool) {
-            self.id = id
+        init(fd: FileDescriptor, connection: ServeConnection) {
             self.fd = fd
-            self.kind = kind
-            self.name = name
-            self.authenticated = authenticated
+            self.connection = connection
         }
-
-        var unsent: Int { output.count - sent }
     }
 
     private final class Loop {
@@ -363,7 +347,12 @@ public final class EventServer: Sendable {
         var headTimer: (timer: IOTimer, due: ContinuousClock.Instant)?
         var buffer = [UInt8](repeating: 0, count: 65_536)
 
-        init(server: EventServer) { self.server = server }
+        let settings: ServeConnection.Settings
+
+        init(server: EventServer) {
+            self.server = server
+            settings = ServeConnection.Settings(server.configuration)
+        }
 
         var configuration: ServeConfiguration { server.configuration }
         var loop: IOLoop<ContinuousClock> { server.loop }
@@ -388,7 +377,7 @@ public final class EventServer: Sendable {
         func settle() {
             guard !ended else { return }
             if stopping != nil {
-                if clients.values.allSatisfy({ $0.unsent == 0 }) { end() }
+                if clients.values.allSatisfy({ $0.connection.unsent == 0 }) { end() }
                 return
             }
             armHeadTimer()
@@ -434,9 +423,8 @@ public final class EventServer: Sendable {
         /// How long until the next request head or command is due (at most one second, so a
         /// test's clock advanced is noticed), or `nil` (none is awaited).
         func headWait() -> Duration? {
-            let opened = clients.values.compactMap { $0.requestDone ? nil : $0.opened }
-            guard let first = opened.min() else { return nil }
-            let left = configuration.clock.timestamp.duration(to: first.advanced(by: configuration.clientTimeout))
+            guard let first = clients.values.compactMap(\.connection.deadline).min() else { return nil }
+            let left = configuration.clock.timestamp.duration(to: first)
             return max(.zero, min(.seconds(1), left))
         }
 
@@ -447,13 +435,10 @@ public final class EventServer: Sendable {
             registrations = []
             if let headTimer { loop.cancel(headTimer.timer) }
             headTimer = nil
-            let line = ServeEvent(kind: .shutdown, line: ServeMessage.shutdown(reason: reason))
-            for client in Array(clients.values) where client.kind != .http {
-                enqueue(client, client.kind == .events ? HTTPResponse.event(line) : Array((line.line + "\n").utf8))
-            }
             for client in Array(clients.values) {
-                client.closeWhenFlushed = true
-                if client.unsent == 0 { drop(client) }
+                takeSetAside(client)
+                perform(client.connection.shutdown(reason: reason), for: client)
+                flush(client)
             }
             loop.schedule(after: .seconds(2)) { [server] in server.withLoop { $0.end() } }
         }
@@ -466,30 +451,14 @@ public final class EventServer: Sendable {
             loop.close { [server] in server.finished() }
         }
 
-        /// The timeout in words, for the log and the client: `10 s`, `2.5 s`.
-        var timeoutText: String {
-            let (seconds, attoseconds) = configuration.clientTimeout.components
-            return attoseconds == 0 ? "\(seconds) s" : "\(Double(seconds) + Double(attoseconds) / 1e18) s"
-        }
-
-        /// Answers 408 to every HTTP client whose request head is overdue, and an `ERROR` to
-        /// every socket client whose command is, and closes them (a line in the log for each).
+        /// Answers every client whose request head or command is overdue, and closes it.
         func expireUnfinished() {
             let now = configuration.clock.timestamp
-            for client in Array(clients.values) where !client.requestDone {
-                guard let opened = client.opened, opened.advanced(by: configuration.clientTimeout) <= now else { continue }
-                if client.kind == .socket {
-                    server.log("serve: \(client.name) closed: it began a command and did not end it within \(timeoutText)")
-                    client.requestDone = true
-                    client.opened = nil
-                    client.closeWhenFlushed = true
-                    reply(
-                        client,
-                        [ServeMessage.error("a command begun and not ended within \(timeoutText) (end each with ; or a newline); closing")])
-                } else {
-                    server.log("serve: \(client.name) closed: its request's head did not arrive within \(timeoutText)")
-                    respond(client, HTTPResponse(status: 408, body: "the request's head did not arrive within \(timeoutText)\n"))
-                }
+            for client in Array(clients.values) {
+                guard let deadline = client.connection.deadline, deadline <= now else { continue }
+                takeSetAside(client)
+                perform(client.connection.expire(now: now), for: client)
+                flush(client)
             }
         }
 
@@ -506,7 +475,9 @@ public final class EventServer: Sendable {
                 return (inbox.events, spills, inbox.stopping)
             }
             for (fd, bytes) in spills {
-                if let client = clients[fd] { append(client, bytes) }
+                guard let client = clients[fd] else { continue }
+                perform(client.connection.queue(bytes), for: client)
+                flush(client)
             }
             deliver(events)
             if let stop, stopping == nil { beginStop(stop) }
@@ -516,17 +487,39 @@ public final class EventServer: Sendable {
         /// Sends events to the event streams (`broadcast` has sent them to the socket clients).
         func deliver(_ events: [ServeEvent]) {
             guard !events.isEmpty else { return }
-            let streams = clients.values.filter { $0.kind == .events }
+            let streams = clients.values.filter { $0.connection.kind == .events }
             for event in events {
                 let bytes = HTTPResponse.event(event)
-                for client in streams { enqueue(client, bytes) }
+                for client in streams where !client.dropped { perform(client.connection.queue(bytes), for: client) }
+            }
+            for client in streams { flush(client) }
+        }
+
+        /// Carries out what a connection asks for, in order.
+        func perform(_ actions: [ServeConnection.Action], for client: Client) {
+            for action in actions {
+                guard !client.dropped else { return }
+                switch action {
+                case .watch(let enable):
+                    setWatching(client, enable)
+                case .streamOpened:
+                    server.inbox.withLock { $0.streams += 1 }
+                case .respond(let request):
+                    let response = server.responder.respond(to: request, stats: currentStats())
+                    perform(client.connection.reply(response), for: client)
+                case .log(let line):
+                    server.log(line)
+                case .cutOff(let line):
+                    cutOff += 1
+                    server.log(line)
+                    drop(client)
+                }
             }
         }
 
         /// Makes a socket client a watcher of `broadcast`'s (`enable`), or no longer one: what
-        /// was set aside for it is queued first, so it gets every line sent while it watched.
+        /// was set aside for it is queued then, so it gets every line sent while it watched.
         func setWatching(_ client: Client, _ enable: Bool) {
-            guard client.watching != enable else { return }
             let spill = server.inbox.withLock { inbox -> [UInt8] in
                 if enable {
                     inbox.watchers.append(Watcher(fd: client.fd, direct: false))
@@ -535,8 +528,20 @@ public final class EventServer: Sendable {
                 guard let index = inbox.watchers.firstIndex(where: { $0.fd == client.fd }) else { return [] }
                 return inbox.watchers.remove(at: index).spill
             }
-            client.watching = enable
-            if !spill.isEmpty { append(client, spill) }
+            if !spill.isEmpty { perform(client.connection.queue(spill), for: client) }
+        }
+
+        /// Before anything is queued for a watcher: it is taken off `broadcast`'s direct sends,
+        /// and what was set aside for it is queued first.
+        func takeSetAside(_ client: Client) {
+            guard client.connection.watching, !client.dropped else { return }
+            let spill = server.inbox.withLock { inbox -> [UInt8] in
+                guard let index = inbox.watchers.firstIndex(where: { $0.fd == client.fd }) else { return [] }
+                inbox.watchers[index].direct = false
+                defer { inbox.watchers[index].spill = [] }
+                return inbox.watchers[index].spill
+            }
+            if !spill.isEmpty { perform(client.connection.queue(spill), for: client) }
         }
 
         func accept(_ listener: Listener) {
@@ -554,22 +559,23 @@ public final class EventServer: Sendable {
                 nextID += 1
                 let peer = listener.kind == .unix ? "unix socket" : Socket.peerName(fd)
                 let isHTTP = listener.kind == .http
-                let client = Client(
-                    id: id, fd: fd, kind: isHTTP ? .http : .socket, name: "\(isHTTP ? "HTTP" : "socket") client \(id) (\(peer))",
-                    authenticated: configuration.token == nil || listener.kind == .unix)
+                let connection = ServeConnection(
+                    kind: isHTTP ? .http : .socket, name: "\(isHTTP ? "HTTP" : "socket") client \(id) (\(peer))",
+                    authenticated: configuration.token == nil || listener.kind == .unix, settings: settings, responder: server.responder,
+                    now: configuration.clock.timestamp)
+                let client = Client(fd: fd, connection: connection)
                 do throws(IOLoopError) {
                     let raw = fd.rawValue
                     client.registration = try loop.register(fd, for: .readable) { [server] events in
                         server.withLoop { $0.ready(raw, events) }
                     }
                 } catch {
-                    server.log("serve: \(client.name) refused: \(error)")
+                    server.log("serve: \(connection.name) refused: \(error)")
                     _ = try? fd.close()
                     continue
                 }
                 clients[fd.rawValue] = client
-                if isHTTP { client.opened = configuration.clock.timestamp }
-                if !isHTTP { enqueue(client, Array((ServeMessage.version(release: configuration.release) + "\n").utf8)) }
+                flush(client)
             }
         }
 
@@ -584,199 +590,32 @@ public final class EventServer: Sendable {
                     return drop(client)
                 }
                 if count == 0 { return drop(client) }
-                switch client.kind {
-                case .socket: commands(client, buffer[0..<count])
-                case .http: request(client, buffer[0..<count])
-                case .events: break  // nothing more is read from an event stream
-                }
-                guard clients[client.fd.rawValue] != nil, count == buffer.count else { return }
+                takeSetAside(client)
+                perform(client.connection.receive(buffer[0..<count], now: configuration.clock.timestamp), for: client)
+                flush(client)
+                guard !client.dropped, count == buffer.count else { return }
             }
-        }
-
-        func commands(_ client: Client, _ bytes: ArraySlice<UInt8>) {
-            guard !client.closeWhenFlushed else { return }  // being closed: nothing more is heard
-            let pieces = client.framer.feed(bytes)
-            // An unfinished command is due `clientTimeout` after its first byte came (after the
-            // read that began it: the command before it ended in the same read, or none was open).
-            if !client.framer.isMidCommand {
-                client.opened = nil
-            } else if client.opened == nil || !pieces.isEmpty {
-                client.opened = configuration.clock.timestamp
-            }
-            client.requestDone = client.opened == nil
-            for piece in pieces {
-                guard clients[client.fd.rawValue] != nil, !client.closeWhenFlushed else { return }
-                switch piece {
-                case .tooLong:
-                    reply(
-                        client,
-                        [ServeMessage.error("command longer than \(ClientCommand.maximumLength) bytes; skipped to the end of its line")])
-                case .command(let text):
-                    do throws(ProtocolError) {
-                        try run(ClientCommand.parse(text), for: client)
-                    } catch {
-                        reply(client, [ServeMessage.error(error.message)])
-                    }
-                }
-            }
-        }
-
-        func run(_ command: ClientCommand, for client: Client) throws(ProtocolError) {
-            if !client.authenticated {
-                switch command {
-                case .auth(let token):
-                    guard let expected = configuration.token, Self.same(token, expected) else {
-                        client.closeWhenFlushed = true
-                        reply(client, [ServeMessage.error("wrong token; closing")])
-                        return
-                    }
-                    client.authenticated = true
-                    reply(client, [#"{"class":"AUTH","authenticated":true}"#])
-                    return
-                case .version:
-                    break
-                default:
-                    throw ProtocolError("this server needs a token first: ?AUTH=\"TOKEN\";")
-                }
-            }
-            switch command {
-            case .watch(let enable):
-                if let enable { setWatching(client, enable) }
-                reply(
-                    client,
-                    (client.watching && enable == true ? server.responder.answer(.devices) : [])
-                        + [ServeMessage.watch(enabled: client.watching)])
-            case .poll, .devices:
-                reply(client, server.responder.answer(command))
-            case .version:
-                reply(client, [ServeMessage.version(release: configuration.release)])
-            case .auth:
-                reply(client, [#"{"class":"AUTH","authenticated":true}"#])
-            }
-        }
-
-        /// Compares two tokens in time that does not depend on where they differ.
-        static func same(_ a: String, _ b: String) -> Bool {
-            let (x, y) = (Array(a.utf8), Array(b.utf8))
-            var difference = UInt8(x.count == y.count ? 0 : 1)
-            for index in 0..<max(x.count, y.count) {
-                difference |= (index < x.count ? x[index] : 0) ^ (index < y.count ? y[index] : 0xFF)
-            }
-            return difference == 0
-        }
-
-        func reply(_ client: Client, _ lines: [String]) {
-            enqueue(client, Array(lines.map { $0 + "\n" }.joined().utf8))
-        }
-
-        func request(_ client: Client, _ bytes: ArraySlice<UInt8>) {
-            guard !client.requestDone else { return }
-            client.request.append(contentsOf: bytes)
-            guard let end = HTTPRequest.headEnd(client.request) else {
-                if client.request.count > HTTPRequest.maximumHead {
-                    respond(client, HTTPResponse(status: 431, body: "request head over \(HTTPRequest.maximumHead) bytes\n"))
-                }
-                return
-            }
-            client.requestDone = true
-            let request: HTTPRequest
-            do {
-                request = try HTTPRequest(head: client.request[..<end])
-            } catch {
-                return respond(client, HTTPResponse(status: 400, body: error.message + "\n"))
-            }
-            client.request = []
-            if let token = configuration.token, request.path != "/healthz", !Self.same(request.bearerToken ?? "", token) {
-                return respond(
-                    client,
-                    HTTPResponse(
-                        status: 401, body: "this server needs its token: Authorization: Bearer TOKEN, or ?token=TOKEN\n",
-                        headers: [("WWW-Authenticate", "Bearer")]))
-            }
-            guard request.method == "GET" || request.method == "HEAD" else {
-                return respond(client, HTTPResponse(status: 405, body: "only GET\n", headers: [("Allow", "GET, HEAD")]))
-            }
-            if request.path == "/events" {
-                client.kind = .events
-                server.inbox.withLock { $0.streams += 1 }
-                enqueue(client, HTTPResponse.eventStreamHead)
-                for event in server.responder.devices() { enqueue(client, HTTPResponse.event(event)) }
-                let since = Int(request.headers["last-event-id"] ?? request.query["since"] ?? "") ?? -1
-                if since >= 0 {
-                    for event in server.responder.verdicts(since: since) { enqueue(client, HTTPResponse.event(event)) }
-                }
-                return
-            }
-            var response = server.responder.respond(to: request, stats: currentStats())
-            response.headOnly = request.method == "HEAD"
-            respond(client, response)
-        }
-
-        func respond(_ client: Client, _ response: HTTPResponse) {
-            client.requestDone = true
-            client.closeWhenFlushed = true
-            enqueue(client, response.bytes)
-        }
-
-        /// Queues bytes for a client and writes what its socket takes. A watcher is taken off
-        /// `broadcast`'s direct sends first, and what was set aside for it goes ahead of them.
-        func enqueue(_ client: Client, _ bytes: [UInt8]) {
-            guard clients[client.fd.rawValue] != nil else { return }
-            if client.watching {
-                let spill = server.inbox.withLock { inbox -> [UInt8] in
-                    guard let index = inbox.watchers.firstIndex(where: { $0.fd == client.fd }) else { return [] }
-                    inbox.watchers[index].direct = false
-                    defer { inbox.watchers[index].spill = [] }
-                    return inbox.watchers[index].spill
-                }
-                // One append: the socket must not be handed back to `broadcast` between the two.
-                return append(client, spill + bytes)
-            }
-            append(client, bytes)
-        }
-
-        /// Queues bytes for a client (cut off past the limit) and writes what its socket takes.
-        func append(_ client: Client, _ bytes: [UInt8]) {
-            guard clients[client.fd.rawValue] != nil else { return }
-            if client.unsent + bytes.count > configuration.bufferLimit {
-                cutOff += 1
-                server.log(
-                    "serve: \(client.name) cut off: \(client.unsent + bytes.count) bytes unread, over the limit of \(configuration.bufferLimit)"
-                )
-                return drop(client)
-            }
-            if client.sent > 0, client.sent >= client.output.count / 2 {
-                client.output.removeFirst(client.sent)
-                client.sent = 0
-            }
-            client.output.append(contentsOf: bytes)
-            flush(client)
         }
 
         /// Writes what the socket takes; a watcher whose queue empties (and has nothing set
-        /// aside) is handed back to `broadcast`'s direct sends.
+        /// aside) is handed back to `broadcast`'s direct sends. A connection finished is closed.
         func flush(_ client: Client) {
-            while true {
-                while client.unsent > 0 {
+            while !client.dropped {
+                while client.connection.unsent > 0 {
                     let written: Int
                     do {
-                        written = try client.fd.send(client.output[client.sent...])
+                        written = try client.fd.send(client.connection.pending)
                     } catch .wouldBlock {
                         return watchWritable(client, true)
                     } catch {
                         return drop(client)
                     }
-                    if written > 0 {
-                        client.sent += written
-                        continue
-                    }
-                    return drop(client)
+                    guard written > 0 else { return drop(client) }
+                    client.connection.wrote(written)
                 }
-                client.output.removeAll(keepingCapacity: client.output.count < 65_536)
-                client.sent = 0
-                if client.closeWhenFlushed { return drop(client) }
+                if client.connection.isFinished { return drop(client) }
                 watchWritable(client, false)
-                guard client.watching else { return }
+                guard client.connection.watching else { return }
                 let spill = server.inbox.withLock { inbox -> [UInt8] in
                     guard let index = inbox.watchers.firstIndex(where: { $0.fd == client.fd }) else { return [] }
                     if inbox.watchers[index].spill.isEmpty {
@@ -787,19 +626,18 @@ public final class EventServer: Sendable {
                     return inbox.watchers[index].spill
                 }
                 if spill.isEmpty { return }
-                if client.unsent + spill.count > configuration.bufferLimit { return append(client, spill) }
-                client.output.append(contentsOf: spill)
+                perform(client.connection.queue(spill), for: client)
             }
         }
 
         /// Watches a client's socket for room to write, or no longer.
         func watchWritable(_ client: Client, _ enable: Bool) {
-            guard client.wantsWrite != enable, let registration = client.registration else { return }
+            guard client.wantsWrite != enable, !client.dropped, let registration = client.registration else { return }
             client.wantsWrite = enable
             do throws(IOLoopError) {
                 try loop.modify(registration, interest: enable ? [.readable, .writable] : .readable)
             } catch {
-                server.log("serve: \(client.name) closed: \(error)")
+                server.log("serve: \(client.connection.name) closed: \(error)")
                 drop(client)
             }
         }
@@ -807,11 +645,13 @@ public final class EventServer: Sendable {
         /// Closes a connection; a watcher leaves `broadcast`'s list first, so its descriptor
         /// number, once reused, gets nothing meant for it.
         func drop(_ client: Client) {
-            guard clients.removeValue(forKey: client.fd.rawValue) != nil else { return }
-            if client.watching {
-                server.inbox.withLock { inbox in inbox.watchers.removeAll { $0.fd == client.fd } }
+            guard !client.dropped else { return }
+            client.dropped = true
+            clients.removeValue(forKey: client.fd.rawValue)
+            server.inbox.withLock { inbox in
+                if !inbox.watchers.isEmpty { inbox.watchers.removeAll { $0.fd == client.fd } }
             }
-            if client.kind == .events { server.inbox.withLock { $0.streams -= 1 } }
+            if client.connection.kind == .events { server.inbox.withLock { $0.streams -= 1 } }
             if let registration = client.registration { loop.deregister(registration) }
             _ = try? client.fd.close()
         }
@@ -819,7 +659,7 @@ public final class EventServer: Sendable {
         func currentStats() -> ServerStats {
             var stats = ServerStats()
             for client in clients.values {
-                let kind = client.kind == .socket ? "socket" : client.kind == .events ? "sse" : "http"
+                let kind = client.connection.kind == .socket ? "socket" : client.connection.kind == .events ? "sse" : "http"
                 stats.clients[kind, default: 0] += 1
             }
             stats.cutOff = cutOff

@@ -1,0 +1,316 @@
+import Foundation
+import TagFixCore
+import Testing
+
+@testable import TagFixServe
+
+/// Answers as a session would, with lines a test can tell apart.
+private struct ScriptedResponder: ServeResponder {
+    func answer(_ command: ClientCommand) -> [String] {
+        command == .devices ? [#"{"class":"DEVICES","devices":[]}"#] : [#"{"class":"POLL","active":0}"#]
+    }
+    func verdicts(since id: Int) -> [ServeEvent] {
+        [ServeEvent(kind: .verdict, line: #"{"class":"VERDICT","id":\#(id + 1)}"#, id: id + 1)]
+    }
+    func devices() -> [ServeEvent] { [ServeEvent(kind: .reader, line: #"{"class":"READER"}"#)] }
+    func respond(to request: HTTPRequest, stats: ServerStats) -> HTTPResponse { HTTPResponse(status: 200, body: "ok\n") }
+}
+
+private let start = Timestamp(nanosecondsSinceEpoch: 1_767_225_600_000_000_000)
+
+/// A connection as the server makes it, on `start`.
+private func connection(
+    _ kind: ServeConnection.Kind, token: String? = nil, authenticated: Bool = true, bufferLimit: Int = 1 << 20
+) -> ServeConnection {
+    ServeConnection(
+        kind: kind, name: "\(kind) client 1 (test)", authenticated: authenticated,
+        settings: ServeConnection.Settings(token: token, release: "test", clientTimeout: .seconds(10), bufferLimit: bufferLimit),
+        responder: ScriptedResponder(), now: start)
+}
+
+extension ServeConnection {
+    /// Everything queued, as the socket would take it, written.
+    mutating func drain() -> String {
+        let text = String(decoding: pending, as: UTF8.self)
+        wrote(unsent)
+        return text
+    }
+
+    /// Lines queued (written), without their newlines.
+    mutating func lines() -> [String] {
+        drain().split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
+    }
+}
+
+@Suite("tagfix serve's connection state machine: bytes in, actions and bytes out, no socket")
+struct ServeConnectionTests {
+    @Test("a socket client is greeted with VERSION and nothing else")
+    func greeting() {
+        var client = connection(.socket)
+        let lines = client.lines()
+        #expect(lines.count == 1)
+        #expect(lines.first?.hasPrefix(#"{"class":"VERSION""#) == true)
+        #expect(!client.closeWhenFlushed)
+        #expect(client.deadline == nil)
+    }
+
+    static let commandText = "?POLL;"
+
+    @Test("a command split at any byte is answered once, when its end arrives", arguments: 0..<commandText.utf8.count)
+    func partialCommand(split: Int) {
+        var client = connection(.socket)
+        _ = client.drain()
+        let bytes = Array(Self.commandText.utf8)
+        #expect(client.receive(bytes[..<split], now: start).isEmpty)
+        #expect(client.unsent == 0, "answered before its end")
+        #expect(client.receive(bytes[split...], now: start).isEmpty)
+        #expect(client.lines() == [#"{"class":"POLL","active":0}"#])
+    }
+
+    @Test(
+        "pipelined commands in one read are answered in order",
+        arguments: [
+            ("?POLL;?VERSION;\n?DEVICES;", ["POLL", "VERSION", "DEVICES"]),
+            ("?DEVICES;\n\n?POLL;?POLL;", ["DEVICES", "POLL", "POLL"]),
+            ("  ?VERSION;  ?POLL\n", ["VERSION", "POLL"]),
+        ])
+    func pipelined(input: String, classes: [String]) {
+        var client = connection(.socket)
+        _ = client.drain()
+        #expect(client.receive(Array(input.utf8), now: start).isEmpty)
+        let answered = client.lines().map { $0.dropFirst(#"{"class":""#.count).prefix { $0 != "\"" } }.map(String.init)
+        #expect(answered == classes)
+    }
+
+    @Test(
+        "garbage gets an ERROR object for each line, and the client stays open",
+        arguments: [
+            ([0xFF, 0x00, 0x3F, 0x0A] as [UInt8], 1),
+            (Array("hello\n".utf8), 1),
+            (Array("?NOPE;\n?WATCH={\"enable\":\"maybe\"};\n".utf8), 2),
+            (Array("?POLL=1;?AUTH;\n".utf8), 2),
+        ])
+    func garbage(bytes: [UInt8], errors: Int) {
+        var client = connection(.socket)
+        _ = client.drain()
+        #expect(client.receive(bytes, now: start).isEmpty)
+        let lines = client.lines()
+        #expect(lines.count == errors, "\(lines)")
+        #expect(lines.allSatisfy { $0.hasPrefix(#"{"class":"ERROR""#) }, "\(lines)")
+        #expect(!client.closeWhenFlushed)
+    }
+
+    @Test("a command over the limit is skipped to the end of its line with one ERROR; the next is answered")
+    func overlongCommand() {
+        var client = connection(.socket)
+        _ = client.drain()
+        let long = [UInt8](repeating: UInt8(ascii: "?"), count: ClientCommand.maximumLength * 3)
+        _ = client.receive(long, now: start)
+        _ = client.receive(long, now: start)
+        _ = client.receive(Array("\n?POLL;\n".utf8), now: start)
+        let lines = client.lines()
+        #expect(lines.count == 2, "\(lines)")
+        #expect(lines.first?.contains("longer than") == true)
+        #expect(lines.last == #"{"class":"POLL","active":0}"#)
+    }
+
+    @Test("?WATCH asks the shell to add the client to the fan-out (once), with the devices; disabling takes it off")
+    func watch() {
+        var client = connection(.socket)
+        _ = client.drain()
+        #expect(client.receive(Array(#"?WATCH={"enable":true};"#.utf8), now: start) == [.watch(true)])
+        #expect(client.watching)
+        #expect(client.lines() == [#"{"class":"DEVICES","devices":[]}"#, ServeMessage.watch(enabled: true)])
+        #expect(client.receive(Array(#"?WATCH={"enable":true};"#.utf8), now: start).isEmpty, "already watching")
+        _ = client.drain()
+        #expect(client.receive(Array(#"?WATCH={"enable":false};?WATCH;"#.utf8), now: start) == [.watch(false)])
+        #expect(!client.watching)
+        #expect(client.lines() == [ServeMessage.watch(enabled: false), ServeMessage.watch(enabled: false)])
+    }
+
+    @Test("with a token: commands but ?VERSION wait for ?AUTH; a wrong token is answered and the client closed once written")
+    func token() {
+        var client = connection(.socket, token: "s3cret", authenticated: false)
+        _ = client.drain()
+        _ = client.receive(Array(#"?WATCH={"enable":true};?VERSION;"#.utf8), now: start)
+        var lines = client.lines()
+        #expect(lines.first?.contains("needs a token first") == true)
+        #expect(lines.last?.hasPrefix(#"{"class":"VERSION""#) == true)
+        #expect(!client.watching)
+        _ = client.receive(Array(#"?AUTH="s3cret";?WATCH={"enable":true};"#.utf8), now: start)
+        lines = client.lines()
+        #expect(lines.first == #"{"class":"AUTH","authenticated":true}"#)
+        #expect(client.watching)
+
+        var wrong = connection(.socket, token: "s3cret", authenticated: false)
+        _ = wrong.drain()
+        _ = wrong.receive(Array(#"?AUTH="guess";?POLL;"#.utf8), now: start)
+        #expect(wrong.closeWhenFlushed)
+        #expect(!wrong.isFinished, "closed before the refusal is written")
+        #expect(wrong.lines() == [ServeMessage.error("wrong token; closing")])
+        #expect(wrong.isFinished)
+        #expect(wrong.receive(Array("?POLL;".utf8), now: start).isEmpty)
+        #expect(wrong.unsent == 0, "heard after its refusal")
+    }
+
+    @Test("a command begun is due clientTimeout after its first byte; more bytes of it do not extend that; a finished one clears it")
+    func commandTimeout() {
+        var client = connection(.socket)
+        _ = client.drain()
+        _ = client.receive(Array("?POLL;\n?WATCH={\"ena".utf8), now: start)
+        _ = client.drain()
+        #expect(client.deadline == start.advanced(by: .seconds(10)))
+        _ = client.receive(Array("ble\"".utf8), now: start.advanced(by: .seconds(4)))
+        #expect(client.deadline == start.advanced(by: .seconds(10)))
+        #expect(client.expire(now: start.advanced(by: .seconds(9))).isEmpty)
+        #expect(client.unsent == 0)
+        let actions = client.expire(now: start.advanced(by: .seconds(10)))
+        #expect(actions == [.log("serve: socket client 1 (test) closed: it began a command and did not end it within 10 s")])
+        #expect(client.lines().last?.contains("within 10 s") == true)
+        #expect(client.isFinished)
+
+        var quiet = connection(.socket)
+        _ = quiet.receive(Array("?POL".utf8), now: start)
+        _ = quiet.receive(Array("L;\n".utf8), now: start.advanced(by: .seconds(1)))
+        #expect(quiet.deadline == nil, "a watcher that only reads is never due")
+        #expect(quiet.expire(now: start.advanced(by: .seconds(3600))).isEmpty)
+    }
+
+    static let requestHead = "GET /api/verdicts?since=3&token=t HTTP/1.1\r\nHost: example\r\nUser-Agent: test\r\n\r\n"
+
+    @Test("an HTTP head split at any byte is handed out once, when its blank line arrives", arguments: 0..<requestHead.utf8.count)
+    func headSplit(split: Int) throws {
+        var client = connection(.http)
+        let bytes = Array(Self.requestHead.utf8)
+        #expect(client.receive(bytes[..<split], now: start).isEmpty)
+        let actions = client.receive(bytes[split...], now: start)
+        guard case .respond(let request) = try #require(actions.first), actions.count == 1 else {
+            Issue.record("expected one .respond, got \(actions)")
+            return
+        }
+        #expect(request.method == "GET")
+        #expect(request.path == "/api/verdicts")
+        #expect(request.query == ["since": "3", "token": "t"])
+        #expect(request.headers["user-agent"] == "test")
+        #expect(client.deadline == nil, "a request read is no longer due")
+        #expect(client.reply(HTTPResponse(status: 200, body: "ok\n")).isEmpty)
+        #expect(client.drain().hasSuffix("\r\n\r\nok\n"))
+        #expect(client.isFinished)
+    }
+
+    @Test(
+        "refusals: an oversized head 431, garbage 400, another method 405, no token 401; each closed once written",
+        arguments: [
+            ("GET / HTTP/1.1\r\nX: " + String(repeating: "y", count: 20_000), nil, 431),
+            ("BREW /pot HTCPCP/1.0\r\n\r\n", nil, 400),
+            ("\u{FF}\r\n\r\n", nil, 400),
+            ("GET nopath HTTP/1.1\r\n\r\n", nil, 400),
+            ("DELETE / HTTP/1.1\r\n\r\n", nil, 405),
+            ("GET /metrics HTTP/1.1\r\n\r\n", "s3cret", 401),
+            ("GET /metrics HTTP/1.1\r\nAuthorization: Bearer guess\r\n\r\n", "s3cret", 401),
+        ] as [(String, String?, Int)])
+    func refusals(head: String, token: String?, status: Int) {
+        var client = connection(.http, token: token)
+        #expect(client.receive(Array(head.utf8), now: start).isEmpty)
+        #expect(client.drain().hasPrefix("HTTP/1.1 \(status) "))
+        #expect(client.isFinished)
+        #expect(client.receive(Array("GET / HTTP/1.1\r\n\r\n".utf8), now: start).isEmpty, "heard after its answer")
+    }
+
+    @Test("with a token, /healthz needs none and the bearer token or ?token= lets a request through")
+    func httpToken() {
+        for head in [
+            "GET /healthz HTTP/1.1\r\n\r\n", "GET /metrics HTTP/1.1\r\nAuthorization: Bearer s3cret\r\n\r\n",
+            "GET /metrics?token=s3cret HTTP/1.1\r\n\r\n",
+        ] {
+            var client = connection(.http, token: "s3cret")
+            let actions = client.receive(Array(head.utf8), now: start)
+            #expect(actions.count == 1, "\(head): \(actions)")
+        }
+    }
+
+    @Test("HEAD gets GET's head and no body")
+    func head() {
+        var client = connection(.http)
+        _ = client.receive(Array("HEAD /healthz HTTP/1.1\r\n\r\n".utf8), now: start)
+        _ = client.reply(HTTPResponse(status: 200, body: "ok\n"))
+        let text = client.drain()
+        #expect(text.contains("Content-Length: 3\r\n"))
+        #expect(text.hasSuffix("\r\n\r\n"))
+    }
+
+    @Test("a head that never ends gets 408 at clientTimeout after the connection, not before")
+    func headTimeout() {
+        var client = connection(.http)
+        _ = client.receive(Array("GET /api/ta".utf8), now: start.advanced(by: .seconds(5)))
+        #expect(client.deadline == start.advanced(by: .seconds(10)))
+        #expect(client.expire(now: start.advanced(by: .seconds(9))).isEmpty)
+        #expect(client.expire(now: start.advanced(by: .seconds(10))).count == 1)
+        #expect(client.drain().hasPrefix("HTTP/1.1 408 "))
+        #expect(client.isFinished)
+    }
+
+    @Test("/events: the stream's head, the devices, the verdicts after Last-Event-ID; the stream stays open")
+    func events() {
+        var client = connection(.http)
+        let actions = client.receive(Array("GET /events HTTP/1.1\r\nLast-Event-ID: 4\r\n\r\n".utf8), now: start)
+        #expect(actions == [.streamOpened])
+        #expect(client.kind == .events)
+        let text = client.drain()
+        #expect(text.hasPrefix("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream"))
+        #expect(
+            text.hasSuffix(
+                "event: reader\ndata: {\"class\":\"READER\"}\n\nevent: verdict\nid: 5\ndata: {\"class\":\"VERDICT\",\"id\":5}\n\n"))
+        #expect(!client.closeWhenFlushed)
+        #expect(client.receive(Array("more".utf8), now: start).isEmpty)
+        _ = client.shutdown(reason: "over")
+        #expect(client.drain().hasPrefix("event: shutdown\n"))
+        #expect(client.isFinished)
+    }
+
+    @Test(
+        "a client that never reads is cut off once its unread output would pass the limit, and nothing more happens to it",
+        arguments: [1, 100, 4096])
+    func neverReads(lineSize: Int) {
+        let limit = 64 * 1024
+        var client = connection(.socket, bufferLimit: limit)
+        let line = [UInt8](repeating: UInt8(ascii: "x"), count: lineSize - 1) + [10]
+        var queued = client.unsent
+        var actions: [ServeConnection.Action] = []
+        while actions.isEmpty {
+            actions = client.queue(line)
+            if actions.isEmpty { queued += lineSize }
+        }
+        #expect(queued <= limit && queued + lineSize > limit)
+        #expect(
+            actions == [.cutOff("serve: socket client 1 (test) cut off: \(queued + lineSize) bytes unread, over the limit of \(limit)")])
+        #expect(client.isCutOff)
+        #expect(client.queue(line).isEmpty)
+        #expect(client.receive(Array("?POLL;".utf8), now: start).isEmpty)
+    }
+
+    @Test("a client that reads keeps up: what it took is forgotten and it is never cut off")
+    func reads() {
+        var client = connection(.socket, bufferLimit: 1024)
+        let line = [UInt8](repeating: UInt8(ascii: "x"), count: 99) + [10]
+        for _ in 0..<1000 {
+            #expect(client.queue(line).isEmpty)
+            client.wrote(min(client.unsent, 150))
+        }
+        #expect(!client.isCutOff)
+    }
+
+    @Test("stopping: a socket client gets SHUTDOWN, an HTTP client mid-request is simply closed")
+    func shutdown() {
+        var socket = connection(.socket)
+        _ = socket.drain()
+        _ = socket.shutdown(reason: "bye")
+        #expect(socket.lines().first?.hasPrefix(#"{"class":"SHUTDOWN""#) == true)
+        #expect(socket.isFinished)
+        var http = connection(.http)
+        _ = http.receive(Array("GET /".utf8), now: start)
+        _ = http.shutdown(reason: "bye")
+        #expect(http.unsent == 0)
+        #expect(http.isFinished)
+    }
+}
