@@ -27,12 +27,14 @@ public struct ServeConfiguration: Sendable {
     /// The VERSION object's release.
     public var release: String
     /// How long a client has to finish what it began sending (`--client-timeout`): an HTTP
-    /// client its request's head (line and headers), counted from its connection; a socket
+    /// client its request's head (line and headers) and body, counted from its connection; a socket
     /// client a command, counted from the command's first byte. One that has not by then gets
     /// 408 (HTTP) or an `ERROR` object (socket) and is closed, with a line in the log, so a
     /// half-sent request cannot hold a slot. A socket client that only reads is never cut off
     /// by it.
     public var clientTimeout: Duration = .seconds(10)
+    /// The largest POST or PUT body read (`Content-Length`); a larger one gets 413.
+    public var bodyLimit = 16 * 1024
     /// The clock `clientTimeout` is measured on: the monotonic clock, or a test's.
     public var clock: any SessionClock = MonotonicClock()
 
@@ -94,8 +96,22 @@ public protocol ServeResponder: Sendable {
     /// The readers' and the GPS's states as they are now, for an event stream that (re)connects:
     /// it is told only of changes after that.
     func devices() -> [ServeEvent]
-    /// Any HTTP request but `/events`.
+    /// Any HTTP request but `/events` (what the default `respond(to:stats:reply:)` asks).
     func respond(to request: HTTPRequest, stats: ServerStats) -> HTTPResponse
+    /// Any HTTP request but `/events`: GET and HEAD, and POST and PUT with their body read whole
+    /// (at most `ServeConfiguration.bodyLimit` bytes). Answer `.now(response)`, or `.later` and
+    /// then `reply.send(response)` from any thread (a client gone by then is fine).
+    ///
+    /// The default answers GET and HEAD with `respond(to:stats:)` at once, and anything else
+    /// 405 (only GET).
+    func respond(to request: HTTPRequest, stats: ServerStats, reply: HTTPReplyHandle) -> HTTPAnswer
+}
+
+extension ServeResponder {
+    public func respond(to request: HTTPRequest, stats: ServerStats, reply: HTTPReplyHandle) -> HTTPAnswer {
+        guard request.method == "GET" || request.method == "HEAD" else { return .now(HTTPResponse.onlyGet) }
+        return .now(respond(to: request, stats: stats))
+    }
 }
 
 /// The server's counts, for `/metrics`.
@@ -320,6 +336,7 @@ public final class EventServer: Sendable {
 
     /// One connection: its socket, and its protocol's state (`ServeConnection`).
     private final class Client {
+        let id: Int
         let fd: FileDescriptor
         var connection: ServeConnection
         var registration: IORegistration?
@@ -328,7 +345,8 @@ public final class EventServer: Sendable {
         /// Closed: nothing more is done with it.
         var dropped = false
 
-        init(fd: FileDescriptor, connection: ServeConnection) {
+        init(id: Int, fd: FileDescriptor, connection: ServeConnection) {
+            self.id = id
             self.fd = fd
             self.connection = connection
         }
@@ -337,6 +355,9 @@ public final class EventServer: Sendable {
     private final class Loop {
         let server: EventServer
         var clients: [Int32: Client] = [:]
+        /// The same clients by id: what a deferred HTTP reply finds its client by (a descriptor's
+        /// number is reused; an id never is).
+        var clientsByID: [Int: Client] = [:]
         var registrations: [IORegistration] = []
         var nextID = 1
         var cutOff = 0
@@ -505,8 +526,13 @@ public final class EventServer: Sendable {
                 case .streamOpened:
                     server.inbox.withLock { $0.streams += 1 }
                 case .respond(let request):
-                    let response = server.responder.respond(to: request, stats: currentStats())
-                    perform(client.connection.reply(response), for: client)
+                    let id = client.id
+                    let handle = HTTPReplyHandle { [server] response in
+                        _ = server.loop.execute { server.withLoop { $0.deliverReply(response, to: id) } }
+                    }
+                    if case .now(let response) = server.responder.respond(to: request, stats: currentStats(), reply: handle) {
+                        perform(client.connection.reply(response), for: client)
+                    }
                 case .log(let line):
                     server.log(line)
                 case .cutOff(let line):
@@ -515,6 +541,14 @@ public final class EventServer: Sendable {
                     drop(client)
                 }
             }
+        }
+
+        /// A reply the responder sent later: written, unless its client has gone.
+        func deliverReply(_ response: HTTPResponse, to id: Int) {
+            guard let client = clientsByID[id] else { return }
+            perform(client.connection.reply(response), for: client)
+            flush(client)
+            settle()
         }
 
         /// Makes a socket client a watcher of `broadcast`'s (`enable`), or no longer one: what
@@ -557,13 +591,14 @@ public final class EventServer: Sendable {
                 }
                 let id = nextID
                 nextID += 1
-                let peer = listener.kind == .unix ? "unix socket" : Socket.peerName(fd)
+                let address = listener.kind == .unix ? nil : Socket.peerAddress(fd)
+                let peer = address ?? (listener.kind == .unix ? "unix socket" : "?")
                 let isHTTP = listener.kind == .http
                 let connection = ServeConnection(
-                    kind: isHTTP ? .http : .socket, name: "\(isHTTP ? "HTTP" : "socket") client \(id) (\(peer))",
+                    kind: isHTTP ? .http : .socket, name: "\(isHTTP ? "HTTP" : "socket") client \(id) (\(peer))", clientAddress: address,
                     authenticated: configuration.token == nil || listener.kind == .unix, settings: settings, responder: server.responder,
                     now: configuration.clock.timestamp)
-                let client = Client(fd: fd, connection: connection)
+                let client = Client(id: id, fd: fd, connection: connection)
                 do throws(IOLoopError) {
                     let raw = fd.rawValue
                     client.registration = try loop.register(fd, for: .readable) { [server] events in
@@ -575,6 +610,7 @@ public final class EventServer: Sendable {
                     continue
                 }
                 clients[fd.rawValue] = client
+                clientsByID[id] = client
                 flush(client)
             }
         }
@@ -648,6 +684,7 @@ public final class EventServer: Sendable {
             guard !client.dropped else { return }
             client.dropped = true
             clients.removeValue(forKey: client.fd.rawValue)
+            clientsByID.removeValue(forKey: client.id)
             server.inbox.withLock { inbox in
                 if !inbox.watchers.isEmpty { inbox.watchers.removeAll { $0.fd == client.fd } }
             }

@@ -8,9 +8,11 @@ import TagFixCore
 ///   authentication, `?WATCH` (a `.watch` action: the shell adds it to the fan-out, or takes it
 ///   off), and a command begun and not ended within `clientTimeout` (an `ERROR`, then closed).
 /// - An HTTP client (`.http`): one request head (bounded by `HTTPRequest.maximumHead`, due
-///   `clientTimeout` after the connection), the bearer token, GET and HEAD only; `/events`
-///   makes it an event stream (`.events`); any other request is handed out (`.respond`) and
-///   answered with `reply(_:)`, then closed once written.
+///   `clientTimeout` after the connection), the bearer token; GET and HEAD, and POST and PUT
+///   with a `Content-Length` body read whole by the same deadline (at most `bodyLimit`: 413;
+///   a malformed length 400; chunked 411); `/events` makes it an event stream (`.events`); any
+///   other request is handed out (`.respond`) and answered with `reply(_:)` — at once or later
+///   — then closed once written.
 /// - Output: what is queued waits in `pending` until the shell says what the socket took
 ///   (`wrote(_:)`); a client whose unread output would pass `bufferLimit` is cut off (`.cutOff`).
 ///
@@ -32,18 +34,23 @@ struct ServeConnection {
         var release: String
         var clientTimeout: Duration
         var bufferLimit: Int
+        var bodyLimit: Int
 
-        init(token: String? = nil, release: String, clientTimeout: Duration = .seconds(10), bufferLimit: Int = 1 << 20) {
+        init(
+            token: String? = nil, release: String, clientTimeout: Duration = .seconds(10), bufferLimit: Int = 1 << 20,
+            bodyLimit: Int = 16 * 1024
+        ) {
             self.token = token
             self.release = release
             self.clientTimeout = clientTimeout
             self.bufferLimit = bufferLimit
+            self.bodyLimit = bodyLimit
         }
 
         init(_ configuration: ServeConfiguration) {
             self.init(
                 token: configuration.token, release: configuration.release, clientTimeout: configuration.clientTimeout,
-                bufferLimit: configuration.bufferLimit)
+                bufferLimit: configuration.bufferLimit, bodyLimit: configuration.bodyLimit)
         }
     }
 
@@ -85,15 +92,23 @@ struct ServeConnection {
     private var requestDone = false
     /// The method of the request handed out with `.respond` (HEAD: the reply has no body).
     private var respondingTo: String?
+    /// A POST or PUT whose head is read, and its body's length: the body is being read.
+    private var awaitingBody: (request: HTTPRequest, length: Int)?
+    /// The client's `HOST:PORT`, for the requests it sends.
+    let clientAddress: String?
     private var actions: [Action] = []
 
     /// A new connection: a socket client is greeted with `VERSION`; an HTTP client's head is due
     /// `clientTimeout` from `now`.
     /// - Parameter authenticated: whether it needs no token (no token is set, or it came on the
     ///   Unix socket).
-    init(kind: Kind, name: String, authenticated: Bool, settings: Settings, responder: any ServeResponder, now: Timestamp) {
+    init(
+        kind: Kind, name: String, clientAddress: String? = nil, authenticated: Bool, settings: Settings, responder: any ServeResponder,
+        now: Timestamp
+    ) {
         self.kind = kind
         self.name = name
+        self.clientAddress = clientAddress
         self.authenticated = authenticated
         self.settings = settings
         self.responder = responder
@@ -236,28 +251,36 @@ struct ServeConnection {
     private mutating func request(_ bytes: some Collection<UInt8>) {
         guard !requestDone else { return }
         request.append(contentsOf: bytes)
+        if awaitingBody != nil { return readBody() }
         guard let end = HTTPRequest.headEnd(request) else {
             if request.count > HTTPRequest.maximumHead {
                 respond(HTTPResponse(status: 431, body: "request head over \(HTTPRequest.maximumHead) bytes\n"))
             }
             return
         }
-        requestDone = true
-        let parsed: HTTPRequest
+        var parsed: HTTPRequest
         do {
             parsed = try HTTPRequest(head: request[..<end])
         } catch {
             return respond(HTTPResponse(status: 400, body: error.message + "\n"))
         }
-        request = []
+        parsed.clientAddress = clientAddress
+        // What follows the head: the start of a body.
+        request.removeFirst(end)
         if let token = settings.token, parsed.path != "/healthz", !Self.same(parsed.bearerToken ?? "", token) {
             return respond(
                 HTTPResponse(
                     status: 401, body: "this server needs its token: Authorization: Bearer TOKEN, or ?token=TOKEN\n",
                     headers: [("WWW-Authenticate", "Bearer")]))
         }
-        guard parsed.method == "GET" || parsed.method == "HEAD" else {
-            return respond(HTTPResponse(status: 405, body: "only GET\n", headers: [("Allow", "GET, HEAD")]))
+        switch parsed.method {
+        case "GET", "HEAD":
+            requestDone = true
+            request = []
+        case "POST", "PUT":
+            return beginBody(of: parsed)
+        default:
+            return respond(HTTPResponse.onlyGet)
         }
         if parsed.path == "/events" {
             kind = .events
@@ -270,6 +293,41 @@ struct ServeConnection {
             }
             return
         }
+        handOut(parsed)
+    }
+
+    /// A POST or PUT: its body is read whole (as `Content-Length` says, at most `bodyLimit`
+    /// bytes), by the same deadline as its head.
+    private mutating func beginBody(of parsed: HTTPRequest) {
+        if parsed.headers["transfer-encoding"] != nil {
+            return respond(
+                HTTPResponse(status: 411, body: "send the body with a Content-Length (a chunked body is not read)\n"))
+        }
+        guard let length = parsed.contentLength else {
+            return respond(HTTPResponse(status: 400, body: "Content-Length must be a whole number of bytes\n"))
+        }
+        guard length <= settings.bodyLimit else {
+            return respond(HTTPResponse(status: 413, body: "request body over \(settings.bodyLimit) bytes\n"))
+        }
+        awaitingBody = (parsed, length)
+        if request.count < length, parsed.headers["expect"]?.lowercased() == "100-continue" {
+            append(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
+        }
+        readBody()
+    }
+
+    /// Hands out the request awaiting its body once the body is all there.
+    private mutating func readBody() {
+        guard let (parsed, length) = awaitingBody, request.count >= length else { return }
+        var whole = parsed
+        whole.body = Array(request.prefix(length))
+        awaitingBody = nil
+        request = []
+        requestDone = true
+        handOut(whole)
+    }
+
+    private mutating func handOut(_ parsed: HTTPRequest) {
         respondingTo = parsed.method
         actions.append(.respond(parsed))
     }
@@ -317,8 +375,10 @@ struct ServeConnection {
             closeWhenFlushed = true
             reply([ServeMessage.error("a command begun and not ended within \(timeoutText) (end each with ; or a newline); closing")])
         } else {
-            actions.append(.log("serve: \(name) closed: its request's head did not arrive within \(timeoutText)"))
-            respond(HTTPResponse(status: 408, body: "the request's head did not arrive within \(timeoutText)\n"))
+            let part = awaitingBody == nil ? "head" : "body"
+            awaitingBody = nil
+            actions.append(.log("serve: \(name) closed: its request's \(part) did not arrive within \(timeoutText)"))
+            respond(HTTPResponse(status: 408, body: "the request's \(part) did not arrive within \(timeoutText)\n"))
         }
         return takeActions()
     }

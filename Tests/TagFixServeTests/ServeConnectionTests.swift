@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import TagFixCore
 import Testing
 
@@ -312,5 +313,141 @@ struct ServeConnectionTests {
         _ = http.shutdown(reason: "bye")
         #expect(http.unsent == 0)
         #expect(http.isFinished)
+    }
+}
+
+@Suite("tagfix serve's connection state machine: POST and PUT bodies, deferred replies")
+struct ServeConnectionBodyTests {
+    static let post =
+        "POST /t/tag-7?x=1 HTTP/1.1\r\nHost: field.example\r\nOrigin: https://field.example\r\n"
+        + "Cookie: tagfix=abc; theme=dark\r\nUser-Agent: phone\r\nContent-Type: application/json\r\nContent-Length: 24\r\n\r\n"
+        + #"{"lat":52.5,"lon":13.40}"#
+
+    private static func handedOut(_ actions: [ServeConnection.Action]) -> HTTPRequest? {
+        guard actions.count == 1, case .respond(let request) = actions[0] else { return nil }
+        return request
+    }
+
+    @Test(
+        "a POST split at any byte (head or body) is handed out once, its body whole, with its headers and client",
+        arguments: 0..<post.utf8.count)
+    func postSplit(split: Int) throws {
+        var client = ServeConnection(
+            kind: .http, name: "HTTP client 1 (test)", clientAddress: "192.0.2.7:50000", authenticated: true,
+            settings: ServeConnection.Settings(release: "test"), responder: ScriptedResponder(), now: start)
+        let bytes = Array(Self.post.utf8)
+        #expect(client.receive(bytes[..<split], now: start).isEmpty)
+        let request = try #require(Self.handedOut(client.receive(bytes[split...], now: start)))
+        #expect(request.method == "POST")
+        #expect(request.path == "/t/tag-7")
+        #expect(request.body == Array(#"{"lat":52.5,"lon":13.40}"#.utf8))
+        #expect(request.cookies == ["tagfix": "abc", "theme": "dark"])
+        #expect(request.headers["origin"] == "https://field.example")
+        #expect(request.headers["host"] == "field.example")
+        #expect(request.headers["user-agent"] == "phone")
+        #expect(request.headers["content-type"] == "application/json")
+        #expect(request.clientAddress == "192.0.2.7:50000")
+        #expect(request.clientHost == "192.0.2.7")
+        #expect(client.unsent == 0)
+    }
+
+    @Test("bytes after the body are not read; a POST or PUT without Content-Length has an empty body")
+    func bodyBounds() throws {
+        var client = connection(.http)
+        let request = try #require(
+            Self.handedOut(client.receive(Array("PUT /x HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcdef".utf8), now: start)))
+        #expect(request.body == Array("abc".utf8))
+        #expect(client.receive(Array("more".utf8), now: start).isEmpty)
+        var empty = connection(.http)
+        let bare = try #require(Self.handedOut(empty.receive(Array("POST /x HTTP/1.1\r\n\r\n".utf8), now: start)))
+        #expect(bare.body.isEmpty)
+    }
+
+    @Test(
+        "a body over the limit gets 413, a malformed length 400, a chunked body 411; each closed once written, nothing handed out",
+        arguments: [
+            ("Content-Length: 101", 413), ("Content-Length: 99999999999999999999", 400), ("Content-Length: abc", 400),
+            ("Content-Length: -1", 400), ("Content-Length: 1e3", 400), ("Content-Length: ", 400), ("Content-Length: +5", 400),
+            ("Transfer-Encoding: chunked", 411),
+        ])
+    func refusedBodies(header: String, status: Int) {
+        var client = ServeConnection(
+            kind: .http, name: "HTTP client 1 (test)", authenticated: true,
+            settings: ServeConnection.Settings(release: "test", bodyLimit: 100), responder: ScriptedResponder(), now: start)
+        #expect(client.receive(Array("POST /tap HTTP/1.1\r\n\(header)\r\n\r\n".utf8), now: start).isEmpty)
+        #expect(client.drain().hasPrefix("HTTP/1.1 \(status) "))
+        #expect(client.isFinished)
+    }
+
+    @Test("a body of exactly the limit is read")
+    func bodyAtLimit() throws {
+        var client = ServeConnection(
+            kind: .http, name: "HTTP client 1 (test)", authenticated: true,
+            settings: ServeConnection.Settings(release: "test", bodyLimit: 100), responder: ScriptedResponder(), now: start)
+        let head = Array("POST /tap HTTP/1.1\r\nContent-Length: 100\r\n\r\n".utf8)
+        let request = try #require(Self.handedOut(client.receive(head + [UInt8](repeating: 7, count: 100), now: start)))
+        #expect(request.body.count == 100)
+    }
+
+    @Test("a body that never comes gets 408 at clientTimeout after the connection; Expect: 100-continue is answered first")
+    func bodyTimeout() {
+        var client = connection(.http)
+        let head = "POST /tap HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 10\r\n\r\nabc"
+        #expect(client.receive(Array(head.utf8), now: start.advanced(by: .seconds(2))).isEmpty)
+        #expect(client.drain() == "HTTP/1.1 100 Continue\r\n\r\n")
+        #expect(client.deadline == start.advanced(by: .seconds(10)))
+        #expect(client.expire(now: start.advanced(by: .seconds(9))).isEmpty)
+        let actions = client.expire(now: start.advanced(by: .seconds(10)))
+        #expect(actions == [.log("serve: http client 1 (test) closed: its request's body did not arrive within 10 s")])
+        let text = client.drain()
+        #expect(text.hasPrefix("HTTP/1.1 408 Request Timeout\r\n"))
+        #expect(text.hasSuffix("the request's body did not arrive within 10 s\n"))
+        #expect(client.isFinished)
+    }
+
+    @Test("a deferred reply: nothing is written until it comes; it is written once, a second one and one unasked for are ignored")
+    func deferred() throws {
+        var client = connection(.http)
+        var stray = connection(.http)
+        #expect(stray.reply(HTTPResponse(status: 200, body: "?\n")).isEmpty)
+        #expect(stray.unsent == 0, "a reply nobody asked for was written")
+        _ = try #require(Self.handedOut(client.receive(Array("GET /later HTTP/1.1\r\n\r\n".utf8), now: start)))
+        #expect(client.unsent == 0)
+        #expect(!client.isFinished)
+        #expect(client.deadline == nil, "a request waiting for its reply is not the client's fault")
+        #expect(client.expire(now: start.advanced(by: .seconds(3600))).isEmpty)
+        #expect(client.reply(HTTPResponse(status: 202, body: "later\n")).isEmpty)
+        #expect(client.reply(HTTPResponse(status: 500, body: "again\n")).isEmpty)
+        let text = client.drain()
+        #expect(text.hasPrefix("HTTP/1.1 202 "))
+        #expect(text.hasSuffix("\r\n\r\nlater\n"))
+        #expect(client.isFinished)
+    }
+
+    @Test("the reply handle hands over its first response only, from any thread")
+    func handle() async {
+        let got = Mutex([Int]())
+        let handle = HTTPReplyHandle { response in got.withLock { $0.append(response.status) } }
+        #expect(handle.isPending)
+        await withTaskGroup(of: Void.self) { group in
+            for status in 200..<232 { group.addTask { handle.send(HTTPResponse(status: status, body: "")) } }
+        }
+        #expect(got.withLock { $0.count } == 1)
+        #expect(!handle.isPending)
+    }
+
+    @Test("a responder without a deferred answer keeps GET's answer and refuses POST with 405 as before")
+    func defaultResponder() {
+        let handle = HTTPReplyHandle { _ in }
+        var request = try? HTTPRequest(head: Array("POST / HTTP/1.1\r\n\r\n".utf8))
+        guard case .now(let refused) = ScriptedResponder().respond(to: request!, stats: ServerStats(), reply: handle) else {
+            Issue.record("not answered at once")
+            return
+        }
+        #expect(refused.bytes == HTTPResponse.onlyGet.bytes)
+        #expect(String(decoding: refused.bytes, as: UTF8.self).contains("Allow: GET, HEAD\r\n"))
+        request?.method = "GET"
+        guard case .now(let answer) = ScriptedResponder().respond(to: request!, stats: ServerStats(), reply: handle) else { return }
+        #expect(answer.status == 200)
     }
 }
