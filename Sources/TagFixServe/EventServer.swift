@@ -37,6 +37,9 @@ public struct ServeConfiguration: Sendable {
     public var bodyLimit = 16 * 1024
     /// The clock `clientTimeout` is measured on: the monotonic clock, or a test's.
     public var clock: any SessionClock = MonotonicClock()
+    /// Makes the transport of each HTTP connection accepted (`nil` from it: the connection is
+    /// refused); without one, the plain socket. Where TLS plugs in.
+    var httpTransport: (@Sendable (FileDescriptor) -> (any ConnectionTransport)?)?
 
     public init(
         socketPath: String? = nil, listen: ListenAddress? = nil, http: ListenAddress? = nil, token: String? = nil, release: String
@@ -334,10 +337,12 @@ public final class EventServer: Sendable {
 
     // MARK: - The loop (its thread only)
 
-    /// One connection: its socket, and its protocol's state (`ServeConnection`).
+    /// One connection: its transport (the socket, or TLS over it), and its protocol's state
+    /// (`ServeConnection`).
     private final class Client {
         let id: Int
         let fd: FileDescriptor
+        var transport: any ConnectionTransport
         var connection: ServeConnection
         var registration: IORegistration?
         /// Watched for room to write (output is queued that the socket did not take).
@@ -345,9 +350,10 @@ public final class EventServer: Sendable {
         /// Closed: nothing more is done with it.
         var dropped = false
 
-        init(id: Int, fd: FileDescriptor, connection: ServeConnection) {
+        init(id: Int, transport: any ConnectionTransport, connection: ServeConnection) {
             self.id = id
-            self.fd = fd
+            self.fd = transport.descriptor
+            self.transport = transport
             self.connection = connection
         }
     }
@@ -412,8 +418,12 @@ public final class EventServer: Sendable {
 
         func ready(_ fd: Int32, _ events: IOEvents) {
             if let client = clients[fd] {
-                if !events.isDisjoint(with: [.readable, .hangUp, .error]) { read(client) }
-                if clients[fd] != nil, events.contains(.writable) { flush(client) }
+                if !events.isDisjoint(with: [.readable, .hangUp, .error])
+                    || (events.contains(.writable) && client.transport.wantsWritable)
+                {
+                    read(client)
+                }
+                if !client.dropped, events.contains(.writable) { flush(client) }
             }
             settle()
         }
@@ -598,7 +608,18 @@ public final class EventServer: Sendable {
                     kind: isHTTP ? .http : .socket, name: "\(isHTTP ? "HTTP" : "socket") client \(id) (\(peer))", clientAddress: address,
                     authenticated: configuration.token == nil || listener.kind == .unix, settings: settings, responder: server.responder,
                     now: configuration.clock.timestamp)
-                let client = Client(id: id, fd: fd, connection: connection)
+                let transport: any ConnectionTransport
+                if isHTTP, let make = configuration.httpTransport {
+                    guard let made = make(fd) else {
+                        server.log("serve: \(connection.name) refused: its transport could not be set up")
+                        _ = try? fd.close()
+                        continue
+                    }
+                    transport = made
+                } else {
+                    transport = PlainSocketTransport(fd)
+                }
+                let client = Client(id: id, transport: transport, connection: connection)
                 do throws(IOLoopError) {
                     let raw = fd.rawValue
                     client.registration = try loop.register(fd, for: .readable) { [server] events in
@@ -606,7 +627,7 @@ public final class EventServer: Sendable {
                     }
                 } catch {
                     server.log("serve: \(connection.name) refused: \(error)")
-                    _ = try? fd.close()
+                    client.transport.close()
                     continue
                 }
                 clients[fd.rawValue] = client
@@ -617,45 +638,50 @@ public final class EventServer: Sendable {
 
         func read(_ client: Client) {
             for _ in 0..<4 {
-                let count: Int
-                do {
-                    count = try client.fd.receive(into: &buffer)
-                } catch .wouldBlock {
-                    return
-                } catch {
+                switch client.transport.read(into: &buffer) {
+                case .wouldBlock:
+                    return watchWritable(client)
+                case .closed:
                     return drop(client)
+                case .bytes(let count):
+                    takeSetAside(client)
+                    perform(client.connection.receive(buffer[0..<count], now: configuration.clock.timestamp), for: client)
+                    flush(client)
+                    guard !client.dropped, count == buffer.count || client.transport.hasBufferedInput else { return }
                 }
-                if count == 0 { return drop(client) }
-                takeSetAside(client)
-                perform(client.connection.receive(buffer[0..<count], now: configuration.clock.timestamp), for: client)
-                flush(client)
-                guard !client.dropped, count == buffer.count else { return }
+            }
+            // The socket's own bytes left are seen by the next wait (level-triggered); what the
+            // transport holds is read on the loop's next turn, after the other clients'.
+            guard !client.dropped, client.transport.hasBufferedInput else { return }
+            let id = client.id
+            loop.execute { [server] in
+                server.withLoop { state in
+                    guard let client = state.clientsByID[id] else { return }
+                    state.read(client)
+                    state.settle()
+                }
             }
         }
 
-        /// Writes what the socket takes; a watcher whose queue empties (and has nothing set
+        /// Writes what the transport takes; a watcher whose queue empties (and has nothing set
         /// aside) is handed back to `broadcast`'s direct sends. A connection finished is closed.
         func flush(_ client: Client) {
             while !client.dropped {
                 while client.connection.unsent > 0 {
-                    let written: Int
-                    do {
-                        written = try client.fd.send(client.connection.pending)
-                    } catch .wouldBlock {
-                        return watchWritable(client, true)
-                    } catch {
-                        return drop(client)
+                    switch client.transport.write(client.connection.pending) {
+                    case .wouldBlock: return watchWritable(client)
+                    case .closed: return drop(client)
+                    case .bytes(let count): client.connection.wrote(count)
                     }
-                    guard written > 0 else { return drop(client) }
-                    client.connection.wrote(written)
                 }
                 if client.connection.isFinished { return drop(client) }
-                watchWritable(client, false)
+                watchWritable(client)
                 guard client.connection.watching else { return }
+                let direct = client.transport.allowsDirectSends
                 let spill = server.inbox.withLock { inbox -> [UInt8] in
                     guard let index = inbox.watchers.firstIndex(where: { $0.fd == client.fd }) else { return [] }
                     if inbox.watchers[index].spill.isEmpty {
-                        inbox.watchers[index].direct = inbox.stopping == nil
+                        inbox.watchers[index].direct = inbox.stopping == nil && direct
                         return []
                     }
                     defer { inbox.watchers[index].spill = [] }
@@ -666,8 +692,10 @@ public final class EventServer: Sendable {
             }
         }
 
-        /// Watches a client's socket for room to write, or no longer.
-        func watchWritable(_ client: Client, _ enable: Bool) {
+        /// Watches a client's socket for room to write while output is queued (or its transport
+        /// asks to be), or no longer.
+        func watchWritable(_ client: Client) {
+            let enable = client.connection.unsent > 0 || client.transport.wantsWritable
             guard client.wantsWrite != enable, !client.dropped, let registration = client.registration else { return }
             client.wantsWrite = enable
             do throws(IOLoopError) {
@@ -690,7 +718,7 @@ public final class EventServer: Sendable {
             }
             if client.connection.kind == .events { server.inbox.withLock { $0.streams -= 1 } }
             if let registration = client.registration { loop.deregister(registration) }
-            _ = try? client.fd.close()
+            client.transport.close()
         }
 
         func currentStats() -> ServerStats {
