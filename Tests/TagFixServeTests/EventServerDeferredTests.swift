@@ -106,6 +106,13 @@ struct EventServerDeferredTests {
         big.send("POST /later HTTP/1.1\r\nContent-Length: 65\r\n\r\n")
         #expect(await eventually { big.closed })
         #expect(big.lines.first?.hasPrefix("HTTP/1.1 413 Content Too Large") == true, "\(big.lines)")
+        // A body far over the limit, sent whole at once: the client still reads its 413.
+        let flood = try SocketLineClient(port: port)
+        Thread.detachNewThread {
+            flood.send("POST /later HTTP/1.1\r\nContent-Length: 1000000\r\n\r\n" + String(repeating: "z", count: 1_000_000))
+        }
+        #expect(await eventually { flood.closed })
+        #expect(flood.lines.first?.hasPrefix("HTTP/1.1 413 Content Too Large") == true, "\(flood.lines)")
         let slow = try SocketLineClient(port: port)
         slow.send("POST /later HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc")
         #expect(await eventually { server.stats.clients["http"] == 1 })
