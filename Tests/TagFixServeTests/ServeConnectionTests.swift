@@ -451,3 +451,61 @@ struct ServeConnectionBodyTests {
         #expect(answer.status == 200)
     }
 }
+
+@Suite("tagfix serve's connection state machine under random input")
+struct ServeConnectionRandomInputTests {
+    /// A fixed pseudo-random sequence (SplitMix64), so a failure is repeated by its seed.
+    struct SplitMix: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    /// Bytes that look like the protocols often enough to reach their deep states.
+    static let fragments: [[UInt8]] = [
+        "?POLL;", "?WATCH={\"enable\":true};", "?WATCH={\"enable\":false}\n", "?AUTH=\"x\";", "?DEVICES;", "\n", ";", "{", "\"",
+        "GET / HTTP/1.1\r\n", "POST /t HTTP/1.1\r\n", "Content-Length: 5\r\n", "Content-Length: 99999\r\n", "Expect: 100-continue\r\n",
+        "\r\n", "Host: a\r\n", "GET /events HTTP/1.1\r\n",
+    ].map { Array($0.utf8) }
+
+    @Test(
+        "random bytes and fragments, split anywhere, with reads, timeouts and replies between: no trap, output within its limit",
+        arguments: 1...40)
+    func random(seed: Int) {
+        var random = SplitMix(state: UInt64(seed))
+        let limit = 4096
+        for kind in [ServeConnection.Kind.socket, .http] {
+            var client = ServeConnection(
+                kind: kind, name: "client", authenticated: seed % 2 == 0,
+                settings: ServeConnection.Settings(token: "x", release: "t", bufferLimit: limit, bodyLimit: 64),
+                responder: ScriptedResponder(),
+                now: start)
+            var now = start
+            for _ in 0..<200 {
+                var bytes: [UInt8] = []
+                if Bool.random(using: &random) {
+                    bytes = Self.fragments.randomElement(using: &random)!
+                } else {
+                    for _ in 0..<Int.random(in: 1...32, using: &random) { bytes.append(UInt8.random(in: 0...255, using: &random)) }
+                }
+                var actions = client.receive(bytes, now: now)
+                switch Int.random(in: 0..<6, using: &random) {
+                case 0: client.wrote(Int.random(in: 0...client.unsent, using: &random))
+                case 1:
+                    now = now.advanced(by: .seconds(Int.random(in: 0...12, using: &random)))
+                    actions += client.expire(now: now)
+                case 2: actions += client.reply(HTTPResponse(status: 200, body: "ok\n"))
+                case 3: actions += client.queue(Array("{\"class\":\"VERDICT\"}\n".utf8))
+                default: break
+                }
+                #expect(client.unsent <= limit)
+                if actions.contains(where: { if case .cutOff = $0 { true } else { false } }) || client.isFinished { break }
+            }
+        }
+    }
+}
