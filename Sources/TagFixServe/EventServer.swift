@@ -27,14 +27,19 @@ public struct ServeConfiguration: Sendable {
     /// The VERSION object's release.
     public var release: String
     /// How long a client has to finish what it began sending (`--client-timeout`): an HTTP
-    /// client its request's head (line and headers), counted from its connection; a socket
+    /// client its request's head (line and headers) and body, counted from its connection; a socket
     /// client a command, counted from the command's first byte. One that has not by then gets
     /// 408 (HTTP) or an `ERROR` object (socket) and is closed, with a line in the log, so a
     /// half-sent request cannot hold a slot. A socket client that only reads is never cut off
     /// by it.
     public var clientTimeout: Duration = .seconds(10)
+    /// The largest POST or PUT body read (`Content-Length`); a larger one gets 413.
+    public var bodyLimit = 16 * 1024
     /// The clock `clientTimeout` is measured on: the monotonic clock, or a test's.
     public var clock: any SessionClock = MonotonicClock()
+    /// Makes the transport of each HTTP connection accepted (`nil` from it: the connection is
+    /// refused); without one, the plain socket. Where TLS plugs in.
+    var httpTransport: (@Sendable (FileDescriptor) -> (any ConnectionTransport)?)?
 
     public init(
         socketPath: String? = nil, listen: ListenAddress? = nil, http: ListenAddress? = nil, token: String? = nil, release: String
@@ -94,8 +99,22 @@ public protocol ServeResponder: Sendable {
     /// The readers' and the GPS's states as they are now, for an event stream that (re)connects:
     /// it is told only of changes after that.
     func devices() -> [ServeEvent]
-    /// Any HTTP request but `/events`.
+    /// Any HTTP request but `/events` (what the default `respond(to:stats:reply:)` asks).
     func respond(to request: HTTPRequest, stats: ServerStats) -> HTTPResponse
+    /// Any HTTP request but `/events`: GET and HEAD, and POST and PUT with their body read whole
+    /// (at most `ServeConfiguration.bodyLimit` bytes). Answer `.now(response)`, or `.later` and
+    /// then `reply.send(response)` from any thread (a client gone by then is fine).
+    ///
+    /// The default answers GET and HEAD with `respond(to:stats:)` at once, and anything else
+    /// 405 (only GET).
+    func respond(to request: HTTPRequest, stats: ServerStats, reply: HTTPReplyHandle) -> HTTPAnswer
+}
+
+extension ServeResponder {
+    public func respond(to request: HTTPRequest, stats: ServerStats, reply: HTTPReplyHandle) -> HTTPAnswer {
+        guard request.method == "GET" || request.method == "HEAD" else { return .now(HTTPResponse.onlyGet) }
+        return .now(respond(to: request, stats: stats))
+    }
 }
 
 /// The server's counts, for `/metrics`.
@@ -106,14 +125,16 @@ public struct ServerStats: Sendable, Hashable {
     public var cutOff = 0
 }
 
-/// The event socket (Unix and TCP) and the HTTP server on one `poll(2)` loop on its own thread:
-/// no call here blocks, and nothing here runs on the cooperative pool.
+/// The event socket (Unix and TCP) and the HTTP server on one `IOLoop` (epoll) and its thread:
+/// no call here blocks, and nothing here runs on the cooperative pool. This is the I/O shell:
+/// each connection's protocol (commands, HTTP, timeouts, its bounded output) is a
+/// `ServeConnection`, fed the bytes read and drained as the socket takes them.
 ///
 /// The fan-out (`broadcast`): each line is encoded once and sent straight from the caller's
 /// thread, with `MSG_DONTWAIT`, to every watching socket client that has nothing queued (most of
 /// them, most of the time): one `send` a client, no wake-up of the loop, no copy. What a socket
 /// does not take at once (it is full, or the client already has a backlog) is set aside for that
-/// client and the loop is woken by a byte down a pipe: it queues the rest in the client's bounded
+/// client and handed to the loop (`IOLoop.execute`, its eventfd wake-up): it queues the rest in the client's bounded
 /// buffer and writes it as the socket takes it; once the backlog is gone the client is sent to
 /// directly again. Event streams (SSE) are always written by the loop. A client whose unread
 /// output passes `bufferLimit` is cut off, with a line in the log; no client waits for another,
@@ -126,7 +147,10 @@ public final class EventServer: Sendable {
     public let httpPort: Int?
 
     private let listeners: [Listener]
-    private let wake: (read: FileDescriptor, write: FileDescriptor)
+    /// The loop every socket is served on: its thread is the server's.
+    private let loop: IOLoop<ContinuousClock>
+    /// What only the loop's thread touches (set by `start`, gone once the loop has ended).
+    private let core = Mutex<Loop?>(nil)
     private let inbox = Mutex(Inbox())
     private let statistics = Mutex(ServerStats())
     private let responder: any ServeResponder
@@ -142,6 +166,8 @@ public final class EventServer: Sendable {
         /// Events for the loop to send to the event streams (only while there are some).
         var events: [ServeEvent] = []
         var stopping: String?
+        /// The loop has been asked to take what is set aside here and has yet to.
+        var drainPending = false
         var finished = false
         var waiters: [CheckedContinuation<Void, Never>] = []
         var started = false
@@ -192,41 +218,47 @@ public final class EventServer: Sendable {
             closeAll()
             throw error
         }
-        let wake: (readEnd: FileDescriptor, writeEnd: FileDescriptor)
+        let loop: IOLoop<ContinuousClock>
         do throws(Errno) {
-            wake = try FileDescriptor.pipe()
-            try wake.readEnd.setNonBlocking()
-            try wake.writeEnd.setNonBlocking()
+            loop = try IOLoop(name: "tagfix-serve")
         } catch {
             closeAll()
-            throw ServeError(.unavailable, "cannot make the server's wake-up pipe: \(error)")
+            throw ServeError(
+                .unavailable, "cannot start the server's I/O loop: \(error) (too many open files or threads? see ulimit -n and ulimit -u)")
         }
         self.configuration = configuration
         self.listeners = listeners
         self.listenPort = listenPort
         self.httpPort = httpPort
-        self.wake = (wake.readEnd, wake.writeEnd)
+        self.loop = loop
         self.responder = responder
         self.log = log
     }
 
-    /// Starts the loop's thread.
+    /// Starts serving: the listeners join the loop.
     public func start() {
-        let thread = Thread { [self] in
-            let loop = Loop(server: self)
-            loop.run()
-            loop.closeEverything()
-            finished()
+        let first = inbox.withLock { inbox -> Bool in
+            defer { inbox.started = true }
+            return !inbox.started && inbox.stopping == nil
         }
-        thread.name = "tagfix-serve"
-        inbox.withLock { $0.started = true }
-        thread.start()
+        guard first else { return }
+        core.withLock { $0 = Loop(server: self) }
+        loop.execute { [self] in withLoop { $0.begin() } }
+    }
+
+    /// Runs `body` with the loop's state, on the loop's thread (while the server serves).
+    private func withLoop(_ body: (Loop) -> Void) {
+        core.withLock { core in
+            guard let state = core else { return }
+            body(state)
+            if state.ended { core = nil }
+        }
     }
 
     /// Sends lines to every watching client. Never waits: under one lock, each line is sent
     /// (`MSG_DONTWAIT`) to each watching socket client with nothing queued; what a socket does
-    /// not take, and the lines for the rest (and for event streams), go to the loop, woken by a
-    /// byte down a pipe.
+    /// not take, and the lines for the rest (and for event streams), go to the loop
+    /// (`IOLoop.execute`: one hand-over until the loop has taken them).
     public func broadcast(_ events: [ServeEvent]) {
         guard !events.isEmpty else { return }
         let wakeLoop = inbox.withLock { inbox -> Bool in
@@ -255,9 +287,11 @@ public final class EventServer: Sendable {
                     wakeLoop = true
                 }
             }
-            return wakeLoop
+            guard wakeLoop, !inbox.drainPending else { return false }
+            inbox.drainPending = true
+            return true
         }
-        if wakeLoop { poke() }
+        if wakeLoop { loop.execute { [self] in withLoop { $0.drainInbox() } } }
     }
 
     /// Tells every client the server is stopping (`SHUTDOWN`), gives them up to two seconds to
@@ -268,12 +302,16 @@ public final class EventServer: Sendable {
             if inbox.stopping == nil { inbox.stopping = reason }
             return inbox.started
         }
-        poke()
         guard started else {
-            for listener in listeners { _ = try? listener.fd.close() }
-            closeWake()
+            let first = inbox.withLock { inbox -> Bool in
+                defer { inbox.finished = true }
+                return !inbox.finished
+            }
+            if first { for listener in listeners { _ = try? listener.fd.close() } }
+            await loop.close()
             return
         }
+        loop.execute { [self] in withLoop { $0.drainInbox() } }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let done = inbox.withLock { inbox -> Bool in
                 if inbox.finished { return true }
@@ -287,145 +325,178 @@ public final class EventServer: Sendable {
     /// The server's counts now.
     public var stats: ServerStats { statistics.withLock { $0 } }
 
-    private func poke() {
-        _ = try? wake.write.write([1][...])
-    }
-
+    /// The loop's thread has ended: those waiting in `stop` are told.
     private func finished() {
         let waiters = inbox.withLock { inbox in
             inbox.finished = true
             defer { inbox.waiters = [] }
             return inbox.waiters
         }
-        closeWake()
         for waiter in waiters { waiter.resume() }
     }
 
-    private func closeWake() {
-        _ = try? wake.read.close()
-        _ = try? wake.write.close()
-    }
+    // MARK: - The loop (its thread only)
 
-    // MARK: - The loop (its own thread only)
-
-    /// One connection.
+    /// One connection: its transport (the socket, or TLS over it), and its protocol's state
+    /// (`ServeConnection`).
     private final class Client {
-        enum Kind { case socket, http, events }
-
         let id: Int
         let fd: FileDescriptor
-        var kind: Kind
-        let name: String
-        var framer = CommandFramer()
-        var watching = false
-        var authenticated: Bool
-        var output: [UInt8] = []
-        var sent = 0
-        var request: [UInt8] = []
-        /// When an HTTP client connected, or a socket client's unfinished command began: it is
-        /// due `clientTimeout` later.
-        var opened: Timestamp?
-        var requestDone = false
-        var closeWhenFlushed = false
+        var transport: any ConnectionTransport
+        var connection: ServeConnection
+        var registration: IORegistration?
+        /// Watched for room to write (output is queued that the socket did not take).
+        var wantsWrite = false
+        /// Closed: nothing more is done with it.
+        var dropped = false
 
-        init(id: Int, fd: FileDescriptor, kind: Kind, name: String, authenticated: Bool) {
+        init(id: Int, transport: any ConnectionTransport, connection: ServeConnection) {
             self.id = id
-            self.fd = fd
-            self.kind = kind
-            self.name = name
-            self.authenticated = authenticated
+            self.fd = transport.descriptor
+            self.transport = transport
+            self.connection = connection
         }
-
-        var unsent: Int { output.count - sent }
     }
 
     private final class Loop {
         let server: EventServer
         var clients: [Int32: Client] = [:]
+        /// The same clients by id: what a deferred HTTP reply finds its client by (a descriptor's
+        /// number is reused; an id never is).
+        var clientsByID: [Int: Client] = [:]
+        var registrations: [IORegistration] = []
         var nextID = 1
         var cutOff = 0
         var stopping: String?
-        var stopRounds = 0
+        /// Set once everything is closed and the loop told to end.
+        var ended = false
+        /// The timer that looks for overdue requests, and when it runs.
+        var headTimer: (timer: IOTimer, due: ContinuousClock.Instant)?
         var buffer = [UInt8](repeating: 0, count: 65_536)
 
-        init(server: EventServer) { self.server = server }
+        let settings: ServeConnection.Settings
+
+        init(server: EventServer) {
+            self.server = server
+            settings = ServeConnection.Settings(server.configuration)
+        }
 
         var configuration: ServeConfiguration { server.configuration }
+        var loop: IOLoop<ContinuousClock> { server.loop }
 
-        func run() {
-            while true {
-                var fds = [pollfd(fd: server.wake.read.rawValue, events: Int16(POLLIN), revents: 0)]
-                if stopping == nil {
-                    fds += server.listeners.map { pollfd(fd: $0.fd.rawValue, events: Int16(POLLIN), revents: 0) }
-                }
-                let order = Array(clients.keys)
-                for fd in order {
-                    guard let client = clients[fd] else { continue }
-                    var events = Int16(POLLIN)
-                    if client.unsent > 0 { events |= Int16(POLLOUT) }
-                    fds.append(pollfd(fd: fd, events: events, revents: 0))
-                }
-                let ready = poll(&fds, nfds_t(fds.count), stopping == nil ? headWait() : 100)
-                if ready < 0, Errno.current != .interrupted { server.log("serve: poll failed: \(Errno.current)") }
-                if stopping != nil {
-                    stopRounds += 1
-                    if clients.values.allSatisfy({ $0.unsent == 0 }) || stopRounds > 20 { return }
-                }
-                for entry in fds where entry.revents != 0 {
-                    if entry.fd == server.wake.read.rawValue {
-                        drainWake()
-                    } else if let listener = server.listeners.first(where: { $0.fd.rawValue == entry.fd }) {
-                        accept(listener)
-                    } else if let client = clients[entry.fd] {
-                        if entry.revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 { read(client) }
-                        if clients[entry.fd] != nil, entry.revents & Int16(POLLOUT) != 0 { flush(client) }
+        /// Registers the listeners.
+        func begin() {
+            for listener in server.listeners {
+                do throws(IOLoopError) {
+                    let registration = try loop.register(listener.fd, for: .readable) { [server] _ in
+                        server.withLoop { $0.ready(listener) }
                     }
+                    registrations.append(registration)
+                } catch {
+                    server.log("serve: cannot watch a listener: \(error)")
                 }
-                if stopping == nil { expireUnfinished() }
-                publishStats()
             }
+            settle()
         }
 
-        /// The next request head or command due: when it is, in milliseconds from now (at most
-        /// one second, so a test's clock advanced is noticed), or -1 (none is awaited: wait for
-        /// events).
-        func headWait() -> Int32 {
-            let opened = clients.values.compactMap { $0.requestDone ? nil : $0.opened }
-            guard let first = opened.min() else { return -1 }
-            let left = configuration.clock.timestamp.duration(to: first.advanced(by: configuration.clientTimeout))
-            return Int32(max(0, min(1000, left / .milliseconds(1))))
+        /// What follows every event the loop handles: the next look for overdue requests, the
+        /// counts for `stats`, and, once stopping, the end when nothing is left to write.
+        func settle() {
+            guard !ended else { return }
+            if stopping != nil {
+                if clients.values.allSatisfy({ $0.connection.unsent == 0 }) { end() }
+                return
+            }
+            armHeadTimer()
+            publishStats()
         }
 
-        /// The timeout in words, for the log and the client: `10 s`, `2.5 s`.
-        var timeoutText: String {
-            let (seconds, attoseconds) = configuration.clientTimeout.components
-            return attoseconds == 0 ? "\(seconds) s" : "\(Double(seconds) + Double(attoseconds) / 1e18) s"
+        func ready(_ listener: Listener) {
+            accept(listener)
+            settle()
         }
 
-        /// Answers 408 to every HTTP client whose request head is overdue, and an `ERROR` to
-        /// every socket client whose command is, and closes them (a line in the log for each).
+        func ready(_ fd: Int32, _ events: IOEvents) {
+            if let client = clients[fd] {
+                if !events.isDisjoint(with: [.readable, .hangUp, .error])
+                    || (events.contains(.writable) && client.transport.wantsWritable)
+                {
+                    read(client)
+                }
+                if !client.dropped, events.contains(.writable) { flush(client) }
+            }
+            settle()
+        }
+
+        /// Looks for overdue requests when the next is due, and at least each second (so a
+        /// test's clock advanced is noticed); no timer while none is awaited.
+        func armHeadTimer() {
+            guard let wait = headWait() else {
+                if let headTimer { loop.cancel(headTimer.timer) }
+                headTimer = nil
+                return
+            }
+            let due = loop.clock.now.advanced(by: wait)
+            if let headTimer {
+                if headTimer.due <= due { return }
+                loop.cancel(headTimer.timer)
+            }
+            let timer = loop.schedule(at: due) { [server] in
+                server.withLoop { state in
+                    state.headTimer = nil
+                    if state.stopping == nil { state.expireUnfinished() }
+                    state.settle()
+                }
+            }
+            headTimer = (timer, due)
+        }
+
+        /// How long until the next request head or command is due (at most one second, so a
+        /// test's clock advanced is noticed), or `nil` (none is awaited).
+        func headWait() -> Duration? {
+            guard let first = clients.values.compactMap(\.connection.deadline).min() else { return nil }
+            let left = configuration.clock.timestamp.duration(to: first)
+            return max(.zero, min(.seconds(1), left))
+        }
+
+        /// Tells the clients the server stops; they have two seconds to read what they have not.
+        func beginStop(_ reason: String) {
+            stopping = reason
+            for registration in registrations { loop.deregister(registration) }
+            registrations = []
+            if let headTimer { loop.cancel(headTimer.timer) }
+            headTimer = nil
+            for client in Array(clients.values) {
+                takeSetAside(client)
+                perform(client.connection.shutdown(reason: reason), for: client)
+                flush(client)
+            }
+            loop.schedule(after: .seconds(2)) { [server] in server.withLoop { $0.end() } }
+        }
+
+        /// Closes everything and ends the loop; `stop` returns once its thread has.
+        func end() {
+            guard !ended else { return }
+            ended = true
+            closeEverything()
+            loop.close { [server] in server.finished() }
+        }
+
+        /// Answers every client whose request head or command is overdue, and closes it.
         func expireUnfinished() {
             let now = configuration.clock.timestamp
-            for client in Array(clients.values) where !client.requestDone {
-                guard let opened = client.opened, opened.advanced(by: configuration.clientTimeout) <= now else { continue }
-                if client.kind == .socket {
-                    server.log("serve: \(client.name) closed: it began a command and did not end it within \(timeoutText)")
-                    client.requestDone = true
-                    client.opened = nil
-                    client.closeWhenFlushed = true
-                    reply(
-                        client,
-                        [ServeMessage.error("a command begun and not ended within \(timeoutText) (end each with ; or a newline); closing")])
-                } else {
-                    server.log("serve: \(client.name) closed: its request's head did not arrive within \(timeoutText)")
-                    respond(client, HTTPResponse(status: 408, body: "the request's head did not arrive within \(timeoutText)\n"))
-                }
+            for client in Array(clients.values) {
+                guard let deadline = client.connection.deadline, deadline <= now else { continue }
+                takeSetAside(client)
+                perform(client.connection.expire(now: now), for: client)
+                flush(client)
             }
         }
 
-        func drainWake() {
-            while (try? server.wake.read.read(into: &buffer)) ?? 0 > 0 {}
+        /// Takes what `broadcast` set aside (and a stop) from the inbox.
+        func drainInbox() {
             let (events, spills, stop) = server.inbox.withLock { inbox in
+                inbox.drainPending = false
                 defer { inbox.events = [] }
                 var spills: [(Int32, [UInt8])] = []
                 for index in inbox.watchers.indices where !inbox.watchers[index].spill.isEmpty {
@@ -435,36 +506,64 @@ public final class EventServer: Sendable {
                 return (inbox.events, spills, inbox.stopping)
             }
             for (fd, bytes) in spills {
-                if let client = clients[fd] { append(client, bytes) }
+                guard let client = clients[fd] else { continue }
+                perform(client.connection.queue(bytes), for: client)
+                flush(client)
             }
             deliver(events)
-            if let stop, stopping == nil {
-                stopping = stop
-                let line = ServeEvent(kind: .shutdown, line: ServeMessage.shutdown(reason: stop))
-                for client in Array(clients.values) where client.kind != .http {
-                    enqueue(client, client.kind == .events ? HTTPResponse.event(line) : Array((line.line + "\n").utf8))
-                }
-                for client in Array(clients.values) {
-                    client.closeWhenFlushed = true
-                    if client.unsent == 0 { drop(client) }
-                }
-            }
+            if let stop, stopping == nil { beginStop(stop) }
+            settle()
         }
 
         /// Sends events to the event streams (`broadcast` has sent them to the socket clients).
         func deliver(_ events: [ServeEvent]) {
             guard !events.isEmpty else { return }
-            let streams = clients.values.filter { $0.kind == .events }
+            let streams = clients.values.filter { $0.connection.kind == .events }
             for event in events {
                 let bytes = HTTPResponse.event(event)
-                for client in streams { enqueue(client, bytes) }
+                for client in streams where !client.dropped { perform(client.connection.queue(bytes), for: client) }
+            }
+            for client in streams { flush(client) }
+        }
+
+        /// Carries out what a connection asks for, in order.
+        func perform(_ actions: [ServeConnection.Action], for client: Client) {
+            for action in actions {
+                guard !client.dropped else { return }
+                switch action {
+                case .watch(let enable):
+                    setWatching(client, enable)
+                case .streamOpened:
+                    server.inbox.withLock { $0.streams += 1 }
+                case .respond(let request):
+                    let id = client.id
+                    let handle = HTTPReplyHandle { [server] response in
+                        _ = server.loop.execute { server.withLoop { $0.deliverReply(response, to: id) } }
+                    }
+                    if case .now(let response) = server.responder.respond(to: request, stats: currentStats(), reply: handle) {
+                        perform(client.connection.reply(response), for: client)
+                    }
+                case .log(let line):
+                    server.log(line)
+                case .cutOff(let line):
+                    cutOff += 1
+                    server.log(line)
+                    drop(client)
+                }
             }
         }
 
+        /// A reply the responder sent later: written, unless its client has gone.
+        func deliverReply(_ response: HTTPResponse, to id: Int) {
+            guard let client = clientsByID[id] else { return }
+            perform(client.connection.reply(response), for: client)
+            flush(client)
+            settle()
+        }
+
         /// Makes a socket client a watcher of `broadcast`'s (`enable`), or no longer one: what
-        /// was set aside for it is queued first, so it gets every line sent while it watched.
+        /// was set aside for it is queued then, so it gets every line sent while it watched.
         func setWatching(_ client: Client, _ enable: Bool) {
-            guard client.watching != enable else { return }
             let spill = server.inbox.withLock { inbox -> [UInt8] in
                 if enable {
                     inbox.watchers.append(Watcher(fd: client.fd, direct: false))
@@ -473,8 +572,20 @@ public final class EventServer: Sendable {
                 guard let index = inbox.watchers.firstIndex(where: { $0.fd == client.fd }) else { return [] }
                 return inbox.watchers.remove(at: index).spill
             }
-            client.watching = enable
-            if !spill.isEmpty { append(client, spill) }
+            if !spill.isEmpty { perform(client.connection.queue(spill), for: client) }
+        }
+
+        /// Before anything is queued for a watcher: it is taken off `broadcast`'s direct sends,
+        /// and what was set aside for it is queued first.
+        func takeSetAside(_ client: Client) {
+            guard client.connection.watching, !client.dropped else { return }
+            let spill = server.inbox.withLock { inbox -> [UInt8] in
+                guard let index = inbox.watchers.firstIndex(where: { $0.fd == client.fd }) else { return [] }
+                inbox.watchers[index].direct = false
+                defer { inbox.watchers[index].spill = [] }
+                return inbox.watchers[index].spill
+            }
+            if !spill.isEmpty { perform(client.connection.queue(spill), for: client) }
         }
 
         func accept(_ listener: Listener) {
@@ -490,250 +601,130 @@ public final class EventServer: Sendable {
                 }
                 let id = nextID
                 nextID += 1
-                let peer = listener.kind == .unix ? "unix socket" : Socket.peerName(fd)
+                let address = listener.kind == .unix ? nil : Socket.peerAddress(fd)
+                let peer = address ?? (listener.kind == .unix ? "unix socket" : "?")
                 let isHTTP = listener.kind == .http
-                let client = Client(
-                    id: id, fd: fd, kind: isHTTP ? .http : .socket, name: "\(isHTTP ? "HTTP" : "socket") client \(id) (\(peer))",
-                    authenticated: configuration.token == nil || listener.kind == .unix)
+                let connection = ServeConnection(
+                    kind: isHTTP ? .http : .socket, name: "\(isHTTP ? "HTTP" : "socket") client \(id) (\(peer))", clientAddress: address,
+                    authenticated: configuration.token == nil || listener.kind == .unix, settings: settings, responder: server.responder,
+                    now: configuration.clock.timestamp)
+                let transport: any ConnectionTransport
+                if isHTTP, let make = configuration.httpTransport {
+                    guard let made = make(fd) else {
+                        server.log("serve: \(connection.name) refused: its transport could not be set up")
+                        _ = try? fd.close()
+                        continue
+                    }
+                    transport = made
+                } else {
+                    transport = PlainSocketTransport(fd)
+                }
+                let client = Client(id: id, transport: transport, connection: connection)
+                do throws(IOLoopError) {
+                    let raw = fd.rawValue
+                    client.registration = try loop.register(fd, for: .readable) { [server] events in
+                        server.withLoop { $0.ready(raw, events) }
+                    }
+                } catch {
+                    server.log("serve: \(connection.name) refused: \(error)")
+                    client.transport.close()
+                    continue
+                }
                 clients[fd.rawValue] = client
-                if isHTTP { client.opened = configuration.clock.timestamp }
-                if !isHTTP { enqueue(client, Array((ServeMessage.version(release: configuration.release) + "\n").utf8)) }
+                clientsByID[id] = client
+                flush(client)
             }
         }
 
         func read(_ client: Client) {
             for _ in 0..<4 {
-                let count: Int
-                do {
-                    count = try client.fd.receive(into: &buffer)
-                } catch .wouldBlock {
-                    return
-                } catch {
+                switch client.transport.read(into: &buffer) {
+                case .wouldBlock:
+                    return watchWritable(client)
+                case .closed:
                     return drop(client)
+                case .bytes(let count):
+                    takeSetAside(client)
+                    perform(client.connection.receive(buffer[0..<count], now: configuration.clock.timestamp), for: client)
+                    flush(client)
+                    guard !client.dropped, count == buffer.count || client.transport.hasBufferedInput else { return }
                 }
-                if count == 0 { return drop(client) }
-                switch client.kind {
-                case .socket: commands(client, buffer[0..<count])
-                case .http: request(client, buffer[0..<count])
-                case .events: break  // nothing more is read from an event stream
-                }
-                guard clients[client.fd.rawValue] != nil, count == buffer.count else { return }
             }
-        }
-
-        func commands(_ client: Client, _ bytes: ArraySlice<UInt8>) {
-            guard !client.closeWhenFlushed else { return }  // being closed: nothing more is heard
-            let pieces = client.framer.feed(bytes)
-            // An unfinished command is due `clientTimeout` after its first byte came (after the
-            // read that began it: the command before it ended in the same read, or none was open).
-            if !client.framer.isMidCommand {
-                client.opened = nil
-            } else if client.opened == nil || !pieces.isEmpty {
-                client.opened = configuration.clock.timestamp
-            }
-            client.requestDone = client.opened == nil
-            for piece in pieces {
-                guard clients[client.fd.rawValue] != nil, !client.closeWhenFlushed else { return }
-                switch piece {
-                case .tooLong:
-                    reply(
-                        client,
-                        [ServeMessage.error("command longer than \(ClientCommand.maximumLength) bytes; skipped to the end of its line")])
-                case .command(let text):
-                    do throws(ProtocolError) {
-                        try run(ClientCommand.parse(text), for: client)
-                    } catch {
-                        reply(client, [ServeMessage.error(error.message)])
-                    }
+            // The socket's own bytes left are seen by the next wait (level-triggered); what the
+            // transport holds is read on the loop's next turn, after the other clients'.
+            guard !client.dropped, client.transport.hasBufferedInput else { return }
+            let id = client.id
+            loop.execute { [server] in
+                server.withLoop { state in
+                    guard let client = state.clientsByID[id] else { return }
+                    state.read(client)
+                    state.settle()
                 }
             }
         }
 
-        func run(_ command: ClientCommand, for client: Client) throws(ProtocolError) {
-            if !client.authenticated {
-                switch command {
-                case .auth(let token):
-                    guard let expected = configuration.token, Self.same(token, expected) else {
-                        client.closeWhenFlushed = true
-                        reply(client, [ServeMessage.error("wrong token; closing")])
-                        return
-                    }
-                    client.authenticated = true
-                    reply(client, [#"{"class":"AUTH","authenticated":true}"#])
-                    return
-                case .version:
-                    break
-                default:
-                    throw ProtocolError("this server needs a token first: ?AUTH=\"TOKEN\";")
-                }
-            }
-            switch command {
-            case .watch(let enable):
-                if let enable { setWatching(client, enable) }
-                reply(
-                    client,
-                    (client.watching && enable == true ? server.responder.answer(.devices) : [])
-                        + [ServeMessage.watch(enabled: client.watching)])
-            case .poll, .devices:
-                reply(client, server.responder.answer(command))
-            case .version:
-                reply(client, [ServeMessage.version(release: configuration.release)])
-            case .auth:
-                reply(client, [#"{"class":"AUTH","authenticated":true}"#])
-            }
-        }
-
-        /// Compares two tokens in time that does not depend on where they differ.
-        static func same(_ a: String, _ b: String) -> Bool {
-            let (x, y) = (Array(a.utf8), Array(b.utf8))
-            var difference = UInt8(x.count == y.count ? 0 : 1)
-            for index in 0..<max(x.count, y.count) {
-                difference |= (index < x.count ? x[index] : 0) ^ (index < y.count ? y[index] : 0xFF)
-            }
-            return difference == 0
-        }
-
-        func reply(_ client: Client, _ lines: [String]) {
-            enqueue(client, Array(lines.map { $0 + "\n" }.joined().utf8))
-        }
-
-        func request(_ client: Client, _ bytes: ArraySlice<UInt8>) {
-            guard !client.requestDone else { return }
-            client.request.append(contentsOf: bytes)
-            guard let end = HTTPRequest.headEnd(client.request) else {
-                if client.request.count > HTTPRequest.maximumHead {
-                    respond(client, HTTPResponse(status: 431, body: "request head over \(HTTPRequest.maximumHead) bytes\n"))
-                }
-                return
-            }
-            client.requestDone = true
-            let request: HTTPRequest
-            do {
-                request = try HTTPRequest(head: client.request[..<end])
-            } catch {
-                return respond(client, HTTPResponse(status: 400, body: error.message + "\n"))
-            }
-            client.request = []
-            if let token = configuration.token, request.path != "/healthz", !Self.same(request.bearerToken ?? "", token) {
-                return respond(
-                    client,
-                    HTTPResponse(
-                        status: 401, body: "this server needs its token: Authorization: Bearer TOKEN, or ?token=TOKEN\n",
-                        headers: [("WWW-Authenticate", "Bearer")]))
-            }
-            guard request.method == "GET" || request.method == "HEAD" else {
-                return respond(client, HTTPResponse(status: 405, body: "only GET\n", headers: [("Allow", "GET, HEAD")]))
-            }
-            if request.path == "/events" {
-                client.kind = .events
-                server.inbox.withLock { $0.streams += 1 }
-                enqueue(client, HTTPResponse.eventStreamHead)
-                for event in server.responder.devices() { enqueue(client, HTTPResponse.event(event)) }
-                let since = Int(request.headers["last-event-id"] ?? request.query["since"] ?? "") ?? -1
-                if since >= 0 {
-                    for event in server.responder.verdicts(since: since) { enqueue(client, HTTPResponse.event(event)) }
-                }
-                return
-            }
-            var response = server.responder.respond(to: request, stats: currentStats())
-            response.headOnly = request.method == "HEAD"
-            respond(client, response)
-        }
-
-        func respond(_ client: Client, _ response: HTTPResponse) {
-            client.requestDone = true
-            client.closeWhenFlushed = true
-            enqueue(client, response.bytes)
-        }
-
-        /// Queues bytes for a client and writes what its socket takes. A watcher is taken off
-        /// `broadcast`'s direct sends first, and what was set aside for it goes ahead of them.
-        func enqueue(_ client: Client, _ bytes: [UInt8]) {
-            guard clients[client.fd.rawValue] != nil else { return }
-            if client.watching {
-                let spill = server.inbox.withLock { inbox -> [UInt8] in
-                    guard let index = inbox.watchers.firstIndex(where: { $0.fd == client.fd }) else { return [] }
-                    inbox.watchers[index].direct = false
-                    defer { inbox.watchers[index].spill = [] }
-                    return inbox.watchers[index].spill
-                }
-                // One append: the socket must not be handed back to `broadcast` between the two.
-                return append(client, spill + bytes)
-            }
-            append(client, bytes)
-        }
-
-        /// Queues bytes for a client (cut off past the limit) and writes what its socket takes.
-        func append(_ client: Client, _ bytes: [UInt8]) {
-            guard clients[client.fd.rawValue] != nil else { return }
-            if client.unsent + bytes.count > configuration.bufferLimit {
-                cutOff += 1
-                server.log(
-                    "serve: \(client.name) cut off: \(client.unsent + bytes.count) bytes unread, over the limit of \(configuration.bufferLimit)"
-                )
-                return drop(client)
-            }
-            if client.sent > 0, client.sent >= client.output.count / 2 {
-                client.output.removeFirst(client.sent)
-                client.sent = 0
-            }
-            client.output.append(contentsOf: bytes)
-            flush(client)
-        }
-
-        /// Writes what the socket takes; a watcher whose queue empties (and has nothing set
-        /// aside) is handed back to `broadcast`'s direct sends.
+        /// Writes what the transport takes; a watcher whose queue empties (and has nothing set
+        /// aside) is handed back to `broadcast`'s direct sends. A connection finished is closed.
         func flush(_ client: Client) {
-            while true {
-                while client.unsent > 0 {
-                    let written: Int
-                    do {
-                        written = try client.fd.send(client.output[client.sent...])
-                    } catch .wouldBlock {
-                        return
-                    } catch {
-                        return drop(client)
+            while !client.dropped {
+                while client.connection.unsent > 0 {
+                    switch client.transport.write(client.connection.pending) {
+                    case .wouldBlock: return watchWritable(client)
+                    case .closed: return drop(client)
+                    case .bytes(let count): client.connection.wrote(count)
                     }
-                    if written > 0 {
-                        client.sent += written
-                        continue
-                    }
-                    return drop(client)
                 }
-                client.output.removeAll(keepingCapacity: client.output.count < 65_536)
-                client.sent = 0
-                if client.closeWhenFlushed { return drop(client) }
-                guard client.watching else { return }
+                if client.connection.isFinished { return drop(client) }
+                watchWritable(client)
+                guard client.connection.watching else { return }
+                let direct = client.transport.allowsDirectSends
                 let spill = server.inbox.withLock { inbox -> [UInt8] in
                     guard let index = inbox.watchers.firstIndex(where: { $0.fd == client.fd }) else { return [] }
                     if inbox.watchers[index].spill.isEmpty {
-                        inbox.watchers[index].direct = inbox.stopping == nil
+                        inbox.watchers[index].direct = inbox.stopping == nil && direct
                         return []
                     }
                     defer { inbox.watchers[index].spill = [] }
                     return inbox.watchers[index].spill
                 }
                 if spill.isEmpty { return }
-                if client.unsent + spill.count > configuration.bufferLimit { return append(client, spill) }
-                client.output.append(contentsOf: spill)
+                perform(client.connection.queue(spill), for: client)
+            }
+        }
+
+        /// Watches a client's socket for room to write while output is queued (or its transport
+        /// asks to be), or no longer.
+        func watchWritable(_ client: Client) {
+            let enable = client.connection.unsent > 0 || client.transport.wantsWritable
+            guard client.wantsWrite != enable, !client.dropped, let registration = client.registration else { return }
+            client.wantsWrite = enable
+            do throws(IOLoopError) {
+                try loop.modify(registration, interest: enable ? [.readable, .writable] : .readable)
+            } catch {
+                server.log("serve: \(client.connection.name) closed: \(error)")
+                drop(client)
             }
         }
 
         /// Closes a connection; a watcher leaves `broadcast`'s list first, so its descriptor
         /// number, once reused, gets nothing meant for it.
         func drop(_ client: Client) {
-            guard clients.removeValue(forKey: client.fd.rawValue) != nil else { return }
-            if client.watching {
-                server.inbox.withLock { inbox in inbox.watchers.removeAll { $0.fd == client.fd } }
+            guard !client.dropped else { return }
+            client.dropped = true
+            clients.removeValue(forKey: client.fd.rawValue)
+            clientsByID.removeValue(forKey: client.id)
+            server.inbox.withLock { inbox in
+                if !inbox.watchers.isEmpty { inbox.watchers.removeAll { $0.fd == client.fd } }
             }
-            if client.kind == .events { server.inbox.withLock { $0.streams -= 1 } }
-            _ = try? client.fd.close()
+            if client.connection.kind == .events { server.inbox.withLock { $0.streams -= 1 } }
+            if let registration = client.registration { loop.deregister(registration) }
+            client.transport.close()
         }
 
         func currentStats() -> ServerStats {
             var stats = ServerStats()
             for client in clients.values {
-                let kind = client.kind == .socket ? "socket" : client.kind == .events ? "sse" : "http"
+                let kind = client.connection.kind == .socket ? "socket" : client.connection.kind == .events ? "sse" : "http"
                 stats.clients[kind, default: 0] += 1
             }
             stats.cutOff = cutOff

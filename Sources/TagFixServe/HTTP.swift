@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// One HTTP/1.x request head, as the live page's server reads it. Pure.
 public struct HTTPRequest: Sendable, Hashable {
@@ -6,8 +7,12 @@ public struct HTTPRequest: Sendable, Hashable {
     /// The path without its query.
     public var path: String
     public var query: [String: String]
-    /// Header names in lower case.
+    /// Header names in lower case (`cookie`, `user-agent`, `origin`, `host`, `content-type`…).
     public var headers: [String: String]
+    /// The body of a POST or PUT (read whole, as its `Content-Length` says); empty otherwise.
+    public var body: [UInt8] = []
+    /// Who sent it: the peer's `HOST:PORT`, the host as digits (`nil` when not known).
+    public var clientAddress: String?
 
     /// The longest request head read; a longer one is refused (431).
     public static let maximumHead = 16 * 1024
@@ -52,6 +57,33 @@ public struct HTTPRequest: Sendable, Hashable {
         }
     }
 
+    /// The peer's host as digits (`clientAddress` without its port): what a limit per client
+    /// counts by.
+    public var clientHost: String? {
+        guard let address = clientAddress, let colon = address.lastIndex(of: ":") else { return clientAddress }
+        return String(address[..<colon])
+    }
+
+    /// The cookies of the `Cookie` header, by name (the first of a name given twice).
+    public var cookies: [String: String] {
+        var result: [String: String] = [:]
+        for pair in (headers["cookie"] ?? "").split(separator: ";") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = parts[0].trimmingCharacters(in: .whitespaces)
+            guard !name.isEmpty, result[name] == nil else { continue }
+            result[name] = parts.count > 1 ? parts[1].trimmingCharacters(in: .whitespaces) : ""
+        }
+        return result
+    }
+
+    /// The body's length as `Content-Length` gives it: 0 without one, `nil` for one that is not
+    /// a whole number of bytes.
+    public var contentLength: Int? {
+        guard let text = headers["content-length"] else { return 0 }
+        guard !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        return Int(text)
+    }
+
     static func query(_ text: Substring) -> [String: String] {
         var result: [String: String] = [:]
         for pair in text.split(separator: "&") {
@@ -71,6 +103,36 @@ public struct HTTPRequest: Sendable, Hashable {
         }
         return query["token"]
     }
+}
+
+/// How a responder answers an HTTP request: at once, or later through its `HTTPReplyHandle`.
+public enum HTTPAnswer: Sendable {
+    /// This is the response.
+    case now(HTTPResponse)
+    /// The response will come through the request's `HTTPReplyHandle`, from any thread.
+    case later
+}
+
+/// The one way to answer an HTTP request the responder answered `.later`: `send` hands the
+/// response to the server's loop, which writes it and closes the connection. Safe from any
+/// thread; only the first `send` counts. A client that has gone (or a server that has stopped)
+/// before it is fine: the response is dropped.
+public final class HTTPReplyHandle: Sendable {
+    private let deliver: Mutex<(@Sendable (HTTPResponse) -> Void)?>
+
+    /// A handle whose first `send` calls `deliver` (a test's responder can make its own).
+    public init(_ deliver: @escaping @Sendable (HTTPResponse) -> Void) {
+        self.deliver = Mutex(deliver)
+    }
+
+    /// Answers the request (the first call only; later ones do nothing). Never waits.
+    public func send(_ response: HTTPResponse) {
+        let deliver = self.deliver.withLock { $0.take() }
+        deliver?(response)
+    }
+
+    /// Whether `send` has yet to be called.
+    public var isPending: Bool { deliver.withLock { $0 != nil } }
 }
 
 /// A response the server writes and then closes the connection (except `/events`).
@@ -105,6 +167,8 @@ public struct HTTPResponse: Sendable {
         case 404: "Not Found"
         case 405: "Method Not Allowed"
         case 408: "Request Timeout"
+        case 411: "Length Required"
+        case 413: "Content Too Large"
         case 431: "Request Header Fields Too Large"
         case 503: "Service Unavailable"
         default: "Error"
@@ -118,6 +182,9 @@ public struct HTTPResponse: Sendable {
         for (name, value) in extraHeaders { head += "\(name): \(value)\r\n" }
         return Array((head + "\r\n").utf8) + (headOnly ? [] : body)
     }
+
+    /// 405 for a method the server (or its responder) does not take.
+    public static var onlyGet: HTTPResponse { HTTPResponse(status: 405, body: "only GET\n", headers: [("Allow", "GET, HEAD")]) }
 
     /// The head of `/events`: a stream that stays open.
     public static let eventStreamHead = Array(

@@ -173,7 +173,12 @@ enum Socket {
 
     /// The peer of an accepted TCP connection, for log lines.
     static func peerName(_ fd: FileDescriptor) -> String {
-        (try? fd.peerAddress())?.numericHostAndPort ?? "?"
+        peerAddress(fd) ?? "?"
+    }
+
+    /// The peer of an accepted TCP connection (`HOST:PORT`, the host as digits), if known.
+    static func peerAddress(_ fd: FileDescriptor) -> String? {
+        (try? fd.peerAddress())?.numericHostAndPort
     }
 }
 

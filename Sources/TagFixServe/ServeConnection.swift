@@ -1,0 +1,400 @@
+import TagFixCore
+
+/// One client of `tagfix serve` as a state machine: bytes in, actions and bytes out. No
+/// descriptor, no thread, no clock of its own (the time comes with each call), so every protocol
+/// rule is tested without a socket (swift-nio's EmbeddedChannel style).
+///
+/// - A socket client (`.socket`): the line protocol (`CommandFramer`, `ClientCommand`), token
+///   authentication, `?WATCH` (a `.watch` action: the shell adds it to the fan-out, or takes it
+///   off), and a command begun and not ended within `clientTimeout` (an `ERROR`, then closed).
+/// - An HTTP client (`.http`): one request head (bounded by `HTTPRequest.maximumHead`, due
+///   `clientTimeout` after the connection), the bearer token; GET and HEAD, and POST and PUT
+///   with a `Content-Length` body read whole by the same deadline (at most `bodyLimit`: 413;
+///   a malformed length 400; chunked 411); `/events` makes it an event stream (`.events`); any
+///   other request is handed out (`.respond`) and answered with `reply(_:)` — at once or later
+///   — then closed once written.
+/// - Output: what is queued waits in `pending` until the shell says what the socket took
+///   (`wrote(_:)`); a client whose unread output would pass `bufferLimit` is cut off (`.cutOff`).
+///
+/// The shell (`EventServer`) reads, writes, closes and keeps the timers; it closes the
+/// connection on `.cutOff`, and once `isFinished` (all written of a connection that is to close).
+struct ServeConnection {
+    enum Kind: Sendable, Hashable {
+        /// The event socket's line protocol (Unix or TCP).
+        case socket
+        /// An HTTP request, not yet answered or answered and being written.
+        case http
+        /// An HTTP event stream (`/events`, Server-Sent Events).
+        case events
+    }
+
+    /// The limits and answers the connection needs from the server's configuration.
+    struct Settings: Sendable {
+        var token: String?
+        var release: String
+        var clientTimeout: Duration
+        var bufferLimit: Int
+        var bodyLimit: Int
+
+        init(
+            token: String? = nil, release: String, clientTimeout: Duration = .seconds(10), bufferLimit: Int = 1 << 20,
+            bodyLimit: Int = 16 * 1024
+        ) {
+            self.token = token
+            self.release = release
+            self.clientTimeout = clientTimeout
+            self.bufferLimit = bufferLimit
+            self.bodyLimit = bodyLimit
+        }
+
+        init(_ configuration: ServeConfiguration) {
+            self.init(
+                token: configuration.token, release: configuration.release, clientTimeout: configuration.clientTimeout,
+                bufferLimit: configuration.bufferLimit, bodyLimit: configuration.bodyLimit)
+        }
+    }
+
+    /// What the shell must do, in order, after a call.
+    enum Action: Sendable, Hashable {
+        /// Add the client to the fan-out's watchers (true) or take it off (false).
+        case watch(Bool)
+        /// The client has become an event stream: it is sent every event from now on.
+        case streamOpened
+        /// Answer this HTTP request (the responder's): `reply(_:)` with the response.
+        case respond(HTTPRequest)
+        /// A line for the server's log.
+        case log(String)
+        /// The client did not read: its unread output would pass the limit. Close it now (the
+        /// line is for the log).
+        case cutOff(String)
+    }
+
+    private(set) var kind: Kind
+    /// The client in log lines: `socket client 3 (127.0.0.1:4711)`.
+    let name: String
+    let settings: Settings
+    let responder: any ServeResponder
+    /// Whether the client watches the fan-out (`?WATCH={"enable":true}`).
+    private(set) var watching = false
+    /// Nothing more is heard from the client; it is closed once what is queued is written.
+    private(set) var closeWhenFlushed = false
+    /// Cut off: the shell closes it at once and nothing more happens here.
+    private(set) var isCutOff = false
+
+    private var framer = CommandFramer()
+    private var authenticated: Bool
+    private var output: [UInt8] = []
+    private var sent = 0
+    private var request: [UInt8] = []
+    /// When an HTTP client connected, or a socket client's unfinished command began: it is due
+    /// `clientTimeout` later.
+    private var opened: Timestamp?
+    private var requestDone = false
+    /// The method of the request handed out with `.respond` (HEAD: the reply has no body).
+    private var respondingTo: String?
+    /// A POST or PUT whose head is read, and its body's length: the body is being read.
+    private var awaitingBody: (request: HTTPRequest, length: Int)?
+    /// The client's `HOST:PORT`, for the requests it sends.
+    let clientAddress: String?
+    private var actions: [Action] = []
+
+    /// A new connection: a socket client is greeted with `VERSION`; an HTTP client's head is due
+    /// `clientTimeout` from `now`.
+    /// - Parameter authenticated: whether it needs no token (no token is set, or it came on the
+    ///   Unix socket).
+    init(
+        kind: Kind, name: String, clientAddress: String? = nil, authenticated: Bool, settings: Settings, responder: any ServeResponder,
+        now: Timestamp
+    ) {
+        self.kind = kind
+        self.name = name
+        self.clientAddress = clientAddress
+        self.authenticated = authenticated
+        self.settings = settings
+        self.responder = responder
+        if kind == .http { opened = now }
+        if kind == .socket { reply([ServeMessage.version(release: settings.release)]) }
+    }
+
+    // MARK: - Output
+
+    /// The bytes queued and not yet written.
+    var pending: ArraySlice<UInt8> { output[sent...] }
+    var unsent: Int { output.count - sent }
+    /// All is written of a client that is to be closed: close it.
+    var isFinished: Bool { closeWhenFlushed && unsent == 0 && !isCutOff }
+
+    /// The socket took `count` bytes of `pending`.
+    mutating func wrote(_ count: Int) {
+        sent += min(count, unsent)
+        if sent == output.count {
+            output.removeAll(keepingCapacity: output.count < 65_536)
+            sent = 0
+        }
+    }
+
+    /// Queues bytes (the fan-out's lines, an event stream's events). Returns `.cutOff` when
+    /// they would pass the limit.
+    mutating func queue(_ bytes: [UInt8]) -> [Action] {
+        append(bytes)
+        return takeActions()
+    }
+
+    private mutating func append(_ bytes: [UInt8]) {
+        guard !isCutOff else { return }
+        if unsent + bytes.count > settings.bufferLimit {
+            isCutOff = true
+            actions.append(
+                .cutOff(
+                    "serve: \(name) cut off: \(unsent + bytes.count) bytes unread, over the limit of \(settings.bufferLimit)"))
+            return
+        }
+        if sent > 0, sent >= output.count / 2 {
+            output.removeFirst(sent)
+            sent = 0
+        }
+        output.append(contentsOf: bytes)
+    }
+
+    private mutating func reply(_ lines: [String]) {
+        append(Array(lines.map { $0 + "\n" }.joined().utf8))
+    }
+
+    private mutating func takeActions() -> [Action] {
+        defer { actions = [] }
+        return actions
+    }
+
+    // MARK: - Input
+
+    /// Bytes the client sent, at `now`.
+    mutating func receive(_ bytes: some Collection<UInt8>, now: Timestamp) -> [Action] {
+        guard !isCutOff else { return [] }
+        switch kind {
+        case .socket: commands(bytes, now: now)
+        case .http: request(bytes)
+        case .events: break  // nothing more is read from an event stream
+        }
+        return takeActions()
+    }
+
+    private mutating func commands(_ bytes: some Collection<UInt8>, now: Timestamp) {
+        guard !closeWhenFlushed else { return }  // being closed: nothing more is heard
+        let pieces = framer.feed(bytes)
+        // An unfinished command is due `clientTimeout` after its first byte came (after the read
+        // that began it: the command before it ended in the same read, or none was open).
+        if !framer.isMidCommand {
+            opened = nil
+        } else if opened == nil || !pieces.isEmpty {
+            opened = now
+        }
+        requestDone = opened == nil
+        for piece in pieces {
+            guard !isCutOff, !closeWhenFlushed else { return }
+            switch piece {
+            case .tooLong:
+                reply([ServeMessage.error("command longer than \(ClientCommand.maximumLength) bytes; skipped to the end of its line")])
+            case .command(let text):
+                do throws(ProtocolError) {
+                    try run(ClientCommand.parse(text))
+                } catch {
+                    reply([ServeMessage.error(error.message)])
+                }
+            }
+        }
+    }
+
+    private mutating func run(_ command: ClientCommand) throws(ProtocolError) {
+        if !authenticated {
+            switch command {
+            case .auth(let token):
+                guard let expected = settings.token, Self.same(token, expected) else {
+                    closeWhenFlushed = true
+                    reply([ServeMessage.error("wrong token; closing")])
+                    return
+                }
+                authenticated = true
+                reply([#"{"class":"AUTH","authenticated":true}"#])
+                return
+            case .version:
+                break
+            default:
+                throw ProtocolError("this server needs a token first: ?AUTH=\"TOKEN\";")
+            }
+        }
+        switch command {
+        case .watch(let enable):
+            if let enable, enable != watching {
+                watching = enable
+                actions.append(.watch(enable))
+            }
+            reply((watching && enable == true ? responder.answer(.devices) : []) + [ServeMessage.watch(enabled: watching)])
+        case .poll, .devices:
+            reply(responder.answer(command))
+        case .version:
+            reply([ServeMessage.version(release: settings.release)])
+        case .auth:
+            reply([#"{"class":"AUTH","authenticated":true}"#])
+        }
+    }
+
+    /// Compares two tokens in time that does not depend on where they differ.
+    static func same(_ a: String, _ b: String) -> Bool {
+        let (x, y) = (Array(a.utf8), Array(b.utf8))
+        var difference = UInt8(x.count == y.count ? 0 : 1)
+        for index in 0..<max(x.count, y.count) {
+            difference |= (index < x.count ? x[index] : 0) ^ (index < y.count ? y[index] : 0xFF)
+        }
+        return difference == 0
+    }
+
+    private mutating func request(_ bytes: some Collection<UInt8>) {
+        guard !requestDone else { return }
+        request.append(contentsOf: bytes)
+        if awaitingBody != nil { return readBody() }
+        guard let end = HTTPRequest.headEnd(request) else {
+            if request.count > HTTPRequest.maximumHead {
+                respond(HTTPResponse(status: 431, body: "request head over \(HTTPRequest.maximumHead) bytes\n"))
+            }
+            return
+        }
+        var parsed: HTTPRequest
+        do {
+            parsed = try HTTPRequest(head: request[..<end])
+        } catch {
+            return respond(HTTPResponse(status: 400, body: error.message + "\n"))
+        }
+        parsed.clientAddress = clientAddress
+        // What follows the head: the start of a body.
+        request.removeFirst(end)
+        if let token = settings.token, parsed.path != "/healthz", !Self.same(parsed.bearerToken ?? "", token) {
+            return respond(
+                HTTPResponse(
+                    status: 401, body: "this server needs its token: Authorization: Bearer TOKEN, or ?token=TOKEN\n",
+                    headers: [("WWW-Authenticate", "Bearer")]))
+        }
+        switch parsed.method {
+        case "GET", "HEAD":
+            requestDone = true
+            request = []
+        case "POST", "PUT":
+            return beginBody(of: parsed)
+        default:
+            return respond(HTTPResponse.onlyGet)
+        }
+        if parsed.path == "/events" {
+            kind = .events
+            actions.append(.streamOpened)
+            append(HTTPResponse.eventStreamHead)
+            for event in responder.devices() { append(HTTPResponse.event(event)) }
+            let since = Int(parsed.headers["last-event-id"] ?? parsed.query["since"] ?? "") ?? -1
+            if since >= 0 {
+                for event in responder.verdicts(since: since) { append(HTTPResponse.event(event)) }
+            }
+            return
+        }
+        handOut(parsed)
+    }
+
+    /// A POST or PUT: its body is read whole (as `Content-Length` says, at most `bodyLimit`
+    /// bytes), by the same deadline as its head.
+    private mutating func beginBody(of parsed: HTTPRequest) {
+        if parsed.headers["transfer-encoding"] != nil {
+            return respond(
+                HTTPResponse(status: 411, body: "send the body with a Content-Length (a chunked body is not read)\n"))
+        }
+        guard let length = parsed.contentLength else {
+            return respond(HTTPResponse(status: 400, body: "Content-Length must be a whole number of bytes\n"))
+        }
+        guard length <= settings.bodyLimit else {
+            return respond(HTTPResponse(status: 413, body: "request body over \(settings.bodyLimit) bytes\n"))
+        }
+        awaitingBody = (parsed, length)
+        if request.count < length, parsed.headers["expect"]?.lowercased() == "100-continue" {
+            append(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
+        }
+        readBody()
+    }
+
+    /// Hands out the request awaiting its body once the body is all there.
+    private mutating func readBody() {
+        guard let (parsed, length) = awaitingBody, request.count >= length else { return }
+        var whole = parsed
+        whole.body = Array(request.prefix(length))
+        awaitingBody = nil
+        request = []
+        requestDone = true
+        handOut(whole)
+    }
+
+    private mutating func handOut(_ parsed: HTTPRequest) {
+        respondingTo = parsed.method
+        actions.append(.respond(parsed))
+    }
+
+    /// Answers the request handed out with `.respond` (a HEAD request gets the head only); the
+    /// client is closed once it is written. Nothing happens for a client that has no request
+    /// waiting for its answer.
+    mutating func reply(_ response: HTTPResponse) -> [Action] {
+        guard let method = respondingTo, !isCutOff else { return [] }
+        respondingTo = nil
+        var response = response
+        response.headOnly = method == "HEAD"
+        respond(response)
+        return takeActions()
+    }
+
+    private mutating func respond(_ response: HTTPResponse) {
+        requestDone = true
+        closeWhenFlushed = true
+        append(response.bytes)
+    }
+
+    // MARK: - Time
+
+    /// When the client's unfinished request head or command is due (`nil`: none is awaited).
+    var deadline: Timestamp? {
+        guard !requestDone, !isCutOff, let opened else { return nil }
+        return opened.advanced(by: settings.clientTimeout)
+    }
+
+    /// The timeout in words, for the log and the client: `10 s`, `2.5 s`.
+    var timeoutText: String {
+        let (seconds, attoseconds) = settings.clientTimeout.components
+        return attoseconds == 0 ? "\(seconds) s" : "\(Double(seconds) + Double(attoseconds) / 1e18) s"
+    }
+
+    /// At `now`: a socket client whose command is overdue gets an `ERROR`, an HTTP client whose
+    /// head is overdue 408; either is closed once that is written (a line in the log).
+    mutating func expire(now: Timestamp) -> [Action] {
+        guard let deadline, deadline <= now else { return [] }
+        if kind == .socket {
+            actions.append(.log("serve: \(name) closed: it began a command and did not end it within \(timeoutText)"))
+            requestDone = true
+            opened = nil
+            closeWhenFlushed = true
+            reply([ServeMessage.error("a command begun and not ended within \(timeoutText) (end each with ; or a newline); closing")])
+        } else {
+            let part = awaitingBody == nil ? "head" : "body"
+            awaitingBody = nil
+            actions.append(.log("serve: \(name) closed: its request's \(part) did not arrive within \(timeoutText)"))
+            respond(HTTPResponse(status: 408, body: "the request's \(part) did not arrive within \(timeoutText)\n"))
+        }
+        return takeActions()
+    }
+
+    // MARK: - Stopping
+
+    /// The server stops: a socket client or an event stream is told (`SHUTDOWN`); every client
+    /// is closed once what is queued is written.
+    mutating func shutdown(reason: String) -> [Action] {
+        let line = ServeEvent(kind: .shutdown, line: ServeMessage.shutdown(reason: reason))
+        switch kind {
+        case .socket: append(Array((line.line + "\n").utf8))
+        case .events: append(HTTPResponse.event(line))
+        case .http: break
+        }
+        closeWhenFlushed = true
+        return takeActions()
+    }
+}
