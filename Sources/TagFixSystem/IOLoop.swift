@@ -139,7 +139,7 @@ public final class IOLoop<C: Clock>: Sendable where C.Duration == Duration {
         self.epoll = epoll
         self.wakeUp = wakeUp
         do throws(Errno) {
-            try startThread { [self] in run() }
+            try SystemThread.start(name: name) { [self] in run() }
         } catch {
             _ = try? wakeUp.close()
             _ = try? epoll.close()
@@ -328,7 +328,6 @@ public final class IOLoop<C: Clock>: Sendable where C.Duration == Duration {
     }
 
     private func run() {
-        csystem_name_thread(name)
         state.withLock { $0.thread = pthread_self() }
         var ready = [csystem_epoll_ready](repeating: csystem_epoll_ready(), count: Int(Self.batch))
         while true {
@@ -428,33 +427,6 @@ public final class IOLoop<C: Clock>: Sendable where C.Duration == Duration {
         let attosecondsPerMillisecond: Int64 = 1_000_000_000_000_000
         return Int32(seconds * 1000 + (attoseconds + attosecondsPerMillisecond - 1) / attosecondsPerMillisecond)
     }
-}
-
-// MARK: - The thread
-
-/// What a new thread runs: passed to it through `pthread_create`'s context pointer.
-private final class ThreadStart: Sendable {
-    let body: @Sendable () -> Void
-    init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-}
-
-/// Starts `body` on a new, detached thread (`pthread_create(3)`): nothing joins it; whoever needs
-/// its end hears of it from `body`.
-private func startThread(_ body: @escaping @Sendable () -> Void) throws(Errno) {
-    let context = Unmanaged.passRetained(ThreadStart(body)).toOpaque()
-    var thread = pthread_t()
-    let result = pthread_create(
-        &thread, nil,
-        { context in
-            let start = Unmanaged<ThreadStart>.fromOpaque(context!).takeRetainedValue()
-            start.body()
-            return nil
-        }, context)
-    guard result == 0 else {
-        Unmanaged<ThreadStart>.fromOpaque(context).release()
-        throw Errno(rawValue: result)
-    }
-    pthread_detach(thread)
 }
 
 extension IOLoop where C == ContinuousClock {

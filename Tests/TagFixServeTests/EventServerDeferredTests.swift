@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import TagFixDevices
 import TagFixServe
 import TagFixTesting
 import Testing
@@ -50,7 +51,7 @@ struct EventServerDeferredTests {
             #expect(request.clientHost == "127.0.0.1")
             #expect(request.headers["content-type"] == "text/plain")
             let body = String(decoding: request.body, as: UTF8.self)
-            Thread.detachNewThread { reply.send(HTTPResponse(status: 200, body: "echo \(body)\n")) }
+            DeviceThread.detach(name: "deferred reply") { reply.send(HTTPResponse(status: 200, body: "echo \(body)\n")) }
         }
         #expect(await eventually { clients.allSatisfy(\.closed) })
         for (index, client) in clients.enumerated() {
@@ -108,7 +109,7 @@ struct EventServerDeferredTests {
         #expect(big.lines.first?.hasPrefix("HTTP/1.1 413 Content Too Large") == true, "\(big.lines)")
         // A body far over the limit, sent whole at once: the client still reads its 413.
         let flood = try SocketLineClient(port: port)
-        Thread.detachNewThread {
+        DeviceThread.detach(name: "flood") {
             flood.send("POST /later HTTP/1.1\r\nContent-Length: 1000000\r\n\r\n" + String(repeating: "z", count: 1_000_000))
         }
         #expect(await eventually { flood.closed })

@@ -95,13 +95,17 @@ struct EventServerTests {
         garbage.send([0xFF, 0x00, 0x3F, 0x0A] + Array("hello\n?NOPE;\n?WATCH={\"enable\":\"maybe\"};\n".utf8))
         let long = try SocketLineClient(path: path)
         // Sent from a thread of its own: a send this size waits for the server to read it.
-        Thread.detachNewThread { long.send([UInt8](repeating: UInt8(ascii: "?"), count: 10_000_000) + Array("\n?POLL;\n".utf8)) }
+        DeviceThread.detach(name: "long line") {
+            long.send([UInt8](repeating: UInt8(ascii: "?"), count: 10_000_000) + Array("\n?POLL;\n".utf8))
+        }
         let halfOpen = try SocketLineClient(path: path, reading: false)
         halfOpen.send(#"?WATCH={"ena"#)
         let halfHTTP = try SocketLineClient(port: server.httpPort, reading: false)
         halfHTTP.send("GET /metr")
         let hugeHTTP = try SocketLineClient(port: server.httpPort)
-        Thread.detachNewThread { hugeHTTP.send("GET / HTTP/1.1\r\nX: " + String(repeating: "y", count: 100_000) + "\r\n\r\n") }
+        DeviceThread.detach(name: "huge head") {
+            hugeHTTP.send("GET / HTTP/1.1\r\nX: " + String(repeating: "y", count: 100_000) + "\r\n\r\n")
+        }
         let head = try SocketLineClient(port: server.httpPort)
         head.send("HEAD /healthz HTTP/1.1\r\n\r\n")
         let badHTTP = try SocketLineClient(port: server.httpPort)

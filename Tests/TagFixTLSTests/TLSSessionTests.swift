@@ -1,4 +1,5 @@
 import Foundation
+import TagFixDevices
 import TagFixSystem
 import TagFixTLS
 import TagFixTesting
@@ -195,7 +196,7 @@ struct TLSSessionTests {
             try client.write(Array("ping\n".utf8))
             // The server's side blocks on its socket: a thread of its own, never the cooperative pool.
             let text = await withCheckedContinuation { (continuation: CheckedContinuation<String, Never>) in
-                Thread { continuation.resume(returning: serveOnce(listener, context)) }.start()
+                DeviceThread.detach(name: "TLS server side") { continuation.resume(returning: serveOnce(listener, context)) }
             }
             #expect(await client.waitFor("pong"), "\(client.transcript)")
             return text
