@@ -122,7 +122,7 @@ let package = Package(
             dependencies: [
                 "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixTags", "TagFixNFC", "TagFixGPSD",
                 "TagFixStore", "TagFixCrypto", "TagFixMQTT", "TagFixServe", "TagFixPCSC", "TagFixDaemons", "TagFixTestDaemons",
-                "CBenchSched",
+                "CBenchSched", "TagFixPostgres",
             ],
             path: "Benchmarks/TagFixBench"),
         // sched_setaffinity for the benchmarks (the serve fan-out's threads harness).
@@ -165,7 +165,7 @@ let package = Package(
             name: "TagFixMQTTTests",
             dependencies: [
                 "TagFixMQTT", "TagFixEmulators", "TagFixDaemons", "TagFixTestDaemons", "TagFixStore", "TagFixDevices", "TagFixCore",
-                "TagFixTesting", "TagFixReport", "TagFixScenarios",
+                "TagFixTesting", "TagFixReport", "TagFixScenarios", "TagFixPostgres",
             ]),
         .testTarget(
             name: "TagFixCryptoTests", dependencies: ["TagFixCrypto", "TagFixCore", "TagFixNDEF", "TagFixTesting", "TagFixDevices"],
