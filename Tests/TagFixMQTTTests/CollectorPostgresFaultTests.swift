@@ -1,0 +1,258 @@
+import Foundation
+import Synchronization
+import TagFixCore
+import TagFixDevices
+import TagFixPostgres
+import TagFixStore
+import TagFixTestDaemons
+import TagFixTesting
+import Testing
+
+@testable import TagFixMQTT
+
+/// What a collector said, line by line.
+final class Notes: Sendable {
+    private let lines = Mutex<[String]>([])
+    func append(_ line: String) { lines.withLock { $0.append(line) } }
+    var all: [String] { lines.withLock { $0 } }
+    func clear() { lines.withLock { $0 = [] } }
+}
+
+/// A store that counts its tries: how a test sees the collector wait between them.
+final class CountingStore: FleetVerdictStore {
+    let inner: PostgresFleetStore
+    let tries = Atomic<Int>(0)
+    init(_ inner: PostgresFleetStore) { self.inner = inner }
+    var location: String { inner.location }
+    func store(_ messages: [FleetStore.Stored], receivedNanoseconds: Int64) throws -> [Bool] {
+        tries.add(1, ordering: .relaxed)
+        return try inner.store(messages, receivedNanoseconds: receivedNanoseconds)
+    }
+    func replacePlacements(sites: Set<String>, with placements: [FleetStore.Placement], loadedNanoseconds: Int64) throws {
+        try inner.replacePlacements(sites: sites, with: placements, loadedNanoseconds: loadedNanoseconds)
+    }
+    func placements() throws -> [FleetStore.Placement] { try inner.placements() }
+    func all() throws -> [FleetStore.Stored] { try inner.all() }
+    func count() throws -> Int { try inner.count() }
+}
+
+/// The collector against a PostgreSQL that fails in each way a real one does: a private cluster
+/// and a private mosquitto per test. Each fault: nothing is acknowledged before it is committed
+/// (the broker keeps it), the batch is tried again with growing waits on the collector's clock
+/// (never in a tight loop), the failure is said in one line, and every verdict ends up stored once.
+@Suite(
+    "the collector and a PostgreSQL that fails",
+    .enabled(if: haveBroker && PrivatePostgres.available, "needs mosquitto, mosquitto-clients and PostgreSQL"))
+struct CollectorPostgresFaultTests {
+    /// Publishes verdicts `ids` (QoS 1) with mosquitto_pub, each its own message.
+    static func publish(_ broker: PrivateMosquitto, _ ids: ClosedRange<Int>) throws {
+        let verdicts = try exampleVerdicts()
+        for index in ids {
+            let payload = FleetMessage.payload(
+                line: Array(SessionRecord(verdicts[index % verdicts.count]).encoded().utf8), id: "pi:0123456789abcdef:\(index)",
+                device: "pi")
+            let sent = try TestProgram.runBlocking(
+                "/usr/bin/mosquitto_pub",
+                [
+                    "-h", "127.0.0.1", "-p", String(broker.port), "-q", "1", "-t", "tagfix/harbour/verdict/T\(index)", "-m",
+                    String(decoding: payload, as: UTF8.self),
+                ])
+            #expect(sent.status == 0, "\(sent.err)")
+        }
+    }
+
+    static func ids(_ range: ClosedRange<Int>) -> [String] { range.map { "pi:0123456789abcdef:\($0)" }.sorted() }
+
+    /// The stored ids, as another session reads them (nil while it cannot).
+    static func stored(_ admin: PostgresConnection) -> [String]? {
+        (try? admin.execute("SELECT id FROM fleet_verdict ORDER BY id"))?.rows.map { $0[0] ?? "" }
+    }
+
+    /// A collector with client id `id` on `broker`, storing into `store`, on `clock`.
+    static func collector<C: Clock>(
+        _ broker: PrivateMosquitto, store: any FleetVerdictStore, id: String, clock: C, notes: Notes, subscribed: Bool = true
+    ) throws -> FleetCollector where C.Instant == Timestamp {
+        let settings = try MQTTSettings.parse(
+            address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: nil, clientID: id)
+        let collector = try FleetCollector(
+            settings: settings, group: nil, store: store, clock: clock, note: { notes.append($0) })
+        collector.start()
+        if subscribed { #expect(eventually { collector.counts.subscriptions >= 1 }, "the collector never subscribed") }
+        return collector
+    }
+
+    /// What the collector said beyond connecting and subscribing.
+    static func said(_ notes: Notes) -> [String] { notes.all.filter { !$0.hasPrefix("subscribed to") } }
+
+    @Test(
+        "a statement timeout (the collector's INSERT waits on a lock another session holds): the batch is tried again, stored once, and said in one line"
+    )
+    func statementTimeout() async throws {
+        try await PrivatePostgres.with { server in
+            try await PrivateMosquitto.with { broker in
+                try await offThePool {
+                    let address = try PostgresAddress(server.address)
+                    let admin = try PostgresConnection(address, password: server.password)
+                    _ = try PostgresFleetStore(address: address, password: server.password)
+                    // The collector's sessions (new ones; this one keeps no limit) give up on a
+                    // statement after 300 ms.
+                    try admin.execute("ALTER ROLE tagfix SET statement_timeout = '300ms'")
+                    let store = try PostgresFleetStore(address: address, password: server.password)
+                    let notes = Notes()
+                    let office = try Self.collector(broker, store: store, id: "office-timeout", clock: MonotonicClock(), notes: notes)
+                    defer { blockingStop(office) }
+                    try Self.publish(broker, 1...1)
+                    #expect(eventually { Self.stored(admin) == Self.ids(1...1) })
+
+                    try admin.execute("BEGIN")
+                    try admin.execute("LOCK TABLE fleet_verdict IN EXCLUSIVE MODE")
+                    try Self.publish(broker, 2...3)
+                    #expect(
+                        eventually { office.counts.storeFailures >= 2 }, "never tried again while locked: \(notes.all)")
+                    try admin.execute("COMMIT")
+
+                    #expect(eventually { Self.stored(admin) == Self.ids(1...3) }, "\(notes.all)")
+                    let said = Self.said(notes)
+                    #expect(said.count == 1, "one line, not one a try: \(said)")
+                    #expect(said.first?.contains("57014") == true, "says the statement timed out: \(said)")
+                    #expect(eventually { office.counts.stored == 3 }, "\(office.counts)")
+                }
+            }
+        }
+    }
+
+    /// The full disk is a trigger raising SQLSTATE 53100 (disk_full) with PostgreSQL's own
+    /// message: a real one (a tablespace on a small tmpfs) needs root and a mount, and fills the
+    /// table's last page before it fails; the collector sees the same error either way.
+    @Test(
+        "a full disk on the database side: nothing is acknowledged (a collector started again is sent the same verdicts), nothing is lost, each is stored once when there is room"
+    )
+    func diskFull() async throws {
+        try await PrivatePostgres.with { server in
+            try await PrivateMosquitto.with { broker in
+                try await offThePool {
+                    let address = try PostgresAddress(server.address)
+                    let admin = try PostgresConnection(address, password: server.password)
+                    let store = try PostgresFleetStore(address: address, password: server.password)
+                    let notes = Notes()
+                    var office = try Self.collector(broker, store: store, id: "office-full", clock: MonotonicClock(), notes: notes)
+                    try Self.publish(broker, 1...2)
+                    #expect(eventually { Self.stored(admin) == Self.ids(1...2) })
+
+                    try admin.execute(
+                        """
+                        CREATE FUNCTION tagfix_test_disk_full() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+                            RAISE EXCEPTION 'could not extend file "base/16384/16390": No space left on device'
+                                USING ERRCODE = 'disk_full', HINT = 'Check free disk space.';
+                        END $$
+                        """)
+                    try admin.execute(
+                        "CREATE TRIGGER full_disk BEFORE INSERT ON fleet_verdict FOR EACH STATEMENT EXECUTE FUNCTION tagfix_test_disk_full()"
+                    )
+                    try Self.publish(broker, 3...6)
+                    #expect(eventually { office.counts.storeFailures >= 2 }, "\(notes.all)")
+                    #expect(Self.said(notes).count == 1, "one line: \(Self.said(notes))")
+                    #expect(Self.said(notes).first?.contains("53100") == true, "\(Self.said(notes))")
+                    // Stopped while the disk is full: what it could not store, it never acknowledged.
+                    blockingStop(office)
+                    #expect(Self.stored(admin) == Self.ids(1...2))
+
+                    notes.clear()
+                    // What the broker kept comes before the subscription is granted, and waits on the store.
+                    office = try Self.collector(
+                        broker, store: store, id: "office-full", clock: MonotonicClock(), notes: notes, subscribed: false)
+                    defer { blockingStop(office) }
+                    #expect(eventually { office.counts.storeFailures >= 1 }, "the broker kept nothing for the session")
+                    try admin.execute("DROP TRIGGER full_disk ON fleet_verdict")
+                    #expect(eventually { Self.stored(admin) == Self.ids(1...6) }, "\(notes.all)")
+                    #expect(Self.said(notes).count == 1, "\(Self.said(notes))")
+                }
+            }
+        }
+    }
+
+    @Test(
+        "a password the database no longer takes: one line saying so and what to do, tries again only as the collector's clock moves (250 ms, then 500 ms, …), stores once the password is right again"
+    )
+    func wrongPassword() async throws {
+        try await PrivatePostgres.with { server in
+            try await PrivateMosquitto.with { broker in
+                try await offThePool {
+                    let address = try PostgresAddress(server.address)
+                    let admin = try PostgresConnection(address, password: server.password)
+                    let store = CountingStore(try PostgresFleetStore(address: address, password: server.password))
+                    let clock = ManualClock()
+                    let notes = Notes()
+                    let office = try Self.collector(broker, store: store, id: "office-password", clock: clock, notes: notes)
+                    defer { blockingStop(office) }
+                    try Self.publish(broker, 1...1)
+                    #expect(eventually { Self.stored(admin) == Self.ids(1...1) })
+                    let before = store.tries.load(ordering: .relaxed)
+
+                    // The password changes, and the collector's connection goes (a restart would do).
+                    try admin.execute("ALTER ROLE tagfix PASSWORD 'changed-elsewhere'")
+                    try admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'tagfix collect'")
+                    try Self.publish(broker, 2...3)
+                    #expect(eventually { clock.sleeperCount == 1 }, "never waited on its clock: \(notes.all)")
+                    let tries = store.tries.load(ordering: .relaxed)
+                    #expect(tries > before)
+                    // Time stands still: no try until it moves.
+                    #expect(store.tries.load(ordering: .relaxed) == tries, "tried again without waiting")
+                    clock.advance(by: .milliseconds(250))
+                    #expect(eventually { store.tries.load(ordering: .relaxed) == tries + 1 && clock.sleeperCount == 1 })
+                    clock.advance(by: .milliseconds(250))
+                    #expect(store.tries.load(ordering: .relaxed) == tries + 1, "the second wait is longer: 500 ms")
+                    let said = Self.said(notes)
+                    #expect(said.count == 1, "one line: \(said)")
+                    #expect(
+                        said.first?.contains("refused the login") == true && said.first?.contains("--db-password-file") == true, "\(said)")
+                    #expect(!(said.first ?? "").contains(server.password))
+
+                    try admin.execute("ALTER ROLE tagfix PASSWORD '\(server.password)'")
+                    clock.advance(by: .milliseconds(250))
+                    #expect(eventually { Self.stored(admin) == Self.ids(1...3) }, "\(notes.all)")
+                    #expect(Self.said(notes).count == 1)
+                    admin.close()
+                }
+            }
+        }
+    }
+
+    @Test(
+        "a database that refuses writes (default_transaction_read_only): the collector acknowledges nothing and loses nothing, and says so once"
+    )
+    func readOnly() async throws {
+        try await PrivatePostgres.with { server in
+            try await PrivateMosquitto.with { broker in
+                try await offThePool {
+                    let address = try PostgresAddress(server.address)
+                    let admin = try PostgresConnection(address, password: server.password)
+                    let store = try PostgresFleetStore(address: address, password: server.password)
+                    let notes = Notes()
+                    var office = try Self.collector(broker, store: store, id: "office-readonly", clock: MonotonicClock(), notes: notes)
+                    try Self.publish(broker, 1...3)
+                    #expect(eventually { Self.stored(admin) == Self.ids(1...3) })
+
+                    let dropCollector = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'tagfix collect'"
+                    try admin.execute("ALTER DATABASE tagfix SET default_transaction_read_only = on")
+                    try admin.execute(dropCollector)
+                    try Self.publish(broker, 4...6)
+                    #expect(eventually { office.counts.storeFailures >= 2 }, "\(notes.all)")
+                    let said = Self.said(notes)
+                    #expect(said.count == 1, "one line: \(said)")
+                    #expect(said.first?.contains("read-only") == true, "\(said)")
+                    blockingStop(office)
+                    #expect(Self.stored(admin) == Self.ids(1...3))
+
+                    // Writable again: a collector with the same session is sent what was never acknowledged.
+                    try admin.execute("ALTER DATABASE tagfix RESET default_transaction_read_only")
+                    try admin.execute(dropCollector)
+                    office = try Self.collector(broker, store: store, id: "office-readonly", clock: MonotonicClock(), notes: notes)
+                    defer { blockingStop(office) }
+                    #expect(eventually { Self.stored(admin) == Self.ids(1...6) }, "\(notes.all)")
+                    #expect(eventually { office.counts.stored == 3 }, "\(office.counts)")
+                }
+            }
+        }
+    }
+}
