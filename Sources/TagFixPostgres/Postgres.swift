@@ -189,6 +189,9 @@ public final class PostgresConnection: @unchecked Sendable {
             PQfinish(made)
             throw .connection(address: address.description, message: message)
         }
+        // The server's notices ("relation … already exists, skipping") are not for the person
+        // reading collect's output; libpq would print each on standard error.
+        PQsetNoticeProcessor(made, { _, _ in }, nil)
         connection = made
     }
 
