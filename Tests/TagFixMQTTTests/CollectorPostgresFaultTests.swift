@@ -256,3 +256,30 @@ struct CollectorPostgresFaultTests {
         }
     }
 }
+
+@Suite("when a collector tries a refused batch again, and what it says")
+struct StoreRetryTests {
+    @Test("waits of 250 ms doubling to 15 s; one outage said once whatever its tries meet; a new kind said; a success starts over")
+    func schedule() {
+        var retry = StoreRetry()
+        let start = Timestamp(nanosecondsSinceEpoch: 1_000_000_000_000)
+        let down = "cannot connect to postgresql://tagfix@db:5432/fleet: connection refused"
+        let starting = "cannot connect to postgresql://tagfix@db:5432/fleet: FATAL: the database system is starting up"
+        let password = "PostgreSQL at postgresql://tagfix@db:5432/fleet refused the login: password authentication failed"
+        let saidDown = retry.failed(down, at: start)
+        #expect(saidDown)
+        #expect(retry.due == start.advanced(by: .milliseconds(250)))
+        let saidStarting = retry.failed(starting, at: start)
+        #expect(!saidStarting, "the same outage")
+        #expect(retry.due == start.advanced(by: .milliseconds(500)))
+        let saidPassword = retry.failed(password, at: start)
+        #expect(saidPassword, "a new kind of failure is said")
+        for _ in 0..<10 { _ = retry.failed(password, at: start) }
+        #expect(retry.due == start.advanced(by: .seconds(15)), "at most 15 s apart")
+        retry.succeeded()
+        #expect(retry.due == nil)
+        let saidAgain = retry.failed(password, at: start)
+        #expect(saidAgain, "said again after a success")
+        #expect(retry.due == start.advanced(by: .milliseconds(250)))
+    }
+}
