@@ -121,38 +121,104 @@ struct CollectorPostgresFaultTests {
         }
     }
 
-    /// The full disk is a trigger raising SQLSTATE 53100 (disk_full) with PostgreSQL's own
-    /// message: a real one (a tablespace on a small tmpfs) needs root and a mount, and fills the
-    /// table's last page before it fails; the collector sees the same error either way.
+    /// A full disk on the database side: as root, a real one (the verdicts' table and indexes
+    /// moved to a tablespace on a 1 MB tmpfs, filled until PostgreSQL fails to extend a file,
+    /// SQLSTATE 53100; room made by growing the tmpfs); otherwise (or where mounting is not
+    /// allowed) a trigger raising 53100 with PostgreSQL's own message, dropped to make room.
+    final class FullDisk: Sendable {
+        /// The tmpfs, when the disk is real.
+        let mountPoint: String?
+
+        init() throws {
+            let point = try temporaryFolder() + "/tablespace"
+            try FileManager.default.createDirectory(atPath: point, withIntermediateDirectories: true)
+            let mounted =
+                geteuid() == 0
+                && (try? TestProgram.runBlocking(
+                    "/usr/bin/mount", ["-t", "tmpfs", "-o", "size=1m,mode=0700,uid=65534,gid=65534", "tmpfs", point]))?.status == 0
+            mountPoint = mounted ? point : nil
+        }
+
+        /// Moves the verdicts to the small disk (before the collector stores any).
+        func prepare(_ admin: PostgresConnection) throws {
+            guard let mountPoint else { return }
+            try admin.execute("CREATE TABLESPACE small LOCATION '\(mountPoint)'")
+            try admin.execute("ALTER TABLE fleet_verdict SET TABLESPACE small")
+            try admin.execute("ALTER INDEX fleet_verdict_pkey SET TABLESPACE small")
+            try admin.execute("ALTER INDEX fleet_verdict_site SET TABLESPACE small")
+            // The aborted filler keeps its pages: no vacuum may hand them back meanwhile.
+            try admin.execute("ALTER TABLE fleet_verdict SET (autovacuum_enabled = off)")
+        }
+
+        func fill(_ admin: PostgresConnection) throws {
+            guard mountPoint != nil else {
+                try admin.execute(
+                    """
+                    CREATE FUNCTION tagfix_test_disk_full() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+                        RAISE EXCEPTION 'could not extend file "base/16384/16390": No space left on device'
+                            USING ERRCODE = 'disk_full', HINT = 'Check free disk space.';
+                    END $$
+                    """)
+                try admin.execute(
+                    "CREATE TRIGGER full_disk BEFORE INSERT ON fleet_verdict FOR EACH STATEMENT EXECUTE FUNCTION tagfix_test_disk_full()")
+                return
+            }
+            do throws(PostgresError) {
+                try admin.execute(
+                    """
+                    INSERT INTO fleet_verdict (id, site, device, payload, received_ns)
+                    SELECT 'filler-' || g, 'x', 'x', repeat('x', 1500), 0 FROM generate_series(1, 100000) g
+                    """)
+                Issue.record("100 000 rows of 1.5 KB fitted in 1 MB")
+            } catch {
+                #expect("\(error)".contains("53100"), "PostgreSQL could not extend a file: \(error)")
+            }
+        }
+
+        func makeRoom(_ admin: PostgresConnection) throws {
+            guard let mountPoint else {
+                try admin.execute("DROP TRIGGER full_disk ON fleet_verdict")
+                return
+            }
+            let grown = try TestProgram.runBlocking("/usr/bin/mount", ["-o", "remount,size=64m", mountPoint])
+            #expect(grown.status == 0, "\(grown.err)")
+        }
+
+        /// After the server has stopped.
+        func remove() {
+            guard let mountPoint else { return }
+            _ = try? TestProgram.runBlocking("/usr/bin/umount", ["-l", mountPoint])
+            try? FileManager.default.removeItem(atPath: (mountPoint as NSString).deletingLastPathComponent)
+        }
+    }
+
     @Test(
-        "a full disk on the database side: nothing is acknowledged (a collector started again is sent the same verdicts), nothing is lost, each is stored once when there is room"
+        "a full disk on the database side (a real one as root): nothing is acknowledged (a collector started again is sent the same verdicts), nothing is lost, each is stored once when there is room"
     )
     func diskFull() async throws {
+        let disk = try FullDisk()
+        defer { disk.remove() }
         try await PrivatePostgres.with { server in
             try await PrivateMosquitto.with { broker in
                 try await offThePool {
                     let address = try PostgresAddress(server.address)
                     let admin = try PostgresConnection(address, password: server.password)
                     let store = try PostgresFleetStore(address: address, password: server.password)
+                    try disk.prepare(admin)
                     let notes = Notes()
                     var office = try Self.collector(broker, store: store, id: "office-full", clock: MonotonicClock(), notes: notes)
                     try Self.publish(broker, 1...2)
                     #expect(eventually { Self.stored(admin) == Self.ids(1...2) })
 
-                    try admin.execute(
-                        """
-                        CREATE FUNCTION tagfix_test_disk_full() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
-                            RAISE EXCEPTION 'could not extend file "base/16384/16390": No space left on device'
-                                USING ERRCODE = 'disk_full', HINT = 'Check free disk space.';
-                        END $$
-                        """)
-                    try admin.execute(
-                        "CREATE TRIGGER full_disk BEFORE INSERT ON fleet_verdict FOR EACH STATEMENT EXECUTE FUNCTION tagfix_test_disk_full()"
-                    )
+                    try disk.fill(admin)
                     try Self.publish(broker, 3...6)
                     #expect(eventually { office.counts.storeFailures >= 2 }, "\(notes.all)")
                     #expect(Self.said(notes).count == 1, "one line: \(Self.said(notes))")
                     #expect(Self.said(notes).first?.contains("53100") == true, "\(Self.said(notes))")
+                    if disk.mountPoint != nil {
+                        #expect(
+                            Self.said(notes).first?.contains("pg_tblspc") == true, "the real disk, not the trigger: \(Self.said(notes))")
+                    }
                     // Stopped while the disk is full: what it could not store, it never acknowledged.
                     blockingStop(office)
                     #expect(Self.stored(admin) == Self.ids(1...2))
@@ -163,7 +229,7 @@ struct CollectorPostgresFaultTests {
                         broker, store: store, id: "office-full", clock: MonotonicClock(), notes: notes, subscribed: false)
                     defer { blockingStop(office) }
                     #expect(eventually { office.counts.storeFailures >= 1 }, "the broker kept nothing for the session")
-                    try admin.execute("DROP TRIGGER full_disk ON fleet_verdict")
+                    try disk.makeRoom(admin)
                     #expect(eventually { Self.stored(admin) == Self.ids(1...6) }, "\(notes.all)")
                     #expect(Self.said(notes).count == 1, "\(Self.said(notes))")
                 }
