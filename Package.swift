@@ -169,7 +169,7 @@ let package = Package(
             name: "TagFixMQTTTests",
             dependencies: [
                 "TagFixMQTT", "TagFixEmulators", "TagFixDaemons", "TagFixTestDaemons", "TagFixStore", "TagFixDevices", "TagFixCore",
-                "TagFixTesting", "TagFixReport", "TagFixScenarios",
+                "TagFixTesting", "TagFixReport", "TagFixScenarios", "TagFixPostgres",
             ]),
         .testTarget(
             name: "TagFixCryptoTests", dependencies: ["TagFixCrypto", "TagFixCore", "TagFixNDEF", "TagFixTesting", "TagFixDevices"],

@@ -376,6 +376,12 @@ if os.path.exists(f"{out}/fleet.jsonl"):
     notes("8-fleet")
     goals += fleet_goals
 
+if os.path.exists(f"{out}/fleet-postgres.jsonl"):
+    import postgres_section
+    text, postgres_goals = postgres_section.render(rows("fleet-postgres.jsonl"))
+    print(text)
+    goals += postgres_goals
+
 if os.path.exists(f"{out}/serve.jsonl"):
     import serve_section
     soak = rows("serve-soak.jsonl") if os.path.exists(f"{out}/serve-soak.jsonl") else None

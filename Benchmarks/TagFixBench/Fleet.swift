@@ -129,15 +129,15 @@ func fleetBenchmark(verdicts count: Int, latencyRounds: Int) async -> [String] {
     return lines
 }
 
-private func withID(_ settings: MQTTSettings, _ id: String) -> MQTTSettings {
+func withID(_ settings: MQTTSettings, _ id: String) -> MQTTSettings {
     var copy = settings
     copy.clientID = id
     return copy
 }
 
-private struct BenchTimeout: Error {}
+struct BenchTimeout: Error {}
 
-private func waitFor(_ seconds: Double, _ condition: () throws -> Bool) throws {
+func waitFor(_ seconds: Double, _ condition: () throws -> Bool) throws {
     let end = Date().addingTimeInterval(seconds)
     while Date() < end {
         if try condition() { return }
@@ -147,7 +147,7 @@ private func waitFor(_ seconds: Double, _ condition: () throws -> Bool) throws {
 }
 
 /// Runs a program to its end (started as the product starts programs).
-private func run(_ path: String, _ arguments: [String]) throws {
+func run(_ path: String, _ arguments: [String]) throws {
     let process = try ChildProcess(executable: path, arguments: arguments)
     process.waitUntilExit()
 }
@@ -159,17 +159,17 @@ private func processCPU() -> Double {
     return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
 }
 
-private func exampleVerdicts() throws -> [Verdict] {
+func exampleVerdicts() throws -> [Verdict] {
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().path
     let scenario = try ScenarioLoader.load(path: root + "/Examples/site/scenario.json")
     let registry = try RegistryFile.parse(try TextFile.read(root + "/Examples/site/" + (scenario.registryPath ?? "")))
     return ScenarioReplay.verdicts(scenario, verifier: Verifier(policy: scenario.policy, registry: registry))
 }
 
-private func exampleRecords() throws -> [String] { try exampleVerdicts().map { SessionRecord($0).encoded() } }
+func exampleRecords() throws -> [String] { try exampleVerdicts().map { SessionRecord($0).encoded() } }
 
 /// A log of `count` records, the example's repeated.
-private func writeLog(_ path: String, records: [String], count: Int) throws {
+func writeLog(_ path: String, records: [String], count: Int) throws {
     var text = ""
     for index in 0..<count { text += records[index % records.count] + "\n" }
     try text.write(toFile: path, atomically: true, encoding: .utf8)

@@ -10,6 +10,7 @@
 //   TagFixBench sun-tap [ROUNDS]      an NTAG 424 DNA SUN tap → verdict on the PN532 emulator at 115200 baud
 //   TagFixBench sun-state [TAPS]      SUN counter commits per second on one PostgreSQL --state, from one and two servers
 //   TagFixBench fleet [VERDICTS] [ROUNDS]  MQTT: collector vs mosquitto_sub, publisher CPU, verdict → stored
+//   TagFixBench fleet-postgres [VERDICTS] [ROUNDS]  one and two collectors into PostgreSQL vs mosquitto_sub, verdict → row
 //   TagFixBench pcsc-read [ROUNDS] [MODEL]  tag placed → verdict through a private pcscd (vpcd), beside pyscard;
 //                                     MODEL: the reader family the card answers as (default virtual; acr1552u…)
 //   TagFixBench refine [TAGS]         placements refined from 10 confirmed taps on 10 days (correlated GNSS errors)
@@ -25,6 +26,10 @@ case "fleet":
     let count = arguments.dropFirst().first.flatMap { Int($0) } ?? 20_000
     let rounds = arguments.dropFirst(2).first.flatMap { Int($0) } ?? 200
     for line in await fleetBenchmark(verdicts: count, latencyRounds: rounds) { print(line) }
+case "fleet-postgres":
+    let count = arguments.dropFirst().first.flatMap { Int($0) } ?? 20_000
+    let rounds = arguments.dropFirst(2).first.flatMap { Int($0) } ?? 200
+    for line in await fleetPostgresBenchmark(verdicts: count, latencyRounds: rounds) { print(line) }
 case "fix-latency":
     // Measuring nothing is a failure, not a row of NaNs.
     if await !fixLatencyBenchmark(seconds: arguments.dropFirst().first.flatMap { Int($0) } ?? 20) { exit(1) }

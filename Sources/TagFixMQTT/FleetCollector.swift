@@ -29,6 +29,8 @@ public final class FleetCollector: Sendable {
         public var subscriptions = 0
         /// Transactions that stored messages (one per read of the socket).
         public var commits = 0
+        /// Tries to store a batch that failed (the store down, full, refusing): each retried later.
+        public var storeFailures = 0
 
         /// "stored 9 verdicts (2 copies ignored)".
         public var summary: String {
@@ -60,7 +62,9 @@ public final class FleetCollector: Sendable {
         // each connection ending the other's: the one that loses it ends (`ended()`).
         connection.yieldsSession = true
         connection.receiveMaximum = connection.receiveMaximum ?? 500
-        core = CollectorCore(filter: filter, store: store, now: { clock.now }, note: note, stored: stored)
+        core = CollectorCore(
+            filter: filter, store: store, now: { clock.now }, sleep: { try await clock.sleep(until: $0, tolerance: nil) }, note: note,
+            stored: stored)
         client = MQTTClient(settings: connection, delegate: core, now: { clock.now })
     }
 
@@ -78,6 +82,7 @@ public final class FleetCollector: Sendable {
 
     /// Stops the client's thread (waiting for it on a thread of its own).
     public func stop() async {
+        core.stopRetrying()
         await offThePool("stop mqtt client") { [client] in client.stop() }
     }
 }
@@ -88,19 +93,25 @@ final class CollectorCore: MQTTClientDelegate {
     let note: @Sendable (String) -> Void
     let stored: @Sendable (String) -> Void
     let now: @Sendable () -> Timestamp
+    /// Sleeps until an instant of the collector's clock (the injected one in tests).
+    let sleep: @Sendable (Timestamp) async throws -> Void
     let counts = Mutex(FleetCollector.Counts())
     private let lostBefore = Mutex(false)
     /// Why the collector ended on its own, once it has.
     let ending = OneShot<String>()
     /// Messages read since the last commit: stored together at the end of the read (`wake`).
     private let batch = Mutex<[FleetStore.Stored]>([])
+    /// How long to wait before storing again, and what was said about the failure.
+    private let retry = Mutex(StoreRetry())
 
     init(
-        filter: String, store: any FleetVerdictStore, now: @escaping @Sendable () -> Timestamp, note: @escaping @Sendable (String) -> Void,
+        filter: String, store: any FleetVerdictStore, now: @escaping @Sendable () -> Timestamp,
+        sleep: @escaping @Sendable (Timestamp) async throws -> Void, note: @escaping @Sendable (String) -> Void,
         stored: @escaping @Sendable (String) -> Void
     ) {
         self.filter = filter
         self.now = now
+        self.sleep = sleep
         self.store = store
         self.note = note
         self.stored = stored
@@ -110,7 +121,8 @@ final class CollectorCore: MQTTClientDelegate {
         counts.withLock { $0.connections += 1 }
         let result = link.subscribe(filter)
         if result != .success { note("cannot subscribe to \(filter): \(result)") }
-        if lostBefore.withLock({ $0 }) { note("connected again") }
+        // Not said when the collector let the connection go itself, waiting on its store (said).
+        if lostBefore.withLock({ $0 }), !retry.withLock({ $0.letGo }) { note("connected again") }
     }
 
     func subscribed(granted: [Int32]) {
@@ -126,29 +138,89 @@ final class CollectorCore: MQTTClientDelegate {
     func wake(_ link: MQTTLink) { flush(link) }
 
     /// Stores the messages the last read brought, in one transaction, before their PUBACKs go
-    /// out (the client writes them after `wake`). When the store fails, the connection is dropped
-    /// with those PUBACKs unsent: the broker keeps the messages for this collector's session and
-    /// sends them again when it connects again.
+    /// out (the client writes them after `wake`). When the store fails (the database down, full,
+    /// read-only, a statement timeout, a password refused), nothing is acknowledged: the batch is
+    /// tried again on this thread, waiting longer each time (`StoreRetry`, on the collector's
+    /// clock), and said once per kind of failure, not per try. A wait that would keep the broker
+    /// without a word for too long, or a stop, drops the connection instead with those PUBACKs
+    /// unsent: the broker keeps the messages for this collector's session and sends them again
+    /// when it connects again (the waiting goes on from there).
     private func flush(_ link: MQTTLink?) {
         let messages = batch.withLock { batch in
             defer { batch = [] }
             return batch
         }
         guard !messages.isEmpty else { return }
-        do {
-            let stored = try store.store(messages, receivedNanoseconds: now().nanosecondsSinceEpoch)
-            let new = stored.filter { $0 }.count
-            counts.withLock {
-                $0.commits += 1
-                $0.stored += new
-                $0.duplicates += stored.count - new
+        let started = now()
+        while true {
+            // After a failure, not before its wait is over (a connection dropped meanwhile and
+            // made again brings the same messages at once).
+            if let due = retry.withLock({ $0.due }), now() < due {
+                guard started.duration(to: due) <= StoreRetry.longestHold, wait(until: due) else {
+                    if let link {
+                        retry.withLock { $0.letGo = true }
+                        link.abandon()
+                    }
+                    return
+                }
             }
-            for (message, isNew) in zip(messages, stored) where isNew { self.stored(message.id) }
-        } catch {
-            note("cannot store \(messages.count) verdict(s) in \(store.location): \(error); not acknowledged, the broker keeps them")
-            link?.abandon()
+            let failure: String
+            do {
+                let stored = try store.store(messages, receivedNanoseconds: now().nanosecondsSinceEpoch)
+                let new = stored.filter { $0 }.count
+                counts.withLock {
+                    $0.commits += 1
+                    $0.stored += new
+                    $0.duplicates += stored.count - new
+                }
+                retry.withLock { $0.succeeded() }
+                for (message, isNew) in zip(messages, stored) where isNew { self.stored(message.id) }
+                return
+            } catch {
+                failure = "\(error)"
+            }
+            counts.withLock { $0.storeFailures += 1 }
+            if retry.withLock({ $0.failed(failure, at: now()) }) {
+                note(
+                    "cannot store \(messages.count) verdict(s) in \(store.location): \(failure); nothing is acknowledged (the broker keeps them): trying again, at most \(StoreRetry.longest.components.seconds) s apart"
+                )
+            }
         }
     }
+
+    /// Blocks this (the client's) thread until `deadline` on the collector's clock; `false` when
+    /// the collector is stopping.
+    private func wait(until deadline: Timestamp) -> Bool {
+        let woken = DispatchSemaphore(value: 0)
+        let sleeper = Task { [sleep] in
+            try? await sleep(deadline)
+            woken.signal()
+        }
+        guard
+            retry.withLock({ state in
+                state.sleeper = sleeper
+                return !state.stopping
+            })
+        else {
+            sleeper.cancel()
+            return false
+        }
+        woken.wait()
+        return retry.withLock { state in
+            state.sleeper = nil
+            return !state.stopping
+        }
+    }
+
+    /// Ends a wait to store again, and any later one: the collector is stopping (the batch stays
+    /// unacknowledged, with the broker).
+    func stopRetrying() {
+        retry.withLock { state in
+            state.stopping = true
+            return state.sleeper
+        }?.cancel()
+    }
+
     func published(mid: Int32, reason: Int32, _ link: MQTTLink) {}
     func stopping(_ link: MQTTLink) { flush(link) }
 
@@ -165,7 +237,7 @@ final class CollectorCore: MQTTClientDelegate {
             defer { lost = true }
             return !lost
         }
-        if first { note("\(why); trying again") }
+        if first, !retry.withLock({ $0.letGo }) { note("\(why); trying again") }
     }
 
     func received(topic: String, payload: UnsafeRawBufferPointer) {
@@ -178,6 +250,52 @@ final class CollectorCore: MQTTClientDelegate {
         }
         let message = FleetStore.Stored(id: id, site: site, device: device, payload: String(decoding: payload, as: UTF8.self))
         batch.withLock { $0.append(message) }
+    }
+}
+
+/// When a collector tries again to store a batch the store refused, and what it said: waits of
+/// 250 ms doubling to 15 s, kept across connections until a store succeeds; a failure said once
+/// while it lasts (the same kind of error again is not said again).
+struct StoreRetry: Sendable {
+    static let first: Duration = .milliseconds(250)
+    static let longest: Duration = .seconds(15)
+    /// The longest one read may keep the broker waiting (its keep-alive is 20 s: 1.5× that and
+    /// the broker drops the connection) before the collector lets the connection go.
+    static let longestHold: Duration = .seconds(15)
+
+    var delay: Duration = first
+    /// When to try again (nil: at once).
+    var due: Timestamp?
+    /// What was said about the failure going on (nil: none).
+    var said: String?
+    var stopping = false
+    /// Whether the collector let its connection go while the store fails (so its coming and
+    /// going is not said: the failure was).
+    var letGo = false
+    var sleeper: Task<Void, Never>?
+
+    /// A try failed with `failure` at `now`: the next is due a wait later, longer each time.
+    /// - Returns: whether to say it (a new kind of failure).
+    mutating func failed(_ failure: String, at now: Timestamp) -> Bool {
+        let kind = Self.kind(failure)
+        let say = said != kind
+        said = kind
+        due = now.advanced(by: delay)
+        delay = min(delay * 2, Self.longest)
+        return say
+    }
+
+    mutating func succeeded() {
+        delay = Self.first
+        due = nil
+        said = nil
+        letGo = false
+    }
+
+    /// The failure without its details (what differs between tries of one outage: which
+    /// connection attempt, the server starting up or refusing): its first words.
+    static func kind(_ failure: String) -> String {
+        String(failure.prefix { $0 != ":" })
     }
 }
 

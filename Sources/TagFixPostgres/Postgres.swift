@@ -95,6 +95,8 @@ public enum PostgresError: Error, Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .address(let why): why
+        case .connection(let address, let message) where isAuthentication:
+            "PostgreSQL at \(address) refused the login: \(message) — put the user's password in --db-password-file (mode 0600) or PGPASSFILE"
         case .connection(let address, let message):
             "cannot connect to \(address): \(message) — is the server running and reachable, and the user's password in --db-password-file or PGPASSFILE?"
         case .statement(let state, let message): "PostgreSQL refused a statement\(state.map { " (\($0.rawValue))" } ?? ""): \(message)"
@@ -104,11 +106,21 @@ public enum PostgresError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// Whether the server refused the user or the password (libpq says so only in its message):
+    /// trying again will not help until someone changes the password or the server's rules.
+    public var isAuthentication: Bool {
+        guard case .connection(_, let message) = self else { return false }
+        return ["password authentication failed", "no password supplied", "no pg_hba.conf entry", "authentication failed"].contains {
+            message.contains($0)
+        }
+    }
+
     /// Whether trying again on a new connection may succeed (the server restarting, a lost
     /// connection, a full disk being freed); a wrong password or a bad statement will not.
     public var isTransient: Bool {
         switch self {
-        case .connection, .connectionLost: true
+        case .connection: !isAuthentication
+        case .connectionLost: true
         case .statement(let state, _): state?.isTransient ?? false
         case .address, .newerSchema: false
         }
@@ -177,6 +189,9 @@ public final class PostgresConnection: @unchecked Sendable {
             PQfinish(made)
             throw .connection(address: address.description, message: message)
         }
+        // The server's notices ("relation … already exists, skipping") are not for the person
+        // reading collect's output; libpq would print each on standard error.
+        PQsetNoticeProcessor(made, { _, _ in }, nil)
         connection = made
     }
 

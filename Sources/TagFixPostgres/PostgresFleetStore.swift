@@ -67,17 +67,31 @@ public final class PostgresFleetStore: FleetVerdictStore {
 
     public var location: String { address.description }
 
-    /// Runs `body` on an open connection: the current one, or a new one when it broke.
+    /// Runs `body` on an open connection: the current one, or a new one when it broke. A connection
+    /// found broken during `body` (the server restarted, a proxy closed an idle connection) is
+    /// replaced at once and `body` runs once more on the new one, so the error a caller sees is the
+    /// one that matters (the server down, a password refused), not the routine loss. `body` is
+    /// a transaction that either committed or did not; run again, a commit whose answer was lost
+    /// stores nothing twice (the rows conflict by id).
     private func withConnection<Value>(_ body: (PostgresConnection) throws(PostgresError) -> Value) throws(PostgresError) -> Value {
         try connection.withLock { current throws(PostgresError) in
-            if !current.isOpen {
-                let fresh = try PostgresConnection(address, password: password, applicationName: "tagfix collect")
-                try Self.migrate(fresh)
-                current.close()
-                current = fresh
+            if !current.isOpen { try reconnect(&current) }
+            do throws(PostgresError) {
+                return try body(current)
+            } catch {
+                guard case .connectionLost = error else { throw error }
+                try reconnect(&current)
+                return try body(current)
             }
-            return try body(current)
         }
+    }
+
+    /// Replaces `current` with a new connection, its schema checked.
+    private func reconnect(_ current: inout PostgresConnection) throws(PostgresError) {
+        let fresh = try PostgresConnection(address, password: password, applicationName: "tagfix collect")
+        try Self.migrate(fresh)
+        current.close()
+        current = fresh
     }
 
     /// The version the database holds, migrating it to this build's when it is older.
@@ -97,22 +111,37 @@ public final class PostgresFleetStore: FleetVerdictStore {
         }
     }
 
+    /// The most rows one INSERT carries (4 parameters each, far below libpq's 65 535).
+    static let rowsPerStatement = 1000
+
     /// Stores `messages` in one transaction; for each, whether it was new (`false`: a copy of one
-    /// stored before, by this collector or another). Nothing is stored when it throws.
+    /// stored before, by this collector or another, or earlier in the same batch). Nothing is
+    /// stored when it throws. One multi-row `INSERT … ON CONFLICT (id) DO NOTHING RETURNING id`
+    /// per 1000 messages (as fast as COPY into a temporary table and `INSERT … SELECT` for a
+    /// collector's batches, measured on PostgreSQL 15, and one statement instead of three).
     public func store(_ messages: [FleetStore.Stored], receivedNanoseconds: Int64) throws(PostgresError) -> [Bool] {
-        try withConnection { db throws(PostgresError) in
+        guard !messages.isEmpty else { return [] }
+        return try withConnection { db throws(PostgresError) in
             try db.transaction { db throws(PostgresError) in
-                var new: [Bool] = []
-                new.reserveCapacity(messages.count)
-                for message in messages {
-                    let inserted = try db.execute(
-                        """
-                        INSERT INTO fleet_verdict (id, site, device, payload, received_ns) VALUES ($1, $2, $3, $4, $5)
-                        ON CONFLICT (id) DO NOTHING
-                        """, [message.id, message.site, message.device, message.payload, String(receivedNanoseconds)])
-                    new.append(inserted.affected == 1)
+                var inserted = Set<String>()
+                for start in stride(from: 0, to: messages.count, by: Self.rowsPerStatement) {
+                    let chunk = messages[start..<min(start + Self.rowsPerStatement, messages.count)]
+                    var parameters: [String?] = [String(receivedNanoseconds)]
+                    parameters.reserveCapacity(1 + 4 * chunk.count)
+                    var rows: [String] = []
+                    rows.reserveCapacity(chunk.count)
+                    for message in chunk {
+                        let first = parameters.count + 1
+                        rows.append("($\(first), $\(first + 1), $\(first + 2), $\(first + 3), $1::bigint)")
+                        parameters += [message.id, message.site, message.device, message.payload]
+                    }
+                    let returned = try db.execute(
+                        "INSERT INTO fleet_verdict (id, site, device, payload, received_ns) VALUES "
+                            + rows.joined(separator: ", ") + " ON CONFLICT (id) DO NOTHING RETURNING id", parameters)
+                    for row in returned.rows { if let id = row.first ?? nil { inserted.insert(id) } }
                 }
-                return new
+                // New: inserted now, and the first of its id in the batch.
+                return messages.map { inserted.remove($0.id) != nil }
             }
         }
     }

@@ -3,6 +3,7 @@ import Synchronization
 import TagFixCore
 import TagFixDevices
 import TagFixEmulators
+import TagFixPostgres
 import TagFixStore
 import TagFixTestDaemons
 import TagFixTesting
@@ -470,6 +471,80 @@ struct FleetBrokerTests {
             #expect(counts.allSatisfy { $0.stored > 0 }, "the shared subscription split the stream: \(counts)")
             #expect(counts.map(\.stored).reduce(0, +) == total)
             for collector in collectors { await collector.stop() }
+        }
+    }
+
+    /// The fleet's shape storing into one PostgreSQL (a private cluster) that is killed and started
+    /// again mid-stream: the collectors cannot commit, acknowledge nothing meanwhile, and store
+    /// what the broker kept once the database is back.
+    @Test(
+        "a fleet into PostgreSQL: 50 publishers, 2 collectors in one shared subscription writing into one database, the database killed and started again mid-way: every verdict stored exactly once",
+        .enabled(
+            if: ProcessInfo.processInfo.environment["TAGFIX_FLEET_SIMULATION"] == "1" && PrivatePostgres.available,
+            "runs in its own test process (TAGFIX_FLEET_SIMULATION=1, as fleet) and needs PostgreSQL"))
+    func fleetIntoPostgres() async throws {
+        try await PrivatePostgres.with { database in
+            try await PrivateMosquitto.with { broker in
+                let folder = try temporaryFolder()
+                let address = try PostgresAddress(database.address)
+                let stores = try await offThePool {
+                    [
+                        try PostgresFleetStore(address: address, password: database.password),
+                        try PostgresFleetStore(address: address, password: database.password),
+                    ]
+                }
+                let settings = try MQTTSettings.parse(
+                    address: "mqtt://127.0.0.1:\(broker.port)/tagfix", passwordFile: nil, caFile: nil, version: nil, clientID: "x")
+                let collectors = try ["office-pg-a", "office-pg-b"].enumerated().map { index, id in
+                    var own = settings
+                    own.clientID = id
+                    let collector = try FleetCollector(settings: own, group: "office", store: stores[index], clock: MonotonicClock())
+                    collector.start()
+                    return collector
+                }
+                #expect(await eventually { collectors.allSatisfy { $0.counts.subscriptions >= 1 } })
+                let verdicts = try exampleVerdicts()
+                var publishers: [(FleetPublisher, VerdictFanOut, String)] = []
+                for index in 0..<50 {
+                    let log = folder + "/device-\(index).jsonl"
+                    let sessionLog = try SessionLog(path: log)
+                    let publisher = try FleetPublisher(
+                        settings: settings, site: "site-\(index % 20)", device: "tech-\(index)", logPath: log)
+                    publisher.start()
+                    publishers.append((publisher, VerdictFanOut([SessionLogSink(sessionLog), publisher]), log))
+                }
+                let half = verdicts.count / 2
+                func count() async -> Int { await offThePool { (try? stores[0].count()) ?? -1 } }
+                for (_, fanOut, _) in publishers { for verdict in verdicts[..<half] { fanOut.send(.verdict(verdict)) } }
+                #expect(await eventually { await count() == 50 * half })
+
+                await database.kill()
+                // The second half while the database is down: the broker takes it, the
+                // collectors cannot commit it and acknowledge none of it.
+                for (_, fanOut, _) in publishers { for verdict in verdicts[half...] { fanOut.send(.verdict(verdict)) } }
+                #expect(await eventually { collectors.contains { $0.counts.storeFailures > 0 } }, "no collector met the dead database")
+                try await database.start()
+
+                let total = 50 * verdicts.count
+                let allStored = await eventually(.seconds(180)) { await count() == total }
+                let counted = await count()
+                #expect(allStored, "\(counted) of \(total)")
+                for (publisher, _, _) in publishers {
+                    #expect(await publisher.finish(linger: .seconds(60), clock: MonotonicClock()).unsent == 0)
+                }
+                var ids: [String] = []
+                for (index, (_, _, log)) in publishers.enumerated() { ids += try expectedIDs(log: log, device: "tech-\(index)") }
+                let stored = try await offThePool { try stores[1].all() }
+                #expect(stored.map(\.id).sorted() == ids.sorted(), "every verdict, exactly once")
+                #expect(Set(stored.map(\.site)).count == 20)
+                let counts = collectors.map(\.counts)
+                #expect(counts.allSatisfy { $0.stored > 0 }, "the shared subscription split the stream: \(counts)")
+                // A commit whose answer the kill took is stored, then found again as a copy.
+                #expect(counts.map { $0.stored + $0.duplicates }.reduce(0, +) >= total)
+                #expect(counts.map(\.stored).reduce(0, +) <= total)
+                for collector in collectors { await collector.stop() }
+                for store in stores { store.close() }
+            }
         }
     }
 }

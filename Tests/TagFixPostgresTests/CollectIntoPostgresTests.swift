@@ -92,6 +92,8 @@ struct CollectIntoPostgresTests {
                     try await database.start()
                     #expect(await RunningProgram.poll(upTo: .seconds(90)) { stored() == 18 }, "\(collect.stderr)")
                     #expect(stored() == 18, "each verdict exactly once")
+                    let failures = collect.stderr.components(separatedBy: "cannot store").count - 1
+                    #expect(failures == 1, "the outage said once, not once a try: \(collect.stderr)")
                     #expect(collect.isRunning, "the collector kept going: \(collect.stderr)")
                 }
             }
