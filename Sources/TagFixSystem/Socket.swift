@@ -176,6 +176,15 @@ extension FileDescriptor {
         try valueOrErrno { recv(rawValue, buffer.baseAddress, buffer.count, flags) }
     }
 
+    /// A connected pair of Unix stream sockets (`socketpair(2)`), close-on-exec at both ends: a
+    /// pipe both ways whose writer gets `.brokenPipe`, not SIGPIPE, from `send` once the other end
+    /// is closed.
+    public static func socketPair() throws(Errno) -> (FileDescriptor, FileDescriptor) {
+        var fds: [Int32] = [-1, -1]
+        _ = try valueOrErrno { socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) }
+        return (FileDescriptor(rawValue: fds[0]), FileDescriptor(rawValue: fds[1]))
+    }
+
     /// Shuts down reading, writing or both (`shutdown(2)`: `SHUT_RD`, `SHUT_WR`, `SHUT_RDWR`).
     public func shutdown(_ how: Int32) throws(Errno) {
         try nothingOrErrno { Glibc.shutdown(rawValue, how) }

@@ -316,6 +316,7 @@ struct Spawned: Sendable {
             child = try ChildProcess(
                 executable: executable, arguments: arguments, environment: variables, standardInput: stdin, standardOutput: stdout,
                 standardError: stderr)
+            ChildReaper.shared.adopt(child.pid)
         } catch {
             for handle in [output, errors, inputPipe, inputBytes?.0].compactMap({ $0 }) { try? handle.close() }
             throw error
