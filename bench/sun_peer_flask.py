@@ -106,6 +106,7 @@ def load(path):
 
 def serve(path):
     from flask import Flask, jsonify, request
+    from werkzeug import serving
     from werkzeug.serving import make_server, WSGIRequestHandler
     import logging
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
@@ -136,6 +137,9 @@ def serve(path):
         return jsonify(verdict=kind, tag=tag_id, sun_counter=sun[1], distance_m=round(distance, 1))
 
     WSGIRequestHandler.protocol_version = "HTTP/1.1"
+    # 200 phones connect at once: a listen queue that holds them all (werkzeug's is 128).
+    serving.LISTEN_QUEUE = 1024
+    serving.BaseWSGIServer.request_queue_size = 1024
     server = make_server("127.0.0.1", 0, app, threaded=True)
     server.daemon_threads = True
     print(f"ready {server.server_port}", flush=True)
