@@ -282,10 +282,19 @@ func tapAtOnce(phones: Int, urls: [[String]], tap: @escaping @Sendable (Int, Str
 /// phone's tap page makes one request and goes; the answer read to its Content-Length.
 final class LoopbackHTTPClient {
     private let port: UInt16
+    private let source: String?
     private var fd: Int32 = -1
     private var buffer: [UInt8] = []
 
-    init(port: UInt16) { self.port = port }
+    /// - Parameter source: the loopback address the connections come from (each phone its own,
+    ///   127.0.x.y, as phones have their own addresses: a server's per-client limits apply per phone).
+    init(port: UInt16, source: String? = nil) {
+        self.port = port
+        self.source = source
+    }
+
+    /// Phone `phone`'s loopback address: 127.0.x.y (all of 127/8 is loopback on Linux).
+    static func source(phone: Int) -> String { "127.0.\(phone / 250).\(phone % 250 + 2)" }
 
     deinit { if fd >= 0 { close(fd) } }
 
@@ -295,6 +304,18 @@ final class LoopbackHTTPClient {
         guard socketFD >= 0 else { return false }
         var one: Int32 = 1
         setsockopt(socketFD, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socketFD, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else {
+                close(socketFD)
+                return false
+            }
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = port.bigEndian
@@ -373,6 +394,8 @@ final class PhoneClients: Sendable {
     }
     // One client a phone, each only ever used on that phone's thread.
     private let clients: [Slot]
+    /// The answers that were not 200, by status (0: no answer).
+    let refused = Mutex<[Int: Int]>([:])
     private let port: UInt16
 
     init(phones: Int, port: UInt16) {
@@ -382,9 +405,16 @@ final class PhoneClients: Sendable {
 
     func post(phone: Int, body: String) -> (status: Int, body: String)? {
         clients[phone].client.withLock { client in
-            if client == nil { client = LoopbackHTTPClient(port: port) }
-            return client!.post(PhoneTapRoute.postPath, body: body, cookie: "\(PhoneCookie.name)=\(PhoneTapSite.token)")
+            if client == nil { client = LoopbackHTTPClient(port: port, source: LoopbackHTTPClient.source(phone: phone)) }
+            let answer = client!.post(PhoneTapRoute.postPath, body: body, cookie: "\(PhoneCookie.name)=\(PhoneTapSite.token)")
+            if answer?.status != 200 { refused.withLock { $0[answer?.status ?? 0, default: 0] += 1 } }
+            return answer
         }
+    }
+
+    /// The refusals as a JSON object's text: {"429":12}.
+    var refusedJSON: String {
+        "{" + refused.withLock { $0 }.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",") + "}"
     }
 }
 
@@ -510,7 +540,9 @@ func phoneTapBenchmark(arguments: [String]) {
             return answer.body.contains(#""verdict":"confirmed""#)
         }
         withExtendedLifetime(peer) {}
-        return phoneTapRow(side: "peer", path: "http", commits: "none: no counter kept, nothing written", times: times)
+        return phoneTapRow(
+            side: "peer", path: "http", commits: "none: no counter kept, nothing written", times: times,
+            extra: ["not_200": clients.refusedJSON])
     }
 
     for run in 0..<2 {
@@ -535,7 +567,10 @@ func phoneTapBenchmark(arguments: [String]) {
 /// /api/tap (it does not start with these options, or answers the route 404).
 func phoneTapOverServe(serve: String?, site: PhoneTapSite, bodies: [[String]], folder: String) -> String {
     func skipped(_ why: String) -> String {
-        phoneTapLine(["bench": "\"phone-tap\"", "side": "\"tagfix\"", "path": "\"http\"", "skipped": "\"\(why)\""])
+        phoneTapLine([
+            "bench": "\"phone-tap\"", "side": "\"tagfix\"", "path": "\"http\"", "skipped": "\"\(why)\"",
+            "phones_at_once": "\(bodies.count)",
+        ])
     }
     guard let serve else { return skipped("no --serve TAGFIX given") }
     let registryPath = "\(folder)/registry.csv"
@@ -569,22 +604,30 @@ func phoneTapOverServe(serve: String?, site: PhoneTapSite, bodies: [[String]], f
             environment: ProcessInfo.processInfo.environment, standardError: errors.fileDescriptor)
     else { return skipped("\(serve) could not be started") }
     defer { process.stop() }
-    // Up to 10 s for it to listen; the first tap tells whether it has the route.
+    // Up to 10 s for it to listen; a first tap (a tag not in the registry, position denied: a
+    // `notRegistered` line in its log) tells whether it takes phone taps: 200 and a verdict.
     let client = LoopbackHTTPClient(port: port)
     var first: (status: Int, body: String)?
     for _ in 0..<100 {
-        first = client.post(PhoneTapRoute.postPath, body: #"{"url":"https://tags.example.org/t/none","error":"denied"}"#, cookie: "")
+        first = client.post(
+            PhoneTapRoute.postPath, body: #"{"url":"https://tags.example.org/t/none","error":"denied"}"#,
+            cookie: "\(PhoneCookie.name)=\(PhoneTapSite.token)")
         if first != nil || !process.isRunning { break }
         usleep(100_000)
     }
-    guard let first else { return skipped("tagfix serve did not start with --sun-keys/--sun-counters/--token/--http (no /api/tap yet)") }
-    guard first.status != 404 && first.status != 405 else {
-        return skipped("tagfix serve answers POST /api/tap \(first.status): no phone taps yet")
+    guard let first else {
+        return skipped("tagfix serve did not start with --http --registry --sun-keys --sun-counters --token (named tokens) --log")
+    }
+    guard first.status == 200, first.body.contains(#""verdict""#) else {
+        return skipped(
+            "tagfix serve answers a phone tap's POST \(PhoneTapRoute.postPath) with \(first.status), not a verdict: no phone taps yet")
     }
     let clients = PhoneClients(phones: bodies.count, port: port)
     let times = tapAtOnce(phones: bodies.count, urls: bodies) { phone, body in
         guard let answer = clients.post(phone: phone, body: body), answer.status == 200 else { return nil }
         return answer.body.contains(#""verdict":"confirmed""#)
     }
-    return phoneTapRow(side: "tagfix", path: "http", commits: "as tagfix serve commits (its --log and --sun-counters)", times: times)
+    return phoneTapRow(
+        side: "tagfix", path: "http", commits: "as tagfix serve commits (its --log and --sun-counters)", times: times,
+        extra: ["not_200": clients.refusedJSON])
 }
