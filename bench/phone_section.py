@@ -8,10 +8,11 @@ Its own module so the section can be rendered without a whole bench/run:
 import json, sys
 
 
-def best(rows, side, path, commits=None):
+def best(rows, side, path, commits=None, load="back-to-back"):
     """The faster run of a side (bench/run's habit: the machine's speed drifts within minutes)."""
     found = [r for r in rows if r.get("side") == side and r.get("path") == path and "skipped" not in r
-             and (commits is None or r.get("commits", "").startswith(commits))]
+             and (commits is None or r.get("commits", "").startswith(commits))
+             and (load is None or r.get("load", load) == load)]
     return max(found, key=lambda r: r["per_second"]) if found else None
 
 
@@ -22,7 +23,10 @@ def render(rows):
     per_tap = best(rows, "tagfix", "in-process", "per tap")
     http = best(rows, "tagfix", "http")
     peer = best(rows, "peer", "http")
-    peer_check = best(rows, "peer", "in-process")
+    paced_grouped = best(rows, "tagfix", "in-process", "grouped", load="paced")
+    paced_http = best(rows, "tagfix", "http", load="paced")
+    paced_peer = best(rows, "peer", "http", load="paced")
+    peer_check = best(rows, "peer", "in-process", load=None)
     skipped = next((r["skipped"] for r in rows if r.get("side") == "tagfix" and "skipped" in r), None)
     phones = (grouped or peer or {}).get("phones_at_once", 200)
     lines = [f"## Phone taps: SUN URLs POSTed by {phones} phones at once, beside a Flask SUN backend\n",
@@ -36,31 +40,38 @@ def render(rows):
              "they commit today, a transaction and an fsync a tap. The peer (`bench/sun_peer_flask.py`) is built "
              "the way the open SUN backends are (nfc-developer/sdm-backend: Flask and a crypto library), written "
              "for this benchmark: it checks the same URLs' SUN (AN12196) and the position over HTTP on loopback, "
-             "keeps no counter and writes nothing. The faster of two runs of each is shown.\n",
-             "| who | path | commits | taps | confirmed | taps/s | POST → answer p50 ms | p99 ms | taps a commit |",
-             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for label, r in (("TagFix", http), ("TagFix", grouped), ("TagFix", per_tap), ("peer (Flask)", peer)):
+             "keeps no counter and writes nothing. *Back to back*: every phone taps again as soon as it has its "
+             "answer (the phones keep the server saturated; the faster of two runs of each is shown); *paced*: "
+             "the phones together at a fixed rate, each tap timed from when it was due.\n",
+             "| who | path | load | commits | taps | confirmed | taps/s | POST → answer p50 ms | p99 ms | taps a commit |",
+             "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for label, r in (("TagFix", http), ("TagFix", grouped), ("TagFix", per_tap), ("peer (Flask)", peer),
+                     ("TagFix", paced_http), ("TagFix", paced_grouped), ("peer (Flask)", paced_peer)):
         if r is None:
             continue
         commits = r["commits"].split(":")[0]
-        lines.append(f"| {label} | {r['path']} | {commits} | {r['taps']} | {r['confirmed']} | {r['per_second']:,.0f} | "
+        load = r.get("load", "back-to-back") + (f", {r['offered_per_second']:,.0f}/s" if "offered_per_second" in r else "")
+        lines.append(f"| {label} | {r['path']} | {load} | {commits} | {r['taps']} | {r['confirmed']} | {r['per_second']:,.0f} | "
                      f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r.get('taps_per_commit', '–')} |")
     if http is None:
-        lines.append(f"| TagFix | http (`tagfix serve`) | – | – | – | – | – | – | skipped: {skipped or 'not run'} |")
+        lines.append(f"| TagFix | http (`tagfix serve`) | – | – | – | – | – | – | – | skipped: {skipped or 'not run'} |")
     lines.append("")
     if peer_check:
         lines.append(f"The peer's SUN check alone, in its own process on the same URLs (no HTTP, no position): "
                      f"{peer_check['per_second']:,.0f} checks/s on one core.\n")
     goals = []
     measured = http or grouped
+    paced = paced_http if http else paced_grouped
     where = "over `tagfix serve`" if http else "in-process (tagfix serve has no /api/tap in this build)"
     if measured:
+        also = f"; paced at {paced['offered_per_second']:,.0f} taps/s: {paced['p99_ms']:.2f} ms" if paced else ""
         goals.append((measured["p99_ms"] <= 10, f"phone tap POST → answer p99 ≤ 10 ms with {phones} phones at once, counter "
                       f"and log on the disk first ({measured['commits'].split(':')[0]} commits, {where}): "
-                      f"{measured['p99_ms']:.2f} ms"))
+                      f"{measured['p99_ms']:.2f} ms back to back{also}"))
         if peer:
             ratio = measured["per_second"] / peer["per_second"]
-            goals.append((ratio >= 10, f"phone taps verified per second ≥ 10× the Flask SUN peer's ({where}): "
+            unequal = "" if http else "; TagFix without HTTP, the peer with it"
+            goals.append((ratio >= 10, f"phone taps verified per second ≥ 10× the Flask SUN peer's ({where}{unequal}): "
                           f"{measured['per_second']:,.0f} against {peer['per_second']:,.0f}, {ratio:.1f}×"))
     return "\n".join(lines) + "\n", goals
 

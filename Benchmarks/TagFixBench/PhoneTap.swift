@@ -234,23 +234,32 @@ struct TapTimes {
 }
 
 /// Runs `phones` threads at once, each tapping its own URLs in order through `tap` (true when
-/// the answer was `confirmed`), after all have started.
-func tapAtOnce(phones: Int, urls: [[String]], tap: @escaping @Sendable (Int, String) -> Bool?) -> TapTimes {
+/// the answer was `confirmed`), after all have started: back to back, or with `rate`, at taps
+/// per second for all the phones together, each phone's taps on a schedule of its own (open loop:
+/// a tap's time runs from when it was due, so a server that falls behind is charged for it).
+func tapAtOnce(phones: Int, urls: [[String]], rate: Double? = nil, tap: @escaping @Sendable (Int, String) -> Bool?) -> TapTimes {
     let ready = DispatchSemaphore(value: 0)
     let go = DispatchSemaphore(value: 0)
     let finished = DispatchSemaphore(value: 0)
     let results = Mutex<(latencies: [Double], answered: Int, confirmed: Int)>(([], 0, 0))
     let clock = ContinuousClock()
+    let base = Mutex<ContinuousClock.Instant>(clock.now)
     for phone in 0..<phones {
         let mine = urls[phone]
         DeviceThread.detach(name: "phone \(phone)") {
             ready.signal()
             go.wait()
+            let begun = base.withLock { $0 }
             var times: [Double] = []
             var answered = 0
             var confirmed = 0
-            for url in mine {
-                let start = clock.now
+            for (index, url) in mine.enumerated() {
+                var start = clock.now
+                if let rate {
+                    let due = begun.advanced(by: .seconds((Double(phone) / Double(phones) + Double(index)) * Double(phones) / rate))
+                    if due > start { usleep(UInt32(start.duration(to: due) / .microseconds(1))) }
+                    start = due
+                }
                 let result = tap(phone, url)
                 let took = start.duration(to: clock.now)
                 times.append(Double(took.components.seconds) + Double(took.components.attoseconds) * 1e-18)
@@ -269,6 +278,7 @@ func tapAtOnce(phones: Int, urls: [[String]], tap: @escaping @Sendable (Int, Str
     }
     for _ in 0..<phones { ready.wait() }
     let start = clock.now
+    base.withLock { $0 = start }
     for _ in 0..<phones { go.signal() }
     for _ in 0..<phones { finished.wait() }
     let took = start.duration(to: clock.now)
@@ -425,8 +435,9 @@ func phoneTapLine(_ fields: [String: String]) -> String {
     "{" + fields.keys.sorted().map { "\"\($0)\":\(fields[$0]!)" }.joined(separator: ",") + "}"
 }
 
-func phoneTapRow(side: String, path: String, commits: String, times: TapTimes, extra: [String: String] = [:]) -> String {
+func phoneTapRow(side: String, path: String, commits: String, times: TapTimes, rate: Double?, extra: [String: String] = [:]) -> String {
     var fields: [String: String] = [
+        "load": rate == nil ? "\"back-to-back\"" : "\"paced\"",
         "bench": "\"phone-tap\"", "side": "\"\(side)\"", "path": "\"\(path)\"", "commits": "\"\(commits)\"",
         "taps": "\(times.latencies.count)", "answered": "\(times.answered)", "confirmed": "\(times.confirmed)",
         "phones_at_once": "\(phoneCount)", "seconds": String(format: "%.3f", times.elapsed),
@@ -434,6 +445,7 @@ func phoneTapRow(side: String, path: String, commits: String, times: TapTimes, e
         "p50_ms": String(format: "%.3f", times.percentile(0.5) * 1000), "p99_ms": String(format: "%.3f", times.percentile(0.99) * 1000),
         "max_ms": String(format: "%.3f", (times.latencies.max() ?? .nan) * 1000),
     ]
+    if let rate { fields["offered_per_second"] = String(format: "%.0f", rate) }
     fields.merge(extra) { $1 }
     return phoneTapLine(fields)
 }
@@ -444,12 +456,21 @@ let phoneCount = ProcessInfo.processInfo.environment["TAGFIX_BENCH_PHONES"].flat
 /// never on the cooperative pool.
 func phoneTapBenchmark(arguments: [String]) {
     let taps = arguments.first.flatMap { Int($0) } ?? 20_000
-    let serve = arguments.firstIndex(of: "--serve").flatMap { arguments.indices.contains($0 + 1) ? arguments[$0 + 1] : nil }
+    func option(_ name: String) -> String? {
+        arguments.firstIndex(of: name).flatMap { arguments.indices.contains($0 + 1) ? arguments[$0 + 1] : nil }
+    }
+    let serve = option("--serve")
+    // The paced rows' load: taps per second from all the phones together.
+    let rate = option("--rate").flatMap { Double($0) } ?? 500
     let python = ProcessInfo.processInfo.environment["TAGFIX_BENCH_PYTHON"] ?? "/usr/bin/python3"
     let phones = phoneCount
     let perPhone = max(1, taps / phones)
-    let site = PhoneTapSite(phones: phones, tapsPerPhone: perPhone)
-    let bodies: [[String]] = (0..<phones).map { phone in site.urls[phone].map { site.body(phone: phone, url: $0) } }
+    // Twice the taps: the first half for every run in this process (each with fresh stores), the
+    // second for tagfix serve's paced run (its counters have seen the first half).
+    let site = PhoneTapSite(phones: phones, tapsPerPhone: perPhone * 2)
+    let all: [[String]] = (0..<phones).map { phone in site.urls[phone].map { site.body(phone: phone, url: $0) } }
+    let bodies = all.map { Array($0.prefix(perPhone)) }
+    let later = all.map { Array($0.dropFirst(perPhone)) }
     // The bodies stand in for the URLs: a phone's list is its bodies, in counter order.
     let folder = FileManager.default.currentDirectoryPath + "/.build/phone-tap-\(getpid())"
     try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -457,7 +478,7 @@ func phoneTapBenchmark(arguments: [String]) {
     let registry = try! InMemoryRegistry(site.entries)
     let keyring = SUNKeyring(sets: ["site": site.keys])
 
-    func inProcess(grouped: Bool, run: Int) -> String {
+    func inProcess(grouped: Bool, run: Int, rate: Double? = nil) -> String {
         let counters: any SUNCounterStore
         let grouping: GroupedSQLiteSUNCounters?
         if grouped {
@@ -482,7 +503,7 @@ func phoneTapBenchmark(arguments: [String]) {
         let handler = PhoneTapHandler(
             verifier: Verifier(policy: benchPolicy, registry: registry, sun: Verifier.SUNCheck(authenticator: keyring, counters: counters)),
             clock: MonotonicClock())
-        let times = tapAtOnce(phones: phones, urls: bodies) { _, body in
+        let times = tapAtOnce(phones: phones, urls: bodies, rate: rate) { _, body in
             guard let request = try? PhoneTapRequest(body: Array(body.utf8)) else { return nil }
             let answer = handler.handle(request, token: "bench", client: "127.0.0.1", userAgent: "TagFixBench")
             let record = SessionRecord(answer.verdict).encoded()
@@ -513,7 +534,7 @@ func phoneTapBenchmark(arguments: [String]) {
                 grouped
                 ? "grouped: the taps waiting share one SQLite transaction (counters, synchronous=FULL) and one log write+fsync"
                 : "per tap: SQLiteSUNCounters (a transaction a tap) and SessionLog.append (an fsync a tap)",
-            times: times, extra: extra)
+            times: times, rate: rate, extra: extra)
     }
 
     // The peer's files: its tags and keys, and every URL (for its in-process check rate).
@@ -526,7 +547,7 @@ func phoneTapBenchmark(arguments: [String]) {
     let urlsFile = "\(folder)/urls.txt"
     try! site.urls.joined().joined(separator: "\n").write(toFile: urlsFile, atomically: true, encoding: .utf8)
 
-    func peer() -> String {
+    func peer(rate: Double? = nil) -> String {
         guard
             let peer = PeerProcess(
                 python: python, script: "bench/sun_peer_flask.py", arguments: ["serve", tagsFile], errors: .standardError),
@@ -535,13 +556,13 @@ func phoneTapBenchmark(arguments: [String]) {
             return phoneTapLine(["bench": "\"phone-tap\"", "side": "\"peer\"", "error": "\"bench/sun_peer_flask.py did not start\""])
         }
         let clients = PhoneClients(phones: phones, port: port)
-        let times = tapAtOnce(phones: phones, urls: bodies) { phone, body in
+        let times = tapAtOnce(phones: phones, urls: bodies, rate: rate) { phone, body in
             guard let answer = clients.post(phone: phone, body: body), answer.status == 200 else { return nil }
             return answer.body.contains(#""verdict":"confirmed""#)
         }
         withExtendedLifetime(peer) {}
         return phoneTapRow(
-            side: "peer", path: "http", commits: "none: no counter kept, nothing written", times: times,
+            side: "peer", path: "http", commits: "none: no counter kept, nothing written", times: times, rate: rate,
             extra: ["not_200": clients.refusedJSON])
     }
 
@@ -550,6 +571,9 @@ func phoneTapBenchmark(arguments: [String]) {
         print(peer())
     }
     print(inProcess(grouped: false, run: 0))
+    // Paced: the phones together at `rate` taps per second, each tap's time from when it was due.
+    print(inProcess(grouped: true, run: 2, rate: rate))
+    print(peer(rate: rate))
     // The peer's check alone, in its own process, on the same URLs.
     if let check = PeerProcess(
         python: python, script: "bench/sun_peer_flask.py", arguments: ["loop", tagsFile, urlsFile, "2"], errors: .standardError),
@@ -557,7 +581,7 @@ func phoneTapBenchmark(arguments: [String]) {
     {
         print(line)
     }
-    print(phoneTapOverServe(serve: serve, site: site, bodies: bodies, folder: folder))
+    for line in phoneTapOverServe(serve: serve, site: site, runs: [(bodies, nil), (later, rate)], folder: folder) { print(line) }
 }
 
 // MARK: - The real server
@@ -565,12 +589,15 @@ func phoneTapBenchmark(arguments: [String]) {
 /// `tagfix serve --http` on a free port with the site's registry, keys and token, the same bodies
 /// POSTed to /api/tap; a `skipped` line when there is no TAGFIX to run or its serve has no
 /// /api/tap (it does not start with these options, or answers the route 404).
-func phoneTapOverServe(serve: String?, site: PhoneTapSite, bodies: [[String]], folder: String) -> String {
-    func skipped(_ why: String) -> String {
-        phoneTapLine([
-            "bench": "\"phone-tap\"", "side": "\"tagfix\"", "path": "\"http\"", "skipped": "\"\(why)\"",
-            "phones_at_once": "\(bodies.count)",
-        ])
+func phoneTapOverServe(serve: String?, site: PhoneTapSite, runs: [(bodies: [[String]], rate: Double?)], folder: String) -> [String] {
+    let phones = site.entries.count
+    func skipped(_ why: String) -> [String] {
+        [
+            phoneTapLine([
+                "bench": "\"phone-tap\"", "side": "\"tagfix\"", "path": "\"http\"", "skipped": "\"\(why)\"",
+                "phones_at_once": "\(phones)",
+            ])
+        ]
     }
     guard let serve else { return skipped("no --serve TAGFIX given") }
     let registryPath = "\(folder)/registry.csv"
@@ -622,12 +649,15 @@ func phoneTapOverServe(serve: String?, site: PhoneTapSite, bodies: [[String]], f
         return skipped(
             "tagfix serve answers a phone tap's POST \(PhoneTapRoute.postPath) with \(first.status), not a verdict: no phone taps yet")
     }
-    let clients = PhoneClients(phones: bodies.count, port: port)
-    let times = tapAtOnce(phones: bodies.count, urls: bodies) { phone, body in
-        guard let answer = clients.post(phone: phone, body: body), answer.status == 200 else { return nil }
-        return answer.body.contains(#""verdict":"confirmed""#)
+    // Back to back, then paced, each with URLs of its own (the counters rise across both).
+    return runs.map { run in
+        let clients = PhoneClients(phones: phones, port: port)
+        let times = tapAtOnce(phones: phones, urls: run.bodies, rate: run.rate) { phone, body in
+            guard let answer = clients.post(phone: phone, body: body), answer.status == 200 else { return nil }
+            return answer.body.contains(#""verdict":"confirmed""#)
+        }
+        return phoneTapRow(
+            side: "tagfix", path: "http", commits: "as tagfix serve commits (its --log and --sun-counters)", times: times,
+            rate: run.rate, extra: ["not_200": clients.refusedJSON])
     }
-    return phoneTapRow(
-        side: "tagfix", path: "http", commits: "as tagfix serve commits (its --log and --sun-counters)", times: times,
-        extra: ["not_200": clients.refusedJSON])
 }
