@@ -619,7 +619,9 @@ func phoneTapOverServe(serve: String?, site: PhoneTapSite, runs: [(bodies: [[Str
     _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) } }
     close(probe)
     let port = UInt16(bigEndian: address.sin_port)
-    let errors = FileHandle(forWritingAtPath: "/dev/null")!
+    let errorsPath = "\(folder)/serve.stderr"
+    _ = FileManager.default.createFile(atPath: errorsPath, contents: nil)
+    let errors = FileHandle(forWritingAtPath: errorsPath)!
     guard
         let process = try? ChildProcess(
             executable: serve,
@@ -643,7 +645,10 @@ func phoneTapOverServe(serve: String?, site: PhoneTapSite, runs: [(bodies: [[Str
         usleep(100_000)
     }
     guard let first else {
-        return skipped("tagfix serve did not start with --http --registry --sun-keys --sun-counters --token (named tokens) --log")
+        // What it said first, JSON-safe: letters, digits and punctuation other than quotes and backslashes.
+        let said = ((try? String(contentsOfFile: errorsPath, encoding: .utf8)) ?? "").split(separator: "\n").first.map(String.init) ?? ""
+        let safe = String(said.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F && $0 != "\"" && $0 != "\\" }.prefix(160))
+        return skipped("tagfix serve did not start with --http --registry --sun-keys --sun-counters --token (named tokens) --log: \(safe)")
     }
     guard first.status == 200, first.body.contains(#""verdict""#) else {
         return skipped(
