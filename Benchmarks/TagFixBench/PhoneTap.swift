@@ -152,8 +152,10 @@ final class GroupCommitter<Item: Sendable>: Sendable {
     var counts: (commits: Int, items: Int, largest: Int) { stats.withLock { $0 } }
 }
 
-// The raw sqlite3 handle of the grouped counter store, used only on its committer's thread.
-// @unchecked Sendable: it holds a C handle (sqlite3 *), touched by one thread at a time.
+/// The grouped counter store's own sqlite3 connection (the benchmark's: TagFixStore's
+/// SQLiteConnection commits one statement at a time and is not public), used only on its
+/// committer's thread.
+/// @unchecked Sendable: it holds a C handle (sqlite3 *), touched by the committer thread alone.
 final class BenchSQLiteHandle: @unchecked Sendable {
     let db: OpaquePointer
 
