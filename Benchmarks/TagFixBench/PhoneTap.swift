@@ -430,6 +430,43 @@ final class PhoneClients: Sendable {
     }
 }
 
+// MARK: - The peer
+
+/// bench/sun_peer_flask.py in a child process: started, its first line read, then stopped and
+/// waited for (`stop`), so nothing of it outlives its run.
+final class FlaskPeer {
+    let process: ChildProcess
+    private let output: FileHandle
+    private var buffer = ""
+
+    init?(python: String, arguments: [String]) {
+        let pipe = Pipe()
+        guard
+            let process = try? ChildProcess(
+                executable: python, arguments: ["bench/sun_peer_flask.py"] + arguments,
+                standardOutput: pipe.fileHandleForWriting.fileDescriptor, standardError: FileHandle.standardError.fileDescriptor)
+        else { return nil }
+        try? pipe.fileHandleForWriting.close()
+        self.process = process
+        output = pipe.fileHandleForReading
+    }
+
+    /// Its next line, without the newline; nil once it has closed its output.
+    func line() -> String? {
+        while !buffer.contains("\n") {
+            let chunk = output.availableData
+            if chunk.isEmpty { return nil }
+            buffer += String(decoding: chunk, as: UTF8.self)
+        }
+        guard let index = buffer.firstIndex(of: "\n") else { return nil }
+        defer { buffer.removeSubrange(...index) }
+        return String(buffer[..<index])
+    }
+
+    /// SIGTERM, up to a second's grace, then SIGKILL; returns once it has exited.
+    func stop() { process.stop() }
+}
+
 // MARK: - The benchmark
 
 /// A result line.
@@ -550,11 +587,11 @@ func phoneTapBenchmark(arguments: [String]) {
     try! site.urls.joined().joined(separator: "\n").write(toFile: urlsFile, atomically: true, encoding: .utf8)
 
     func peer(rate: Double? = nil) -> String {
-        guard
-            let peer = PeerProcess(
-                python: python, script: "bench/sun_peer_flask.py", arguments: ["serve", tagsFile], errors: .standardError),
-            let ready = peer.line(), ready.hasPrefix("ready "), let port = UInt16(ready.dropFirst(6))
-        else {
+        guard let peer = FlaskPeer(python: python, arguments: ["serve", tagsFile]) else {
+            return phoneTapLine(["bench": "\"phone-tap\"", "side": "\"peer\"", "error": "\"\(python) could not be started\""])
+        }
+        defer { peer.stop() }
+        guard let ready = peer.line(), ready.hasPrefix("ready "), let port = UInt16(ready.dropFirst(6)) else {
             return phoneTapLine(["bench": "\"phone-tap\"", "side": "\"peer\"", "error": "\"bench/sun_peer_flask.py did not start\""])
         }
         let clients = PhoneClients(phones: phones, port: port)
@@ -562,7 +599,6 @@ func phoneTapBenchmark(arguments: [String]) {
             guard let answer = clients.post(phone: phone, body: body), answer.status == 200 else { return nil }
             return answer.body.contains(#""verdict":"confirmed""#)
         }
-        withExtendedLifetime(peer) {}
         return phoneTapRow(
             side: "peer", path: "http", commits: "none: no counter kept, nothing written", times: times, rate: rate,
             extra: ["not_200": clients.refusedJSON])
@@ -577,11 +613,9 @@ func phoneTapBenchmark(arguments: [String]) {
     print(inProcess(grouped: true, run: 2, rate: rate))
     print(peer(rate: rate))
     // The peer's check alone, in its own process, on the same URLs.
-    if let check = PeerProcess(
-        python: python, script: "bench/sun_peer_flask.py", arguments: ["loop", tagsFile, urlsFile, "2"], errors: .standardError),
-        let line = check.line()
-    {
-        print(line)
+    if let check = FlaskPeer(python: python, arguments: ["loop", tagsFile, urlsFile, "2"]) {
+        if let line = check.line() { print(line) }
+        check.process.waitUntilExit()
     }
     for line in phoneTapOverServe(serve: serve, site: site, runs: [(bodies, nil), (later, rate)], folder: folder) { print(line) }
 }
