@@ -52,7 +52,9 @@ def render(rows):
             continue
         commits = r["commits"].split(":")[0]
         load = r.get("load", "back-to-back") + (f", {r['offered_per_second']:,.0f}/s" if "offered_per_second" in r else "")
-        lines.append(f"| {label} | {r['path']} | {load} | {commits} | {r['taps']} | {r['confirmed']} | {r['per_second']:,.0f} | "
+        refused = ", ".join(f"{'no answer' if str(status) == '0' else status} ×{n}" for status, n in sorted(r.get("not_200", {}).items()))
+        confirmed = f"{r['confirmed']}" + (f" (not 200: {refused})" if refused else "")
+        lines.append(f"| {label} | {r['path']} | {load} | {commits} | {r['taps']} | {confirmed} | {r['per_second']:,.0f} | "
                      f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r.get('taps_per_commit', '–')} |")
     if http is None:
         lines.append(f"| TagFix | http (`tagfix serve`) | – | – | – | – | – | – | – | skipped: {skipped or 'not run'} |")

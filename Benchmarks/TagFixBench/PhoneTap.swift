@@ -698,7 +698,7 @@ func phoneTapOverServe(serve: String?, site: PhoneTapSite, runs: [(bodies: [[Str
             return answer.body.contains(#""verdict":"confirmed""#)
         }
         return phoneTapRow(
-            side: "tagfix", path: "http", commits: "as tagfix serve commits (its --log and --sun-counters)", times: times,
+            side: "tagfix", path: "http", commits: "serve's own: its --sun-counters and --log", times: times,
             rate: run.rate, extra: ["not_200": clients.refusedJSON])
     }
 }
