@@ -117,6 +117,7 @@ final class GroupCommitter<Item: Sendable>: Sendable {
     private let pending = Mutex<[(Item, Slot)]>([])
     private let work = DispatchSemaphore(value: 0)
     private let stats = Mutex<(commits: Int, items: Int, largest: Int)>((0, 0, 0))
+    private let stopped = Mutex(false)
 
     /// Starts the committer thread: `commit` writes a group and says why it failed, or nil.
     init(name: String, commit: @escaping @Sendable ([Item]) -> String?) {
@@ -128,7 +129,10 @@ final class GroupCommitter<Item: Sendable>: Sendable {
                     pending.removeAll(keepingCapacity: true)
                     return taken
                 }
-                if group.isEmpty { continue }
+                if group.isEmpty {
+                    if stopped.withLock({ $0 }) { return }
+                    continue
+                }
                 let failure = commit(group.map(\.0))
                 stats.withLock { $0 = ($0.commits + 1, $0.items + group.count, max($0.largest, group.count)) }
                 for (_, slot) in group {
@@ -146,6 +150,12 @@ final class GroupCommitter<Item: Sendable>: Sendable {
         work.signal()
         slot.done.wait()
         return slot.failure.withLock { $0 }
+    }
+
+    /// Ends the committer thread once nothing is pending (no `submit` may follow).
+    func stop() {
+        stopped.withLock { $0 = true }
+        work.signal()
     }
 
     /// Commits made, items committed, the largest group.
@@ -554,6 +564,8 @@ func phoneTapBenchmark(arguments: [String]) {
             _ = answer.json
             return answer.verdict.kind == .confirmed
         }
+        logCommits.stop()
+        grouping?.committer.stop()
         var extra: [String: String] = [:]
         if let grouping {
             let counterCounts = grouping.committer.counts
