@@ -67,15 +67,18 @@ def render(rows):
     paced = paced_http if http else paced_grouped
     where = "over `tagfix serve`" if http else "in-process (tagfix serve has no /api/tap in this build)"
     if measured:
+        # A tap that was not answered `confirmed` was not verified: the goals count only a run that confirmed every tap.
+        whole = measured["confirmed"] == measured["taps"]
+        short = "" if whole else f" (only {measured['confirmed']} of {measured['taps']} taps confirmed)"
         also = f"; paced at {paced['offered_per_second']:,.0f} taps/s: {paced['p99_ms']:.2f} ms" if paced else ""
-        goals.append((measured["p99_ms"] <= 10, f"phone tap POST → answer p99 ≤ 10 ms with {phones} phones at once, counter "
+        goals.append((whole and measured["p99_ms"] <= 10, f"phone tap POST → answer p99 ≤ 10 ms with {phones} phones at once, counter "
                       f"and log on the disk first ({measured['commits'].split(':')[0]} commits, {where}): "
-                      f"{measured['p99_ms']:.2f} ms back to back{also}"))
+                      f"{measured['p99_ms']:.2f} ms back to back{also}{short}"))
         if peer:
             ratio = measured["per_second"] / peer["per_second"]
             unequal = "" if http else "; TagFix without HTTP, the peer with it"
-            goals.append((ratio >= 10, f"phone taps verified per second ≥ 10× the Flask SUN peer's ({where}{unequal}): "
-                          f"{measured['per_second']:,.0f} against {peer['per_second']:,.0f}, {ratio:.1f}×"))
+            goals.append((whole and ratio >= 10, f"phone taps verified per second ≥ 10× the Flask SUN peer's ({where}{unequal}): "
+                          f"{measured['per_second']:,.0f} against {peer['per_second']:,.0f}, {ratio:.1f}×{short}"))
     return "\n".join(lines) + "\n", goals
 
 

@@ -8,7 +8,7 @@ PICC data decrypted with the meta-read key, KSesSDMFileReadMAC = CMAC(file-read 
 CMAC(session key, MAC input) with its odd bytes kept) and the position against the tag's spot, and
 answers a JSON verdict. It keeps no read counter (a replayed URL passes) and writes nothing.
 
-  sun_peer_flask.py serve TAGS.json     serve on 127.0.0.1, a free port; prints "ready PORT"
+  sun_peer_flask.py serve TAGS.json [PORT]   serve on 127.0.0.1, PORT or a free one; prints "ready PORT"
   sun_peer_flask.py selfcheck           AN12196's published examples (exit 1 if one fails)
   sun_peer_flask.py loop URLS.txt N     the check alone, in this process: prints verifications/s
 TAGS.json: {"meta_key": HEX, "file_key": HEX, "token": TOKEN, "picc": NAME, "cmac": NAME,
@@ -104,7 +104,7 @@ def load(path):
             {k: tuple(v) for k, v in spec["tags"].items()})
 
 
-def serve(path):
+def serve(path, port=0):
     from flask import Flask, jsonify, request
     from werkzeug import serving
     from werkzeug.serving import make_server, WSGIRequestHandler
@@ -140,7 +140,7 @@ def serve(path):
     # 200 phones connect at once: a listen queue that holds them all (werkzeug's is 128).
     serving.LISTEN_QUEUE = 1024
     serving.BaseWSGIServer.request_queue_size = 1024
-    server = make_server("127.0.0.1", 0, app, threaded=True)
+    server = make_server("127.0.0.1", port, app, threaded=True)
     server.daemon_threads = True
     print(f"ready {server.server_port}", flush=True)
     server.serve_forever()
@@ -166,7 +166,7 @@ if __name__ == "__main__":
     if command == "selfcheck":
         sys.exit(selfcheck())
     elif command == "serve":
-        serve(sys.argv[2])
+        serve(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 0)
     elif command == "loop":
         loop(sys.argv[2], sys.argv[3], float(sys.argv[4]) if len(sys.argv) > 4 else 2.0)
     else:
