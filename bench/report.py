@@ -367,6 +367,11 @@ if os.path.exists(f"{out}/sun-state.jsonl"):
     text, state_goals = sun_state_section.render(rows("sun-state.jsonl"))
     print(text)
     goals += state_goals
+if os.path.exists(f"{out}/phone.jsonl"):
+    import phone_section
+    text, phone_goals = phone_section.render(rows("phone.jsonl"))
+    print(text)
+    goals += phone_goals
 notes("7-core")
 
 if os.path.exists(f"{out}/fleet.jsonl"):

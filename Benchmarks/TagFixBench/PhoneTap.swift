@@ -1,0 +1,716 @@
+// `TagFixBench phone-tap [TAPS] [--phones N] [--serve TAGFIX] [--seconds S]`: phone taps the
+// server verifies per second (the body parsed, the SUN and the position checked, the counter and
+// the verdict on the disk before the answer), and the time from the POST to the answer, p50/p99,
+// with N phones (200) tapping at once; beside a peer built the way the open SUN backends are
+// (bench/sun_peer_flask.py: Flask and `cryptography`, no counter, writes nothing) checking the
+// same SUN URLs in the same run, over HTTP on loopback.
+//
+// The URLs: N emulated NTAG 424 DNA tags (one a phone, each at its own spot), each read TAPS/N
+// times through its ISO commands, so its SDM read counter rises tap by tap as a real tag's does.
+// A phone taps its own tag's URLs one after another (a tap's counter must pass the last one).
+//
+// TagFix's rows:
+//   in-process, grouped: PhoneTapHandler with its counters in SQLite (synchronous = FULL) and a
+//     SessionLog on the disk, each committed in groups: every tap that arrives while a commit is
+//     being made waits for the next one, which writes them all with one transaction (counters)
+//     and one write + fsync (log). No tap is answered before both are on the disk.
+//   in-process, per tap: the same with the product's own stores as they are today
+//     (SQLiteSUNCounters: a transaction a tap; SessionLog.append: an fsync a tap).
+//   http: `tagfix serve --http` (with --serve TAGFIX), POST /api/tap with the token's cookie;
+//     a `skipped` line when that serve has no /api/tap.
+// Every line is JSON (`bench":"phone-tap"`); the peer's in-process check rate is a line too.
+import CSQLite
+import Foundation
+import Glibc
+import Synchronization
+import TagFixCore
+import TagFixCrypto
+import TagFixDevices
+import TagFixEmulators
+import TagFixNDEF
+import TagFixServe
+import TagFixStore
+
+// MARK: - The tags and their URLs
+
+/// The benchmark's site: a tag a phone, their registry and keys, and every tap's URL.
+struct PhoneTapSite {
+    static let metaHex = "5D1A0B9C2E3F40516273849506A7B8C9"
+    static let fileHex = "00112233445566778899AABBCCDDEEFF"
+    static let meta = AES128Key(hex: metaHex)!
+    static let file = AES128Key(hex: fileHex)!
+    static let token = "bench-phone-tap-0123456789abcdef0123456789"
+    let entries: [RegistryEntry]
+    let spots: [Coordinate]
+    /// urls[phone][tap]: that phone's tag's URLs, counters rising.
+    let urls: [[String]]
+    let names: SUNParameterNames
+    let keys: SUNVerifier
+
+    init(phones: Int, tapsPerPhone: Int) {
+        var entries: [RegistryEntry] = []
+        var spots: [Coordinate] = []
+        var urls: [[String]] = []
+        var names = SUNParameterNames(piccData: "picc_data", cmac: "cmac")
+        let keys = SUNVerifier(metaReadKey: Self.meta, fileReadKey: .fixed(Self.file), names: names)
+        for phone in 0..<phones {
+            let uid: [UInt8] = [0x04, 0x5A, UInt8(phone >> 8), UInt8(phone & 0xFF), 0x9C, 0x3D, 0x80]
+            let (url, prepared) = try! NTAG424Provisioner.prepare(
+                template:
+                    "https://tags.example.org/t/P\(phone)?picc_data=\(NTAG424Provisioner.piccPlaceholder)&cmac=\(NTAG424Provisioner.cmacPlaceholder)"
+            )
+            names = prepared
+            let message = NDEFMessage(records: [.uri(url)]).encoded()
+            let plan = try! NTAG424Provisioner(uid: uid, url: url, message: message, names: prepared, keys: keys)
+            let tag = try! EmulatedNTAG424Tag(
+                uid: uid, keys: [.zero, Self.file, Self.meta, .zero, .zero], ndefFile: plan.file, ndefSettings: plan.settings)
+            let spot = Coordinate(validLatitude: 53.545 + Double(phone) * 0.001, longitude: 9.966)
+            spots.append(spot)
+            entries.append(
+                RegistryEntry(
+                    id: "P\(phone)", uid: try! TagUID(bytes: uid),
+                    region: try! CircularRegion(center: spot, radius: 25, identifier: "P\(phone)"), name: nil,
+                    sun: SUNSettings(keyName: "site", names: prepared)))
+            urls.append((0..<tapsPerPhone).map { _ in Self.read(tag) })
+        }
+        self.entries = entries
+        self.spots = spots
+        self.urls = urls
+        self.names = names
+        self.keys = keys
+    }
+
+    /// One tap of a phone on `tag`: the NDEF application and file selected, the file read (the
+    /// tag mirrors a fresh counter and CMAC into it), its URL.
+    static func read(_ tag: EmulatedNTAG424Tag) -> String {
+        tag.reset()
+        func apdu(_ command: [UInt8]) -> [UInt8] {
+            guard case .data(let answer) = tag.transceive(command), answer.suffix(2) == [0x90, 0x00] else {
+                fatalError("the emulated NTAG 424 DNA refused \(command)")
+            }
+            return Array(answer.dropLast(2))
+        }
+        _ = apdu([0x00, 0xA4, 0x04, 0x00, 0x07, 0xD2, 0x76, 0x00, 0x00, 0x85, 0x01, 0x01, 0x00])
+        _ = apdu([0x00, 0xA4, 0x00, 0x0C, 0x02, 0xE1, 0x04])
+        let file = apdu([0x00, 0xB0, 0x00, 0x00, 0x00])
+        let length = Int(file[0]) << 8 | Int(file[1])
+        guard let url = try? NDEFMessage(bytes: Array(file[2..<2 + length])).firstURL else { fatalError("the tag's file holds no URL") }
+        return url
+    }
+
+    /// The body a phone at its tag's spot posts (accuracy 8 m).
+    func body(phone: Int, url: String) -> String {
+        PhoneTapRequest(url: url, position: .fix(spots[phone], accuracy: 8)).body
+    }
+}
+
+// MARK: - Group commit
+
+/// Commits in groups: `submit` hands an item to the committer thread and returns once the
+/// commit that holds it is done; every item submitted while a commit is under way goes into
+/// the next one, so a commit's cost is shared by all the taps waiting on it.
+final class GroupCommitter<Item: Sendable>: Sendable {
+    private final class Slot: Sendable {
+        let done = DispatchSemaphore(value: 0)
+        let failure = Mutex<String?>(nil)
+    }
+    private let pending = Mutex<[(Item, Slot)]>([])
+    private let work = DispatchSemaphore(value: 0)
+    private let stats = Mutex<(commits: Int, items: Int, largest: Int)>((0, 0, 0))
+    private let stopped = Mutex(false)
+
+    /// Starts the committer thread: `commit` writes a group and says why it failed, or nil.
+    init(name: String, commit: @escaping @Sendable ([Item]) -> String?) {
+        DeviceThread.detach(name: name) { [self] in
+            while true {
+                work.wait()
+                let group = pending.withLock { pending in
+                    let taken = pending
+                    pending.removeAll(keepingCapacity: true)
+                    return taken
+                }
+                if group.isEmpty {
+                    if stopped.withLock({ $0 }) { return }
+                    continue
+                }
+                let failure = commit(group.map(\.0))
+                stats.withLock { $0 = ($0.commits + 1, $0.items + group.count, max($0.largest, group.count)) }
+                for (_, slot) in group {
+                    slot.failure.withLock { $0 = failure }
+                    slot.done.signal()
+                }
+            }
+        }
+    }
+
+    /// Waits until `item` is committed; the commit's failure, or nil.
+    func submit(_ item: Item) -> String? {
+        let slot = Slot()
+        pending.withLock { $0.append((item, slot)) }
+        work.signal()
+        slot.done.wait()
+        return slot.failure.withLock { $0 }
+    }
+
+    /// Ends the committer thread once nothing is pending (no `submit` may follow).
+    func stop() {
+        stopped.withLock { $0 = true }
+        work.signal()
+    }
+
+    /// Commits made, items committed, the largest group.
+    var counts: (commits: Int, items: Int, largest: Int) { stats.withLock { $0 } }
+}
+
+/// The grouped counter store's own sqlite3 connection (the benchmark's: TagFixStore's
+/// SQLiteConnection commits one statement at a time and is not public), used only on its
+/// committer's thread.
+/// @unchecked Sendable: it holds a C handle (sqlite3 *), touched by the committer thread alone.
+final class BenchSQLiteHandle: @unchecked Sendable {
+    let db: OpaquePointer
+
+    init(path: String) {
+        var handle: OpaquePointer?
+        guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil) == SQLITE_OK, let handle else {
+            fatalError("cannot open \(path)")
+        }
+        db = handle
+        for statement in [
+            "PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL",
+            "CREATE TABLE IF NOT EXISTS sun_counter (uid TEXT PRIMARY KEY, counter INTEGER NOT NULL, tag_id TEXT)",
+        ] {
+            guard exec(statement) == nil else { fatalError("cannot prepare \(path)") }
+        }
+    }
+
+    deinit { sqlite3_close(db) }
+
+    /// Runs `sql`; SQLite's message when it fails.
+    func exec(_ sql: String) -> String? {
+        var message: UnsafeMutablePointer<CChar>?
+        guard sqlite3_exec(db, sql, nil, nil, &message) != SQLITE_OK else { return nil }
+        defer { sqlite3_free(message) }
+        return message.map { String(cString: $0) } ?? "SQLite error"
+    }
+}
+
+/// SUN read counters in SQLite (synchronous = FULL, WAL), committed in groups: a counter is
+/// decided in memory under a lock (above the last one or a replay), then waits for the
+/// transaction that carries it to be committed before `accept` returns `true`.
+final class GroupedSQLiteSUNCounters: SUNCounterStore {
+    private let last = Mutex<[TagUID: UInt32]>([:])
+    let committer: GroupCommitter<(String, UInt32, String)>
+
+    init(path: String) {
+        let handle = BenchSQLiteHandle(path: path)
+        committer = GroupCommitter(name: "counter commits") { group in
+            // uid hex, a number and the bench's own tag ids ("P12"): nothing to quote.
+            let rows = group.map { "('\($0.0)',\($0.1),'\($0.2)')" }.joined(separator: ",")
+            return handle.exec(
+                """
+                BEGIN; INSERT INTO sun_counter (uid, counter, tag_id) VALUES \(rows)
+                ON CONFLICT(uid) DO UPDATE SET counter = excluded.counter, tag_id = excluded.tag_id
+                WHERE excluded.counter > sun_counter.counter; COMMIT
+                """)
+        }
+    }
+
+    func lastAccepted(uid: TagUID) throws(RegistryError) -> UInt32? { last.withLock { $0[uid] } }
+
+    func accept(uid: TagUID, counter: UInt32, tagID: String) throws(RegistryError) -> Bool {
+        let raised = last.withLock { last in
+            if let previous = last[uid], counter <= previous { return false }
+            last[uid] = counter
+            return true
+        }
+        guard raised else { return false }
+        if let failure = committer.submit((uid.hex, counter, tagID)) { throw RegistryError("counter commit: \(failure)") }
+        return true
+    }
+}
+
+// MARK: - Phones tapping at once
+
+/// The taps' times: each POST → answer in seconds, and the whole run's.
+struct TapTimes {
+    var latencies: [Double]
+    var elapsed: Double
+    var answered: Int
+    var confirmed: Int
+
+    func percentile(_ share: Double) -> Double {
+        let sorted = latencies.sorted()
+        guard !sorted.isEmpty else { return .nan }
+        return sorted[min(sorted.count - 1, Int((Double(sorted.count) * share).rounded(.up)) - 1)]
+    }
+}
+
+/// Runs `phones` threads at once, each tapping its own URLs in order through `tap` (true when
+/// the answer was `confirmed`), after all have started: back to back, or with `rate`, at taps
+/// per second for all the phones together, each phone's taps on a schedule of its own (open loop:
+/// a tap's time runs from when it was due, so a server that falls behind is charged for it).
+func tapAtOnce(phones: Int, urls: [[String]], rate: Double? = nil, tap: @escaping @Sendable (Int, String) -> Bool?) -> TapTimes {
+    let ready = DispatchSemaphore(value: 0)
+    let go = DispatchSemaphore(value: 0)
+    let finished = DispatchSemaphore(value: 0)
+    let results = Mutex<(latencies: [Double], answered: Int, confirmed: Int)>(([], 0, 0))
+    let clock = ContinuousClock()
+    let base = Mutex<ContinuousClock.Instant>(clock.now)
+    for phone in 0..<phones {
+        let mine = urls[phone]
+        DeviceThread.detach(name: "phone \(phone)") {
+            ready.signal()
+            go.wait()
+            let begun = base.withLock { $0 }
+            var times: [Double] = []
+            var answered = 0
+            var confirmed = 0
+            for (index, url) in mine.enumerated() {
+                var start = clock.now
+                if let rate {
+                    let due = begun.advanced(by: .seconds((Double(phone) / Double(phones) + Double(index)) * Double(phones) / rate))
+                    if due > start { usleep(UInt32(start.duration(to: due) / .microseconds(1))) }
+                    start = due
+                }
+                let result = tap(phone, url)
+                let took = start.duration(to: clock.now)
+                times.append(Double(took.components.seconds) + Double(took.components.attoseconds) * 1e-18)
+                if let result {
+                    answered += 1
+                    if result { confirmed += 1 }
+                }
+            }
+            results.withLock {
+                $0.latencies += times
+                $0.answered += answered
+                $0.confirmed += confirmed
+            }
+            finished.signal()
+        }
+    }
+    for _ in 0..<phones { ready.wait() }
+    let start = clock.now
+    base.withLock { $0 = start }
+    for _ in 0..<phones { go.signal() }
+    for _ in 0..<phones { finished.wait() }
+    let took = start.duration(to: clock.now)
+    let elapsed = Double(took.components.seconds) + Double(took.components.attoseconds) * 1e-18
+    return results.withLock { TapTimes(latencies: $0.latencies, elapsed: elapsed, answered: $0.answered, confirmed: $0.confirmed) }
+}
+
+// MARK: - HTTP/1.1 on loopback
+
+/// An HTTP/1.1 client to 127.0.0.1 (blocking: on its phone's thread): a connection a POST, as a
+/// phone's tap page makes one request and goes; the answer read to its Content-Length.
+final class LoopbackHTTPClient {
+    private let port: UInt16
+    private let source: String?
+    private var fd: Int32 = -1
+    private var buffer: [UInt8] = []
+
+    /// - Parameter source: the loopback address the connections come from (each phone its own,
+    ///   127.0.x.y, as phones have their own addresses: a server's per-client limits apply per phone).
+    init(port: UInt16, source: String? = nil) {
+        self.port = port
+        self.source = source
+    }
+
+    /// Phone `phone`'s loopback address: 127.0.x.y (all of 127/8 is loopback on Linux).
+    static func source(phone: Int) -> String { "127.0.\(phone / 250).\(phone % 250 + 2)" }
+
+    deinit { if fd >= 0 { close(fd) } }
+
+    private func connectIfNeeded() -> Bool {
+        if fd >= 0 { return true }
+        let socketFD = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socketFD >= 0 else { return false }
+        var one: Int32 = 1
+        setsockopt(socketFD, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socketFD, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else {
+                close(socketFD)
+                return false
+            }
+        }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(socketFD, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            close(socketFD)
+            return false
+        }
+        fd = socketFD
+        buffer = []
+        return true
+    }
+
+    /// POSTs `body` to `path` with the token's cookie; the status and the body, or nil when the
+    /// connection failed (it is opened again on the next call).
+    func post(_ path: String, body: String, cookie: String) -> (status: Int, body: String)? {
+        guard connectIfNeeded() else { return nil }
+        defer {
+            close(fd)
+            fd = -1
+        }
+        return exchange(path, body: body, cookie: cookie)
+    }
+
+    private func exchange(_ path: String, body: String, cookie: String) -> (status: Int, body: String)? {
+        let request = Array(
+            ("POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nOrigin: http://127.0.0.1:\(port)\r\nCookie: \(cookie)\r\n"
+                + "Connection: close\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)").utf8)
+        var sent = 0
+        while sent < request.count {
+            let wrote = request[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard wrote > 0 else { return nil }
+            sent += wrote
+        }
+        var headerEnd: Int?
+        var contentLength = 0
+        var status = 0
+        var chunk = [UInt8](repeating: 0, count: 8192)
+        while true {
+            if headerEnd == nil, let end = find(Array("\r\n\r\n".utf8)) {
+                headerEnd = end + 4
+                let head = String(decoding: buffer[..<end], as: UTF8.self)
+                let lines = head.split(separator: "\r\n")
+                status = lines.first.flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
+                for line in lines.dropFirst() where line.lowercased().hasPrefix("content-length:") {
+                    contentLength = Int(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) ?? 0
+                }
+            }
+            if let headerEnd, buffer.count >= headerEnd + contentLength {
+                let answer = String(decoding: buffer[headerEnd..<headerEnd + contentLength], as: UTF8.self)
+                buffer.removeFirst(headerEnd + contentLength)
+                return (status, answer)
+            }
+            let got = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard got > 0 else { return nil }
+            buffer += chunk[..<got]
+        }
+    }
+
+    private func find(_ needle: [UInt8]) -> Int? {
+        guard buffer.count >= needle.count else { return nil }
+        for index in 0...(buffer.count - needle.count) where buffer[index..<index + needle.count].elementsEqual(needle) {
+            return index
+        }
+        return nil
+    }
+}
+
+/// Each phone's own client, made on its thread at its first tap.
+final class PhoneClients: Sendable {
+    private final class Slot: Sendable {
+        let client = Mutex<LoopbackHTTPClient?>(nil)
+    }
+    // One client a phone, each only ever used on that phone's thread.
+    private let clients: [Slot]
+    /// The answers that were not 200, by status (0: no answer).
+    let refused = Mutex<[Int: Int]>([:])
+    private let port: UInt16
+
+    init(phones: Int, port: UInt16) {
+        clients = (0..<phones).map { _ in Slot() }
+        self.port = port
+    }
+
+    func post(phone: Int, body: String) -> (status: Int, body: String)? {
+        clients[phone].client.withLock { client in
+            if client == nil { client = LoopbackHTTPClient(port: port, source: LoopbackHTTPClient.source(phone: phone)) }
+            let answer = client!.post(PhoneTapRoute.postPath, body: body, cookie: "\(PhoneCookie.name)=\(PhoneTapSite.token)")
+            if answer?.status != 200 { refused.withLock { $0[answer?.status ?? 0, default: 0] += 1 } }
+            return answer
+        }
+    }
+
+    /// The refusals as a JSON object's text: {"429":12}.
+    var refusedJSON: String {
+        "{" + refused.withLock { $0 }.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",") + "}"
+    }
+}
+
+// MARK: - The peer
+
+/// bench/sun_peer_flask.py in a child process: started, its first line read, then stopped and
+/// waited for (`stop`), so nothing of it outlives its run.
+final class FlaskPeer {
+    let process: ChildProcess
+    private let output: FileHandle
+    private var buffer = ""
+
+    init?(python: String, arguments: [String]) {
+        let pipe = Pipe()
+        guard
+            let process = try? ChildProcess(
+                executable: python, arguments: ["bench/sun_peer_flask.py"] + arguments,
+                standardOutput: pipe.fileHandleForWriting.fileDescriptor, standardError: FileHandle.standardError.fileDescriptor)
+        else { return nil }
+        try? pipe.fileHandleForWriting.close()
+        self.process = process
+        output = pipe.fileHandleForReading
+    }
+
+    /// Its next line, without the newline; nil once it has closed its output.
+    func line() -> String? {
+        while !buffer.contains("\n") {
+            let chunk = output.availableData
+            if chunk.isEmpty { return nil }
+            buffer += String(decoding: chunk, as: UTF8.self)
+        }
+        guard let index = buffer.firstIndex(of: "\n") else { return nil }
+        defer { buffer.removeSubrange(...index) }
+        return String(buffer[..<index])
+    }
+
+    /// SIGTERM, up to a second's grace, then SIGKILL; returns once it has exited.
+    func stop() { process.stop() }
+}
+
+// MARK: - The benchmark
+
+/// A result line.
+func phoneTapLine(_ fields: [String: String]) -> String {
+    "{" + fields.keys.sorted().map { "\"\($0)\":\(fields[$0]!)" }.joined(separator: ",") + "}"
+}
+
+func phoneTapRow(side: String, path: String, commits: String, times: TapTimes, rate: Double?, extra: [String: String] = [:]) -> String {
+    var fields: [String: String] = [
+        "load": rate == nil ? "\"back-to-back\"" : "\"paced\"",
+        "bench": "\"phone-tap\"", "side": "\"\(side)\"", "path": "\"\(path)\"", "commits": "\"\(commits)\"",
+        "taps": "\(times.latencies.count)", "answered": "\(times.answered)", "confirmed": "\(times.confirmed)",
+        "phones_at_once": "\(phoneCount)", "seconds": String(format: "%.3f", times.elapsed),
+        "per_second": String(format: "%.1f", Double(times.answered) / times.elapsed),
+        "p50_ms": String(format: "%.3f", times.percentile(0.5) * 1000), "p99_ms": String(format: "%.3f", times.percentile(0.99) * 1000),
+        "max_ms": String(format: "%.3f", (times.latencies.max() ?? .nan) * 1000),
+    ]
+    if let rate { fields["offered_per_second"] = String(format: "%.0f", rate) }
+    fields.merge(extra) { $1 }
+    return phoneTapLine(fields)
+}
+
+let phoneCount = ProcessInfo.processInfo.environment["TAGFIX_BENCH_PHONES"].flatMap { Int($0) } ?? 200
+
+/// Synchronous, run on the main thread: it blocks (the phones' threads, the peer's pipe, SQLite),
+/// never on the cooperative pool.
+func phoneTapBenchmark(arguments: [String]) {
+    let taps = arguments.first.flatMap { Int($0) } ?? 20_000
+    func option(_ name: String) -> String? {
+        arguments.firstIndex(of: name).flatMap { arguments.indices.contains($0 + 1) ? arguments[$0 + 1] : nil }
+    }
+    let serve = option("--serve")
+    // The paced rows' load: taps per second from all the phones together.
+    let rate = option("--rate").flatMap { Double($0) } ?? 500
+    let python = ProcessInfo.processInfo.environment["TAGFIX_BENCH_PYTHON"] ?? "/usr/bin/python3"
+    let phones = phoneCount
+    let perPhone = max(1, taps / phones)
+    // Twice the taps: the first half for every run in this process (each with fresh stores), the
+    // second for tagfix serve's paced run (its counters have seen the first half).
+    let site = PhoneTapSite(phones: phones, tapsPerPhone: perPhone * 2)
+    let all: [[String]] = (0..<phones).map { phone in site.urls[phone].map { site.body(phone: phone, url: $0) } }
+    let bodies = all.map { Array($0.prefix(perPhone)) }
+    let later = all.map { Array($0.dropFirst(perPhone)) }
+    // The bodies stand in for the URLs: a phone's list is its bodies, in counter order.
+    let folder = FileManager.default.currentDirectoryPath + "/.build/phone-tap-\(getpid())"
+    try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let registry = try! InMemoryRegistry(site.entries)
+    let keyring = SUNKeyring(sets: ["site": site.keys])
+
+    func inProcess(grouped: Bool, run: Int, rate: Double? = nil) -> String {
+        let counters: any SUNCounterStore
+        let grouping: GroupedSQLiteSUNCounters?
+        if grouped {
+            grouping = GroupedSQLiteSUNCounters(path: "\(folder)/grouped-\(run).sqlite")
+            counters = grouping!
+        } else {
+            grouping = nil
+            counters = try! SQLiteSUNCounters(path: "\(folder)/per-tap-\(run).sqlite", create: true)
+        }
+        let log = try! SessionLog(path: "\(folder)/\(grouped ? "grouped" : "per-tap")-\(run).jsonl")
+        defer { log.close() }
+        // The grouped log: the records of every tap waiting are written as one append (one
+        // write, one fsync), through the same SessionLog.
+        let logCommits = GroupCommitter<String>(name: "log commits") { lines in
+            do throws(SessionLogError) {
+                try log.append(lines.joined(separator: "\n"))
+                return nil
+            } catch {
+                return error.description
+            }
+        }
+        let handler = PhoneTapHandler(
+            verifier: Verifier(policy: benchPolicy, registry: registry, sun: Verifier.SUNCheck(authenticator: keyring, counters: counters)),
+            clock: MonotonicClock())
+        let times = tapAtOnce(phones: phones, urls: bodies, rate: rate) { _, body in
+            guard let request = try? PhoneTapRequest(body: Array(body.utf8)) else { return nil }
+            let answer = handler.handle(request, token: "bench", client: "127.0.0.1", userAgent: "TagFixBench")
+            let record = SessionRecord(answer.verdict).encoded()
+            if grouped {
+                guard logCommits.submit(record) == nil else { return nil }
+            } else {
+                guard (try? log.append(record)) != nil else { return nil }
+            }
+            _ = answer.json
+            return answer.verdict.kind == .confirmed
+        }
+        logCommits.stop()
+        grouping?.committer.stop()
+        var extra: [String: String] = [:]
+        if let grouping {
+            let counterCounts = grouping.committer.counts
+            let logCounts = logCommits.counts
+            extra["counter_commits"] = "\(counterCounts.commits)"
+            extra["log_commits"] = "\(logCounts.commits)"
+            extra["largest_group"] = "\(max(counterCounts.largest, logCounts.largest))"
+            extra["taps_per_commit"] = String(format: "%.1f", Double(logCounts.items) / Double(max(logCounts.commits, 1)))
+        } else {
+            extra["counter_commits"] = "\(times.answered)"
+            extra["log_commits"] = "\(times.answered)"
+            extra["taps_per_commit"] = "1.0"
+        }
+        return phoneTapRow(
+            side: "tagfix", path: "in-process",
+            commits:
+                grouped
+                ? "grouped: the taps waiting share one SQLite transaction (counters, synchronous=FULL) and one log write+fsync"
+                : "per tap: SQLiteSUNCounters (a transaction a tap) and SessionLog.append (an fsync a tap)",
+            times: times, rate: rate, extra: extra)
+    }
+
+    // The peer's files: its tags and keys, and every URL (for its in-process check rate).
+    let tagsFile = "\(folder)/peer-tags.json"
+    let spots = site.entries.map { "\"\($0.id)\":[\($0.region.center.latitude),\($0.region.center.longitude),\($0.region.radius)]" }
+    try!
+        (#"{"meta_key":"\#(PhoneTapSite.metaHex)","file_key":"\#(PhoneTapSite.fileHex)","token":"\#(PhoneTapSite.token)","#
+        + #""picc":"\#(site.names.piccData)","cmac":"\#(site.names.cmac)","tags":{\#(spots.joined(separator: ","))}}"#)
+        .write(toFile: tagsFile, atomically: true, encoding: .utf8)
+    let urlsFile = "\(folder)/urls.txt"
+    try! site.urls.joined().joined(separator: "\n").write(toFile: urlsFile, atomically: true, encoding: .utf8)
+
+    func peer(rate: Double? = nil) -> String {
+        guard let peer = FlaskPeer(python: python, arguments: ["serve", tagsFile]) else {
+            return phoneTapLine(["bench": "\"phone-tap\"", "side": "\"peer\"", "error": "\"\(python) could not be started\""])
+        }
+        defer { peer.stop() }
+        guard let ready = peer.line(), ready.hasPrefix("ready "), let port = UInt16(ready.dropFirst(6)) else {
+            return phoneTapLine(["bench": "\"phone-tap\"", "side": "\"peer\"", "error": "\"bench/sun_peer_flask.py did not start\""])
+        }
+        let clients = PhoneClients(phones: phones, port: port)
+        let times = tapAtOnce(phones: phones, urls: bodies, rate: rate) { phone, body in
+            guard let answer = clients.post(phone: phone, body: body), answer.status == 200 else { return nil }
+            return answer.body.contains(#""verdict":"confirmed""#)
+        }
+        return phoneTapRow(
+            side: "peer", path: "http", commits: "none: no counter kept, nothing written", times: times, rate: rate,
+            extra: ["not_200": clients.refusedJSON])
+    }
+
+    for run in 0..<2 {
+        print(inProcess(grouped: true, run: run))
+        print(peer())
+    }
+    print(inProcess(grouped: false, run: 0))
+    // Paced: the phones together at `rate` taps per second, each tap's time from when it was due.
+    print(inProcess(grouped: true, run: 2, rate: rate))
+    print(peer(rate: rate))
+    // The peer's check alone, in its own process, on the same URLs.
+    if let check = FlaskPeer(python: python, arguments: ["loop", tagsFile, urlsFile, "2"]) {
+        if let line = check.line() { print(line) }
+        check.process.waitUntilExit()
+    }
+    for line in phoneTapOverServe(serve: serve, site: site, runs: [(bodies, nil), (later, rate)], folder: folder) { print(line) }
+}
+
+// MARK: - The real server
+
+/// `tagfix serve --http` on a free port with the site's registry, keys and token, the same bodies
+/// POSTed to /api/tap; a `skipped` line when there is no TAGFIX to run or its serve has no
+/// /api/tap (it does not start with these options, or answers the route 404).
+func phoneTapOverServe(serve: String?, site: PhoneTapSite, runs: [(bodies: [[String]], rate: Double?)], folder: String) -> [String] {
+    let phones = site.entries.count
+    func skipped(_ why: String) -> [String] {
+        [
+            phoneTapLine([
+                "bench": "\"phone-tap\"", "side": "\"tagfix\"", "path": "\"http\"", "skipped": "\"\(why)\"",
+                "phones_at_once": "\(phones)",
+            ])
+        ]
+    }
+    guard let serve else { return skipped("no --serve TAGFIX given") }
+    let registryPath = "\(folder)/registry.csv"
+    try! RegistryFile.write(site.entries, format: .csv).write(toFile: registryPath, atomically: true, encoding: .utf8)
+    let keysPath = "\(folder)/sun.keys"
+    try! "[site]\nkey = \(PhoneTapSite.fileHex)\nmeta_key = \(PhoneTapSite.metaHex)\n".write(
+        toFile: keysPath, atomically: true, encoding: .utf8)
+    let tokensPath = "\(folder)/tokens"
+    var tokens = TokenFile()
+    try? tokens.add(name: "bench", token: PhoneTapSite.token)
+    try? tokens.write(to: tokensPath)
+    // A free port: bound, read, released.
+    let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, length) } }
+    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) } }
+    close(probe)
+    let port = UInt16(bigEndian: address.sin_port)
+    let errorsPath = "\(folder)/serve.stderr"
+    _ = FileManager.default.createFile(atPath: errorsPath, contents: nil)
+    let errors = FileHandle(forWritingAtPath: errorsPath)!
+    guard
+        let process = try? ChildProcess(
+            executable: serve,
+            arguments: [
+                "serve", "--http", "127.0.0.1:\(port)", "--registry", registryPath, "--sun-keys", keysPath, "--sun-counters",
+                "\(folder)/serve-counters.sqlite", "--token", tokensPath, "--log", "\(folder)/serve.jsonl", "--socket",
+                "\(folder)/serve.sock",
+            ],
+            environment: ProcessInfo.processInfo.environment, standardError: errors.fileDescriptor)
+    else { return skipped("\(serve) could not be started") }
+    defer { process.stop() }
+    // Up to 10 s for it to listen; a first tap (a tag not in the registry, position denied: a
+    // `notRegistered` line in its log) tells whether it takes phone taps: 200 and a verdict.
+    let client = LoopbackHTTPClient(port: port)
+    var first: (status: Int, body: String)?
+    for _ in 0..<100 {
+        first = client.post(
+            PhoneTapRoute.postPath, body: #"{"url":"https://tags.example.org/t/none","error":"denied"}"#,
+            cookie: "\(PhoneCookie.name)=\(PhoneTapSite.token)")
+        if first != nil || !process.isRunning { break }
+        usleep(100_000)
+    }
+    guard let first else {
+        // What it said first, JSON-safe: letters, digits and punctuation other than quotes and backslashes.
+        let said = ((try? String(contentsOfFile: errorsPath, encoding: .utf8)) ?? "").split(separator: "\n").first.map(String.init) ?? ""
+        let safe = String(said.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F && $0 != "\"" && $0 != "\\" }.prefix(160))
+        return skipped("tagfix serve did not start with --http --registry --sun-keys --sun-counters --token (named tokens) --log: \(safe)")
+    }
+    guard first.status == 200, first.body.contains(#""verdict""#) else {
+        return skipped(
+            "tagfix serve answers a phone tap's POST \(PhoneTapRoute.postPath) with \(first.status), not a verdict: no phone taps yet")
+    }
+    // Back to back, then paced, each with URLs of its own (the counters rise across both).
+    return runs.map { run in
+        let clients = PhoneClients(phones: phones, port: port)
+        let times = tapAtOnce(phones: phones, urls: run.bodies, rate: run.rate) { phone, body in
+            guard let answer = clients.post(phone: phone, body: body), answer.status == 200 else { return nil }
+            return answer.body.contains(#""verdict":"confirmed""#)
+        }
+        return phoneTapRow(
+            side: "tagfix", path: "http", commits: "serve's own: its --sun-counters and --log", times: times,
+            rate: run.rate, extra: ["not_200": clients.refusedJSON])
+    }
+}
