@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import TagFixCore
+import TagFixDevices
 import TagFixSystem
 
 /// What an `MQTTClient` needs of its I/O loop: an `IOLoop` on any clock (the pause before
@@ -26,9 +27,10 @@ extension IOLoop: MQTTEventLoop {}
 /// the socket (`mosquitto_socket`) is registered for reading, and for writing only while
 /// libmosquitto has something to write (`mosquitto_want_write`); `mosquitto_loop_read`,
 /// `loop_write` and `loop_misc` run when it is ready, on each `wake()` and on a one-second tick
-/// (keep-alive). A dropped connection is a new handle, and so a new socket registered, after a
-/// growing pause (0.2 s up to 5 s, a timer on the loop's clock), so what the delegate sends after
-/// `connected` is all that is in flight. Other threads only `wake()` it (`IOLoop.execute`) and
+/// (keep-alive). Only the blocking connect (the name's lookup, TCP's handshake) runs on a device
+/// thread, which ends with it. A dropped connection is a new handle, and so a new socket
+/// registered, after a growing pause (0.2 s up to 5 s, a timer on the loop's clock), so what the
+/// delegate sends after `connected` is all that is in flight. Other threads only `wake()` it (`IOLoop.execute`) and
 /// `stop()` it.
 final class MQTTClient: Sendable {
     let settings: MQTTSettings
@@ -56,6 +58,10 @@ final class MQTTClient: Sendable {
         var watch = TakeoverWatch()
         /// Stopped, or ended on its own: nothing connects again.
         var over = false
+        /// A handle is being made and connected on a device thread.
+        var connecting = false
+        /// Attempts to connect so far.
+        var attempts = 0
     }
 
     /// A connected handle as the loop watches it.
@@ -130,10 +136,12 @@ final class MQTTClient: Sendable {
     }
 
     /// Stops the client: a connected client says its last words (`stopping`) and disconnects;
-    /// nothing connects again. Waits for the loop to have done it, at most `timeout` (not at all
+    /// nothing connects again. Waits for the loop to have done it, at most `timeout`: the loop
+    /// may be busy with another client's delegate first (a collector's commit waiting out a
+    /// locked store's busy timeout, 5 s). Not at all
     /// on the loop's own thread, a delegate's call: there it is done on the loop's next turn,
     /// once libmosquitto's call under way has returned).
-    func stop(timeout: Duration = .seconds(3)) {
+    func stop(timeout: Duration = .seconds(60)) {
         let started = control.withLock { control in
             control.stopping = true
             return control.started
@@ -156,6 +164,12 @@ final class MQTTClient: Sendable {
 
     private var isStopping: Bool { control.withLock { $0.stopping } }
 
+    /// Whether the next attempt to connect waits for its timer, for tests.
+    var waitingToConnect: Bool { machine.withLock { $0.retry != nil } }
+
+    /// How many attempts to connect have started, for tests.
+    var attempts: Int { machine.withLock { $0.attempts } }
+
     /// What the loop watches now, for tests: the socket and its interest (nil: no connection).
     var watching: (descriptor: FileDescriptor, interest: IOEvents)? {
         machine.withLock { machine in machine.connection.map { ($0.registration.descriptor, $0.interest) } }
@@ -163,24 +177,45 @@ final class MQTTClient: Sendable {
 
     // MARK: - On the loop's thread
 
-    /// Makes a handle and connects it, and watches its socket; or, when it cannot, pauses and
-    /// tries again.
+    /// Makes a handle and connects it on a short-lived device thread (`mosquitto_connect_bind_v5`
+    /// blocks for the name's lookup and the TCP connection, which to a host that does not answer
+    /// takes minutes: the loop, which every client shares, never waits for it), then adopts it
+    /// on the loop.
     private func connect() {
         guard let loop, !isStopping else { return }
         let due = machine.withLock { machine -> Bool in
             machine.retry = nil
-            return !machine.over && machine.connection == nil
+            guard !machine.over, machine.connection == nil, !machine.connecting else { return false }
+            machine.connecting = true
+            machine.attempts += 1
+            return true
         }
         guard due else { return }
-        let context = MQTTCallbackContext(delegate: delegate, sendMaximum: settings.sendMaximum, now: now)
-        let handle: MQTTHandle
-        switch MQTTHandle.connect(settings, context: context) {
-        case .success(let made): handle = made
-        case .failure(let failure): return ended(context, why: failure.message)
+        DeviceThread.detach(name: "tagfix-mqtt-connect") { [self] in
+            let context = MQTTCallbackContext(delegate: delegate, sendMaximum: settings.sendMaximum, now: now)
+            let made = MQTTHandle.connect(settings, context: context)
+            let handed = loop.execute { [self] in adopt(made) }
+            if !handed, case .success(let handle) = made { handle.destroy() }
         }
+    }
+
+    /// Watches a new connection's socket, or, when it could not be made, pauses and tries again.
+    /// A client stopped meanwhile lets it go.
+    private func adopt(_ made: Result<MQTTHandle, MQTTConnectFailure>) {
+        guard let loop else { return }
+        let over = machine.withLock { machine -> Bool in
+            machine.connecting = false
+            return machine.over
+        }
+        let handle: MQTTHandle
+        switch made {
+        case .success(let connected): handle = connected
+        case .failure(let failure): return ended(nil, why: failure.message)
+        }
+        guard !over, !isStopping else { return handle.destroy() }
         guard let socket = handle.socket else {
             handle.destroy()
-            return ended(context, why: "the connection to \(settings.address) closed")
+            return ended(handle.context, why: "the connection to \(settings.address) closed")
         }
         let interest: IOEvents = handle.wantsWrite ? [.readable, .writable] : .readable
         let registration: IORegistration
@@ -188,7 +223,7 @@ final class MQTTClient: Sendable {
             registration = try loop.register(socket, for: interest, handler: { [self] events in ready(events) }, onError: { _ in })
         } catch {
             handle.destroy()
-            return ended(context, why: "cannot watch the connection to \(settings.address): \(error)")
+            return ended(handle.context, why: "cannot watch the connection to \(settings.address): \(error)")
         }
         let tick = loop.schedule(after: Self.tick) { [self] in ticked() }
         machine.withLock { $0.connection = Connection(handle: handle, registration: registration, interest: interest, tick: tick) }
@@ -271,20 +306,23 @@ final class MQTTClient: Sendable {
     /// scheduled after the pause, which doubles up to `maximumRetryDelay` and starts again from
     /// `retryDelay` after a connection the broker accepted. A client that yields its session ends
     /// instead when `TakeoverWatch` says another client has it.
-    private func ended(_ context: MQTTCallbackContext, why: String) {
+    /// - Parameter context: the connection's, nil for one that could not be made.
+    private func ended(_ context: MQTTCallbackContext?, why: String) {
         guard let loop, !isStopping else { return }
         if settings.yieldsSession {
             let ending: TakeoverWatch.Ending =
-                if !context.connected {
-                    .refused
-                } else if context.sessionTakenOver {
-                    .takenOver
-                } else if context.brokerReason == nil, !context.abandoned, context.lostWithoutReason {
-                    .dropped
+                if let context, context.connected {
+                    if context.sessionTakenOver {
+                        .takenOver
+                    } else if context.brokerReason == nil, !context.abandoned, context.lostWithoutReason {
+                        .dropped
+                    } else {
+                        .other  // another reason from the broker, an error here, or dropped by this client
+                    }
                 } else {
-                    .other  // another reason from the broker, an error here, or dropped by this client
+                    .refused
                 }
-            let end = machine.withLock { $0.watch.ended(ending, acceptedAt: context.connectedAt, at: now()) }
+            let end = machine.withLock { $0.watch.ended(ending, acceptedAt: context?.connectedAt, at: now()) }
             if let end {
                 machine.withLock { $0.over = true }
                 delegate.ended(explanation(end))
@@ -294,7 +332,7 @@ final class MQTTClient: Sendable {
         delegate.disconnected(why)
         machine.withLock { machine in
             guard !machine.over else { return }
-            if context.connected { machine.delay = settings.retryDelay }
+            if context?.connected == true { machine.delay = settings.retryDelay }
             let delay = machine.delay
             machine.delay = min(delay * 2, settings.maximumRetryDelay)
             machine.retry = loop.schedule(after: delay) { [self] in connect() }
