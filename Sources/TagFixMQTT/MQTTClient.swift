@@ -138,9 +138,8 @@ final class MQTTClient: Sendable {
     /// Stops the client: a connected client says its last words (`stopping`) and disconnects;
     /// nothing connects again. Waits for the loop to have done it, at most `timeout`: the loop
     /// may be busy with another client's delegate first (a collector's commit waiting out a
-    /// locked store's busy timeout, 5 s). Not at all
-    /// on the loop's own thread, a delegate's call: there it is done on the loop's next turn,
-    /// once libmosquitto's call under way has returned).
+    /// locked store's busy timeout, 5 s). On the loop's own thread (a delegate's call) it does
+    /// not wait: the loop does it on its next turn, once libmosquitto's call under way returns.
     func stop(timeout: Duration = .seconds(60)) {
         let started = control.withLock { control in
             control.stopping = true
