@@ -1,539 +1,361 @@
-import CMosquitto
 import Foundation
-import Glibc
 import Synchronization
-public import TagFixCore
+import TagFixCore
 import TagFixDevices
 import TagFixSystem
 
-// MARK: - Every call into libmosquitto goes through this file.
-
-/// The process's one `mosquitto_lib_init`, before the first handle.
-private let mosquittoLibrary: Int32 = mosquitto_lib_init()
-
-/// A libmosquitto result code with its name (`MOSQ_ERR_CONN_REFUSED` → "connection refused").
-public struct MQTTResultCode: Error, RawRepresentable, Sendable, Hashable, CustomStringConvertible {
-    public let rawValue: Int32
-    public init(rawValue: Int32) { self.rawValue = rawValue }
-
-    public static let success = MQTTResultCode(rawValue: Int32(MOSQ_ERR_SUCCESS.rawValue))
-    public static let noConnection = MQTTResultCode(rawValue: Int32(MOSQ_ERR_NO_CONN.rawValue))
-    public static let connectionLost = MQTTResultCode(rawValue: Int32(MOSQ_ERR_CONN_LOST.rawValue))
-    public static let tls = MQTTResultCode(rawValue: Int32(MOSQ_ERR_TLS.rawValue))
-    public static let errno = MQTTResultCode(rawValue: Int32(MOSQ_ERR_ERRNO.rawValue))
-
-    /// mosquitto_strerror, with errno's text for `MOSQ_ERR_ERRNO`.
-    public var description: String {
-        if self == .errno { return Errno.current.description }
-        return String(cString: mosquitto_strerror(rawValue))
-    }
+/// What an `MQTTClient` needs of its I/O loop: an `IOLoop` on any clock (the pause before
+/// connecting again and the keep-alive's tick are timers on it).
+protocol MQTTEventLoop: AnyObject, Sendable {
+    func register(
+        _ descriptor: FileDescriptor, for interest: IOEvents, handler: @escaping @Sendable (IOEvents) throws -> Void,
+        onError: @escaping @Sendable (any Error) -> Void
+    ) throws(IOLoopError) -> IORegistration
+    func modify(_ registration: IORegistration, interest: IOEvents) throws(IOLoopError)
+    func deregister(_ registration: IORegistration)
+    @discardableResult func schedule(after delay: Duration, _ body: @escaping @Sendable () -> Void) -> IOTimer
+    @discardableResult func cancel(_ timer: IOTimer) -> Bool
+    @discardableResult func execute(_ body: @escaping @Sendable () -> Void) -> Bool
+    var inLoopThread: Bool { get }
 }
 
-/// MQTT's protocol version on the wire.
-public enum MQTTVersion: String, Sendable, Hashable, CaseIterable {
-    case v311 = "3.1.1"
-    case v5 = "5"
+extension IOLoop: MQTTEventLoop {}
 
-    var option: Int32 { self == .v5 ? Int32(MQTT_PROTOCOL_V5) : Int32(MQTT_PROTOCOL_V311) }
-}
-
-/// How to reach the broker and who to be there. The password is never in a description.
-public struct MQTTSettings: Sendable {
-    public struct Will: Sendable, Hashable {
-        public var topic: String
-        public var payload: String
-        public init(topic: String, payload: String) {
-            self.topic = topic
-            self.payload = payload
-        }
-    }
-
-    public var address: MQTTAddress
-    public var clientID: String
-    public var password: String?
-    /// The CA certificate(s) an `mqtts://` broker's certificate must chain to (PEM).
-    public var caFile: String?
-    public var version: MQTTVersion
-    /// `false`: the broker keeps the session (subscriptions, queued messages) across connections.
-    public var cleanSession: Bool
-    /// MQTT 5: how long the broker keeps a session that is not clean after the client goes.
-    public var sessionExpiry: UInt32 = 7 * 24 * 3600
-    public var will: Will?
-    public var keepAlive: Int32 = 20
-    /// MQTT 5: how many QoS 1 messages the broker may send before this client acknowledges them
-    /// (libmosquitto's default: 20). A collector takes more, so one read brings a larger batch.
-    public var receiveMaximum: Int32?
-    /// How many QoS 1 messages this client may have unacknowledged at once, until the broker's
-    /// CONNACK says otherwise (MQTT 5 Receive Maximum); libmosquitto's default is 20.
-    public var sendMaximum: Int32 = 20
-    /// The first wait before connecting again; doubled up to `maximumRetryDelay`.
-    public var retryDelay: Duration = .milliseconds(200)
-    public var maximumRetryDelay: Duration = .seconds(5)
-    /// When another client connected with the same client id has the session, end instead of
-    /// connecting again, which would take it back and start a fight neither wins. The broker
-    /// says so (MQTT 5 DISCONNECT 0x8E, session taken over), or, as mosquitto 2.0 does and MQTT
-    /// 3.1.1 must, only closes the connection: then `TakeoverWatch` tells the fight by its
-    /// pattern. The delegate's `ended` says why.
-    public var yieldsSession = false
-
-    public init(
-        address: MQTTAddress, clientID: String, password: String? = nil, caFile: String? = nil, version: MQTTVersion = .v5,
-        cleanSession: Bool = true, will: Will? = nil
-    ) {
-        self.address = address
-        self.clientID = clientID
-        self.password = password
-        self.caFile = caFile
-        self.version = version
-        self.cleanSession = cleanSession
-        self.will = will
-    }
-}
-
-/// The connection as the client's delegate sees it, on the client's thread only: publish and
-/// subscribe. Valid only for the call it is given to.
-struct MQTTLink {
-    fileprivate let handle: OpaquePointer
-    /// How many QoS 1 messages may be unacknowledged at once on this connection: the broker's
-    /// Receive Maximum from its CONNACK (MQTT 5), else `MQTTSettings.sendMaximum`. libmosquitto
-    /// holds any beyond it and sends each from inside a PUBACK's handling, one packet at a time.
-    let sendMaximum: Int
-
-    /// mosquitto_publish_v5: queues `payload` on `topic`; returns the message id.
-    func publish(_ topic: String, _ payload: [UInt8], qos: Int32 = 1, retain: Bool = false) -> Result<Int32, MQTTResultCode> {
-        var mid: Int32 = 0
-        let result = payload.withUnsafeBytes { bytes in
-            mosquitto_publish_v5(handle, &mid, topic, Int32(bytes.count), bytes.baseAddress, qos, retain, nil)
-        }
-        return result == MOSQ_ERR_SUCCESS.rawValue ? .success(mid) : .failure(MQTTResultCode(rawValue: result))
-    }
-
-    /// Drops the connection without sending what is queued: the PUBACKs of messages the owner
-    /// could not keep (a store that failed) never reach the broker, which sends those messages
-    /// again to the session on the next connection. The client's loop finds the socket closed
-    /// and connects again.
-    func abandon() {
-        MQTTClient.Context.from(mosquitto_userdata(handle))?.abandoned = true
-        let socket = mosquitto_socket(handle)
-        if socket >= 0 { _ = try? FileDescriptor(rawValue: socket).shutdown(Int32(SHUT_RDWR)) }
-    }
-
-    /// mosquitto_subscribe_v5 at `qos`.
-    func subscribe(_ filter: String, qos: Int32 = 1) -> MQTTResultCode {
-        MQTTResultCode(rawValue: mosquitto_subscribe_v5(handle, nil, filter, qos, 0, nil))
-    }
-}
-
-/// What an `MQTTClient` tells its owner, always on the client's own thread.
-protocol MQTTClientDelegate: AnyObject, Sendable {
-    /// The broker accepted the connection (CONNACK 0): subscribe, send what waits.
-    func connected(_ link: MQTTLink, sessionPresent: Bool)
-    /// After each read of the socket and each `MQTTClient.wake()` (while connected), before
-    /// anything queued is written: keep what was received (the PUBACKs of the messages read go out
-    /// only after this returns), send what waits.
-    func wake(_ link: MQTTLink)
-    /// The broker acknowledged message `mid` (PUBACK) with `reason` (0: accepted).
-    func published(mid: Int32, reason: Int32, _ link: MQTTLink)
-    /// The broker answered a subscription (SUBACK): the granted QoS per filter (0x80 and up: refused).
-    func subscribed(granted: [Int32])
-    /// A message arrived on a subscription.
-    func received(topic: String, payload: UnsafeRawBufferPointer)
-    /// The connection is gone, or could not be made: why, for a person. Every message in flight
-    /// is forgotten with the handle; the next connection starts afresh.
-    func disconnected(_ why: String)
-    /// The client is stopping while connected: the last things to say (a status).
-    func stopping(_ link: MQTTLink)
-    /// The client ended on its own and will not connect again (`MQTTSettings.yieldsSession`):
-    /// why, for a person.
-    func ended(_ why: String)
-}
-
-/// One connection to a broker, kept up by a thread of its own: the handle, its socket and every
-/// libmosquitto call live on that thread (`mosquitto_loop_read` / `loop_write` / `loop_misc` under
-/// its own `poll`), never on the cooperative pool. A dropped connection is a new handle after a
-/// growing pause (0.2 s up to 5 s), so what the delegate sends after `connected` is all that is in
-/// flight. Other threads only `wake()` it (one byte down a pipe) and `stop()` it.
+/// One connection to a broker, kept up on an `IOLoop` (by default the process's one MQTT loop,
+/// `MQTTClient.sharedLoop`: one thread for every client, whatever their number). The handle, its
+/// socket and every libmosquitto call live on the loop's thread, never on the cooperative pool:
+/// the socket (`mosquitto_socket`) is registered for reading, and for writing only while
+/// libmosquitto has something to write (`mosquitto_want_write`); `mosquitto_loop_read`,
+/// `loop_write` and `loop_misc` run when it is ready, on each `wake()` and on a one-second tick
+/// (keep-alive). Only the blocking connect (the name's lookup, TCP's handshake) runs on a device
+/// thread, which ends with it. A dropped connection is a new handle, and so a new socket
+/// registered, after a growing pause (0.2 s up to 5 s, a timer on the loop's clock), so what the
+/// delegate sends after `connected` is all that is in flight. Other threads only `wake()` it (`IOLoop.execute`) and
+/// `stop()` it.
 final class MQTTClient: Sendable {
     let settings: MQTTSettings
     private let delegate: any MQTTClientDelegate
+    /// nil when the shared loop could not be started (then `why` says so).
+    private let loop: (any MQTTEventLoop)?
+    private let noLoop: String?
     private let control = Mutex(Control())
-    /// The wake pipe: read end polled by the thread, write end for `wake()` (`nil`: no
-    /// descriptors to be had; the thread then sees a wake or a stop only when its poll times out).
-    private let wakePipe: (readEnd: FileDescriptor, writeEnd: FileDescriptor)?
-    private let finished = DispatchSemaphore(value: 0)
+    /// The connection and the pause before the next: touched only on the loop's thread (a lock
+    /// so the client is `Sendable`; never held while libmosquitto or the delegate is called).
+    private let machine: Mutex<Machine>
 
     private struct Control {
         var stopping = false
         var started = false
-        /// A byte is in the wake pipe and not yet read: another `wake()` need not write one.
+        /// A `wake` is handed to the loop and has not run yet: another need not be.
         var wakePending = false
+    }
+
+    private struct Machine {
+        var connection: Connection?
+        /// The timer that connects again.
+        var retry: IOTimer?
+        var delay: Duration
+        var watch = TakeoverWatch()
+        /// Stopped, or ended on its own: nothing connects again.
+        var over = false
+        /// A handle is being made and connected on a device thread.
+        var connecting = false
+        /// Attempts to connect so far.
+        var attempts = 0
+    }
+
+    /// A connected handle as the loop watches it.
+    private struct Connection {
+        let handle: MQTTHandle
+        var registration: IORegistration
+        var interest: IOEvents
+        var tick: IOTimer?
     }
 
     /// Times each connection's life (`TakeoverWatch`).
     private let now: @Sendable () -> Timestamp
 
-    init(settings: MQTTSettings, delegate: any MQTTClientDelegate, now: @escaping @Sendable () -> Timestamp) {
-        _ = mosquittoLibrary
+    /// The keep-alive's tick: `mosquitto_loop_misc` (PINGREQ, its answer's deadline) at least
+    /// this often.
+    static var tick: Duration { .seconds(1) }
+
+    /// The loop every client runs on unless given one: started with the first client, never
+    /// closed (its thread waits in `epoll_wait` while no client is connected).
+    static let sharedLoop: Result<IOLoop<ContinuousClock>, Errno> = Result { () throws(Errno) in try IOLoop(name: "tagfix-mqtt") }
+
+    /// - Parameters:
+    ///   - loop: the loop to run on (a test's, on its clock); the shared one when nil.
+    init(
+        settings: MQTTSettings, delegate: any MQTTClientDelegate, now: @escaping @Sendable () -> Timestamp, loop: (any MQTTEventLoop)? = nil
+    ) {
         self.settings = settings
         self.delegate = delegate
         self.now = now
-        let wakePipe = try? FileDescriptor.pipe()
-        _ = try? wakePipe?.readEnd.setNonBlocking()
-        _ = try? wakePipe?.writeEnd.setNonBlocking()
-        self.wakePipe = wakePipe
+        machine = Mutex(Machine(delay: settings.retryDelay))
+        if let loop {
+            self.loop = loop
+            noLoop = nil
+        } else {
+            switch Self.sharedLoop {
+            case .success(let shared):
+                self.loop = shared
+                noLoop = nil
+            case .failure(let error):
+                self.loop = nil
+                noLoop = "cannot start the MQTT client's I/O loop: \(error) (too many open files or threads? see ulimit -n and ulimit -u)"
+            }
+        }
     }
 
-    deinit {
-        _ = try? wakePipe?.readEnd.close()
-        _ = try? wakePipe?.writeEnd.close()
-    }
-
-    /// The wake pipe's read end for `poll` (-1, which poll skips, without one).
-    private var wakeRead: Int32 { wakePipe?.readEnd.rawValue ?? -1 }
-
-    /// One byte down the wake pipe.
-    private func pokeWakePipe() {
-        _ = try? wakePipe?.writeEnd.write([1][...])
-    }
-
-    /// Starts the client's thread.
+    /// Starts connecting, on the loop's thread.
     func start() {
         let first = control.withLock { control in
             defer { control.started = true }
             return !control.started
         }
         guard first else { return }
-        DeviceThread.detach(name: "tagfix-mqtt") { [self] in run() }
+        guard let loop else {
+            delegate.disconnected(noLoop ?? "no I/O loop")
+            return
+        }
+        loop.execute { [self] in connect() }
     }
 
-    /// Asks the thread to call the delegate's `wake` (from any thread; never waits).
+    /// Asks the loop to call the delegate's `wake` (from any thread; never waits).
     func wake() {
         let needed = control.withLock { control in
             defer { control.wakePending = true }
             return !control.wakePending
         }
-        guard needed else { return }
-        pokeWakePipe()
+        guard needed, let loop else { return }
+        let handed = loop.execute { [self] in
+            control.withLock { $0.wakePending = false }
+            pass(read: false)
+        }
+        if !handed { control.withLock { $0.wakePending = false } }
     }
 
-    /// Reads what is in the wake pipe; the next `wake()` writes again.
-    private func drainWakePipe() {
-        control.withLock { $0.wakePending = false }
-        var sink = [UInt8](repeating: 0, count: 256)
-        while let wakePipe, (try? wakePipe.readEnd.read(into: &sink)) ?? 0 > 0 {}
-    }
-
-    /// Stops the thread: a connected client says its last words (`stopping`) and disconnects.
-    /// Waits for the thread, at most `timeout`.
-    func stop(timeout: Duration = .seconds(3)) {
+    /// Stops the client: a connected client says its last words (`stopping`) and disconnects;
+    /// nothing connects again. Waits for the loop to have done it, at most `timeout`: the loop
+    /// may be busy with another client's delegate first (a collector's commit waiting out a
+    /// locked store's busy timeout, 5 s). On the loop's own thread (a delegate's call) it does
+    /// not wait: the loop does it on its next turn, once libmosquitto's call under way returns.
+    func stop(timeout: Duration = .seconds(60)) {
         let started = control.withLock { control in
             control.stopping = true
             return control.started
         }
-        pokeWakePipe()
-        guard started else { return }
+        guard started, let loop else { return }
+        if loop.inLoopThread {
+            loop.execute { [self] in shutDown() }
+            return
+        }
+        let done = DispatchSemaphore(value: 0)
+        guard
+            loop.execute({ [self] in
+                shutDown()
+                done.signal()
+            })
+        else { return }
         let nanoseconds = UInt64(timeout.components.seconds) * 1_000_000_000 + UInt64(timeout.components.attoseconds / 1_000_000_000)
-        _ = finished.wait(timeout: .now() + .nanoseconds(Int(nanoseconds)))
+        _ = done.wait(timeout: .now() + .nanoseconds(Int(nanoseconds)))
     }
 
     private var isStopping: Bool { control.withLock { $0.stopping } }
 
-    // MARK: - The thread
+    /// Whether the next attempt to connect waits for its timer, for tests.
+    var waitingToConnect: Bool { machine.withLock { $0.retry != nil } }
 
-    /// The per-handle context the C callbacks find through their `obj` pointer.
-    fileprivate final class Context {
-        let delegate: any MQTTClientDelegate
-        var refusal: String?
-        /// The reason code of the broker's DISCONNECT (MQTT 5), when it sent one.
-        var brokerReason: Int32?
-        /// When the broker accepted the connection (CONNACK 0).
-        var connectedAt: Timestamp?
-        var connected: Bool { connectedAt != nil }
-        /// The delegate dropped the connection itself (`MQTTLink.abandon()`).
-        var abandoned = false
-        /// libmosquitto found the connection closed or reset, with no reason given.
-        var lostWithoutReason = false
-        let now: @Sendable () -> Timestamp
-        /// The connection's send maximum (`MQTTLink.sendMaximum`).
-        var sendMaximum: Int
-        init(delegate: any MQTTClientDelegate, sendMaximum: Int32, now: @escaping @Sendable () -> Timestamp) {
-            self.delegate = delegate
-            self.now = now
-            self.sendMaximum = Int(sendMaximum)
+    /// How many attempts to connect have started, for tests.
+    var attempts: Int { machine.withLock { $0.attempts } }
+
+    /// What the loop watches now, for tests: the socket and its interest (nil: no connection).
+    var watching: (descriptor: FileDescriptor, interest: IOEvents)? {
+        machine.withLock { machine in machine.connection.map { ($0.registration.descriptor, $0.interest) } }
+    }
+
+    // MARK: - On the loop's thread
+
+    /// Makes a handle and connects it on a short-lived device thread (`mosquitto_connect_bind_v5`
+    /// blocks for the name's lookup and the TCP connection, which to a host that does not answer
+    /// takes minutes: the loop, which every client shares, never waits for it), then adopts it
+    /// on the loop.
+    private func connect() {
+        guard let loop, !isStopping else { return }
+        let due = machine.withLock { machine -> Bool in
+            machine.retry = nil
+            guard !machine.over, machine.connection == nil, !machine.connecting else { return false }
+            machine.connecting = true
+            machine.attempts += 1
+            return true
         }
-
-        func link(_ handle: OpaquePointer) -> MQTTLink { MQTTLink(handle: handle, sendMaximum: sendMaximum) }
-
-        static func from(_ pointer: UnsafeMutableRawPointer?) -> Context? {
-            pointer.map { Unmanaged<Context>.fromOpaque($0).takeUnretainedValue() }
+        guard due else { return }
+        DeviceThread.detach(name: "tagfix-mqtt-connect") { [self] in
+            let context = MQTTCallbackContext(delegate: delegate, sendMaximum: settings.sendMaximum, now: now)
+            let made = MQTTHandle.connect(settings, context: context)
+            let handed = loop.execute { [self] in adopt(made) }
+            if !handed, case .success(let handle) = made { handle.destroy() }
         }
     }
 
-    private func run() {
-        defer { finished.signal() }
-        var delay = settings.retryDelay
-        var watch = TakeoverWatch()
-        while !isStopping {
-            let context = Context(delegate: delegate, sendMaximum: settings.sendMaximum, now: now)
-            let why = session(context)
-            if isStopping { break }
-            if settings.yieldsSession {
-                let ending: TakeoverWatch.Ending =
-                    if !context.connected {
-                        .refused
-                    } else if context.brokerReason == Int32(MQTT_RC_SESSION_TAKEN_OVER.rawValue) {
+    /// Watches a new connection's socket, or, when it could not be made, pauses and tries again.
+    /// A client stopped meanwhile lets it go.
+    private func adopt(_ made: Result<MQTTHandle, MQTTConnectFailure>) {
+        guard let loop else { return }
+        let over = machine.withLock { machine -> Bool in
+            machine.connecting = false
+            return machine.over
+        }
+        let handle: MQTTHandle
+        switch made {
+        case .success(let connected): handle = connected
+        case .failure(let failure): return ended(nil, why: failure.message)
+        }
+        guard !over, !isStopping else { return handle.destroy() }
+        guard let socket = handle.socket else {
+            handle.destroy()
+            return ended(handle.context, why: "the connection to \(settings.address) closed")
+        }
+        let interest: IOEvents = handle.wantsWrite ? [.readable, .writable] : .readable
+        let registration: IORegistration
+        do throws(IOLoopError) {
+            registration = try loop.register(socket, for: interest, handler: { [self] events in ready(events) }, onError: { _ in })
+        } catch {
+            handle.destroy()
+            return ended(handle.context, why: "cannot watch the connection to \(settings.address): \(error)")
+        }
+        let tick = loop.schedule(after: Self.tick) { [self] in ticked() }
+        machine.withLock { $0.connection = Connection(handle: handle, registration: registration, interest: interest, tick: tick) }
+    }
+
+    /// The socket is ready: read what waits (when there is), then the rest of a pass.
+    private func ready(_ events: IOEvents) {
+        pass(read: !events.isDisjoint(with: [.readable, .hangUp, .error]))
+    }
+
+    /// The keep-alive's tick: a pass, and the next tick.
+    private func ticked() {
+        guard let loop, let handle = machine.withLock({ $0.connection?.handle }) else { return }
+        pass(read: false)
+        machine.withLock { machine in
+            guard let connection = machine.connection, connection.handle === handle else { return }
+            machine.connection?.tick = loop.schedule(after: Self.tick) { [self] in ticked() }
+        }
+    }
+
+    /// One turn for the connection: read (when the socket is readable), let the delegate keep
+    /// what was received and queue what waits (`wake`), then write the queue: PUBACKs follow the
+    /// collector's commit. Then the socket is watched for writing only if something is left to
+    /// write.
+    private func pass(read: Bool) {
+        guard let connection = machine.withLock({ $0.connection }), !isStopping else { return }
+        let handle = connection.handle
+        guard handle.socket != nil else {
+            return connectionEnded(why: handle.context.brokerEnded(settings.address) ?? "the connection to \(settings.address) closed")
+        }
+        var result = MQTTResultCode.success.rawValue
+        if read { result = handle.read() }
+        if result == MQTTResultCode.success.rawValue, handle.context.connected, !isStopping { delegate.wake(handle.link) }
+        if result == MQTTResultCode.success.rawValue, handle.wantsWrite { result = handle.write() }
+        if result == MQTTResultCode.success.rawValue { result = handle.misc() }
+        guard result == MQTTResultCode.success.rawValue else {
+            return connectionEnded(why: handle.context.failure(result, address: settings.address))
+        }
+        watch(handle)
+    }
+
+    /// Keeps the registration in step with the handle: its socket now (a new descriptor is
+    /// registered in place of the old), readable always, writable while `mosquitto_want_write`.
+    private func watch(_ handle: MQTTHandle) {
+        guard let loop, let connection = machine.withLock({ $0.connection }), connection.handle === handle else { return }
+        guard let socket = handle.socket else {
+            return connectionEnded(why: handle.context.brokerEnded(settings.address) ?? "the connection to \(settings.address) closed")
+        }
+        let interest: IOEvents = handle.wantsWrite ? [.readable, .writable] : .readable
+        do throws(IOLoopError) {
+            if socket != connection.registration.descriptor {
+                loop.deregister(connection.registration)
+                let registration = try loop.register(socket, for: interest, handler: { [self] events in ready(events) }, onError: { _ in })
+                machine.withLock { $0.connection?.registration = registration }
+            } else if interest != connection.interest {
+                try loop.modify(connection.registration, interest: interest)
+            }
+            machine.withLock { $0.connection?.interest = interest }
+        } catch {
+            connectionEnded(why: "cannot watch the connection to \(settings.address): \(error)")
+        }
+    }
+
+    /// The connection is over: its socket leaves the loop, the handle goes, and the client
+    /// pauses and connects again (or ends, or stops).
+    private func connectionEnded(why: String) {
+        guard let connection = machine.withLock({ $0.connection.take() }) else { return }
+        forget(connection)
+        ended(connection.handle.context, why: why)
+    }
+
+    /// Deregisters a connection's socket and destroys its handle (which closes the socket).
+    private func forget(_ connection: Connection) {
+        loop?.deregister(connection.registration)
+        if let tick = connection.tick { loop?.cancel(tick) }
+        connection.handle.destroy()
+    }
+
+    /// After a connection (or an attempt): the delegate is told, and the next attempt is
+    /// scheduled after the pause, which doubles up to `maximumRetryDelay` and starts again from
+    /// `retryDelay` after a connection the broker accepted. A client that yields its session ends
+    /// instead when `TakeoverWatch` says another client has it.
+    /// - Parameter context: the connection's, nil for one that could not be made.
+    private func ended(_ context: MQTTCallbackContext?, why: String) {
+        guard let loop, !isStopping else { return }
+        if settings.yieldsSession {
+            let ending: TakeoverWatch.Ending =
+                if let context, context.connected {
+                    if context.sessionTakenOver {
                         .takenOver
                     } else if context.brokerReason == nil, !context.abandoned, context.lostWithoutReason {
                         .dropped
                     } else {
                         .other  // another reason from the broker, an error here, or dropped by this client
                     }
-                if let end = watch.ended(ending, acceptedAt: context.connectedAt, at: now()) {
-                    delegate.ended(watch.explanation(end, address: settings.address, clientID: settings.clientID))
-                    break
+                } else {
+                    .refused
                 }
-            }
-            delegate.disconnected(why)
-            if context.connected { delay = settings.retryDelay }
-            pause(delay)
-            delay = min(delay * 2, settings.maximumRetryDelay)
-        }
-    }
-
-    /// One handle, from `mosquitto_new` to `mosquitto_destroy`: connect, then serve until the
-    /// connection ends or the client stops. Returns why it ended.
-    private func session(_ context: Context) -> String {
-        let unmanaged = Unmanaged.passRetained(context)
-        defer { unmanaged.release() }
-        guard let handle = mosquitto_new(settings.clientID, settings.cleanSession, unmanaged.toOpaque()) else {
-            return "cannot make an MQTT client (out of memory, or an empty client id with a session kept)"
-        }
-        defer { mosquitto_destroy(handle) }
-        if let failure = configure(handle) { return failure }
-        var properties: OpaquePointer?
-        if settings.version == .v5, !settings.cleanSession {
-            _ = cmosquitto_add_session_expiry(&properties, settings.sessionExpiry)
-        }
-        defer { if properties != nil { mosquitto_property_free_all(&properties) } }
-        let address = settings.address
-        let connect = mosquitto_connect_bind_v5(
-            handle, address.host, Int32(address.port), settings.keepAlive, nil, properties)
-        guard connect == MOSQ_ERR_SUCCESS.rawValue else {
-            return "cannot connect to \(address) (\(MQTTResultCode(rawValue: connect)))"
-        }
-        return serve(handle, context)
-    }
-
-    /// Sets the protocol version, TLS, the user and password, the Last Will and the callbacks.
-    private func configure(_ handle: OpaquePointer) -> String? {
-        _ = mosquitto_int_option(handle, MOSQ_OPT_PROTOCOL_VERSION, settings.version.option)
-        // Every packet waits in the handle's queue until `mosquitto_loop_write`, which the loop
-        // calls after the delegate's `wake`. libmosquitto 2.0 sends a QoS 1 message's PUBACK
-        // before it hands the message over (handle__publish); unthreaded, the PUBACK went out
-        // at once, so a collector killed, or whose store failed, before its commit lost the
-        // message. Queued, it goes out after the commit.
-        _ = mosquitto_threaded_set(handle, true)
-        // Small packets go out at once: with Nagle's algorithm the second of a verdict's two
-        // messages could wait for the first's TCP acknowledgement (up to 40 ms, delayed ACK).
-        _ = mosquitto_int_option(handle, MOSQ_OPT_TCP_NODELAY, 1)
-        _ = mosquitto_int_option(handle, MOSQ_OPT_SEND_MAXIMUM, settings.sendMaximum)
-        if let receiveMaximum = settings.receiveMaximum {
-            _ = mosquitto_int_option(handle, MOSQ_OPT_RECEIVE_MAXIMUM, receiveMaximum)
-        }
-        if settings.address.tls {
-            let result = mosquitto_tls_set(handle, settings.caFile, settings.caFile == nil ? "/etc/ssl/certs" : nil, nil, nil, nil)
-            guard result == MOSQ_ERR_SUCCESS.rawValue else {
-                return "cannot set up TLS with \(settings.caFile ?? "the system's CA certificates") (\(MQTTResultCode(rawValue: result)))"
-            }
-        }
-        if let user = settings.address.user {
-            _ = mosquitto_username_pw_set(handle, user, settings.password)
-        }
-        if let will = settings.will {
-            let bytes = Array(will.payload.utf8)
-            _ = mosquitto_will_set(handle, will.topic, Int32(bytes.count), bytes, 1, true)
-        }
-        mosquitto_connect_v5_callback_set(handle) { handle, object, code, flags, properties in
-            guard let handle, let context = Context.from(object) else { return }
-            guard code == 0 else {
-                context.refusal = String(cString: mosquitto_reason_string(code))
+            let end = machine.withLock { $0.watch.ended(ending, acceptedAt: context?.connectedAt, at: now()) }
+            if let end {
+                machine.withLock { $0.over = true }
+                delegate.ended(explanation(end))
                 return
             }
-            // The broker's Receive Maximum, as libmosquitto reads it from the same CONNACK.
-            var receiveMaximum: UInt16 = 0
-            if mosquitto_property_read_int16(properties, Int32(MQTT_PROP_RECEIVE_MAXIMUM.rawValue), &receiveMaximum, false) != nil,
-                receiveMaximum > 0
-            {
-                context.sendMaximum = Int(receiveMaximum)
-            }
-            context.connectedAt = context.now()
-            context.delegate.connected(context.link(handle), sessionPresent: flags & 1 == 1)
         }
-        mosquitto_disconnect_v5_callback_set(handle) { _, object, code, _ in
-            // The broker's reason codes are 0x80 and up (a DISCONNECT it sent); below are
-            // libmosquitto's own result codes for a connection that failed here.
-            guard let context = Context.from(object) else { return }
-            if code >= 0x80 {
-                context.brokerReason = code
-            } else if code == Int32(MOSQ_ERR_CONN_LOST.rawValue) || code == Int32(MOSQ_ERR_ERRNO.rawValue) {
-                context.lostWithoutReason = true
-            }
-        }
-        mosquitto_publish_v5_callback_set(handle) { handle, object, mid, reason, _ in
-            guard let handle, let context = Context.from(object) else { return }
-            context.delegate.published(mid: mid, reason: reason, context.link(handle))
-        }
-        mosquitto_subscribe_v5_callback_set(handle) { _, object, _, count, granted, _ in
-            guard let context = Context.from(object) else { return }
-            context.delegate.subscribed(granted: granted.map { Array(UnsafeBufferPointer(start: $0, count: Int(count))) } ?? [])
-        }
-        mosquitto_message_v5_callback_set(handle) { _, object, message, _ in
-            guard let context = Context.from(object), let message = message?.pointee, let topic = message.topic else { return }
-            context.delegate.received(
-                topic: String(cString: topic), payload: UnsafeRawBufferPointer(start: message.payload, count: Int(message.payloadlen)))
-        }
-        return nil
-    }
-
-    /// Polls the socket and the wake pipe until the connection ends or the client stops.
-    private func serve(_ handle: OpaquePointer, _ context: Context) -> String {
-        while true {
-            if isStopping {
-                if context.connected {
-                    delegate.stopping(context.link(handle))
-                    _ = mosquitto_disconnect(handle)
-                    for _ in 0..<10 where mosquitto_want_write(handle) {
-                        guard mosquitto_loop_write(handle, 1) == MOSQ_ERR_SUCCESS.rawValue else { break }
-                    }
-                }
-                return "stopped"
-            }
-            let socket = mosquitto_socket(handle)
-            guard socket >= 0 else { return brokerEnded(context) ?? "the connection to \(settings.address) closed" }
-            var fds = [
-                pollfd(fd: socket, events: Int16(POLLIN) | (mosquitto_want_write(handle) ? Int16(POLLOUT) : 0), revents: 0),
-                pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0),
-            ]
-            let ready = poll(&fds, 2, 1000)
-            if ready < 0, Errno.current != .interrupted { return "poll failed (\(Errno.current))" }
-            var result = MOSQ_ERR_SUCCESS.rawValue
-            if fds[0].revents & Int16(POLLIN | POLLERR | POLLHUP) != 0 {
-                // Whatever else already waits on the socket is read now, so the delegate's `wake`
-                // handles a burst at once (one commit) instead of one packet at a time. Whether
-                // more waits is asked of the socket (a poll that does not wait), not read off
-                // errno: a packet that queues an answer (a PUBACK) ends with libmosquitto's write
-                // of a wake-up byte into its own socket pair, which nothing reads, so errno says
-                // EAGAIN after every such packet, and the collector committed once a message.
-                var packets = 0
-                repeat {
-                    result = mosquitto_loop_read(handle, 1)
-                    packets += 1
-                } while result == MOSQ_ERR_SUCCESS.rawValue && packets < 512 && Self.readable(socket)
-            }
-            if fds[1].revents & Int16(POLLIN) != 0 { drainWakePipe() }
-            // What was read is kept (the collector's commit) and what waits is queued (the
-            // publisher's next messages) before the queue is written: PUBACKs follow the commit.
-            if result == MOSQ_ERR_SUCCESS.rawValue, context.connected, !isStopping { delegate.wake(context.link(handle)) }
-            if result == MOSQ_ERR_SUCCESS.rawValue, mosquitto_want_write(handle) {
-                result = corked(handle) { mosquitto_loop_write(handle, 1) }
-            }
-            if result == MOSQ_ERR_SUCCESS.rawValue { result = mosquitto_loop_misc(handle) }
-            guard result == MOSQ_ERR_SUCCESS.rawValue else {
-                if let refusal = context.refusal { return "\(settings.address) refused the connection: \(refusal)" }
-                if let ended = brokerEnded(context) { return ended }
-                return "lost the connection to \(settings.address) (\(MQTTResultCode(rawValue: result)))"
-            }
+        delegate.disconnected(why)
+        machine.withLock { machine in
+            guard !machine.over else { return }
+            if context?.connected == true { machine.delay = settings.retryDelay }
+            let delay = machine.delay
+            machine.delay = min(delay * 2, settings.maximumRetryDelay)
+            machine.retry = loop.schedule(after: delay) { [self] in connect() }
         }
     }
 
-    /// Why the broker ended the connection, when it said (an MQTT 5 DISCONNECT).
-    private func brokerEnded(_ context: Context) -> String? {
-        context.brokerReason.map { "\(settings.address) ended the connection: \(String(cString: mosquitto_reason_string($0)))" }
+    private func explanation(_ end: TakeoverWatch.Decision) -> String {
+        machine.withLock { $0.watch }.explanation(end, address: settings.address, clientID: settings.clientID)
     }
 
-    /// Whether `socket` has something to read now (a poll that does not wait).
-    private static func readable(_ socket: Int32) -> Bool {
-        var fd = pollfd(fd: socket, events: Int16(POLLIN), revents: 0)
-        return poll(&fd, 1, 0) > 0 && fd.revents & Int16(POLLIN) != 0
-    }
-
-    /// Runs `body` (the queue's write) with the socket corked (TCP_CORK): the packets it writes
-    /// leave together when it returns, in as few segments as they fill, instead of one segment
-    /// each (TCP_NODELAY): a publisher's pass of verdicts, a collector's read of PUBACKs.
-    private func corked(_ handle: OpaquePointer, _ body: () -> Int32) -> Int32 {
-        let socket = mosquitto_socket(handle)
-        guard socket >= 0 else { return body() }
-        let descriptor = FileDescriptor(rawValue: socket)
-        _ = try? descriptor.setOption(level: Int32(IPPROTO_TCP), name: TCP_CORK, to: 1)
-        defer { _ = try? descriptor.setOption(level: Int32(IPPROTO_TCP), name: TCP_CORK, to: 0) }
-        return body()
-    }
-
-    /// Waits `delay`, or less when the client is stopped (the wake pipe).
-    private func pause(_ delay: Duration) {
-        let milliseconds = Int32(delay.components.seconds * 1000 + delay.components.attoseconds / 1_000_000_000_000_000)
-        var fds = [pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
-        _ = poll(&fds, 1, milliseconds)
-        drainWakePipe()
-    }
-}
-
-// MARK: - Settings from the command line
-
-/// Why the broker's settings cannot be used.
-public enum MQTTSettingsError: Error, Sendable, Hashable, CustomStringConvertible {
-    case address(FleetTopicError)
-    case passwordFile(DataFileError)
-    case passwordWithoutUser(String)
-    case caWithoutTLS
-    case caFile(String)
-    case version(String)
-
-    public var description: String {
-        switch self {
-        case .address(let error): error.description
-        case .passwordFile(let error): "--mqtt-password-file: \(error)"
-        case .passwordWithoutUser(let address):
-            "--mqtt-password-file needs a user in the address: mqtt://USER@HOST/PREFIX (\(address) has none)"
-        case .caWithoutTLS: "--mqtt-ca is for an mqtts:// broker (TLS): use mqtts://HOST/PREFIX"
-        case .caFile(let path): "--mqtt-ca \(path): no such file (give the broker's CA certificate, PEM)"
-        case .version(let text): "--mqtt-version \(text): give 5 or 3.1.1"
+    /// Stops for good: the last words of a connected client, then its socket leaves the loop
+    /// and its handle goes; the pending attempt is cancelled.
+    private func shutDown() {
+        let (connection, retry) = machine.withLock { machine in
+            machine.over = true
+            defer { machine.retry = nil }
+            return (machine.connection.take(), machine.retry)
         }
-    }
-}
-
-extension MQTTSettings {
-    /// The settings `--publish` / `collect` give: the address, the password read from its file
-    /// (mode 0600 enforced, `SecretFile`; never logged), the CA file, the protocol version.
-    public static func parse(
-        address text: String, passwordFile: String?, caFile: String?, version: String?, clientID: String
-    ) throws(MQTTSettingsError) -> MQTTSettings {
-        let address: MQTTAddress
-        do {
-            address = try MQTTAddress(text)
-        } catch {
-            throw .address(error)
+        if let retry { loop?.cancel(retry) }
+        guard let connection else { return }
+        if connection.handle.context.connected {
+            delegate.stopping(connection.handle.link)
+            connection.handle.disconnect()
         }
-        var password: String?
-        if let passwordFile {
-            guard address.user != nil else { throw .passwordWithoutUser(text) }
-            do {
-                password = try SecretFile.read(passwordFile).trimmingCharacters(in: .newlines)
-            } catch {
-                throw .passwordFile(error)
-            }
-        }
-        if let caFile {
-            guard address.tls else { throw .caWithoutTLS }
-            guard FileManager.default.isReadableFile(atPath: caFile) else { throw .caFile(caFile) }
-        }
-        let chosen: MQTTVersion
-        if let version {
-            guard let known = MQTTVersion(rawValue: version == "3" || version == "311" ? "3.1.1" : version) else { throw .version(version) }
-            chosen = known
-        } else {
-            chosen = .v5
-        }
-        return MQTTSettings(address: address, clientID: clientID, password: password, caFile: caFile, version: chosen)
+        forget(connection)
     }
 }
