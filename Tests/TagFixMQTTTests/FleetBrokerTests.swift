@@ -399,6 +399,10 @@ struct FleetBrokerTests {
             refused.start()
             let other = VerdictFanOut([SessionLogSink(otherSessionLog), refused])
             for verdict in verdicts { other.send(.verdict(verdict)) }
+            // The refusal is seen (a TLS handshake and a CONNACK away, which a loaded machine
+            // may take longer than the linger to bring) before the linger is what ends the run.
+            #expect(
+                await eventually { refused.core.state.withLock { $0.problem } != nil }, "the broker's refusal never came back")
             let outcome = await refused.finish(linger: .seconds(2), clock: MonotonicClock())
             #expect(outcome.unsent == verdicts.count)
             #expect(outcome.problem != nil)
