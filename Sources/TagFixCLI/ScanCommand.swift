@@ -22,8 +22,10 @@ struct ScanCommand: Subcommand {
             Ultralight) with the fewest bytes the tag allows, and Type 4 tags. If the reader goes \
             away after it was working, scan reconnects by itself. SIGINT (Ctrl-C) or SIGTERM ends \
             it normally: the reader is closed and the exit code is 0.
-            Exit codes: 0 the tags were read (or SIGINT / SIGTERM), 69 the reader cannot be opened, 75 --timeout passed \
-            before --count tags.
+            A reader whose device file is there but that does not answer (still waking, or busy) \
+            is said once and tried again until --timeout. \
+            Exit codes: 0 the tags were read (or SIGINT / SIGTERM), 69 the reader cannot be opened (nothing at \
+            its path, no such USB reader), 75 --timeout passed before --count tags.
             """,
         options: [
             .init(name: "reader", valueName: "ADDRESS", help: ReaderOption.help),
@@ -51,7 +53,10 @@ struct ScanCommand: Subcommand {
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
         let device = try ReaderOption.reader(reader, clock: MonotonicClock(), command: "scan")
-        let outcome = await Self.scan(device, count: count, timeout: timeout, io: io, json: json)
+        // A reader whose device file is there but that does not answer yet (waking, or a loaded
+        // machine's emulator) is waited for, until --timeout; a path with nothing behind it is not.
+        let present = reader.devicePath.map { FileManager.default.fileExists(atPath: $0) } ?? false
+        let outcome = await Self.scan(device, count: count, timeout: timeout, io: io, json: json, waitForReader: present)
         switch outcome {
         case .done: return
         case .unavailable(let message): throw .unavailable(message)
@@ -65,7 +70,9 @@ struct ScanCommand: Subcommand {
         case timedOut(Int)
     }
 
-    static func scan(_ device: any TagReader, count: Int?, timeout: Duration?, io: any TerminalOutput, json: Bool) async -> Outcome {
+    static func scan(
+        _ device: any TagReader, count: Int?, timeout: Duration?, io: any TerminalOutput, json: Bool, waitForReader: Bool = false
+    ) async -> Outcome {
         let read = Counter()
         let stop = StopSignals()
         defer { stop.cancel() }
@@ -89,7 +96,13 @@ struct ScanCommand: Subcommand {
                         case .failed(let error):
                             io.err("! \(error)")
                         case .disconnected(let error):
-                            if !ready { return .unavailable("cannot open the reader: \(error)") }
+                            if !ready, !waitForReader { return .unavailable("cannot open the reader: \(error)") }
+                            if !ready {
+                                // Said once: the reader tries again on its own, with backoff.
+                                io.err(
+                                    "! the reader does not answer yet: \(error); trying again\(timeout == nil ? "" : " until --timeout")…")
+                                continue
+                            }
                             io.err("! reader disconnected: \(error); reconnecting…")
                             ready = false
                         }

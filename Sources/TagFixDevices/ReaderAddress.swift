@@ -86,6 +86,16 @@ public enum ReaderAddress: Sendable, Hashable, CustomStringConvertible {
         return nil
     }
 
+    /// The device file a serial or I²C reader is behind (`pn532_uart:/dev/ttyUSB0` →
+    /// `/dev/ttyUSB0`, options after a second `:` left out); `nil` for USB, PC/SC, mock and the
+    /// default, whose presence is not a path.
+    public var devicePath: String? {
+        guard case .libnfc(_, let connstring) = self else { return nil }
+        let parts = connstring.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count >= 2, parts[1].hasPrefix("/") else { return nil }
+        return String(parts[1])
+    }
+
     /// The reader's name in output and logs, as `TagReader.readerID` gives it.
     public var description: String {
         switch self {
