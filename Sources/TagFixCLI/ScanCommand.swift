@@ -55,7 +55,7 @@ struct ScanCommand: Subcommand {
         let device = try ReaderOption.reader(reader, clock: MonotonicClock(), command: "scan")
         // A reader whose device file is there but that does not answer yet (waking, or a loaded
         // machine's emulator) is waited for, until --timeout; a path with nothing behind it is not.
-        let present = reader.devicePath.map { FileManager.default.fileExists(atPath: $0) } ?? false
+        let present = reader.deviceIsThere
         let outcome = await Self.scan(device, count: count, timeout: timeout, io: io, json: json, waitForReader: present)
         switch outcome {
         case .done: return

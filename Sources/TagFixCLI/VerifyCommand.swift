@@ -399,13 +399,17 @@ extension VerifyCommand {
             watch(try ReaderOption.reader(address, clock: clock, command: Self.spec.name), address.description)
         }
         let device = devices.count == 1 ? devices[0] : MergedReader(devices)
+        // Readers whose device files are there but that do not answer yet (still waking; on a
+        // loaded machine, an emulator) are waited for, as scan waits; a path with nothing behind
+        // it ends the run at once.
+        let waitForReaders = ([reader] + also).allSatisfy(\.deviceIsThere)
         let (ended, end) = AsyncStream<LiveEnd>.makeStream()
         let verdicts = Counter()
         let gpsdAnswered = Counter()
         let checkGPSD = gpsd != nil
         let session: @Sendable () async -> LiveEnd = {
             await LiveVerifier(verifier: verifier, clock: clock, systemClock: KernelClock()).run(reader: device, gps: gps) { event in
-                if case .reader(.disconnected(let error)) = event, verdicts.value == 0, !printer.readerReady {
+                if case .reader(.disconnected(let error)) = event, verdicts.value == 0, !printer.readerReady, !waitForReaders {
                     end.yield(.readerNeverOpened(error))
                     return
                 }

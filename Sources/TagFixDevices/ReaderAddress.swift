@@ -1,3 +1,4 @@
+import Glibc
 public import TagFixCore
 
 /// Which reader a command uses (`--reader`), parsed and checked here once for every command.
@@ -94,6 +95,16 @@ public enum ReaderAddress: Sendable, Hashable, CustomStringConvertible {
         let parts = connstring.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
         guard parts.count >= 2, parts[1].hasPrefix("/") else { return nil }
         return String(parts[1])
+    }
+
+    /// Whether a device is behind `devicePath` that a reader could be: a character device other
+    /// than the memory ones (/dev/null, /dev/zero: major 1). Such a reader that does not answer
+    /// may still be waking; a path with nothing (or a file, or /dev/null) behind it never will.
+    public var deviceIsThere: Bool {
+        guard let path = devicePath else { return false }
+        var info = stat()
+        guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFCHR else { return false }
+        return (info.st_rdev >> 8) & 0xFFF != 1
     }
 
     /// The reader's name in output and logs, as `TagReader.readerID` gives it.
