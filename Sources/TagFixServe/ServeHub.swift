@@ -127,7 +127,15 @@ public final class ServeHub: VerdictSink {
             switch request.path {
             case "/":
                 let page = state.value.withLock { LivePage.html(state: $0, release: release, map: map, token: request.query["token"]) }
-                return HTTPResponse(status: 200, contentType: "text/html; charset=utf-8", body: page)
+                // A tech's link (`/?token=`): the phone keeps the token as its cookie for its taps.
+                let cookie = phones.flatMap { phones in
+                    request.query["token"].flatMap { token in
+                        phones.tokens.name(forToken: token).map { _ in
+                            [("Set-Cookie", PhoneCookie.setCookie(token: token, secure: phones.secure))]
+                        }
+                    }
+                }
+                return HTTPResponse(status: 200, contentType: "text/html; charset=utf-8", body: page, headers: cookie ?? [])
             case "/api/verdicts":
                 guard let since = Int(request.query["since"] ?? "0"), since >= 0 else {
                     return HTTPResponse(status: 400, body: "since must be a verdict id (a whole number from 0)\n")

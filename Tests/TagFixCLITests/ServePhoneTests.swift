@@ -14,9 +14,15 @@ final class PhoneRig: Sendable {
     let port: Int
     let folder: String
 
-    init(extra: [String] = []) async throws {
-        let site = try temporaryFile("site.csv", "id,uid,lat,lon,radius_m,name\nE1,,53.545,9.966,30,Gate\n")
-        folder = (site as NSString).deletingLastPathComponent
+    let secure: Bool
+
+    /// - Parameters:
+    ///   - registry: the registry (default: a CSV with E1, the Gate, at 53.545, 9.966, 30 m).
+    ///   - secure: `extra` gives --tls-cert and --tls-key.
+    init(registry: String? = nil, secure: Bool = false, extra: [String] = []) async throws {
+        let site = try registry ?? temporaryFile("site.csv", "id,uid,lat,lon,radius_m,name\nE1,,53.545,9.966,30,Gate\n")
+        self.secure = secure
+        folder = (try temporaryFile("x", "") as NSString).deletingLastPathComponent
         let tokens = folder + "/tokens"
         try Self.tokens.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)\n" }.joined().write(
             toFile: tokens, atomically: true, encoding: .utf8)
@@ -36,8 +42,9 @@ final class PhoneRig: Sendable {
         self.port = port ?? 0
     }
 
-    var scheme: String { "http" }
-    var origin: String { "\(scheme)://127.0.0.1:\(port)" }
+    var scheme: String { secure ? "https" : "http" }
+    /// The server's origin: a TLS test certificate names localhost.
+    var origin: String { secure ? "https://localhost:\(port)" : "http://127.0.0.1:\(port)" }
 
     /// The log's lines.
     var logLines: [String] {
