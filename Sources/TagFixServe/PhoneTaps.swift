@@ -93,7 +93,7 @@ public final class PhoneTaps: Sendable {
     /// over its rate, a tap without a known token, from another origin, a body too large or not
     /// a tap. Nothing refused is logged.
     func refusePost(_ request: HTTPRequest) -> HTTPResponse? {
-        let client = request.clientHost ?? "?"
+        let client = Self.client(request)
         guard limiter.withLock({ $0.allow(client: client, now: clock.timestamp) }) else {
             return HTTPResponse(
                 status: 429, body: "too many taps from this phone: wait a second, then check again\n", headers: [("Retry-After", "1")])
@@ -105,7 +105,7 @@ public final class PhoneTaps: Sendable {
                     "this phone has no token for this server: open the link your site lead gave you (…?token=…) once in this browser, then tap again; nothing was recorded\n"
             )
         }
-        guard SameOrigin.allows(origin: request.headers["origin"], host: request.headers["host"], secure: secure) else {
+        guard SameOrigin.allows(origin: request.headers["origin"], host: request.headers["host"], secure: isSecure(request)) else {
             return HTTPResponse(
                 status: 403,
                 body: "a tap is posted by this server's own tap page only (its Origin must be this server); nothing was recorded\n")
@@ -132,7 +132,7 @@ public final class PhoneTaps: Sendable {
                 status: 503, body: "the server is starting: check again in a moment; nothing was recorded\n",
                 headers: [("Retry-After", "1")])
         }
-        let answer = decide(parsed, name, request.clientHost ?? "?", request.headers["user-agent"] ?? "")
+        let answer = decide(parsed, name, Self.client(request), request.headers["user-agent"] ?? "")
         guard sink(answer.verdict) else {
             return HTTPResponse(
                 status: 503, body: "the server could not record this tap (its log failed): nothing was confirmed; tell the site lead\n")
@@ -147,7 +147,7 @@ public final class PhoneTaps: Sendable {
         guard let host = request.headers["host"], !host.isEmpty else {
             return HTTPResponse(status: 400, body: "the request names no Host\n")
         }
-        guard PhoneTapRoute.isTapPage(target: request.target, host: host, secure: secure, verifier: verifier) else {
+        guard PhoneTapRoute.isTapPage(target: request.target, host: host, secure: isSecure(request), verifier: verifier) else {
             guard tokens.name(forToken: request.bearerToken ?? "") != nil else {
                 return HTTPResponse(
                     status: 401, body: "this server needs its token: Authorization: Bearer TOKEN, or ?token=TOKEN\n",
@@ -172,7 +172,27 @@ public final class PhoneTaps: Sendable {
     func access(_ request: HTTPRequest) -> PhoneCookie.Access {
         PhoneCookie.access(
             tokens: tokens.current, path: request.path, query: Self.orderedQuery(request.target), cookieHeader: request.headers["cookie"],
-            secure: secure)
+            secure: isSecure(request))
+    }
+
+    /// Whether the phone sees HTTPS: the server's own TLS, or a TLS proxy on this machine that
+    /// says so (`X-Forwarded-Proto: https`, taken from a loopback peer only).
+    func isSecure(_ request: HTTPRequest) -> Bool {
+        secure || (Self.isLoopback(request.clientHost) && request.headers["x-forwarded-proto"]?.lowercased() == "https")
+    }
+
+    /// Who tapped, for the limit and the audit: the peer, or, from a proxy on this machine, the
+    /// last address its `X-Forwarded-For` adds.
+    static func client(_ request: HTTPRequest) -> String {
+        let peer = request.clientHost ?? "?"
+        guard isLoopback(peer), let forwarded = request.headers["x-forwarded-for"]?.split(separator: ",").last else { return peer }
+        let address = forwarded.trimmingCharacters(in: .whitespaces)
+        return address.isEmpty || address.utf8.count > 64 ? peer : address
+    }
+
+    static func isLoopback(_ host: String?) -> Bool {
+        guard let host else { return false }
+        return host.hasPrefix("127.") || host == "::1" || host == "[::1]"
     }
 
     /// The query of a request target, decoded, in order.

@@ -262,6 +262,27 @@ struct ServePhoneTests {
         #expect(await rig.stop())
     }
 
+    @Test(
+        "behind a TLS proxy on this machine: X-Forwarded-Proto https makes the https origin this server's, X-Forwarded-For names the phone; from elsewhere neither is believed",
+        .enabled(if: runnable, "needs the built tagfix"))
+    func behindProxy() async throws {
+        let rig = try await PhoneRig()
+        let https = "https://127.0.0.1:\(rig.port)"
+        func tap(_ headers: String, source: String) async throws -> HTTPExchange {
+            let body = #"{"url":"\#(https)/t/E1","lat":53.545,"lon":9.966,"accuracy_m":5}"#
+            return try await HTTPExchange.send(
+                port: rig.port,
+                "POST /api/tap HTTP/1.1\r\nHost: 127.0.0.1:\(rig.port)\r\nOrigin: \(https)\r\nCookie: tagfix_token=\(PhoneRig.tokens["alice"]!)\r\n"
+                    + headers + "Content-Length: \(body.utf8.count)\r\n\r\n" + body, from: source)
+        }
+        #expect(try await tap("", source: "127.0.0.1").status == 403)
+        let proxied = try await tap("X-Forwarded-Proto: https\r\nX-Forwarded-For: 10.1.2.3, 192.168.8.40\r\n", source: "127.0.0.1")
+        #expect(proxied.status == 200, "\(proxied)")
+        #expect(rig.logLines.last?.contains(#""client":"192.168.8.40""#) == true, "\(rig.logLines)")
+        #expect(await rig.stop())
+        #expect(rig.logLines.count == 1)
+    }
+
     @Test("serve without --reader needs --http and --token (phones alone)", .enabled(if: runnable, "needs the built tagfix"))
     func phonesAloneNeeds() async throws {
         let noToken = await run(["serve", "--http", "127.0.0.1:0", "--socket", "/tmp/tagfix-phone-\(UUID().uuidString.prefix(8)).sock"])
