@@ -283,6 +283,26 @@ struct ServePhoneTests {
         #expect(rig.logLines.count == 1)
     }
 
+    @Test(
+        "--require-sun: a plain tag's tap is logged untrusted(sun_required); --keep-phone-positions keeps its coordinates",
+        .enabled(if: runnable, "needs the built tagfix"))
+    func policies() async throws {
+        let strict = try await PhoneRig(extra: ["--require-sun"])
+        let answer = try await strict.tap(strict.body())
+        #expect(answer.status == 200 && answer.body.contains(#""reason":"sun_required""#), "\(answer)")
+        #expect(await strict.stop())
+        #expect(strict.logLines.count == 1 && strict.logLines[0].contains(#""verdict":"untrusted""#), "\(strict.logLines)")
+        let keeping = try await PhoneRig(extra: ["--keep-phone-positions"])
+        let page = try await HTTPExchange.send(
+            port: keeping.port,
+            "GET /t/E1 HTTP/1.1\r\nHost: 127.0.0.1:\(keeping.port)\r\nCookie: tagfix_token=\(PhoneRig.tokens["alice"]!)\r\n\r\n")
+        #expect(page.body.contains("keeps it in its log"), "the page says so before it asks")
+        #expect(try await keeping.tap(keeping.body(north: 10)).status == 200)
+        #expect(await keeping.stop())
+        let line = try #require(keeping.logLines.first)
+        #expect(!line.contains(#""fix":null"#) && line.contains("53.54"), "\(line)")
+    }
+
     @Test("serve without --reader needs --http and --token (phones alone)", .enabled(if: runnable, "needs the built tagfix"))
     func phonesAloneNeeds() async throws {
         let noToken = await run(["serve", "--http", "127.0.0.1:0", "--socket", "/tmp/tagfix-phone-\(UUID().uuidString.prefix(8)).sock"])
