@@ -163,7 +163,8 @@ struct ServeCommand: Subcommand {
         tlsCertificate = arguments.value("tls-cert")
         tlsKey = arguments.value("tls-key")
         if (tlsCertificate == nil) != (tlsKey == nil) { throw .usage("give --tls-cert FILE and --tls-key FILE together", command: name) }
-        if tlsCertificate != nil, arguments.value("http") == nil, !demo {
+        if tlsCertificate != nil, demo { throw .usage("serve --demo serves plain HTTP on loopback: drop --tls-cert", command: name) }
+        if tlsCertificate != nil, arguments.value("http") == nil {
             throw .usage("--tls-cert is for --http: give --http HOST:PORT", command: name)
         }
         phonePolicy = PhoneTapPolicy(requireSUN: arguments.flag("require-sun"), keepPositions: arguments.flag("keep-phone-positions"))

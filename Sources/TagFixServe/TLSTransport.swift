@@ -83,7 +83,11 @@ struct TLSTransport: ConnectionTransport {
         // What the socket has not taken yet goes first: the records stay in order.
         sendOutput()
         if failed { return .closed }
-        guard outgoing.isEmpty, session.isHandshakeComplete else { return .wouldBlock }
+        // Before the handshake is done nothing can be sent, and the server only writes then to
+        // end the connection (its request is overdue, the server stops): it ends now, instead
+        // of waiting, writable, for a peer that says nothing.
+        guard session.isHandshakeComplete else { return .closed }
+        guard outgoing.isEmpty else { return .wouldBlock }
         let taken: Int
         do {
             taken = try session.write(bytes.prefix(16 * 1024))

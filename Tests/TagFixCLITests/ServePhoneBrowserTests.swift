@@ -243,4 +243,36 @@ struct ServePhoneBrowserTests {
         #expect(await rig.stop())
         #expect(try Self.logged(rig).map(\.verdict) == ["confirmed"])
     }
+
+    @Test(
+        "HTTPS: a client that connects and never begins its handshake is closed once --client-timeout has passed; the server serves on",
+        .enabled(
+            if: RunningTagFix.isBuilt && FileManager.default.isExecutableFile(atPath: "/usr/bin/curl"), "needs the built tagfix and curl"))
+    func silentTLSClient() async throws {
+        let ca = try await TestCA.make()
+        let rig = try await PhoneRig(secure: true, extra: ["--tls-cert", ca.certificate, "--tls-key", ca.key, "--client-timeout", "0.2"])
+        let port = rig.port
+        // recv's answer: 0 once the server closes; -1 if it has not within 30 s.
+        let received = try await offThread { () -> Int in
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(fd) }
+            var timeout = timeval(tv_sec: 30, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = UInt16(port).bigEndian
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard connected == 0 else { return -2 }
+            var buffer = [UInt8](repeating: 0, count: 256)
+            return recv(fd, &buffer, buffer.count, 0)
+        }
+        #expect(received == 0, "the silent client was not closed (\(received))")
+        let health = try await TestProgram.run(
+            "/usr/bin/curl", ["-sS", "--cacert", ca.ca, "--resolve", "localhost:\(port):127.0.0.1", "\(rig.origin)/healthz"])
+        #expect(health.output == "ok\n", "\(health.err)")
+        #expect(await rig.stop())
+    }
 }
