@@ -5,6 +5,7 @@ chromedriver and Selenium, its position set through the DevTools protocol
 
 Reads a JSON plan from the file PLAN:
   {"origin": "http://127.0.0.1:PORT", "token": "…", "shots": "DIR", "spki": null or "HASH",
+   "live": true or false (the live page open in a tab of its own meanwhile: LIVE and its last verdict's line),
    "steps": [{"name": "…", "url": "…", "lat": 53.5, "lon": 9.9, "accuracy": 5,
               "permission": "granted" | "denied", "cookie": true | false}]}
 For each step: the cookie (the token's link, opened once) or none, the permission and the
@@ -37,6 +38,17 @@ options.binary_location = "/usr/bin/chromium"
 driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
 text = lambda id: driver.execute_script("var e = document.getElementById(arguments[0]); return e ? e.textContent : null", id)
 try:
+    live = None
+    if plan.get("live"):
+        # The live page, open in a tab of its own while the phone taps: it shows each verdict's source.
+        driver.get(origin + "/?token=" + plan["token"])
+        deadline = time.time() + 60
+        while text("stream") != "live":
+            if time.time() > deadline:
+                sys.exit("the live page's event stream never went live: %r" % text("stream"))
+            time.sleep(0.05)
+        live = driver.current_window_handle
+        driver.switch_to.new_window("tab")
     for step in plan["steps"]:
         name = step["name"]
         driver.get(origin + "/healthz")
@@ -69,6 +81,15 @@ try:
             time.sleep(0.05)
         driver.save_screenshot("%s/phone-%s.png" % (plan["shots"], name))
         print("STEP", name, line, flush=True)
+    if live:
+        driver.switch_to.window(live)
+        deadline = time.time() + 60
+        while not text("last"):
+            if time.time() > deadline:
+                sys.exit("the live page showed no verdict")
+            time.sleep(0.05)
+        driver.save_screenshot("%s/phone-live-page.png" % plan["shots"])
+        print("LIVE", text("last"), flush=True)
     print("DONE", flush=True)
 finally:
     driver.quit()

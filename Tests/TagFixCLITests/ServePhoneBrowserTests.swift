@@ -111,11 +111,11 @@ struct ServePhoneBrowserTests {
     }
 
     /// Runs the browser's plan; returns its `STEP` lines by step name.
-    static func browse(_ rig: PhoneRig, steps: [[String: Any]], spki: String? = nil) async throws -> [String: String] {
+    static func browse(_ rig: PhoneRig, steps: [[String: Any]], spki: String? = nil, live: Bool = false) async throws -> [String: String] {
         let artefacts = packageRoot + "/.build/test-artefacts"
         try FileManager.default.createDirectory(atPath: artefacts, withIntermediateDirectories: true)
         let plan: [String: Any] = [
-            "origin": rig.origin, "token": PhoneRig.tokens["alice"]!, "shots": artefacts, "spki": spki as Any, "steps": steps,
+            "origin": rig.origin, "token": PhoneRig.tokens["alice"]!, "shots": artefacts, "spki": spki as Any, "steps": steps, "live": live,
         ]
         let path = try temporaryFile("plan.json", String(decoding: try JSONSerialization.data(withJSONObject: plan), as: UTF8.self))
         let result = try await TestProgram.run(try #require(seleniumPython), [packageRoot + "/Tests/Browser/phone_tap.py", path])
@@ -126,6 +126,7 @@ struct ServePhoneBrowserTests {
             let name = String(rest.prefix { $0 != " " })
             lines[name] = String(rest.dropFirst(name.count + 1))
         }
+        if let last = result.out.last(where: { $0.hasPrefix("LIVE ") }) { lines["live"] = String(last.dropFirst(5)) }
         return lines
     }
 
@@ -162,7 +163,7 @@ struct ServePhoneBrowserTests {
                 step("denied", tagURL, permission: "denied"),
                 step("sun", sunURL),
                 step("sun-replayed", sunURL),
-            ])
+            ], live: true)
         #expect(lines["refused"]?.hasPrefix("refused") == true, "\(lines)")
         #expect(lines["confirmed"]?.hasPrefix("confirmed | ✓ confirmed") == true, "\(lines)")
         #expect(lines["outside"]?.hasPrefix("outside") == true, "\(lines)")
@@ -170,6 +171,8 @@ struct ServePhoneBrowserTests {
         #expect(lines["denied"]?.hasPrefix("disallowed") == true, "\(lines)")
         #expect(lines["sun"]?.hasPrefix("confirmed") == true, "\(lines)")
         #expect(lines["sun-replayed"]?.hasPrefix("untrusted") == true, "\(lines)")
+        // The live page, open meanwhile, says the last verdict came from a phone, and whose.
+        #expect(lines["live"]?.hasPrefix("S1 (phone alice): untrusted") == true, "\(lines)")
         #expect(await rig.stop())
         let log = try Self.logged(rig)
         // The refused tap left nothing; each other page's verdict is in the log, in order.
