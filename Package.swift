@@ -109,7 +109,7 @@ let package = Package(
             ]),
         // tagfix serve: the event socket, the HTTP server and the live page, as a sink of the
         // session's fan-out.
-        .target(name: "TagFixServe", dependencies: ["TagFixCore", "TagFixSystem", "TagFixDevices", "TagFixReport"]),
+        .target(name: "TagFixServe", dependencies: ["TagFixCore", "TagFixSystem", "TagFixDevices", "TagFixReport", "TagFixTLS"]),
         // The reader factory: a reader address (--reader) becomes a TagReader or a TagSession of
         // the backend that serves it; a new backend registers here.
         .target(name: "TagFixReaders", dependencies: ["TagFixCore", "TagFixDevices", "TagFixNFC", "TagFixPCSC", "TagFixScenarios"]),
@@ -118,7 +118,7 @@ let package = Package(
             dependencies: [
                 "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixDaemons", "TagFixTags",
                 "TagFixNFC", "TagFixPCSC", "TagFixReaders", "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor",
-                "TagFixDemo", "TagFixMQTT", "TagFixServe", "TagFixPostgres",
+                "TagFixDemo", "TagFixMQTT", "TagFixServe", "TagFixPostgres", "TagFixTLS",
             ]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
         .executableTarget(

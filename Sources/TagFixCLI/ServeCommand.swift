@@ -4,8 +4,10 @@ import TagFixDemo
 import TagFixDevices
 import TagFixGPSD
 import TagFixReport
+import TagFixScenarios
 import TagFixServe
 import TagFixStore
+import TagFixTLS
 
 /// `tagfix serve`: the live verifier as a service, with a gpsd-style event socket and a live
 /// map over HTTP. The session is `verify --reader`'s (VerifyCommand); the server is one more
@@ -30,11 +32,19 @@ struct ServeCommand: Subcommand {
             Authorization: Bearer TOKEN and TCP socket clients ?AUTH="TOKEN"; first. A client that does \
             not read is cut off after 1 MiB of unread output, with a line on standard error; one that begins a request or a \
             command and does not end it within --client-timeout is closed. \
+            Phones are readers and GPS receivers too: with --http and --token FILE (named tokens: tagfix tokens add NAME), a \
+            tag URL such as https://HOST/t/E1 opened on a phone gets a page that asks for the phone's position and posts it to \
+            /api/tap; the verdict is the verifier's, logged and sent like a reader's, with source "phone" and the token's name \
+            (docs/protocol.md). A phone shows its token once, by its link HOST/…?token=TOKEN (an HTTP-only cookie from then on); a \
+            tap without one is refused and not logged; taps are same-origin only, rate-limited per client and bounded. The \
+            position decides and is dropped unless --keep-phone-positions; --require-sun takes only SUN taps. Browsers give \
+            positions to HTTPS pages only: --tls-cert FILE --tls-key FILE (or a reverse proxy; docs/hardware.md). Without \
+            --reader, serve runs with phones alone. \
             Several serve instances behind one reverse proxy act as one with --state postgresql://… (the SUN read \
             counters: a SUN URL accepted by one is a replay at every other) and --registry postgresql://…; a tap whose \
             counter cannot be committed is inconclusive, never confirmed, a line on standard error says why, and \
             the next tap connects again. \
-            SIGHUP reloads --registry; SIGTERM or SIGINT stops: pending scans get their verdicts, the \
+            SIGHUP reloads --registry, --token and --tls-cert/--tls-key; SIGTERM or SIGINT stops: pending scans get their verdicts, the \
             log is complete, clients get a SHUTDOWN object, exit 0. Under systemd (Type=notify) it \
             says READY=1 once it listens.
             """,
@@ -60,7 +70,25 @@ struct ServeCommand: Subcommand {
             .init(name: "http", valueName: "HOST:PORT", help: "Serve the live page and the HTTP API here, e.g. 127.0.0.1:8080."),
             .init(
                 name: "token", valueName: "FILE",
-                help: "Bearer token file (mode 0600): required for any address other than loopback; HTTP and TCP clients must give it."),
+                help:
+                    "Token file (mode 0600): one token, or named ones (NAME TOKEN a line; tagfix tokens add NAME makes them); required for any address other than loopback; HTTP and TCP clients must give one; with --http, phones tap with theirs (the link HOST/…?token=TOKEN sets a cookie once). SIGHUP reloads it."
+            ),
+            .init(
+                name: "tls-cert", valueName: "FILE",
+                help:
+                    "Serve --http as HTTPS with this PEM certificate chain (the server's first), with --tls-key; SIGHUP reloads both (live connections keep theirs). Phones give a page their position only over HTTPS (or on localhost)."
+            ),
+            .init(name: "tls-key", valueName: "FILE", help: "The PEM private key of --tls-cert (mode 0600)."),
+            .init(
+                name: "require-sun", valueName: nil,
+                help:
+                    "A phone tap whose tag proves nothing with SUN (NTAG 424 DNA) is untrusted(sun_required): a plain tag's URL can be opened anywhere by anyone who has seen it."
+            ),
+            .init(
+                name: "keep-phone-positions", valueName: nil,
+                help:
+                    "Keep a phone tap's coordinates in the log (by default the position decides and is dropped: the log keeps the distance and the accuracy)."
+            ),
             .init(
                 name: "client-timeout", valueName: "S",
                 help:
@@ -86,6 +114,7 @@ struct ServeCommand: Subcommand {
         examples: [
             "tagfix serve --reader pn532_uart:/dev/ttyUSB0 --gps gpsd://localhost:2947 --registry site.sqlite --log today.jsonl --http 127.0.0.1:8080",
             "tagfix serve --reader pn532_uart:/dev/ttyUSB0 --registry site.sqlite --listen 0.0.0.0:2948 --token /etc/tagfix/token",
+            "tagfix serve --registry site.sqlite --log taps.jsonl --http 0.0.0.0:8443 --token /etc/tagfix/tokens --tls-cert site.pem --tls-key site-key.pem",
             "tagfix serve --demo",
             #"printf '?WATCH={"enable":true};\n' | socat - UNIX-CONNECT:$XDG_RUNTIME_DIR/tagfix.sock"#,
         ])
@@ -105,6 +134,11 @@ struct ServeCommand: Subcommand {
     var configuration: ServeConfiguration
     var tokenPath: String?
     var demo: Bool
+    /// No --reader: phones are the only readers (--http and --token needed).
+    var phonesOnly: Bool
+    var tlsCertificate: String?
+    var tlsKey: String?
+    var phonePolicy = PhoneTapPolicy()
     var tiles: ReportCommand.Tiles?
     var attribution: String?
     var leafletDirectory = ProcessInfo.processInfo.environment["TAGFIX_LEAFLET_DIR"] ?? Leaflet.debianDirectory
@@ -112,11 +146,28 @@ struct ServeCommand: Subcommand {
     init(_ arguments: ParsedArguments) throws(CLIError) {
         let name = Self.spec.name
         demo = arguments.flag("demo")
-        guard arguments.value("reader") != nil || demo else { throw .usage("serve needs --reader ADDRESS (or --demo)", command: name) }
+        phonesOnly = arguments.value("reader") == nil && !demo
+        if phonesOnly, arguments.value("http") == nil || arguments.value("token") == nil {
+            throw .usage("serve needs --reader ADDRESS, or --http HOST:PORT with --token FILE for phones alone (or --demo)", command: name)
+        }
+        if phonesOnly, arguments.value("gps") != nil || arguments.value("gpsd") != nil {
+            throw .usage("--gps is for a --reader's taps: a phone brings its own position; drop --gps or give --reader", command: name)
+        }
         if arguments.value("gps") != nil, arguments.value("gpsd") != nil { throw .usage("give --gps or --gpsd, not both", command: name) }
         var session = arguments
         session.values["gps"] = arguments.values["gpsd"] ?? arguments.values["gps"]
+        // Phones alone: verify's options, log and sinks as for a reader, but no reader is opened.
+        if phonesOnly { session.values["reader"] = ["pn532_uart:/dev/null"] }
         verify = try VerifyCommand(session)
+        if phonesOnly { verify.gpsd = nil }
+        tlsCertificate = arguments.value("tls-cert")
+        tlsKey = arguments.value("tls-key")
+        if (tlsCertificate == nil) != (tlsKey == nil) { throw .usage("give --tls-cert FILE and --tls-key FILE together", command: name) }
+        if tlsCertificate != nil, demo { throw .usage("serve --demo serves plain HTTP on loopback: drop --tls-cert", command: name) }
+        if tlsCertificate != nil, arguments.value("http") == nil {
+            throw .usage("--tls-cert is for --http: give --http HOST:PORT", command: name)
+        }
+        phonePolicy = PhoneTapPolicy(requireSUN: arguments.flag("require-sun"), keepPositions: arguments.flag("keep-phone-positions"))
         readers = try arguments.all("reader").map { text throws(CLIError) in try ReaderOption.address(text, command: name) }
         if Set(readers.map(\.description)).count < readers.count { throw .usage("a --reader is given twice", command: name) }
         tokenPath = arguments.value("token")
@@ -138,23 +189,19 @@ struct ServeCommand: Subcommand {
     }
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
-        guard let reader = readers.first else {
-            guard demo else { throw .usage("serve needs --reader ADDRESS", command: Self.spec.name) }
-            return try await runDemo(io)
-        }
+        if demo { return try await runDemo(io) }
         var configuration = self.configuration
-        if let tokenPath {
-            do {
-                configuration.token = try SecretFile.read(tokenPath).trimmingCharacters(in: .whitespacesAndNewlines)
-            } catch {
-                throw .file(error)
-            }
-            guard configuration.token?.isEmpty == false else { throw .usage("--token \(tokenPath) is empty", command: Self.spec.name) }
+        let tokens = try tokenPath.map { path throws(CLIError) in TokenRing(try Self.readTokens(path)) }
+        if let tokens {
+            configuration.token = tokens.current.entries.first?.token
+            configuration.tokens = tokens
         }
+        if let tlsCertificate, let tlsKey { configuration.tls = ServeTLS(try Self.tlsContext(certificate: tlsCertificate, key: tlsKey)) }
         let map = try liveMap(io)
         let stop = StopSignals(StopSignals.standard)
         defer { stop.cancel() }
-        let scenario = try verify.sessionScenario()
+        let scenario =
+            phonesOnly ? Scenario(name: "phones", start: MonotonicClock().now, gps: [], reader: []) : try verify.sessionScenario()
         var wrapped: ReloadableRegistry?
         let note: @Sendable (String) -> Void = { io.err("tagfix serve: \($0)") }
         let (verifier, registryName, registryPath) = try verify.makeVerifier(
@@ -170,19 +217,52 @@ struct ServeCommand: Subcommand {
             try registryPath.map { path throws(CLIError) in
                 try RegistrySource.entries(path, passwordFile: passwordFile, command: Self.spec.name)
             } ?? []
+        // Phone taps: with --http and a token file (each phone's token rides in its cookie).
+        let phones = tokens.flatMap { tokens in
+            configuration.http.map { _ in
+                PhoneTaps(
+                    handler: PhoneTapHandler(verifier: verifier, clock: MonotonicClock(), policy: phonePolicy), tokens: tokens,
+                    secure: configuration.tls != nil, clock: MonotonicClock())
+            }
+        }
         let hub: ServeHub
         do {
             hub = try ServeHub(
-                configuration, readers: readers.map(\.description), gps: verify.gpsd?.description ?? verify.scenarioPath,
-                placements: placements,
-                clock: MonotonicClock(), map: map, log: { io.err($0) })
+                configuration, readers: readers.map(\.description),
+                gps: phonesOnly ? nil : verify.gpsd?.description ?? verify.scenarioPath, placements: placements,
+                clock: MonotonicClock(), map: map, phones: phones, log: { io.err($0) })
         } catch {
             throw error.kind == .usage ? .usage(error.message, command: Self.spec.name) : .unavailable(error.message)
         }
         io.err("tagfix serve: \(registryName)")
         io.err(Self.listening(configuration, hub: hub))
+        if phones != nil, let address = configuration.http, let port = hub.server.httpPort {
+            let scheme = configuration.tls != nil ? "https" : "http"
+            io.err(
+                "tagfix serve: phones tap here: give each tech the link \(scheme)://\(ListenAddress.described(address.host, port))/?token=TOKEN (tagfix tokens list) once, then tag URLs \(scheme)://HOST/t/{id}"
+            )
+        }
         hub.start()
+        let tokenPath = self.tokenPath
+        let (tlsCertificate, tlsKey) = (self.tlsCertificate, self.tlsKey)
+        let tls = configuration.tls
         let reload: @Sendable () -> Void = {
+            if let tokenPath, let tokens {
+                do throws(CLIError) {
+                    tokens.replace(with: try Self.readTokens(tokenPath))
+                    io.err("SIGHUP: tokens reloaded: \(tokens.current.entries.count) in \(tokenPath)")
+                } catch {
+                    io.err("SIGHUP: the tokens were not reloaded (the previous ones stay): \(error.message)")
+                }
+            }
+            if let tls, let tlsCertificate, let tlsKey {
+                do throws(CLIError) {
+                    tls.replace(with: try Self.tlsContext(certificate: tlsCertificate, key: tlsKey))
+                    io.err("SIGHUP: TLS certificate reloaded: \(tlsCertificate) (open connections keep the previous one)")
+                } catch {
+                    io.err("SIGHUP: the TLS certificate was not reloaded (the previous one stays): \(error.message)")
+                }
+            }
             guard let registryPath, let reloadable else { return io.err("SIGHUP: no --registry to reload") }
             do throws(CLIError) {
                 let (registry, name) = try RegistrySource.open(
@@ -202,6 +282,17 @@ struct ServeCommand: Subcommand {
         var failure: CLIError?
         do {
             try await verify.withPrinter(io, sinks: [hub]) { printer throws(CLIError) in
+                // A phone's verdict goes through the same fan-out as a reader's: the log first.
+                let clock = MonotonicClock()
+                phones?.deliver { verdict in
+                    printer.print(.verdict(verdict), now: clock.now)
+                    return printer.logFailure == nil
+                }
+                guard let reader = readers.first else {
+                    // Phones alone: the session lasts until SIGINT or SIGTERM.
+                    _ = await stop.wait()
+                    return
+                }
                 try await verify.live(
                     reader: reader, also: Array(readers.dropFirst()), watch: hub.watching, scenario: scenario, verifier: verifier,
                     printer: printer, io: io, stop: stop)
@@ -215,6 +306,30 @@ struct ServeCommand: Subcommand {
         await hub.stop(
             reason: failure.map { "error: \($0.message)" } ?? signal.map { "stopped by \($0); the log is complete" } ?? "session over")
         if let failure { throw failure }
+    }
+
+    /// The token file: one token, or named ones.
+    static func readTokens(_ path: String) throws(CLIError) -> TokenFile {
+        let file: TokenFile
+        do {
+            file = try TokenFile.read(path)
+        } catch {
+            throw .file(error)
+        }
+        guard !file.entries.isEmpty else {
+            throw .usage("--token \(path) is empty: tagfix tokens add NAME makes a token", command: spec.name)
+        }
+        return file
+    }
+
+    /// The TLS certificate and key: a file that cannot be read is 66, one that is not what it
+    /// should be (or a key not the certificate's) 65.
+    static func tlsContext(certificate: String, key: String) throws(CLIError) -> TLSServerContext {
+        do {
+            return try TLSServerContext(certificate: certificate, key: key)
+        } catch {
+            throw .file(DataFileError(file: error.file ?? certificate, line: nil, message: error.description, unreadable: error.unreadable))
+        }
     }
 
     /// `serve --demo`: the example site (its registry on the page), walked through the emulators
@@ -300,7 +415,7 @@ struct ServeCommand: Subcommand {
             parts.append("tcp \(ListenAddress.described(address.host, port))")
         }
         if let address = configuration.http, let port = hub.server.httpPort {
-            parts.append("http://\(ListenAddress.described(address.host, port))/")
+            parts.append("\(configuration.tls != nil ? "https" : "http")://\(ListenAddress.described(address.host, port))/")
         }
         var line = "tagfix serve: listening on " + parts.joined(separator: ", ")
         let open = [configuration.listen, configuration.http].compactMap { $0 }.filter { !$0.isLoopback }

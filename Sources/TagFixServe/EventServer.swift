@@ -18,6 +18,20 @@ public struct ServeConfiguration: Sendable {
     public var http: ListenAddress?
     /// The bearer token (`--token`): HTTP requests and TCP socket clients must give it.
     public var token: String?
+    /// The named tokens (`--token FILE` as a `TokenFile`): any of them is the bearer token, and
+    /// a phone's cookie carries one. Replaces `token`'s check when set; SIGHUP reloads it.
+    public var tokens: TokenRing?
+    /// HTTPS (`--tls-cert`, `--tls-key`): every HTTP connection speaks TLS with the context of
+    /// the moment (SIGHUP reloads it; live connections keep theirs).
+    public var tls: ServeTLS? {
+        didSet {
+            if let tls {
+                httpTransport = { @Sendable (fd: FileDescriptor) -> (any ConnectionTransport)? in tls.transport(for: fd) }
+            } else {
+                httpTransport = nil
+            }
+        }
+    }
     /// What a client may have unread before it is cut off.
     public var bufferLimit = 1 << 20
     /// Connections beyond this many are refused. libnfc and libgps wait with select(2), which
@@ -79,7 +93,7 @@ public struct ServeConfiguration: Sendable {
     public func check() throws(ServeError) {
         if let socketGroup { _ = try Self.groupID(socketGroup) }
         for (option, address) in [("listen", listen), ("http", http)] {
-            if let address, !address.isLoopback, token == nil {
+            if let address, !address.isLoopback, token == nil, tokens == nil {
                 throw ServeError(
                     .usage,
                     "--\(option) \(address) can be reached from other machines: give --token FILE (a bearer token) too, or listen on 127.0.0.1"
@@ -108,6 +122,9 @@ public protocol ServeResponder: Sendable {
     /// The default answers GET and HEAD with `respond(to:stats:)` at once, and anything else
     /// 405 (only GET).
     func respond(to request: HTTPRequest, stats: ServerStats, reply: HTTPReplyHandle) -> HTTPAnswer
+    /// Whether the responder checks this request's credentials itself (phone taps: a token's
+    /// cookie), so the server's bearer token is not asked for. The default: none.
+    func authenticatesItself(_ request: HTTPRequest) -> Bool
 }
 
 extension ServeResponder {
@@ -115,6 +132,8 @@ extension ServeResponder {
         guard request.method == "GET" || request.method == "HEAD" else { return .now(HTTPResponse.onlyGet) }
         return .now(respond(to: request, stats: stats))
     }
+
+    public func authenticatesItself(_ request: HTTPRequest) -> Bool { false }
 }
 
 /// The server's counts, for `/metrics`.
@@ -606,7 +625,8 @@ public final class EventServer: Sendable {
                 let isHTTP = listener.kind == .http
                 let connection = ServeConnection(
                     kind: isHTTP ? .http : .socket, name: "\(isHTTP ? "HTTP" : "socket") client \(id) (\(peer))", clientAddress: address,
-                    authenticated: configuration.token == nil || listener.kind == .unix, settings: settings, responder: server.responder,
+                    authenticated: (configuration.token == nil && configuration.tokens == nil) || listener.kind == .unix,
+                    settings: settings, responder: server.responder,
                     now: configuration.clock.timestamp)
                 let transport: any ConnectionTransport
                 if isHTTP, let make = configuration.httpTransport {

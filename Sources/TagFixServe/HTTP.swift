@@ -6,6 +6,9 @@ public struct HTTPRequest: Sendable, Hashable {
     public var method: String
     /// The path without its query.
     public var path: String
+    /// The request target as sent: the path and its query, undecoded (what a tap page's URL is
+    /// read from).
+    public var target: String = ""
     public var query: [String: String]
     /// Header names in lower case (`cookie`, `user-agent`, `origin`, `host`, `content-type`…).
     public var headers: [String: String]
@@ -42,6 +45,7 @@ public struct HTTPRequest: Sendable, Hashable {
         method = String(requestLine[0])
         let target = requestLine[1]
         guard target.hasPrefix("/") else { throw ProtocolError("the request target must be a path") }
+        self.target = String(target)
         if let mark = target.firstIndex(of: "?") {
             path = String(target[..<mark])
             query = Self.query(target[target.index(after: mark)...])
@@ -162,13 +166,16 @@ public struct HTTPResponse: Sendable {
     public static func reason(_ status: Int) -> String {
         switch status {
         case 200: "OK"
+        case 303: "See Other"
         case 400: "Bad Request"
         case 401: "Unauthorized"
+        case 403: "Forbidden"
         case 404: "Not Found"
         case 405: "Method Not Allowed"
         case 408: "Request Timeout"
         case 411: "Length Required"
         case 413: "Content Too Large"
+        case 429: "Too Many Requests"
         case 431: "Request Header Fields Too Large"
         case 503: "Service Unavailable"
         default: "Error"

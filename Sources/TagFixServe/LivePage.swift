@@ -127,7 +127,9 @@ enum LivePage {
               }
               const last = document.getElementById("last");
               last.className = v.verdict;
-              last.textContent = key + ": " + v.verdict + " — " + v.message;
+              // Which source the verdict came from: a phone says so, with its token's name.
+              const via = v.source === "phone" ? " (phone" + (v.phone && v.phone.token ? " " + v.phone.token : "") + ")" : "";
+              last.textContent = key + via + ": " + v.verdict + " — " + v.message;
               walk.verdict(key, v);
             }
             // The event stream's state and the devices' each have their own place: a device's
@@ -216,7 +218,9 @@ enum LivePage {
                            region: v.region || null});
               const last = document.getElementById("last");
               last.className = v.verdict;
-              last.textContent = key + ": " + v.verdict + " — " + v.message;
+              // Which source the verdict came from: a phone says so, with its token's name.
+              const via = v.source === "phone" ? " (phone" + (v.phone && v.phone.token ? " " + v.phone.token : "") + ")" : "";
+              last.textContent = key + via + ": " + v.verdict + " — " + v.message;
               walk.verdict(key, v);
             }
             const readers = new Map();

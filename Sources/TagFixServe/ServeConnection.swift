@@ -31,6 +31,9 @@ struct ServeConnection {
     /// The limits and answers the connection needs from the server's configuration.
     struct Settings: Sendable {
         var token: String?
+        /// The named tokens (`--token` as a `TokenFile`, reloaded on SIGHUP): any of them is the
+        /// bearer token. `nil`: `token` alone.
+        var tokens: TokenRing?
         var release: String
         var clientTimeout: Duration
         var bufferLimit: Int
@@ -51,6 +54,17 @@ struct ServeConnection {
             self.init(
                 token: configuration.token, release: configuration.release, clientTimeout: configuration.clientTimeout,
                 bufferLimit: configuration.bufferLimit, bodyLimit: configuration.bodyLimit)
+            tokens = configuration.tokens
+        }
+
+        /// Whether a token is asked for at all.
+        var needsToken: Bool { token != nil || tokens != nil }
+
+        /// Whether `given` is the bearer token (or one of the named ones).
+        func accepts(_ given: String) -> Bool {
+            if let tokens { return tokens.name(forToken: given) != nil }
+            guard let token else { return false }
+            return ServeConnection.same(given, token)
         }
     }
 
@@ -208,7 +222,7 @@ struct ServeConnection {
         if !authenticated {
             switch command {
             case .auth(let token):
-                guard let expected = settings.token, Self.same(token, expected) else {
+                guard settings.needsToken, settings.accepts(token) else {
                     closeWhenFlushed = true
                     reply([ServeMessage.error("wrong token; closing")])
                     return
@@ -267,7 +281,11 @@ struct ServeConnection {
         parsed.clientAddress = clientAddress
         // What follows the head: the start of a body.
         request.removeFirst(end)
-        if let token = settings.token, parsed.path != "/healthz", !Self.same(parsed.bearerToken ?? "", token) {
+        // Phone taps authenticate themselves (their token's cookie, or the link's ?token=): the
+        // responder says which requests it checks.
+        if settings.needsToken, parsed.path != "/healthz", !responder.authenticatesItself(parsed),
+            !settings.accepts(parsed.bearerToken ?? "")
+        {
             return respond(
                 HTTPResponse(
                     status: 401, body: "this server needs its token: Authorization: Bearer TOKEN, or ?token=TOKEN\n",

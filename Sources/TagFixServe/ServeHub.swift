@@ -22,17 +22,20 @@ public final class ServeHub: VerdictSink {
     ///   - gps: the GPS source (`gpsd://…`).
     ///   - placements: the registry's tags, for the live page and `/api/tags`.
     ///   - clock: the session's clock, for `/metrics`' fix age and `?POLL;`'s time.
+    ///   - phones: phone taps (`--http` with `--token`): the tap pages and POST /api/tap.
     ///   - log: where lines for the log go (a client cut off).
     /// - Throws: `ServeError` for an address that cannot be used.
     public init(
         _ configuration: ServeConfiguration, readers: [String], gps: String?, placements: [RegistryEntry], clock: (any SessionClock)? = nil,
-        map: LiveMap = LiveMap(), log: @escaping @Sendable (String) -> Void
+        map: LiveMap = LiveMap(), phones: PhoneTaps? = nil, log: @escaping @Sendable (String) -> Void
     ) throws(ServeError) {
         let state = StateBox(ServeState(readers: readers, gps: gps, placements: placements))
         self.state = state
         self.clock = clock
         server = try EventServer(
-            configuration, responder: Responder(state: state, clock: clock, release: configuration.release, map: map, viewer: firstViewer),
+            configuration,
+            responder: Responder(
+                state: state, clock: clock, release: configuration.release, map: map, viewer: firstViewer, phones: phones),
             log: log)
     }
 
@@ -84,6 +87,17 @@ public final class ServeHub: VerdictSink {
         let release: String
         let map: LiveMap
         var viewer: OneShot<Bool>? = nil
+        var phones: PhoneTaps? = nil
+
+        func authenticatesItself(_ request: HTTPRequest) -> Bool { phones?.authenticatesItself(request) ?? false }
+
+        func respond(to request: HTTPRequest, stats: ServerStats, reply: HTTPReplyHandle) -> HTTPAnswer {
+            if let phones, phones.authenticatesItself(request) {
+                return phones.respond(to: request, reply: reply) { request in respond(to: request, stats: stats) }
+            }
+            guard request.method == "GET" || request.method == "HEAD" else { return .now(HTTPResponse.onlyGet) }
+            return .now(respond(to: request, stats: stats))
+        }
 
         func answer(_ command: ClientCommand) -> [String] {
             let now = clock?.timestamp
@@ -113,7 +127,15 @@ public final class ServeHub: VerdictSink {
             switch request.path {
             case "/":
                 let page = state.value.withLock { LivePage.html(state: $0, release: release, map: map, token: request.query["token"]) }
-                return HTTPResponse(status: 200, contentType: "text/html; charset=utf-8", body: page)
+                // A tech's link (`/?token=`): the phone keeps the token as its cookie for its taps.
+                let cookie = phones.flatMap { phones in
+                    request.query["token"].flatMap { token in
+                        phones.tokens.name(forToken: token).map { _ in
+                            [("Set-Cookie", PhoneCookie.setCookie(token: token, secure: phones.secure))]
+                        }
+                    }
+                }
+                return HTTPResponse(status: 200, contentType: "text/html; charset=utf-8", body: page, headers: cookie ?? [])
             case "/api/verdicts":
                 guard let since = Int(request.query["since"] ?? "0"), since >= 0 else {
                     return HTTPResponse(status: 400, body: "since must be a verdict id (a whole number from 0)\n")

@@ -509,3 +509,53 @@ struct ServeConnectionRandomInputTests {
         }
     }
 }
+
+/// A responder that checks tag pages' credentials itself, as `serve` does for phone taps.
+private struct TapResponder: ServeResponder {
+    func answer(_ command: ClientCommand) -> [String] { [] }
+    func verdicts(since id: Int) -> [ServeEvent] { [] }
+    func devices() -> [ServeEvent] { [] }
+    func respond(to request: HTTPRequest, stats: ServerStats) -> HTTPResponse { HTTPResponse(status: 200, body: "ok\n") }
+    func authenticatesItself(_ request: HTTPRequest) -> Bool { request.path.hasPrefix("/t/") }
+}
+
+@Suite("tagfix serve's connection state machine: requests the responder authenticates itself")
+struct ServeConnectionSelfAuthenticationTests {
+    func client(tokens: TokenRing? = nil) -> ServeConnection {
+        var settings = ServeConnection.Settings(token: "s3cret-0123456789abcdef", release: "test")
+        settings.tokens = tokens
+        return ServeConnection(
+            kind: .http, name: "HTTP client 1 (test)", authenticated: false, settings: settings, responder: TapResponder(), now: start)
+    }
+
+    @Test(
+        "with a token set, a tag's page reaches the responder without the bearer token (its target kept as sent); the live page still needs it"
+    )
+    func tagPages() throws {
+        var tap = client()
+        let actions = tap.receive(Array("GET /t/E1?picc_data=AB&cmac=CD HTTP/1.1\r\nHost: h\r\n\r\n".utf8), now: start)
+        guard case .respond(let request) = try #require(actions.first) else {
+            Issue.record("expected .respond, got \(actions)")
+            return
+        }
+        #expect(request.target == "/t/E1?picc_data=AB&cmac=CD")
+        var live = client()
+        #expect(live.receive(Array("GET / HTTP/1.1\r\n\r\n".utf8), now: start).isEmpty)
+        #expect(live.drain().hasPrefix("HTTP/1.1 401"))
+    }
+
+    @Test("with named tokens, any of them is the bearer token; one revoked is refused from then on")
+    func namedTokens() throws {
+        let ring = TokenRing(
+            TokenFile(entries: [.init(name: "anna", token: "anna-0123456789abcdef"), .init(name: "ben", token: "ben-0123456789abcdef")]))
+        for token in ["anna-0123456789abcdef", "ben-0123456789abcdef"] {
+            var reader = client(tokens: ring)
+            let actions = reader.receive(Array("GET / HTTP/1.1\r\nAuthorization: Bearer \(token)\r\n\r\n".utf8), now: start)
+            #expect(actions.count == 1, "\(token): \(actions)")
+        }
+        ring.replace(with: TokenFile(entries: [.init(name: "anna", token: "anna-0123456789abcdef")]))
+        var revoked = client(tokens: ring)
+        #expect(revoked.receive(Array("GET / HTTP/1.1\r\nAuthorization: Bearer ben-0123456789abcdef\r\n\r\n".utf8), now: start).isEmpty)
+        #expect(revoked.drain().hasPrefix("HTTP/1.1 401"))
+    }
+}

@@ -1,0 +1,95 @@
+"""Phone taps in a real browser (test tooling): headless Chromium at a phone's viewport, through
+chromedriver and Selenium, its position set through the DevTools protocol
+(Emulation.setGeolocationOverride) and the geolocation permission granted or denied
+(Browser.grantPermissions / Browser.setPermission).
+
+Reads a JSON plan from the file PLAN:
+  {"origin": "http://127.0.0.1:PORT", "token": "…", "shots": "DIR", "spki": null or "HASH",
+   "live": true or false (the live page open in a tab of its own meanwhile: LIVE and its last verdict's line),
+   "steps": [{"name": "…", "url": "…", "lat": 53.5, "lon": 9.9, "accuracy": 5,
+              "permission": "granted" | "denied", "cookie": true | false}]}
+For each step: the cookie (the token's link, opened once) or none, the permission and the
+position, then the tag's URL; waits (up to 60 s) for the page's verdict, or for the refusal page,
+keeps a screenshot DIR/phone-NAME.png and prints one line:
+  STEP NAME VERDICT-CLASS | SHOWN | MESSAGE
+(VERDICT-CLASS is `refused` for the page without a token). Exits 1 if a page never answers.
+
+usage: python phone_tap.py PLAN"""
+import json, sys, time
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+
+with open(sys.argv[1]) as file:
+    plan = json.load(file)
+origin = plan["origin"]
+options = Options()
+for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"):
+    options.add_argument(flag)
+if plan.get("spki"):
+    # The test CA's server certificate is trusted by its key's hash: the page is a secure context.
+    options.add_argument("--ignore-certificate-errors-spki-list=" + plan["spki"])
+# A phone: its viewport, its pixel ratio, touch, and a phone's user agent.
+options.add_experimental_option("mobileEmulation", {
+    "deviceMetrics": {"width": 390, "height": 844, "pixelRatio": 3, "touch": True},
+    "userAgent": "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Mobile Safari/537.36",
+})
+options.binary_location = "/usr/bin/chromium"
+driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+text = lambda id: driver.execute_script("var e = document.getElementById(arguments[0]); return e ? e.textContent : null", id)
+try:
+    live = None
+    if plan.get("live"):
+        # The live page, open in a tab of its own while the phone taps: it shows each verdict's source.
+        driver.get(origin + "/?token=" + plan["token"])
+        deadline = time.time() + 60
+        while text("stream") != "live":
+            if time.time() > deadline:
+                sys.exit("the live page's event stream never went live: %r" % text("stream"))
+            time.sleep(0.05)
+        live = driver.current_window_handle
+        driver.switch_to.new_window("tab")
+    for step in plan["steps"]:
+        name = step["name"]
+        driver.get(origin + "/healthz")
+        driver.delete_all_cookies()
+        if step.get("cookie", True):
+            # The tech's link, opened once: the server sets the cookie and sends the phone on.
+            driver.get(origin + "/?token=" + plan["token"])
+        if step.get("permission", "granted") == "granted":
+            driver.execute_cdp_cmd("Browser.grantPermissions", {"origin": origin, "permissions": ["geolocation"]})
+        else:
+            driver.execute_cdp_cmd("Browser.setPermission",
+                                   {"origin": origin, "permission": {"name": "geolocation"}, "setting": "denied"})
+        driver.execute_cdp_cmd("Emulation.setGeolocationOverride",
+                               {"latitude": step.get("lat", 0), "longitude": step.get("lon", 0), "accuracy": step.get("accuracy", 5)})
+        driver.get(step["url"])
+        deadline = time.time() + 60
+        while True:
+            heading = driver.execute_script("var h = document.querySelector('h1'); return h ? h.textContent : ''")
+            if "may not tap" in heading:
+                line = "refused | %s | %s" % (heading, driver.execute_script("return document.body.innerText").replace("\n", " "))
+                break
+            shown = text("verdict")
+            if shown:
+                verdict = driver.execute_script("return document.getElementById('verdict').className")
+                line = "%s | %s | %s" % (verdict, shown, text("message"))
+                break
+            if time.time() > deadline:
+                driver.save_screenshot("%s/phone-%s.png" % (plan["shots"], name))
+                sys.exit("step %s: the page never answered: %r" % (name, text("state")))
+            time.sleep(0.05)
+        driver.save_screenshot("%s/phone-%s.png" % (plan["shots"], name))
+        print("STEP", name, line, flush=True)
+    if live:
+        driver.switch_to.window(live)
+        deadline = time.time() + 60
+        while not text("last"):
+            if time.time() > deadline:
+                sys.exit("the live page showed no verdict")
+            time.sleep(0.05)
+        driver.save_screenshot("%s/phone-live-page.png" % plan["shots"])
+        print("LIVE", text("last"), flush=True)
+    print("DONE", flush=True)
+finally:
+    driver.quit()

@@ -1,0 +1,313 @@
+import Foundation
+import TagFixCore
+import TagFixDevices
+import TagFixTesting
+import Testing
+
+/// `tagfix serve` with phones alone (no reader, no GPS), as a site runs it: a registry, a token
+/// file of named tokens, the log, and HTTP on loopback; phones are raw HTTP clients, each from a
+/// loopback address of its own (127.0.0.2, 127.0.0.3…), so the limit per client can be seen.
+final class PhoneRig: Sendable {
+    static let tokens = ["alice": "alice-token-0123456789abcdef", "bob": "bob-token-0123456789abcdef"]
+    let serve: RunningTagFix
+    let log: String
+    let port: Int
+    let folder: String
+
+    let secure: Bool
+
+    /// - Parameters:
+    ///   - registry: the registry (default: a CSV with E1, the Gate, at 53.545, 9.966, 30 m).
+    ///   - secure: `extra` gives --tls-cert and --tls-key.
+    init(registry: String? = nil, secure: Bool = false, extra: [String] = []) async throws {
+        let site = try registry ?? temporaryFile("site.csv", "id,uid,lat,lon,radius_m,name\nE1,,53.545,9.966,30,Gate\n")
+        self.secure = secure
+        folder = (try temporaryFile("x", "") as NSString).deletingLastPathComponent
+        let tokens = folder + "/tokens"
+        try Self.tokens.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)\n" }.joined().write(
+            toFile: tokens, atomically: true, encoding: .utf8)
+        chmod(tokens, 0o600)
+        log = folder + "/log.jsonl"
+        let serve = try RunningTagFix(
+            [
+                "serve", "--http", "127.0.0.1:0", "--token", tokens, "--registry", site, "--log", log, "--socket", folder + "/serve.sock",
+                "--json", "--quiet",
+            ] + extra)
+        var port: Int?
+        _ = await RunningTagFix.poll {
+            port = serve.stderr.components(separatedBy: "://127.0.0.1:").dropFirst().first.flatMap { Int($0.prefix { $0.isNumber }) }
+            return port != nil || !serve.process.isRunning
+        }
+        self.serve = serve
+        self.port = port ?? 0
+    }
+
+    var scheme: String { secure ? "https" : "http" }
+    /// The server's origin: a TLS test certificate names localhost.
+    var origin: String { secure ? "https://localhost:\(port)" : "http://127.0.0.1:\(port)" }
+
+    /// The log's lines.
+    var logLines: [String] {
+        ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
+
+    /// A POST /api/tap with `body`, the cookie of `token` (the name of one of `tokens`, or a
+    /// token itself) and `origin`, from `source`.
+    func tap(
+        _ body: String, token: String? = "alice", origin: String? = nil, source: String = "127.0.0.2", contentLength: Int? = nil
+    ) async throws -> HTTPExchange {
+        var head = "POST /api/tap HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Type: application/json\r\n"
+        head += "Content-Length: \(contentLength ?? body.utf8.count)\r\nUser-Agent: PhoneRig\r\n"
+        if let origin = origin ?? Optional(self.origin) { head += "Origin: \(origin)\r\n" }
+        if let token { head += "Cookie: tagfix_token=\(Self.tokens[token] ?? token)\r\n" }
+        return try await HTTPExchange.send(port: port, head + "\r\n" + body, from: source)
+    }
+
+    /// A tap body at the tag's spot (or `north` metres north of it), ± `accuracy` m.
+    func body(north: Double = 0, accuracy: Double = 5) -> String {
+        let lat = 53.545 + north / 111_320
+        return #"{"url":"\#(origin)/t/E1","lat":\#(lat),"lon":9.966,"accuracy_m":\#(accuracy)}"#
+    }
+
+    func stop() async -> Bool { await serve.stop(with: SIGTERM) }
+}
+
+/// One HTTP exchange over a fresh connection, read to its close (the server closes each).
+struct HTTPExchange: Sendable {
+    var status: Int
+    var head: String
+    var body: String
+
+    static func send(port: Int, _ request: String, from source: String = "127.0.0.1") async throws -> HTTPExchange {
+        try await offThread {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            defer { close(fd) }
+            var timeout = timeval(tv_sec: 30, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            func address(_ host: String, _ port: Int) -> sockaddr_in {
+                var address = sockaddr_in()
+                address.sin_family = sa_family_t(AF_INET)
+                address.sin_port = UInt16(port).bigEndian
+                address.sin_addr.s_addr = inet_addr(host)
+                return address
+            }
+            var local = address(source, 0)
+            var remote = address("127.0.0.1", port)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            let connected = withUnsafePointer(to: &remote) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0, connected == 0 else { throw POSIXError(.ECONNREFUSED) }
+            var bytes = Array(request.utf8)[...]
+            while !bytes.isEmpty {
+                let sent = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                if sent <= 0 { break }
+                bytes = bytes.dropFirst(sent)
+            }
+            var answer: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while true {
+                let count = recv(fd, &buffer, buffer.count, 0)
+                if count <= 0 { break }
+                answer += buffer[0..<count]
+            }
+            let text = String(decoding: answer, as: UTF8.self)
+            let parts = text.components(separatedBy: "\r\n\r\n")
+            let status = parts[0].split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+            return HTTPExchange(status: status, head: parts[0], body: parts.dropFirst().joined(separator: "\r\n\r\n"))
+        }
+    }
+}
+
+@Suite("tagfix serve: phone taps over the wire")
+struct ServePhoneTests {
+    static let runnable = RunningTagFix.isBuilt
+
+    @Test(
+        "a phone's confirmed tap: the log (source phone, the token's name, no coordinates), the live feed, and its link's cookie",
+        .enabled(if: runnable, "needs the built tagfix"))
+    func confirmedTap() async throws {
+        let rig = try await PhoneRig()
+        let link = try await HTTPExchange.send(
+            port: rig.port, "GET /t/E1?token=\(PhoneRig.tokens["alice"]!) HTTP/1.1\r\nHost: 127.0.0.1:\(rig.port)\r\n\r\n")
+        #expect(link.status == 303, "\(link)")
+        #expect(link.head.contains("Location: /t/E1\r\n"))
+        #expect(link.head.contains("Set-Cookie: tagfix_token=\(PhoneRig.tokens["alice"]!); Path=/;"))
+        #expect(link.head.contains("HttpOnly") && !link.head.contains("Secure"))
+        let page = try await HTTPExchange.send(
+            port: rig.port, "GET /t/E1 HTTP/1.1\r\nHost: 127.0.0.1:\(rig.port)\r\nCookie: tagfix_token=\(PhoneRig.tokens["alice"]!)\r\n\r\n"
+        )
+        #expect(page.status == 200 && page.body.contains("navigator.geolocation"), "\(page)")
+        let tap = try await rig.tap(rig.body())
+        #expect(tap.status == 200, "\(tap)")
+        #expect(tap.body.contains(#""verdict":"confirmed""#), "\(tap)")
+        let lines = rig.logLines
+        #expect(lines.count == 1, "\(lines)")
+        let line = try #require(lines.first)
+        #expect(line.contains(#""source":"phone""#) && line.contains(#""token":"alice""#) && line.contains(#""client":"127.0.0.2""#))
+        #expect(line.contains(#""fix":null"#), "the position is dropped: \(line)")
+        let feed = try await HTTPExchange.send(
+            port: rig.port,
+            "GET /api/verdicts?since=0 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(PhoneRig.tokens["bob"]!)\r\n\r\n")
+        #expect(feed.status == 200 && feed.body.contains(#""source":"phone""#), "\(feed)")
+        #expect(await rig.stop())
+        #expect(rig.serve.exitedCleanly, "\(rig.serve.ending)")
+    }
+
+    @Test(
+        "a tap without a token is refused with a page that says what to do, and nothing is logged",
+        .enabled(if: runnable, "needs the built tagfix"))
+    func noToken() async throws {
+        let rig = try await PhoneRig()
+        let page = try await HTTPExchange.send(port: rig.port, "GET /t/E1 HTTP/1.1\r\nHost: 127.0.0.1:\(rig.port)\r\n\r\n")
+        #expect(page.status == 401 && page.body.contains("?token="), "\(page)")
+        let tap = try await rig.tap(rig.body(), token: nil)
+        #expect(tap.status == 401 && tap.body.contains("nothing was recorded"), "\(tap)")
+        // The server's own pages still need the bearer token.
+        let live = try await HTTPExchange.send(port: rig.port, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        #expect(live.status == 401, "\(live)")
+        #expect(await rig.stop())
+        #expect(rig.logLines.isEmpty, "\(rig.logLines)")
+    }
+
+    @Test("a malformed body is 400, nothing is logged, and the next tap is confirmed", .enabled(if: runnable, "needs the built tagfix"))
+    func malformedBody() async throws {
+        let rig = try await PhoneRig()
+        for body in ["{", "not json", #"{"url":"x"}"#, #"[1,2]"#, "\u{FF}"] {
+            let tap = try await rig.tap(body)
+            #expect(tap.status == 400, "\(body): \(tap)")
+        }
+        #expect(rig.logLines.isEmpty)
+        #expect(try await rig.tap(rig.body()).status == 200)
+        #expect(rig.logLines.count == 1)
+        #expect(await rig.stop())
+    }
+
+    @Test(
+        "a huge body is 413 (over the tap's 4 KiB; over the server's limit, unread), nothing logged",
+        .enabled(if: runnable, "needs the built tagfix"))
+    func hugeBody() async throws {
+        let rig = try await PhoneRig()
+        let big = #"{"url":""# + String(repeating: "a", count: 5000) + #""}"#
+        #expect(try await rig.tap(big).status == 413)
+        let bigger = try await rig.tap(String(repeating: " ", count: 1 << 20))
+        #expect(bigger.status == 413, "\(bigger)")
+        #expect(try await rig.tap("{}", contentLength: 1 << 30).status == 413)
+        #expect(rig.logLines.isEmpty)
+        #expect(try await rig.tap(rig.body()).status == 200)
+        #expect(await rig.stop())
+    }
+
+    @Test("a position of NaN or 91° is 400 and nothing is logged", .enabled(if: runnable, "needs the built tagfix"))
+    func impossiblePosition() async throws {
+        let rig = try await PhoneRig()
+        for (lat, accuracy) in [("NaN", "5"), ("91", "5"), ("1e999", "5"), ("53.545", "-1"), ("53.545", "NaN")] {
+            let tap = try await rig.tap(#"{"url":"\#(rig.origin)/t/E1","lat":\#(lat),"lon":9.966,"accuracy_m":\#(accuracy)}"#)
+            #expect(tap.status == 400, "\(lat) ± \(accuracy): \(tap)")
+        }
+        #expect(rig.logLines.isEmpty)
+        #expect(await rig.stop())
+    }
+
+    @Test("a forged source, uid or verdict in the body is refused, never believed", .enabled(if: runnable, "needs the built tagfix"))
+    func forgedSource() async throws {
+        let rig = try await PhoneRig()
+        for member in [#""source":"reader""#, #""uid":"04A1B2C3D4E5F6""#, #""verdict":"confirmed""#] {
+            let tap = try await rig.tap(#"{"url":"\#(rig.origin)/t/E1","lat":53.545,"lon":9.966,"accuracy_m":5,\#(member)}"#)
+            #expect(tap.status == 400, "\(member): \(tap)")
+        }
+        #expect(rig.logLines.isEmpty)
+        #expect(await rig.stop())
+    }
+
+    @Test(
+        "a token of another site (or a revoked one) is refused; another site's page cannot post a tap",
+        .enabled(if: runnable, "needs the built tagfix"))
+    func foreignToken() async throws {
+        let rig = try await PhoneRig()
+        #expect(try await rig.tap(rig.body(), token: "another-site-token-0123456789").status == 401)
+        let page = try await HTTPExchange.send(
+            port: rig.port, "GET /t/E1?token=another-site-token-0123456789 HTTP/1.1\r\nHost: 127.0.0.1:\(rig.port)\r\n\r\n")
+        #expect(page.status == 401 && !page.head.contains("Set-Cookie"), "\(page)")
+        #expect(try await rig.tap(rig.body(), origin: "https://evil.example").status == 403)
+        #expect(try await rig.tap(rig.body(), origin: "null").status == 403)
+        #expect(rig.logLines.isEmpty)
+        // SIGHUP reloads the tokens: bob revoked is refused from then on.
+        try "alice \(PhoneRig.tokens["alice"]!)\n".write(toFile: rig.folder + "/tokens", atomically: true, encoding: .utf8)
+        chmod(rig.folder + "/tokens", 0o600)
+        rig.serve.process.signal(SIGHUP)
+        #expect(await rig.serve.waitFor("SIGHUP: tokens reloaded", onStandardError: true), "\(rig.serve.stderr)")
+        #expect(try await rig.tap(rig.body(), token: "bob").status == 401)
+        #expect(try await rig.tap(rig.body(), token: "alice").status == 200)
+        #expect(rig.logLines.count == 1)
+        #expect(await rig.stop())
+    }
+
+    @Test(
+        "a flood of taps from one phone gets 429 past its burst; another phone's tap is confirmed meanwhile",
+        .enabled(if: runnable, "needs the built tagfix"))
+    func flood() async throws {
+        let rig = try await PhoneRig()
+        var statuses: [Int] = []
+        for _ in 0..<40 { statuses.append(try await rig.tap(rig.body(), source: "127.0.0.5").status) }
+        #expect(statuses.contains(429), "\(statuses)")
+        #expect(statuses.filter { $0 == 200 }.count <= 20, "\(statuses)")
+        let logged = rig.logLines.count
+        #expect(logged == statuses.filter { $0 == 200 }.count)
+        let other = try await rig.tap(rig.body(), token: "bob", source: "127.0.0.6")
+        #expect(other.status == 200, "\(other)")
+        #expect(rig.logLines.count == logged + 1)
+        #expect(await rig.stop())
+    }
+
+    @Test(
+        "behind a TLS proxy on this machine: X-Forwarded-Proto https makes the https origin this server's, X-Forwarded-For names the phone; from elsewhere neither is believed",
+        .enabled(if: runnable, "needs the built tagfix"))
+    func behindProxy() async throws {
+        let rig = try await PhoneRig()
+        let https = "https://127.0.0.1:\(rig.port)"
+        func tap(_ headers: String, source: String) async throws -> HTTPExchange {
+            let body = #"{"url":"\#(https)/t/E1","lat":53.545,"lon":9.966,"accuracy_m":5}"#
+            return try await HTTPExchange.send(
+                port: rig.port,
+                "POST /api/tap HTTP/1.1\r\nHost: 127.0.0.1:\(rig.port)\r\nOrigin: \(https)\r\nCookie: tagfix_token=\(PhoneRig.tokens["alice"]!)\r\n"
+                    + headers + "Content-Length: \(body.utf8.count)\r\n\r\n" + body, from: source)
+        }
+        #expect(try await tap("", source: "127.0.0.1").status == 403)
+        let proxied = try await tap("X-Forwarded-Proto: https\r\nX-Forwarded-For: 10.1.2.3, 192.168.8.40\r\n", source: "127.0.0.1")
+        #expect(proxied.status == 200, "\(proxied)")
+        #expect(rig.logLines.last?.contains(#""client":"192.168.8.40""#) == true, "\(rig.logLines)")
+        #expect(await rig.stop())
+        #expect(rig.logLines.count == 1)
+    }
+
+    @Test(
+        "--require-sun: a plain tag's tap is logged untrusted(sun_required); --keep-phone-positions keeps its coordinates",
+        .enabled(if: runnable, "needs the built tagfix"))
+    func policies() async throws {
+        let strict = try await PhoneRig(extra: ["--require-sun"])
+        let answer = try await strict.tap(strict.body())
+        #expect(answer.status == 200 && answer.body.contains(#""reason":"sun_required""#), "\(answer)")
+        #expect(await strict.stop())
+        #expect(strict.logLines.count == 1 && strict.logLines[0].contains(#""verdict":"untrusted""#), "\(strict.logLines)")
+        let keeping = try await PhoneRig(extra: ["--keep-phone-positions"])
+        let page = try await HTTPExchange.send(
+            port: keeping.port,
+            "GET /t/E1 HTTP/1.1\r\nHost: 127.0.0.1:\(keeping.port)\r\nCookie: tagfix_token=\(PhoneRig.tokens["alice"]!)\r\n\r\n")
+        #expect(page.body.contains("keeps it in its log"), "the page says so before it asks")
+        #expect(try await keeping.tap(keeping.body(north: 10)).status == 200)
+        #expect(await keeping.stop())
+        let line = try #require(keeping.logLines.first)
+        #expect(!line.contains(#""fix":null"#) && line.contains("53.54"), "\(line)")
+    }
+
+    @Test("serve without --reader needs --http and --token (phones alone)", .enabled(if: runnable, "needs the built tagfix"))
+    func phonesAloneNeeds() async throws {
+        let noToken = await run(["serve", "--http", "127.0.0.1:0", "--socket", "/tmp/tagfix-phone-\(UUID().uuidString.prefix(8)).sock"])
+        #expect(noToken.code == 64 && noToken.err.joined().contains("--token"), "\(noToken)")
+        let gps = await run(["serve", "--http", "127.0.0.1:0", "--token", "/nonexistent", "--gps", "gpsd://localhost:2947"])
+        #expect(gps.code == 64 && gps.err.joined().contains("--gps"), "\(gps)")
+    }
+}
