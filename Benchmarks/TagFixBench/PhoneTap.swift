@@ -651,8 +651,8 @@ func phoneTapOverServe(serve: String?, site: PhoneTapSite, runs: [(bodies: [[Str
     let registryPath = "\(folder)/registry.csv"
     try! RegistryFile.write(site.entries, format: .csv).write(toFile: registryPath, atomically: true, encoding: .utf8)
     let keysPath = "\(folder)/sun.keys"
-    try! "[site]\nkey = \(PhoneTapSite.fileHex)\nmeta_key = \(PhoneTapSite.metaHex)\n".write(
-        toFile: keysPath, atomically: true, encoding: .utf8)
+    // Mode 0600, as serve demands of a key file (it refused the 0644 one, and the row was skipped).
+    try! SecretFile.create(keysPath, "[site]\nkey = \(PhoneTapSite.fileHex)\nmeta_key = \(PhoneTapSite.metaHex)\n", mode: 0o600)
     let tokensPath = "\(folder)/tokens"
     var tokens = TokenFile()
     try? tokens.add(name: "bench", token: PhoneTapSite.token)
