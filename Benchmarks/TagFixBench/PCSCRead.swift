@@ -118,6 +118,13 @@ func pyscardReads(_ card: VPCDEmulator, index: Int, rounds: Int, apdus: [[UInt8]
         let peer = PeerProcess(
             script: "bench/pcsc_peer.py", arguments: [list, String(rounds)], environment: pcscd.environment, errors: .standardError)
     else { return nil }
+    let side = await pyscardReads(card, index: index, rounds: rounds, peer: peer)
+    await peer.finish()
+    return side
+}
+
+/// The taps of `pyscardReads` with its peer started.
+private func pyscardReads(_ card: VPCDEmulator, index: Int, rounds: Int, peer: PeerProcess) async -> PCSCSide? {
     let line = peer.line
     guard line() == "ready" else { return nil }
     var side = PCSCSide()

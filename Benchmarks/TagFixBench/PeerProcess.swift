@@ -3,7 +3,7 @@ import Glibc
 import TagFixDevices
 
 /// A peer in Python (bench/*_peer.py) that says what it did one line at a time on its standard
-/// output: "ready", then a line per tap ("read …", "gone"). Stopped when it goes out of use.
+/// output: "ready", then a line per tap ("read …", "gone"). Its user stops it (`stop`).
 final class PeerProcess {
     private let process: ChildProcess
     private let pipe = Pipe()
@@ -23,7 +23,17 @@ final class PeerProcess {
         try? pipe.fileHandleForWriting.close()
     }
 
-    deinit { process.signal(SIGTERM) }
+    /// Stops the peer and waits for its end (SIGTERM, SIGKILL after `grace`, reaped): a peer only
+    /// signalled on the way out was still there when bench/run looked at the section's process
+    /// group, which fails the run ("left running after it ended": a fresh-clone CI run).
+    func stop(grace: Duration = .seconds(2)) {
+        process.stop(grace: grace)
+    }
+
+    /// `stop`, awaited (from async code: no thread held meanwhile).
+    func finish(grace: Duration = .seconds(2)) async {
+        await process.stop(grace: grace)
+    }
 
     /// The peer's next line, without its newline; nil once it has closed its output.
     func line() -> String? {

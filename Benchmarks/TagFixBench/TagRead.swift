@@ -151,6 +151,7 @@ func nfcpyReads(_ tag: EmulatedType2Tag, rounds: Int, python: String) -> (wire: 
         let peer = PeerProcess(
             python: python, script: "bench/nfcpy_peer.py", arguments: [emulator.path, String(rounds)], errors: .nullDevice)
     else { return nil }
+    defer { peer.stop() }
     let line = peer.line
     guard line() == "ready" else { return nil }
     var times: [Double] = []
