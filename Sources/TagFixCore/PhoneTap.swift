@@ -90,15 +90,7 @@ extension Verifier {
 
     /// What a phone tap is checked against (see `phoneVerdict`).
     func phoneExpectation(for scan: TagScan, requireSUN: Bool) -> Expectation {
-        var location: URLLocation?
-        var locationError: URLLocationError?
-        if let url = scan.url {
-            do {
-                location = try URLLocation(url: url, defaultRadius: policy.defaultURLRadius, maximumRadius: policy.maximumRadius)
-            } catch {
-                locationError = error
-            }
-        }
+        let (location, locationError) = urlLocation(of: scan)
         let tagID = location?.tagID
         func verdict(_ kind: Verdict.Kind, id: String? = tagID) -> Expectation {
             .decided(Verdict(kind: kind, scan: scan, tagID: id, interpolated: false))

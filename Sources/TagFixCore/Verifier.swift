@@ -64,15 +64,7 @@ public struct Verifier: Sendable {
                 // A genuine-enrolled or SUN tag: the full path checks it.
             }
         }
-        var location: URLLocation?
-        var locationError: URLLocationError?
-        if let url = scan.url {
-            do {
-                location = try URLLocation(url: url, defaultRadius: policy.defaultURLRadius, maximumRadius: policy.maximumRadius)
-            } catch {
-                locationError = error
-            }
-        }
+        let (location, locationError) = urlLocation(of: scan)
         let tagID = location?.tagID
         func verdict(_ kind: Verdict.Kind, id: String? = tagID) -> Expectation {
             .decided(Verdict(kind: kind, scan: scan, tagID: id, interpolated: false))
@@ -273,5 +265,18 @@ public struct Verifier: Sendable {
             fix.receiverTime = receiverTime.advanced(by: a.time.duration(to: time))
         }
         return fix
+    }
+}
+
+extension Verifier {
+    /// The location a scan's URL gives under the policy's radii, or why it gives none usable:
+    /// what the reader path and the phone path both start from.
+    func urlLocation(of scan: TagScan) -> (URLLocation?, URLLocationError?) {
+        guard let url = scan.url else { return (nil, nil) }
+        do {
+            return (try URLLocation(url: url, defaultRadius: policy.defaultURLRadius, maximumRadius: policy.maximumRadius), nil)
+        } catch {
+            return (nil, error)
+        }
     }
 }
