@@ -108,6 +108,8 @@ struct FleetCommandTests {
 
     @Test("collect --registry FILE is the site default (verify's without --site); a path with = in its name is a file, not SITE=")
     func defaultSite() async throws {
+        let dead = try DeadPort()
+        defer { withExtendedLifetime(dead) {} }
         let folder = try temporaryFolder()
         let (_, csv) = try await Self.registries(folder)
         let equals = folder + "/north=yard.csv"
@@ -115,7 +117,7 @@ struct FleetCommandTests {
         let db = folder + "/fleet.sqlite"
         // Nothing listens on the port: the placements are stored before the first connection.
         let arguments = [
-            "collect", "mqtt://127.0.0.1:\(PrivateGPSD.freePort())/tagfix", "--db", db, "--registry", equals, "--registry", "yard=" + csv,
+            "collect", "mqtt://127.0.0.1:\(dead.port)/tagfix", "--db", db, "--registry", equals, "--registry", "yard=" + csv,
         ]
         try await TestProgram.withRunning(tagfixBinary, arguments) { collect in
             #expect(await collect.waitFor("collecting ", onStandardError: true), "\(collect.stderr)")
@@ -279,7 +281,9 @@ struct FleetCommandTests {
     func brokerDownThenUp() async throws {
         let folder = try temporaryFolder()
         let log = folder + "/day.jsonl"
-        let port = PrivateGPSD.freePort()
+        let dead = try DeadPort()
+        defer { withExtendedLifetime(dead) {} }
+        let port = dead.port
         let publish = ["--publish", "mqtt://127.0.0.1:\(port)/tagfix", "--site", "harbour", "--device-id", "van-1"]
         let down = try await TestProgram.run(
             tagfixBinary, ["verify", "--scenario", Self.scenario, "--json", "--log", log, "--publish-linger", "1"] + publish)
@@ -306,12 +310,14 @@ struct FleetCommandTests {
 
     @Test("SIGINT during the linger ends it at once: exit 0, and the closing line says how many are unsent")
     func interruptedLinger() async throws {
+        let dead = try DeadPort()
+        defer { withExtendedLifetime(dead) {} }
         let folder = try temporaryFolder()
         let expected = try exampleVerdicts().count
         // Nothing listens on the port: the linger would last ten minutes.
         let arguments = [
             "verify", "--scenario", Self.scenario, "--json", "--log", folder + "/day.jsonl", "--publish",
-            "mqtt://127.0.0.1:\(PrivateGPSD.freePort())/tagfix", "--publish-linger", "600",
+            "mqtt://127.0.0.1:\(dead.port)/tagfix", "--publish-linger", "600",
         ]
         try await TestProgram.withRunning(tagfixBinary, arguments) { run in
             #expect(await RunningProgram.poll { run.stdoutLines.count == expected }, "the replay's verdicts, shown before the linger")
@@ -324,13 +330,15 @@ struct FleetCommandTests {
 
     @Test("SIGINT during a publishing replay (before the linger) is not a kill: exit 0 and the closing line, nothing lost")
     func interruptedReplay() async throws {
+        let dead = try DeadPort()
+        defer { withExtendedLifetime(dead) {} }
         let folder = try temporaryFolder()
         // 3 000 taps: the replay is still going when its first verdict line is read.
         let scenario = folder + "/long.json"
         try LongScenario.json(taps: 3000).write(toFile: scenario, atomically: true, encoding: .utf8)
         let arguments = [
             "verify", "--scenario", scenario, "--json", "--log", folder + "/day.jsonl", "--publish",
-            "mqtt://127.0.0.1:\(PrivateGPSD.freePort())/tagfix", "--publish-linger", "600",
+            "mqtt://127.0.0.1:\(dead.port)/tagfix", "--publish-linger", "600",
         ]
         try await TestProgram.withRunning(tagfixBinary, arguments) { run in
             #expect(await RunningProgram.poll { !run.stdoutLines.isEmpty })

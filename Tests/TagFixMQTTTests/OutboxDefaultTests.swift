@@ -59,7 +59,9 @@ struct OutboxDefaultTests {
         let environment = ["STATE_DIRECTORY": folder + "/state"]
         let outbox = folder + "/state/outbox/harbour/van-1.jsonl"
         let scenario = packageRoot + "/Examples/site/scenario.json"
-        let port = PrivateGPSD.freePort()
+        let dead = try DeadPort()
+        defer { withExtendedLifetime(dead) {} }
+        let port = dead.port
         let down = try await TestProgram.run(
             tagfixBinary,
             ["verify", "--scenario", scenario, "--json", "--publish", "mqtt://127.0.0.1:\(port)/tagfix", "--site", "harbour"]
