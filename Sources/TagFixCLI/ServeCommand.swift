@@ -64,7 +64,9 @@ struct ServeCommand: Subcommand {
                 name: "log", valueName: "FILE", help: "Append each verdict to FILE (JSON Lines), on the disk before it is sent anywhere."),
             .init(
                 name: "socket", valueName: "PATH",
-                help: "The event socket (Unix, mode 0660); default /run/tagfix/tagfix.sock as root, else $XDG_RUNTIME_DIR/tagfix.sock."),
+                help:
+                    "The event socket (Unix, mode 0660); default /run/tagfix/tagfix.sock as root (the folder made when missing), else $XDG_RUNTIME_DIR/tagfix.sock; none with --demo unless given."
+            ),
             .init(name: "socket-group", valueName: "GROUP", help: "Give the socket to GROUP (mode 0660): its members may connect."),
             .init(name: "listen", valueName: "HOST:PORT", help: "Also serve the event socket on TCP (gpsd's port is 2947; try 2948)."),
             .init(name: "http", valueName: "HOST:PORT", help: "Serve the live page and the HTTP API here, e.g. 127.0.0.1:8080."),
@@ -175,12 +177,16 @@ struct ServeCommand: Subcommand {
         attribution = arguments.value("attribution")
         do {
             configuration = ServeConfiguration(
-                socketPath: arguments.value("socket") ?? ServeConfiguration.defaultSocketPath(),
+                // The demo has no socket unless asked: it serves its page, and needs no /run/tagfix.
+                socketPath: arguments.value("socket") ?? (demo ? nil : ServeConfiguration.defaultSocketPath()),
                 listen: try arguments.value("listen").map { text throws(ServeError) in try ListenAddress(text) },
                 http: try (arguments.value("http") ?? (demo ? "127.0.0.1:0" : nil)).map { text throws(ServeError) in try ListenAddress(text)
                 },
                 token: tokenPath.map { _ in "" }, release: TagFixCommandLine.version)
             configuration.socketGroup = arguments.value("socket-group")
+            // Root's default, /run/tagfix, is gone after each boot; a user's $XDG_RUNTIME_DIR is
+            // the session's to make.
+            configuration.makesSocketFolder = arguments.value("socket") == nil && getuid() == 0
             try configuration.check()
         } catch {
             throw .usage(error.message, command: name)

@@ -8,6 +8,9 @@ import TagFixSystem
 public struct ServeConfiguration: Sendable {
     /// The Unix socket's path (`nil`: none).
     public var socketPath: String?
+    /// The socket is the default one (`defaultSocketPath()`): its folder is made (mode 0755) when
+    /// it is not there, as a service's runtime folder is — /run/tagfix is gone after every boot.
+    public var makesSocketFolder = false
     public var socketMode: mode_t = 0o660
     /// The group the socket is given (`--socket-group`), so its members may connect; `nil`: the
     /// process's group.
@@ -221,6 +224,7 @@ public final class EventServer: Sendable {
         do throws(ServeError) {
             if let path = configuration.socketPath {
                 let group = try configuration.socketGroup.map { name throws(ServeError) in (name, try ServeConfiguration.groupID(name)) }
+                if configuration.makesSocketFolder { try Socket.makeFolder(of: path) }
                 listeners.append(Listener(fd: try Socket.listenUnix(path, mode: configuration.socketMode, group: group), kind: .unix))
             }
             if let address = configuration.listen {

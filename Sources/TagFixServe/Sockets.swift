@@ -66,6 +66,20 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
 /// The socket calls the server makes, through TagFixSystem, each checked, each descriptor
 /// close-on-exec and non-blocking.
 enum Socket {
+    /// Makes the folder the socket `path` is in (one level, mode 0755) when it is not there.
+    static func makeFolder(of path: String) throws(ServeError) {
+        guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return }
+        let folder = String(path[..<slash])
+        do {
+            try FileSystem.makeDirectory(folder, permissions: FilePermissions(rawValue: 0o755))
+        } catch  where error == .fileExists {
+            return
+        } catch {
+            throw ServeError(
+                .unavailable, "cannot make \(folder) for the socket: \(error) (give --socket PATH in a folder this user may write)")
+        }
+    }
+
     /// A listening Unix socket at `path`, mode `mode`, given to `group` (its name and id) when
     /// one is named. A stale socket file (nobody listening) is replaced; a live one, or a file
     /// that is not a socket, is refused.

@@ -1,7 +1,7 @@
 import Glibc
 
-/// The calls on a path rather than a descriptor: remove, rename, read a link, set permissions and
-/// owner. Each throws `Errno` (retried on `EINTR` by `valueOrErrno`).
+/// The calls on a path rather than a descriptor: make a folder, remove, rename, read a link, set
+/// permissions and owner. Each throws `Errno` (retried on `EINTR` by `valueOrErrno`).
 public enum FileSystem {
     /// Removes the name `path` (`unlink(2)`; not a folder).
     public static func removeFile(_ path: String) throws(Errno) {
@@ -18,6 +18,12 @@ public enum FileSystem {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let count = try valueOrErrno { readlink(path, &buffer, buffer.count - 1) }
         return String(decoding: buffer.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// Makes the folder `path` with `permissions` (less the umask) (`mkdir(2)`; one level, and
+    /// `.fileExists` when there is one).
+    public static func makeDirectory(_ path: String, permissions: FilePermissions) throws(Errno) {
+        try nothingOrErrno { mkdir(path, permissions.rawValue) }
     }
 
     /// Sets the permission bits of what `path` names (`chmod(2)`).
