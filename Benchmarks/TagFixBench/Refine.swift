@@ -3,7 +3,8 @@ import TagFixCore
 
 // `TagFixBench refine [TAGS]`: placements refined from confirmed taps on later days, on a sky whose
 // errors wander (a first-order Gauss–Markov process per axis, σ 1–3 m, τ 30–600 s, white jitter
-// on top, multipath biases the receiver does not see). Each tag is enrolled with enroll's
+// on top, multipath biases the receiver does not see: the shared GNSSErrorModel the NMEA emulator and
+// the enrolment benchmark use). Each tag is enrolled with enroll's
 // stopping rule (`PositionAverager`, fed at most 30 s of 1 Hz fixes), then tapped once a day for 10 days, at arm's length
 // (0.5–1 m, mostly from the same side); only taps the verifier's rule confirms (distance +
 // accuracy ≤ radius) feed `PlacementRefiner`. Run with multipath in one look in ten, and without. Prints the true errors of the enrolled and the refined
@@ -11,20 +12,21 @@ import TagFixCore
 // and, for tags moved 8 m after enrolment (radius 25 m), how many are reported moved after 3, 5
 // and 10 days of taps. Seeded: the same numbers on every machine.
 
-/// One tag's sky: its error process and the receiver's honest statement of it.
+/// One tag's sky: σ and τ drawn for the tag, each look at it (a visit, or a tap on another day,
+/// hours apart: independent of the others) sampled from the shared model of the sky,
+/// `GNSSErrorModel`, with white jitter on top and, in `share` of the looks, a multipath bias the
+/// receiver does not see (3.3–7.7 m, on for the whole look: no jump within it to give it away).
 private struct Sky {
     var sigma: Double
     var tau: Double
     var jitter = 0.3
-    var stated: Double { 2.4477 * (sigma * sigma + jitter * jitter).squareRoot() }
 
-    /// A stationary draw of the slow error (taps on other days are this far apart).
-    func draw(_ random: inout SeededGenerator) -> (Double, Double) { (sigma * random.gaussian(), sigma * random.gaussian()) }
-
-    /// The next state `dt` seconds later.
-    func step(_ state: (Double, Double), dt: Double, _ random: inout SeededGenerator) -> (Double, Double) {
-        let phi = exp(-dt / tau), spread = sigma * (1 - phi * phi).squareRoot()
-        return (phi * state.0 + spread * random.gaussian(), phi * state.1 + spread * random.gaussian())
+    func look(multipath share: Double, _ random: inout SeededGenerator) -> GNSSErrorModel {
+        let bias =
+            random.unit() < share
+            ? GNSSErrorModel.Multipath(magnitude: 5.5, meanOn: .infinity, meanOff: .infinity, startsOn: true) : nil
+        return GNSSErrorModel(
+            sigma: sigma, sky: GNSSErrorModel.Sky(correlationTime: tau, jitter: jitter, multipath: bias), seed: random.next())
     }
 }
 
@@ -43,13 +45,6 @@ private func offsetCoordinate(_ origin: Coordinate, x: Double, y: Double) -> Coo
 /// Arm's length: 0.5–1 m, within 60° of the side the tag is read from.
 private func arm(_ tag: RefineTag, _ random: inout SeededGenerator) -> (Double, Double) {
     let d = 0.5 + 0.5 * random.unit(), a = tag.front + (random.unit() - 0.5) * 2 * .pi / 3
-    return (d * cos(a), d * sin(a))
-}
-
-/// A multipath bias the receiver does not know of (in `share` of the looks), 3–8 m.
-private func multipath(_ share: Double, _ random: inout SeededGenerator) -> (Double, Double) {
-    guard random.unit() < share else { return (0, 0) }
-    let d = 3 + 5 * random.unit(), a = random.unit() * 2 * .pi
     return (d * cos(a), d * sin(a))
 }
 
@@ -73,17 +68,16 @@ func refineBenchmark(tags count: Int, multipath share: Double) -> [String] {
     func enrol(_ tag: RefineTag, at time: Timestamp) -> (Coordinate, Double, refusals: Int) {
         var refusals = 0
         while true {
-            let offset = arm(tag, &random), bias = multipath(share, &random)
-            var state = tag.sky.draw(&random)
+            let offset = arm(tag, &random)
+            var sky = tag.sky.look(multipath: share, &random)
             var fixes: [Fix] = []
             for second in 0..<30 {
-                if second > 0 { state = tag.sky.step(state, dt: 1, &random) }
-                let x = tag.truth.x + offset.0 + bias.0 + state.0 + tag.sky.jitter * random.gaussian()
-                let y = tag.truth.y + offset.1 + bias.1 + state.1 + tag.sky.jitter * random.gaussian()
+                let error = sky.sample(at: .seconds(second))
+                let x = tag.truth.x + offset.0 + error.east, y = tag.truth.y + offset.1 + error.north
                 fixes.append(
                     Fix(
                         time: time.advanced(by: .seconds(second)), mode: .threeD, coordinate: offsetCoordinate(origin, x: x, y: y),
-                        horizontalAccuracy: tag.sky.stated, satellitesUsed: 9))
+                        horizontalAccuracy: error.statedRadius95, satellitesUsed: 9))
             }
             if case .success(let result) = averager.average(fixes) { return (result.coordinate, result.accuracy, refusals) }
             refusals += 1
@@ -92,14 +86,14 @@ func refineBenchmark(tags count: Int, multipath share: Double) -> [String] {
 
     /// A confirmed tap on `day` (nil when the verifier would not confirm it).
     func tap(_ tag: RefineTag, id: String, day: Int, after enrolled: Timestamp, centre: Coordinate) -> PlacementTap? {
-        let offset = arm(tag, &random), bias = multipath(share, &random), state = tag.sky.draw(&random)
-        let x = tag.truth.x + offset.0 + bias.0 + state.0 + tag.sky.jitter * random.gaussian()
-        let y = tag.truth.y + offset.1 + bias.1 + state.1 + tag.sky.jitter * random.gaussian()
-        let coordinate = offsetCoordinate(origin, x: x, y: y)
-        guard Geodesic.fastDistance(from: centre, to: coordinate) + tag.sky.stated <= radius else { return nil }
+        let offset = arm(tag, &random)
+        var sky = tag.sky.look(multipath: share, &random)
+        let error = sky.sample(at: .zero)
+        let coordinate = offsetCoordinate(origin, x: tag.truth.x + offset.0 + error.east, y: tag.truth.y + offset.1 + error.north)
+        guard Geodesic.fastDistance(from: centre, to: coordinate) + error.statedRadius95 <= radius else { return nil }
         let time = enrolled.advanced(by: .seconds(Double(day) * 86_400 + 28_800 * random.unit()))
         return PlacementTap(
-            tagID: id, time: time, coordinate: coordinate, accuracy: tag.sky.stated, confirmedAgainst: centre, key: "\(day)")
+            tagID: id, time: time, coordinate: coordinate, accuracy: error.statedRadius95, confirmedAgainst: centre, key: "\(day)")
     }
 
     func makeTag() -> RefineTag {
