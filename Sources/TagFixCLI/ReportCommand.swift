@@ -56,7 +56,7 @@ struct ReportCommand: Subcommand {
             .init(
                 name: "max-zoom", valueName: "Z",
                 help:
-                    "The deepest zoom whose tiles are embedded from --tiles FILE.mbtiles (default 18; each zoom deeper about quadruples the tiles)."
+                    "The deepest zoom whose tiles are embedded from --tiles FILE.mbtiles (default 18; each zoom deeper about quadruples the tiles; one shallower than the site's zooms embeds that zoom alone, scaled up on the page)."
             ),
             .init(
                 name: "attribution", valueName: "TEXT",
@@ -312,8 +312,10 @@ extension ReportCommand {
             }
         }
         let embedded = EmbeddedTiles(tiles: tiles, mediaType: file.mediaType, zooms: wanted.zooms, attribution: credit)
-        var note =
-            "note: embedded \(counted(tiles.count, "tile")) from \(path), zooms \(wanted.zooms.lowerBound)–\(wanted.zooms.upperBound), \(Self.size(embedded.byteCount))"
+        let zooms =
+            wanted.zooms.count == 1
+            ? "zoom \(wanted.zooms.lowerBound), scaled up on the page" : "zooms \(wanted.zooms.lowerBound)–\(wanted.zooms.upperBound)"
+        var note = "note: embedded \(counted(tiles.count, "tile")) from \(path), \(zooms), \(Self.size(embedded.byteCount))"
         if tiles.isEmpty { note += " (the file has no tiles over the site: the map's background is plain)" }
         if wanted.cut { note += "; stopped before zoom \(wanted.zooms.upperBound + 1): more than \(EmbeddedTiles.tileLimit) tiles" }
         io.err(note + " (--max-zoom \(maximumZoom) sets the deepest)")

@@ -211,9 +211,10 @@ public struct EmbeddedTiles: Sendable {
 
     /// The zooms a page of `box` uses: from one out from where the site fits a phone's
     /// 320 × 400 pixels, to where it fits a wide screen's 1600 × 1000 and two deeper, within
-    /// `available` (the file's zooms) and no deeper than `maximumZoom`.
+    /// `available` (the file's zooms) and no deeper than `maximumZoom`. A `maximumZoom` shallower
+    /// than all of them (a small report asked for) gives that one zoom, which the page scales up.
     public static func zooms(for box: MapBounds, available: ClosedRange<Int>, maximumZoom: Int) -> ClosedRange<Int>? {
-        let low = max(available.lowerBound, WebMercator.fitZoom(box, width: 320, height: 400) - 1)
+        let low = max(available.lowerBound, min(WebMercator.fitZoom(box, width: 320, height: 400) - 1, maximumZoom))
         let high = min(available.upperBound, maximumZoom, max(low, WebMercator.fitZoom(box, width: 1600, height: 1000) + 2))
         guard low <= high else { return nil }
         return low...high

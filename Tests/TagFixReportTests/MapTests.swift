@@ -138,6 +138,13 @@ struct SiteMapTests {
         #expect(cut.cut)
         #expect(cut.tiles.count <= 200)
         #expect(EmbeddedTiles.wanted(for: box, available: 20...22, maximumZoom: 18) == nil)
+        // --max-zoom shallower than the site's zooms: that one zoom (the page scales it up), not
+        // none; below the file's zooms, none.
+        let site = try #require(EmbeddedTiles.zooms(for: box, available: 0...22, maximumZoom: 22))
+        let small = try #require(EmbeddedTiles.wanted(for: box, available: 10...20, maximumZoom: site.lowerBound - 3))
+        #expect(small.zooms == site.lowerBound - 3...site.lowerBound - 3)
+        #expect(!small.tiles.isEmpty && small.tiles.allSatisfy { $0.z == site.lowerBound - 3 })
+        #expect(EmbeddedTiles.wanted(for: box, available: 10...20, maximumZoom: 9) == nil)
     }
 
     @Test(
