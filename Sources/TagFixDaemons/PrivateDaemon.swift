@@ -86,6 +86,11 @@ public final class PrivateDaemon: Sendable {
         public var heading: String
         /// How long it may take to get ready.
         public var readiness: Duration = .seconds(5)
+        /// The key of a System V shared-memory segment the daemon on `port` makes and leaves
+        /// behind when it ends (gpsd's export of its fixes): removed once the daemon has gone,
+        /// by `stop()`, `kill()`, a start that failed, and the watchdog. Left, one a run, they
+        /// filled the system's 4,096 segments and initdb failed.
+        public var sharedMemoryKey: (@Sendable (_ port: Int) -> Int32)?
 
         public init(
             name: String, heading: String, noFreePort: DaemonError,
@@ -110,6 +115,7 @@ public final class PrivateDaemon: Sendable {
 
     private struct Running: Sendable {
         var process: ChildProcess
+        var port: Int
         var watchdog: ProcessWatchdog?
     }
 
@@ -196,19 +202,23 @@ public final class PrivateDaemon: Sendable {
             let looks = max(1, Int(configuration.readiness / .milliseconds(50)))
             for _ in 0..<looks {
                 if configuration.ready(port, process.pid) {
-                    return .success(Running(process: process, watchdog: ProcessWatchdog(guarding: process.pid, named: configuration.name)))
+                    let watchdog = ProcessWatchdog(
+                        guarding: process.pid, named: configuration.name, sharedMemoryKey: configuration.sharedMemoryKey?(port))
+                    return .success(Running(process: process, port: port, watchdog: watchdog))
                 }
                 guard process.isRunning else { break }
                 do {
                     try await clock.sleep(for: .milliseconds(50))
                 } catch {
                     await process.stop(grace: .seconds(1))
+                    configuration.removeLeftovers(port: port)
                     return .failure(
                         DaemonError(daemon: configuration.name, reason: "the start was cancelled before it was ready", heading: heading))
                 }
             }
             let exited = !process.isRunning
             await process.stop(grace: .seconds(1))
+            configuration.removeLeftovers(port: port)
             failure = configuration.notReady(port, exited)
             // The port may still be held by the daemon just stopped: wait a little and try again.
             if attempt + 1 < attempts { try? await clock.sleep(for: .milliseconds(50)) }
@@ -251,6 +261,7 @@ public final class PrivateDaemon: Sendable {
         guard let running else { return }
         await running.process.stop(grace: grace, signal: signal)
         await running.watchdog?.dismiss()
+        configuration.removeLeftovers(port: running.port)
     }
 
     /// Starts the daemon again on the same port (after `kill()` or `stop()`; a running one is
@@ -316,5 +327,12 @@ public final class PrivateDaemon: Sendable {
         guard bound == 0 else { return 0 }
         _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
         return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+extension PrivateDaemon.Configuration {
+    /// Removes what the daemon on `port` left behind (its shared-memory segment), once it has gone.
+    func removeLeftovers(port: Int) {
+        if let key = sharedMemoryKey?(port) { _ = try? SharedMemory.removeSegment(key: key) }
     }
 }

@@ -67,14 +67,20 @@ public final class PrivateGPSD: Sendable {
                 let logDirectory = ProcessInfo.processInfo.environment["TAGFIX_GPSD_LOG"]
                 if logDirectory != nil { arguments = ["-D", "3"] + arguments }
                 var environment = ProcessInfo.processInfo.environment
-                environment["GPSD_SHM_KEY"] = String(0x4750_0000 + port)
+                environment["GPSD_SHM_KEY"] = String(sharedMemoryKey(port: port))
                 return PrivateDaemon.Launch(
                     executable: gpsd, arguments: arguments, environment: environment,
                     log: logDirectory.map { ($0 as NSString).appendingPathComponent("gpsd-\(port).log") })
             },
             notReady: { port, _ in DaemonError(daemon: "gpsd", reason: "gpsd did not start listening on port \(port)", heading: heading) })
-        return (configuration, target)
+        var daemon = configuration
+        daemon.sharedMemoryKey = { port in sharedMemoryKey(port: port) }
+        return (daemon, target)
     }
+
+    /// The key of the segment a private gpsd on `port` exports its fixes in (GPSD_SHM_KEY; one a
+    /// port, so two private gpsds never share one, nor meet the system gpsd's).
+    public static func sharedMemoryKey(port: Int) -> Int32 { Int32(0x4750_0000 + port) }
 
     public var isRunning: Bool { daemon.isRunning }
 

@@ -9,7 +9,8 @@ import TagFixSystem
 ///
 /// `sh` waiting on a pipe for `done`: anything else, end of file included, means the owner
 /// is gone, and it sends the daemon SIGTERM, then SIGKILL. It checks the pid's name first, so a pid
-/// the kernel has given to another program since the daemon exited is left alone.
+/// the kernel has given to another program since the daemon exited is left alone. Once the daemon
+/// has gone it removes the shared-memory segment the daemon leaves behind, if it has one.
 final class ProcessWatchdog: Sendable {
     /// The pipe's write end; closed once, by `dismiss()`.
     private let writer: Mutex<FileDescriptor?>
@@ -17,7 +18,7 @@ final class ProcessWatchdog: Sendable {
 
     /// `nil` when the pipe or the shell cannot be had: the daemon then runs as before, stopped
     /// only by `stop()`.
-    init?(guarding pid: Int32, named name: String) {
+    init?(guarding pid: Int32, named name: String, sharedMemoryKey: Int32? = nil) {
         // Close-on-exec on both ends (FileDescriptor.pipe): no program spawned later, by this
         // process or by another thread, inherits the write end and keeps the pipe open after the
         // owner dies. The read end reaches the shell as its standard input, which the spawn
@@ -28,10 +29,12 @@ final class ProcessWatchdog: Sendable {
             read -r word
             [ "$word" = done ] && exit 0
             alive() { [ "$(cat /proc/$1/comm 2>/dev/null)" = "$2" ]; }
-            alive "$1" "$2" || exit 0
+            gone() { [ -n "$3" ] && ipcrm -M "$3" 2>/dev/null; exit 0; }
+            alive "$1" "$2" || gone "$@"
             kill -TERM "$1"
-            for _ in 1 2 3 4 5 6 7 8 9 10; do sleep 0.1; alive "$1" "$2" || exit 0; done
+            for _ in 1 2 3 4 5 6 7 8 9 10; do sleep 0.1; alive "$1" "$2" || gone "$@"; done
             kill -KILL "$1"
+            for _ in 1 2 3 4 5 6 7 8 9 10; do sleep 0.1; alive "$1" "$2" || gone "$@"; done
             """
         // The shell gets the read end as its standard input; this process's copy is closed at
         // once (the spawn duplicated it).
@@ -39,7 +42,10 @@ final class ProcessWatchdog: Sendable {
         do {
             process = try ChildProcess(
                 executable: "/bin/sh",
-                arguments: ["-c", script, "tagfix-\(name.prefix(15))-watchdog", String(pid), String(name.prefix(15))],
+                arguments: [
+                    "-c", script, "tagfix-\(name.prefix(15))-watchdog", String(pid), String(name.prefix(15)),
+                    sharedMemoryKey.map { "0x" + String(UInt32(bitPattern: $0), radix: 16) } ?? "",
+                ],
                 standardInput: readEnd.rawValue)
         } catch {
             try? writeEnd.close()
