@@ -33,7 +33,7 @@ func runTagfix(_ arguments: [String], clock: [String]? = nil) async throws -> (s
 /// ahead, and a clock that thinks it is 2000 (a board with a flat RTC battery).
 let wrongClocks: [[String]] = [["-f", "-10d"], ["-f", "+3y"], ["2000-01-01 00:00:00"]]
 
-@Suite("A wrong wall clock: tagfix under faketime against emulators on the real clock", .serialized, .timeLimit(.minutes(3)))
+@Suite("A wrong wall clock: tagfix under faketime against emulators on the real clock", .timeLimit(.minutes(3)))
 struct WrongClockTests {
     static let here = Coordinate(validLatitude: 53.545, longitude: 9.966)
 
@@ -169,7 +169,7 @@ struct GPSFakeTests {
 /// private gpsd.
 private let recordings = TestData.files(in: "nmea/gpsd", suffix: ".log")
 
-@Suite("Recordings of any date through tagfix fix", .serialized, .timeLimit(.minutes(2)))
+@Suite("Recordings of any date through tagfix fix", .timeLimit(.minutes(2)))
 struct RecordingFixCommandTests {
     @Test(
         "tagfix fix --json with no option gives gpsd's .chk fixes (mode, time, lat, lon) for every shared log",
