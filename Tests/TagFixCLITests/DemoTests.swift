@@ -8,6 +8,8 @@ import Testing
 @testable import TagFixCLI
 @testable import TagFixDemo
 
+// Serialized: the process environment: throughGPSD and withMockGPS set TAGFIX_DEMO_GPS, which the
+// in-process `verify --demo` reads, to different values.
 @Suite("tagfix verify --demo: the example site through the emulators", .timeLimit(.minutes(2)), .serialized)
 struct DemoTests {
     @Test("the built-in registry is the example site's registry file")

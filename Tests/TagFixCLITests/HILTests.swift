@@ -45,6 +45,8 @@ final class Left: Sendable {
     init(_ tags: Set<String>) { set = Mutex(tags) }
 }
 
+// Serialized: the one physical reader and GPS receiver the environment names serve every test here;
+// two tests at once would claim the same device.
 @Suite("HIL: hardware in the loop (opt-in: TAGFIX_HIL_READER, TAGFIX_HIL_TAGS, TAGFIX_HIL_GPS)", .serialized)
 struct HILTests {
     @Test(

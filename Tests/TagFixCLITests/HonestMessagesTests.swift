@@ -73,7 +73,7 @@ struct HonestMessagesTests {
         #expect(!FileManager.default.fileExists(atPath: registry))
     }
 
-    @Test("doctor with nothing at the address: it does not claim that gpsd is running there", .timeLimit(.minutes(1)))
+    @Test("doctor with nothing at the address: it does not claim that gpsd is running there")
     func doctorWithoutGPSD() throws {
         let system = try FakeSystem()
         try system.write("proc/4242/comm", "gpsd\n")  // a gpsd on another port

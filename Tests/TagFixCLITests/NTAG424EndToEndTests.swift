@@ -55,7 +55,7 @@ private struct TagLink: TagTransport {
     }
 }
 
-@Suite("Emulated NTAG 424 DNA read as a Type 4 tag")
+@Suite("Emulated NTAG 424 DNA read as a Type 4 tag", .timeLimit(.minutes(2)))
 struct NTAG424ReadTests {
     let uid: [UInt8] = [0x04, 0x42, 0x24, 0x9A, 0x3B, 0x6C, 0x80]
     let master = AES128Key(hex: "00112233445566778899AABBCCDDEEFF")!
@@ -84,8 +84,7 @@ struct NTAG424ReadTests {
 
     /// Through the real libnfc and the PN532 emulator: three `tagfix scan` runs (three taps) read
     /// three different URLs, each verifying with a rising counter.
-    @Test(.timeLimit(.minutes(2)))
-    func libnfcScansVerifiedSUNs() async throws {
+    @Test func libnfcScansVerifiedSUNs() async throws {
         let tag = try provisionedTag(uid: uid, master: master)
         let emulator = try PN532Emulator(tags: [tag])
         defer { emulator.stop() }

@@ -135,11 +135,10 @@ private func scannedBothWays(_ image: TagImage, bench: PCSCBench, reader: String
     }
 }
 
-/// One test at a time: each starts a pcscd, a card and two or three tagfix processes, and a dozen
-/// of them at once on two cores starved the in-process tests of other suites (their verifiers
-/// timed out).
+/// Each test starts its own pcscd (in a mount namespace of its own, on a port of its own), card and
+/// tagfix processes: nothing is shared, so they run side by side.
 @Suite(
-    "Through pcscd: tagfix emulate pcsc's card behind vpcd, a private pcscd, libpcsclite", .enabled(if: canRun, why), .serialized,
+    "Through pcscd: tagfix emulate pcsc's card behind vpcd, a private pcscd, libpcsclite", .enabled(if: canRun, why),
     .timeLimit(.minutes(3)))
 struct PCSCEndToEndTests {
     @Test(

@@ -138,10 +138,9 @@ private func record(ofVerdict line: String) -> String? {
     return "{" + line[line.index(after: comma)...]
 }
 
-/// One test at a time: each runs its own emulators, gpsd and tagfix serve (and one a browser), and
-/// eight of them at once would load the machine that the rest of the suite's timing tests share.
-@Suite(
-    "tagfix serve end to end: PN532 emulator + libnfc, NMEA emulator + gpsd, socket and SSE clients", .serialized, .timeLimit(.minutes(4)))
+/// Each test runs its own emulators, gpsd and tagfix serve (and one a browser), on paths and
+/// ports of its own: nothing is shared, so they run side by side.
+@Suite("tagfix serve end to end: PN532 emulator + libnfc, NMEA emulator + gpsd, socket and SSE clients", .timeLimit(.minutes(4)))
 struct ServeEndToEndTests {
     static var runnable: Bool { RunningTagFix.isBuilt && PrivateGPSD.installedPath != nil }
 

@@ -33,7 +33,7 @@ func runTagfix(_ arguments: [String], clock: [String]? = nil) async throws -> (s
 /// ahead, and a clock that thinks it is 2000 (a board with a flat RTC battery).
 let wrongClocks: [[String]] = [["-f", "-10d"], ["-f", "+3y"], ["2000-01-01 00:00:00"]]
 
-@Suite("A wrong wall clock: tagfix under faketime against emulators on the real clock", .serialized, .timeLimit(.minutes(3)))
+@Suite("A wrong wall clock: tagfix under faketime against emulators on the real clock", .timeLimit(.minutes(3)))
 struct WrongClockTests {
     static let here = Coordinate(validLatitude: 53.545, longitude: 9.966)
 
@@ -169,7 +169,7 @@ struct GPSFakeTests {
 /// private gpsd.
 private let recordings = TestData.files(in: "nmea/gpsd", suffix: ".log")
 
-@Suite("Recordings of any date through tagfix fix", .serialized, .timeLimit(.minutes(2)))
+@Suite("Recordings of any date through tagfix fix", .timeLimit(.minutes(2)))
 struct RecordingFixCommandTests {
     @Test(
         "tagfix fix --json with no option gives gpsd's .chk fixes (mode, time, lat, lon) for every shared log",
@@ -222,7 +222,19 @@ struct RecordingFixCommandTests {
             if: PrivateGPSD.installedPath != nil && FileManager.default.isExecutableFile(atPath: tagfixPath) && !gpsfakeLogs.isEmpty,
             "needs gpsd, the built tagfix and TAGFIX_TESTDATA"), arguments: gpsfakeLogs)
     func emulateLog(_ path: String) async throws {
-        let expected = try TestData.gpsdCheckTPVs(forLog: path)
+        let checked = try TestData.gpsdCheckTPVs(forLog: path)
+        // Played over and over, gpsd also closes the recording's last epoch (20:00:16), when the
+        // next play begins: gpsfake -1's .chk, which ends with the log, never has it. The epochs
+        // are the .chk's times and, on their day, every timed RMC of the log.
+        let days = Set(checked.keys.map { $0.iso8601.prefix(11) })
+        let text = String(decoding: try #require(FileManager.default.contents(atPath: path)), as: UTF8.self)
+        let times = text.split(whereSeparator: \.isNewline).compactMap { line -> String? in
+            let fields = line.split(separator: ",", omittingEmptySubsequences: false)
+            guard fields.count > 2, fields[0].hasSuffix("RMC"), fields[1].count >= 6 else { return nil }
+            let hms = Array(fields[1].prefix(6))
+            return "\(String(hms[0..<2])):\(String(hms[2..<4])):\(String(hms[4..<6])).000Z"
+        }
+        let epochs = Set(checked.keys.map(\.iso8601)).union(days.flatMap { day in times.map { day + $0 } })
         let (process, line) = try await EmulatorCommandTests.start(
             ["emulate", "nmea", "--log", path, "--rate", "5", "--gpsd"], until: "gpsd://")
         defer { process.stop(grace: .seconds(10)) }
@@ -231,7 +243,7 @@ struct RecordingFixCommandTests {
         #expect(result.code == 0, "\(result.err)")
         for line in result.out {
             let time = try #require(try JSONValue.parse(line)["time"]?.string.flatMap(Timestamp.init(iso8601:)))
-            #expect(expected[time] != nil, "\(time) is one of the recording's epochs")
+            #expect(epochs.contains(time.iso8601), "\(time) is one of the recording's epochs")
         }
         #expect(!result.err.joined().contains("dropped fix time"))
     }

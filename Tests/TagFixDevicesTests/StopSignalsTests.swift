@@ -3,8 +3,8 @@ import TagFixDevices
 import Testing
 
 /// StopSignals in this process, with SIGUSR2 (which nothing else here uses) standing for SIGTERM.
-/// Serialized: a test that cancels its StopSignals gives SIGUSR2 back its default action (ending
-/// the process) while another may still send it.
+/// Serialized: the process's SIGUSR2 disposition is shared; a test that cancels its StopSignals
+/// gives SIGUSR2 back its default action (ending the process) while another may still send it.
 @Suite("StopSignals turns a signal into a normal end", .serialized, .timeLimit(.minutes(1)))
 struct StopSignalsTests {
     @Test("a signal wakes every waiter with its number, and later waiters at once")

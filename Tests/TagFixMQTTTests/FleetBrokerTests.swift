@@ -27,22 +27,6 @@ func eventually(_ limit: Duration = .seconds(60), _ condition: () async throws -
     return try await condition()
 }
 
-/// A loopback port no broker is on while this lives: bound, never listening, so a connection is
-/// refused and no other test's broker can take it. A port only found free can be taken: beside a
-/// whole run, another test's mosquitto acknowledged a "broker down" run's verdicts on one.
-final class DeadPort: Sendable {
-    let port: Int
-    private let socket: FileDescriptor
-
-    init() throws {
-        socket = try FileDescriptor.socket(domain: AF_INET, type: Int32(SOCK_STREAM.rawValue))
-        try socket.bind(to: .loopback(port: 0))
-        port = try #require(try socket.localAddress().port)
-    }
-
-    deinit { try? socket.close() }
-}
-
 /// A collector on `broker` storing into `store`, started and subscribed before it returns (no
 /// thread held while it waits).
 func startedCollector(

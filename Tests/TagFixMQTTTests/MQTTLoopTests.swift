@@ -214,7 +214,10 @@ struct MQTTLoopTests {
     func retryOnTheLoopsClock() async throws {
         let clock = ManualClock()
         let loop = try IOLoop(name: "test mqtt retry", clock: clock)
-        let port = try Loopback.freePort()
+        // Refused at once, every attempt: no other test's broker can take a dead port.
+        let dead = try DeadPort()
+        defer { withExtendedLifetime(dead) {} }
+        let port = dead.port
         let delegate = CountingDelegate()
         let client = MQTTClient(
             settings: MQTTSettings(address: try MQTTAddress("mqtt://127.0.0.1:\(port)/loop"), clientID: "loop-retry-\(getpid())"),

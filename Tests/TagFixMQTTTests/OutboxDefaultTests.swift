@@ -11,7 +11,7 @@ import Testing
 
 /// `--publish` without `--log`: the outbox is a session log in the state directory, one per site
 /// and device, and what a run could not send goes with the next run.
-@Suite("the outbox in the state directory (--publish without --log)")
+@Suite("the outbox in the state directory (--publish without --log)", .timeLimit(.minutes(3)))
 struct OutboxDefaultTests {
     @Test(
         "the state directory: systemd's STATE_DIRECTORY first, then /var/lib as root, then XDG_STATE_HOME (absolute), then ~/.local/state",
@@ -52,8 +52,7 @@ struct OutboxDefaultTests {
 
     @Test(
         "verify --publish without --log: the broker down, the verdicts kept in the state directory's outbox and said so once; the next run sends them and its own",
-        .enabled(if: haveBroker && FileManager.default.isExecutableFile(atPath: tagfixBinary), "needs mosquitto and the built tagfix"),
-        .timeLimit(.minutes(3)))
+        .enabled(if: haveBroker && FileManager.default.isExecutableFile(atPath: tagfixBinary), "needs mosquitto and the built tagfix"))
     func brokerDownThenUp() async throws {
         let folder = try temporaryFolder()
         let environment = ["STATE_DIRECTORY": folder + "/state"]
@@ -95,8 +94,7 @@ struct OutboxDefaultTests {
 
     @Test(
         "verify --demo --publish with no --log: the demo's nine verdicts reach the broker through the outbox of the default site and this host",
-        .enabled(if: haveBroker && FileManager.default.isExecutableFile(atPath: tagfixBinary), "needs mosquitto and the built tagfix"),
-        .timeLimit(.minutes(3)))
+        .enabled(if: haveBroker && FileManager.default.isExecutableFile(atPath: tagfixBinary), "needs mosquitto and the built tagfix"))
     func demo() async throws {
         let folder = try temporaryFolder()
         try await PrivateMosquitto.with { broker in

@@ -68,30 +68,30 @@ struct PostgresFleetStoreTests {
 
     @Test("each verdict once: a batch in one transaction, a message sent again is no new row, two stores on one database agree")
     func storedOnce() async throws {
-        try await PrivatePostgres.with { server in
-            let address = try PostgresAddress(server.address)
-            try await offThePool {
-                let store = try PostgresFleetStore(address: address, password: server.password)
-                #expect(try store.store(Self.messages(1...5), receivedNanoseconds: 1) == Array(repeating: true, count: 5))
-                // The broker sends 4 and 5 again (QoS 1), with 6 and 7: only 6 and 7 are new.
-                #expect(try store.store(Self.messages(4...7), receivedNanoseconds: 2) == [false, false, true, true])
-                // A second collector on the same database sees the same rows and stores none twice.
-                let other = try PostgresFleetStore(address: address, password: server.password)
-                #expect(try other.store(Self.messages(6...8), receivedNanoseconds: 3) == [false, false, true])
-                #expect(try store.count() == 8)
-                let all = try other.all()
-                #expect(all.map(\.id) == Self.messages(1...8).map(\.id))
-                #expect(all.first?.payload == Self.messages(1...1).first?.payload, "the payload's bytes kept")
-                // The sites' placements, replaced site by site, read back as the SQLite store reads them.
-                let region = try CircularRegion(center: Coordinate(latitude: 53.545, longitude: 9.966), radius: 25, identifier: "T1")
-                let placements = [
-                    FleetStore.Placement(
-                        site: "harbour", entry: RegistryEntry(id: "T1", uid: nil, region: region, name: "Gate"), registry: "r.csv")
-                ]
-                try store.replacePlacements(sites: ["harbour"], with: placements, loadedNanoseconds: 1)
-                #expect(try other.placements() == placements)
-                try store.replacePlacements(sites: ["harbour"], with: [], loadedNanoseconds: 2)
-                #expect(try other.placements().isEmpty, "a site's registry read again is its whole truth")
+        try await PostgresFixture.with { pg in
+            let store = try await pg.fleetStore()
+            #expect(
+                try await libpq { try store.store(Self.messages(1...5), receivedNanoseconds: 1) } == Array(repeating: true, count: 5))
+            // The broker sends 4 and 5 again (QoS 1), with 6 and 7: only 6 and 7 are new.
+            #expect(try await libpq { try store.store(Self.messages(4...7), receivedNanoseconds: 2) } == [false, false, true, true])
+            // A second collector on the same database sees the same rows and stores none twice.
+            let other = try await pg.fleetStore()
+            #expect(try await libpq { try other.store(Self.messages(6...8), receivedNanoseconds: 3) } == [false, false, true])
+            #expect(try await libpq { try store.count() } == 8)
+            let all = try await libpq { try other.all() }
+            #expect(all.map(\.id) == Self.messages(1...8).map(\.id))
+            #expect(all.first?.payload == Self.messages(1...1).first?.payload, "the payload's bytes kept")
+            // The sites' placements, replaced site by site, read back as the SQLite store reads them.
+            let region = try CircularRegion(center: Coordinate(latitude: 53.545, longitude: 9.966), radius: 25, identifier: "T1")
+            let placements = [
+                FleetStore.Placement(
+                    site: "harbour", entry: RegistryEntry(id: "T1", uid: nil, region: region, name: "Gate"), registry: "r.csv")
+            ]
+            try await libpq { try store.replacePlacements(sites: ["harbour"], with: placements, loadedNanoseconds: 1) }
+            #expect(try await libpq { try other.placements() } == placements)
+            try await libpq { try store.replacePlacements(sites: ["harbour"], with: [], loadedNanoseconds: 2) }
+            #expect(try await libpq { try other.placements() }.isEmpty, "a site's registry read again is its whole truth")
+            await libpq {
                 store.close()
                 other.close()
             }
@@ -100,26 +100,27 @@ struct PostgresFleetStoreTests {
 
     @Test("a database a newer TagFix wrote is refused and left as it is; a wrong password is one line without the password")
     func refusals() async throws {
-        try await PrivatePostgres.with { server in
-            let address = try PostgresAddress(server.address)
-            try await offThePool {
-                let store = try PostgresFleetStore(address: address, password: server.password)
-                #expect(try store.store(Self.messages(1...2), receivedNanoseconds: 1).count == 2)
-                let db = try PostgresConnection(address, password: server.password)
-                try db.execute("UPDATE tagfix_schema SET version = 99 WHERE name = 'fleet'")
-                #expect(throws: PostgresError.newerSchema(found: 99, known: PostgresFleetStore.schemaVersion)) {
-                    try PostgresFleetStore(address: address, password: server.password)
-                }
-                #expect(try db.execute("SELECT version FROM tagfix_schema").rows == [["99"]], "left as it was")
-                #expect(try db.execute("SELECT count(*) FROM fleet_verdict").rows == [["2"]])
-                do throws(PostgresError) {
-                    _ = try PostgresConnection(address, password: "wrong-password-42")
-                    Issue.record("a wrong password connected")
-                } catch {
-                    #expect(error.description.contains("password authentication failed"), "\(error)")
-                    #expect(!error.description.contains("wrong-password-42"))
-                    #expect(error.description.split(separator: "\n").count == 1, "one line")
-                }
+        try await PostgresFixture.with { pg in
+            let address = pg.address
+            let store = try await pg.fleetStore()
+            #expect(try await libpq { try store.store(Self.messages(1...2), receivedNanoseconds: 1) }.count == 2)
+            let db = try await pg.session()
+            try await db.sql("UPDATE tagfix_schema SET version = 99 WHERE name = 'fleet'")
+            await #expect(throws: PostgresError.newerSchema(found: 99, known: PostgresFleetStore.schemaVersion)) {
+                try await pg.fleetStore()
+            }
+            #expect(try await db.sql("SELECT version FROM tagfix_schema").rows == [["99"]], "left as it was")
+            #expect(try await db.sql("SELECT count(*) FROM fleet_verdict").rows == [["2"]])
+            do throws(PostgresError) {
+                let wrong = try await libpq { () throws(PostgresError) in try PostgresConnection(address, password: "wrong-password-42") }
+                await libpq { wrong.close() }
+                Issue.record("a wrong password connected")
+            } catch {
+                #expect(error.description.contains("password authentication failed"), "\(error)")
+                #expect(!error.description.contains("wrong-password-42"))
+                #expect(error.description.split(separator: "\n").count == 1, "one line")
+            }
+            await libpq {
                 db.close()
                 store.close()
             }
@@ -130,12 +131,12 @@ struct PostgresFleetStoreTests {
         "the server killed mid-stream: the batch in flight is not stored and says it is worth a retry; after the restart nothing was lost or doubled"
     )
     func serverKilled() async throws {
-        try await PrivatePostgres.with { server in
-            let address = try PostgresAddress(server.address)
-            let store = try await offThePool { try PostgresFleetStore(address: address, password: server.password) }
-            #expect(try await offThePool { try store.store(Self.messages(1...10), receivedNanoseconds: 1) }.allSatisfy { $0 })
+        try await PostgresFixture.with { pg in
+            let server = pg.server
+            let store = try await pg.fleetStore()
+            #expect(try await libpq { try store.store(Self.messages(1...10), receivedNanoseconds: 1) }.allSatisfy { $0 })
             await server.kill()
-            let failed = await offThePool { () -> PostgresError? in
+            let failed = await libpq { () -> PostgresError? in
                 do throws(PostgresError) {
                     _ = try store.store(Self.messages(11...20), receivedNanoseconds: 2)
                     return nil
@@ -146,12 +147,14 @@ struct PostgresFleetStoreTests {
             let error = try #require(failed, "a store into a killed server succeeded")
             #expect(error.isTransient, "\(error)")
             try await server.start()
-            let again = try await offThePool { try PostgresFleetStore(address: address, password: server.password) }
-            #expect(try await offThePool { try again.count() } == 10, "what was committed survived the kill")
-            #expect(try await offThePool { try again.store(Self.messages(5...20), receivedNanoseconds: 3) }.filter { $0 }.count == 10)
-            #expect(try await offThePool { try again.count() } == 20)
-            again.close()
-            store.close()
+            let again = try await pg.fleetStore()
+            #expect(try await libpq { try again.count() } == 10, "what was committed survived the kill")
+            #expect(try await libpq { try again.store(Self.messages(5...20), receivedNanoseconds: 3) }.filter { $0 }.count == 10)
+            #expect(try await libpq { try again.count() } == 20)
+            await libpq {
+                again.close()
+                store.close()
+            }
         }
     }
 }
