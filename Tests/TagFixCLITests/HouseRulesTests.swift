@@ -322,7 +322,6 @@ struct HouseRulesTests {
     /// moved; none joins it.
     static let pollLoopsLeft: [String: Int] = [
         "Sources/TagFixDevices/ChildProcess.swift": 2,
-        "Sources/TagFixDevices/MonotonicClock.swift": 1,
         "Sources/TagFixTesting/TestProgram.swift": 1,
     ]
 
