@@ -154,7 +154,7 @@ struct EmulateCommand: Subcommand {
             if let nmea { return try await nmea.run(io, link: link, stop: stop) }
             if device == "pcsc" { return try await runPCSC(io, stop: stop) }
             let lab = try PN532Lab(tagFiles: tags, script: script, baud: baud, weak: weak, seed: seed)
-            try await EmulatorLab.stopping({ lab.emulator.stop() }) { () throws(EmulatorLabError) in
+            try await EmulatorLab.stopping({ await lab.emulator.stopped() }) { () throws(EmulatorLabError) in
                 try EmulatorLab.makeLink(link, to: lab.emulator.path)
                 defer { if let link { try? FileManager.default.removeItem(atPath: link) } }
                 io.out("PN532 emulator on \(lab.emulator.path)" + (link.map { " (link \($0))" } ?? ""))
@@ -211,8 +211,7 @@ extension EmulateCommand {
         // Without --pcscd the system pcscd's reader.conf names the reader, whatever the model.
         io.out("reader: pcsc:\(pcscd?.readerName ?? PrivatePCSCD.readerName)")
         await lab.run(until: stop) { io.err($0) }
-        // The card's stop waits for its thread: on a thread of its own, not the pool's.
-        await offThePool("vpcd card stop") { lab.stop() }
+        await lab.stopped()
     }
 }
 
@@ -292,7 +291,7 @@ struct NMEAOptions: Sendable {
             origin = .at(position ?? Coordinate(validLatitude: 0, longitude: 0))
         }
         let lab = try NMEALab(origin: origin, rate: rate, noise: noise, seed: seed, sky: sky, script: script)
-        try await EmulatorLab.stopping({ lab.emulator.stop() }) { () throws(EmulatorLabError) in
+        try await EmulatorLab.stopping({ await lab.emulator.stopped() }) { () throws(EmulatorLabError) in
             try EmulatorLab.makeLink(link, to: lab.emulator.path)
             defer { if let link { try? FileManager.default.removeItem(atPath: link) } }
             io.out("NMEA emulator on \(lab.emulator.path)" + (link.map { " (link \($0))" } ?? ""))

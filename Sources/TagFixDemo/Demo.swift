@@ -146,8 +146,7 @@ public struct DemoRun: Sendable {
             }
         }
         func stop() async {
-            // The emulator's stop waits for its thread: on a thread of its own, not the pool's.
-            await offThePool("NMEA emulator stop") { nmea.stop() }
+            await nmea.stopped()
             await gpsd.stop()
         }
     }
@@ -211,7 +210,7 @@ public struct DemoRun: Sendable {
         } catch {
             throw .unavailable("cannot start the PN532 emulator: \(error)")
         }
-        try await EmulatorLab.stopping({ pn532.stop() }) { () throws(DemoError) in
+        try await EmulatorLab.stopping({ await pn532.stopped() }) { () throws(DemoError) in
             for index in tags.indices { pn532.setPresent(false, tag: index) }
 
             let first = ExampleSite.position(stops[0], registry: registry)

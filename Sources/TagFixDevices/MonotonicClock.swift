@@ -13,8 +13,8 @@ import TagFixSystem
 /// right is a separate question, answered by `TimeReference` (the system clock when the kernel
 /// says it is synchronised, else GPS time).
 ///
-/// `sleep` is served by one timer thread waiting in `poll(2)` on the monotonic clock, not by
-/// Dispatch timers: under `faketime` (the tests' wrong wall clock) Dispatch's timers and
+/// `sleep` is served by the timers of one `IOLoop` on this clock (its `epoll_wait` timeouts are
+/// measured by the kernel on the monotonic clock), not by Dispatch timers: under `faketime` (the tests' wrong wall clock) Dispatch's timers and
 /// `Task.sleep` stop firing, while the kernel's monotonic clock keeps going, as on a real Pi.
 public struct MonotonicClock: Clock, Sendable {
     public typealias Instant = Timestamp
@@ -32,8 +32,7 @@ public struct MonotonicClock: Clock, Sendable {
     public var minimumResolution: Swift.Duration { .microseconds(1) }
 
     public func sleep(until deadline: Timestamp, tolerance: Swift.Duration?) async throws {
-        let target = Self.anchor.monotonic &+ Self.anchor.utc.duration(to: deadline).nanoseconds
-        try await MonotonicTimer.shared.sleep(untilMonotonic: target)
+        try await MonotonicTimer.shared.sleep(until: deadline)
     }
 
     /// `CLOCK_MONOTONIC` in nanoseconds.
@@ -83,16 +82,16 @@ public struct KernelClock: SystemClock {
     }
 }
 
-// MARK: - The timer thread
+// MARK: - The timer
 
-/// Wakes sleepers at monotonic deadlines from one thread that waits in `poll(2)` (a relative
-/// timeout, measured by the kernel on the monotonic clock) on an eventfd that a new, earlier
-/// deadline signals.
+/// Wakes sleepers at their deadlines from one `IOLoop` on the monotonic clock (its timers: the
+/// loop waits in `epoll_wait` with a relative timeout, which the kernel measures on the monotonic
+/// clock), shared by every `MonotonicClock`. No thread or poll loop of its own.
 final class MonotonicTimer: Sendable {
     static let shared = MonotonicTimer()
 
     private struct Sleeper {
-        var deadline: Int64
+        var timer: IOTimer?
         var continuation: CheckedContinuation<Void, any Error>
     }
 
@@ -101,42 +100,46 @@ final class MonotonicTimer: Sendable {
         /// Sleepers cancelled before they were registered.
         var cancelled: Set<UInt64> = []
         var nextID: UInt64 = 0
-        var started = false
     }
 
     private let state = Mutex(State())
-    /// Close-on-exec from birth: no child spawned meanwhile by another thread inherits it. `nil`
-    /// (no descriptor to be had): the thread wakes only at deadlines, and at least once a second.
-    private let wakeUp: EventFD?
+    private let loop: IOLoop<MonotonicClock>
 
     private init() {
-        wakeUp = try? EventFD()
+        do {
+            loop = try IOLoop(name: "monotonic timer", clock: MonotonicClock())
+        } catch {
+            fatalError("no I/O loop for the monotonic clock's timers (\(error)): too many open files or threads? (ulimit -n, ulimit -u)")
+        }
     }
 
-    func sleep(untilMonotonic deadline: Int64) async throws {
+    func sleep(until deadline: Timestamp) async throws {
         let id = state.withLock { state -> UInt64 in
             state.nextID += 1
             return state.nextID
         }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let outcome = state.withLock { state -> (resume: Result<Void, any Error>?, startThread: Bool) in
-                    if state.cancelled.remove(id) != nil { return (.failure(CancellationError()), false) }
-                    if deadline <= MonotonicClock.monotonicNanoseconds() { return (.success(()), false) }
-                    state.sleepers[id] = Sleeper(deadline: deadline, continuation: continuation)
-                    let start = !state.started
-                    state.started = true
-                    return (nil, start)
+                let outcome = state.withLock { state -> Result<Void, any Error>? in
+                    if state.cancelled.remove(id) != nil { return .failure(CancellationError()) }
+                    if deadline <= loop.clock.now { return .success(()) }
+                    state.sleepers[id] = Sleeper(continuation: continuation)
+                    return nil
                 }
-                if let resume = outcome.resume {
-                    continuation.resume(with: resume)
+                if let outcome {
+                    continuation.resume(with: outcome)
                     return
                 }
-                if outcome.startThread {
-                    DeviceThread.detach(name: "monotonic timer") { [self] in run() }
-                } else {
-                    wake()
+                let timer = loop.schedule(at: deadline) { [self] in
+                    state.withLock { $0.sleepers.removeValue(forKey: id) }?.continuation.resume()
                 }
+                // Cancelled meanwhile: its handler has resumed it; the timer goes too.
+                let waiting = state.withLock { state -> Bool in
+                    guard state.sleepers[id] != nil else { return false }
+                    state.sleepers[id]?.timer = timer
+                    return true
+                }
+                if !waiting { loop.cancel(timer) }
             }
         } onCancel: {
             let sleeper = state.withLock { state -> Sleeper? in
@@ -144,36 +147,9 @@ final class MonotonicTimer: Sendable {
                 state.cancelled.insert(id)
                 return nil
             }
-            sleeper?.continuation.resume(throwing: CancellationError())
-        }
-    }
-
-    private func wake() {
-        wakeUp?.signal()
-    }
-
-    private func run() {
-        while true {
-            let now = MonotonicClock.monotonicNanoseconds()
-            let (due, next) = state.withLock { state -> ([CheckedContinuation<Void, any Error>], Int64?) in
-                var due: [CheckedContinuation<Void, any Error>] = []
-                var next: Int64?
-                for (id, sleeper) in state.sleepers {
-                    if sleeper.deadline <= now {
-                        due.append(sleeper.continuation)
-                        state.sleepers[id] = nil
-                    } else {
-                        next = min(next ?? .max, sleeper.deadline)
-                    }
-                }
-                return (due, next)
-            }
-            for continuation in due { continuation.resume() }
-            // Round up to whole milliseconds so a wait never ends early; -1: until woken.
-            let timeout = next.map { Int32(clamping: ($0 - now + 999_999) / 1_000_000) } ?? -1
-            var descriptor = pollfd(fd: wakeUp?.descriptor.rawValue ?? -1, events: Int16(POLLIN), revents: 0)
-            if poll(&descriptor, 1, wakeUp == nil && (timeout < 0 || timeout > 1000) ? 1000 : timeout) > 0 {
-                wakeUp?.drain()
+            if let sleeper {
+                if let timer = sleeper.timer { loop.cancel(timer) }
+                sleeper.continuation.resume(throwing: CancellationError())
             }
         }
     }

@@ -138,9 +138,14 @@ public struct PCSCLab: Sendable {
         }
     }
 
-    /// Stops the card.
+    /// Stops the card: returns at once (`VPCDEmulator.stop()`).
     public func stop() {
         emulator.stop()
+    }
+
+    /// Stops the card and returns once it has left and its loop has ended.
+    public func stopped() async {
+        await emulator.stopped()
     }
 }
 
@@ -214,19 +219,19 @@ public enum EmulatorLab {
     /// The emulators stop on SIGQUIT too (Ctrl-\): they hold nothing a core dump would explain.
     public static let stopSignals = StopSignals.standard + [SIGQUIT]
 
-    /// Runs `body`, then stops an emulator with `stop` (which waits for its serving thread) on a
-    /// thread of its own, not on the cooperative pool, whether `body` returns or throws.
+    /// Runs `body`, then stops an emulator with `stop` (its `stopped()`: awaited, no thread
+    /// blocked), whether `body` returns or throws.
     public static func stopping<Failure: Error>(
-        _ stop: @escaping @Sendable () -> Void, isolation: isolated (any Actor)? = #isolation,
+        _ stop: @Sendable () async -> Void, isolation: isolated (any Actor)? = #isolation,
         _ body: () async throws(Failure) -> Void
     ) async throws(Failure) {
         do {
             try await body()
         } catch {
-            await offThePool("emulator stop", stop)
+            await stop()
             throw error
         }
-        await offThePool("emulator stop", stop)
+        await stop()
     }
 
     /// Makes `link` (if given) a symbolic link to `path`, replacing an old link.

@@ -1,10 +1,12 @@
 import Foundation
 import Synchronization
 public import TagFixCore
+import TagFixSystem
 
 /// A GNSS receiver on a pseudo-terminal: NMEA 0183 at a rate, for gpsd to read.
 ///
-/// It writes only after `start()`: gpsd probes a new tty for about a second and throws away what
+/// It is served on an `IOLoop` of its own (`ServedLine`), its epochs on the loop's timers; the
+/// receiver itself is `NMEAReceiver`. It writes only after `start()`: gpsd probes a new tty for about a second and throws away what
 /// arrives meanwhile, so a caller starts gpsd and its client first. Faults are injected from any
 /// thread: drop the fix, degrade accuracy, stop talking, send garbage, jump time, jump or
 /// teleport the position.
@@ -45,18 +47,28 @@ public final class NMEAEmulator: Sendable {
 
     public let path: String
     private let line: ServedLine
-    private var pty: PseudoTerminal { line.pty }
-    private let source: Source
     private let rate: Double
     private let state = Mutex(State())
+    /// The receiver and its schedule: touched only on the loop's thread.
+    private let receiver: Mutex<Receiver>
+
+    private struct Receiver: Sendable {
+        var model: NMEAReceiver
+        /// When the receiver started (its error model's time: monotonic, so a jumped NMEA clock
+        /// moves no error), and when its next epoch is due.
+        let started = ContinuousClock.now
+        var next = ContinuousClock.now
+    }
 
     /// - Parameter rate: epochs per second.
     public init(source: Source, rate: Double = 1) throws(EmulatorError) {
-        line = try ServedLine()
+        line = try ServedLine(named: "nmea")
         path = line.pty.path
-        self.source = source
         self.rate = max(0.1, min(rate, 20))
-        line.start(name: "NMEA emulator \(path)") { [self] in serve() }
+        receiver = Mutex(Receiver(model: NMEAReceiver(source: source)))
+        // Drain what gpsd writes (probes) so the line never fills.
+        line.start { [line] in _ = line.pty.read() }
+        line.loop.execute { [self] in tick() }
     }
 
     /// Begins writing.
@@ -90,102 +102,55 @@ public final class NMEAEmulator: Sendable {
     /// Epochs written so far.
     public var epochsWritten: Int { state.withLock { $0.epochs } }
 
+    /// Stops writing and closes the line: clients see the device go away. Returns at once;
+    /// `stopped()` awaits the end.
     public func stop() { line.stop() }
 
-    private func serve() {
-        var errors = GNSSErrorModel(sigma: 1.5, sky: .independent, seed: 1)
-        var origin: Coordinate?
-        var sigmaDefault = 1.5
-        var log: [[String]] = []
-        var packets: [[UInt8]] = []
-        var packetIndex = 0
-        switch source {
-        case .at(let position, let noise, let seed, let sky):
-            origin = position
-            sigmaDefault = max(noise, 0.3)
-            errors = GNSSErrorModel(sigma: sigmaDefault, sky: sky, seed: seed)
-        case .log(let lines):
-            log = Self.epochs(lines)
-        case .route:
-            break
-        case .bytes(let bytes):
-            packets = Self.packets(bytes)
+    /// `stop()`, then returns once the line is closed and the emulator's loop has ended.
+    public func stopped() async { await line.stopped() }
+
+    // MARK: - The line, on the loop's thread
+
+    /// Writes the epoch due now and schedules the next, `1 / rate` after this one was due (or
+    /// now, when it is late). Not started or silent, it looks again every 20 ms, and the epochs
+    /// start afresh from when it talks again.
+    private func tick() {
+        let snapshot = state.withLock { state -> State in
+            let snapshot = state
+            if state.started, !state.silent, state.garbage > 0 { state.garbage -= 1 }
+            return snapshot
         }
-        var route: (Route, Double)?
-        if case .route(let path, let speed, let noise, let seed, let sky) = source {
-            route = (path, speed)
-            origin = path.points[0]
-            sigmaDefault = max(noise, 0.3)
-            errors = GNSSErrorModel(sigma: sigmaDefault, sky: sky, seed: seed)
+        let now = ContinuousClock.now
+        guard snapshot.started, !snapshot.silent else {
+            receiver.withLock { $0.next = now }
+            line.loop.schedule(after: .milliseconds(20)) { [self] in tick() }
+            return
         }
-        // The error model's time: the receiver's own, monotonic (a jumped NMEA clock moves no error).
-        let started = ContinuousClock.now
-        var walkStart: Date?
-        var logIndex = 0
-        let interval = 1 / rate
-        var next = Date()
-        while true {
-            if line.isStopped { return }
-            let snapshot = state.withLock { $0 }
-            // Drain what gpsd writes (probes) so the line never fills.
-            _ = pty.read(timeout: 0)
-            guard snapshot.started, !snapshot.silent else {
-                Thread.sleep(forTimeInterval: 0.02)
-                next = Date()
-                continue
-            }
-            var text = ""
-            var stamped: Timestamp?
-            if snapshot.garbage > 0 {
-                state.withLock { $0.garbage -= 1 }
-                text += "$GPGGA,12*00\r\n$GPRMC,garbage,,,,*7F\r\n\u{1}\u{2}noise\r\n"
-            }
-            if let (path, speed) = route {
-                let started = walkStart ?? Date()
-                walkStart = started
-                origin = path.position(at: Date().timeIntervalSince(started) * speed)
-            }
-            if let moved = snapshot.position { origin = moved }
-            if let origin {
-                let now = Timestamp(secondsSinceEpoch: Date().timeIntervalSince1970)!.advanced(by: snapshot.timeOffset)
-                stamped = now
-                let sigma = snapshot.sigma ?? sigmaDefault
-                errors.setSigma(sigma)
-                let error = errors.sample(at: ContinuousClock.now - started)
-                var epoch = Self.epoch(
-                    at: now, origin: origin, error: error, displacement: snapshot.displacement, sky: errors.sky,
-                    degraded: snapshot.sigma != nil)
-                if snapshot.fixLost { epoch.position = nil }
-                text += NMEA.sentences(epoch).joined()
-            } else if logIndex < log.count {
-                text += log[logIndex].map { $0 + "\r\n" }.joined()
-                logIndex += 1
-                if logIndex == log.count, snapshot.repeatsLog { logIndex = 0 }
-            } else if packetIndex < packets.count {
-                pty.write(packets[packetIndex])
-                packetIndex += 1
-                state.withLock { $0.epochs += 1 }
-            }
-            if !text.isEmpty {
-                let written = ContinuousClock.now  // the epoch goes to the line now
-                pty.write(Array(text.utf8))
-                state.withLock {
-                    $0.epochs += 1
-                    if let stamped {
-                        $0.writes.append((stamped, written))
-                        if $0.writes.count > 10_000 { $0.writes.removeFirst($0.writes.count - 10_000) }
-                    }
+        let conditions = NMEAReceiver.Conditions(
+            fixLost: snapshot.fixLost, repeatsLog: snapshot.repeatsLog, sigma: snapshot.sigma, garbage: snapshot.garbage > 0,
+            timeOffset: snapshot.timeOffset, position: snapshot.position, displacement: snapshot.displacement)
+        let output = receiver.withLock { $0.model.epoch(conditions, now: Date(), elapsed: now - $0.started) }
+        if let packet = output.packet {
+            line.write(packet)
+            state.withLock { $0.epochs += 1 }
+        }
+        if !output.text.isEmpty {
+            let written = ContinuousClock.now  // the epoch goes to the line now
+            line.write(Array(output.text.utf8))
+            state.withLock {
+                $0.epochs += 1
+                if let stamped = output.stamped {
+                    $0.writes.append((stamped, written))
+                    if $0.writes.count > 10_000 { $0.writes.removeFirst($0.writes.count - 10_000) }
                 }
             }
-            next = next.addingTimeInterval(interval)
-            if next.timeIntervalSinceNow <= 0 { next = Date() }
-            // In slices, so that stop() returns within 50 ms even at --rate 0.1 (10 s an epoch).
-            while !line.isStopped {
-                let wait = next.timeIntervalSinceNow
-                if wait <= 0 { break }
-                Thread.sleep(forTimeInterval: min(wait, 0.05))
-            }
         }
+        let next = receiver.withLock { receiver -> ContinuousClock.Instant in
+            receiver.next = receiver.next.advanced(by: .seconds(1 / rate))
+            if receiver.next <= .now { receiver.next = .now }
+            return receiver.next
+        }
+        line.loop.schedule(at: next) { [self] in tick() }
     }
 
     /// The epoch a receiver at `origin` writes for an error sample: its position, and the figures

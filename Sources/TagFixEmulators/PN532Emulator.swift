@@ -6,7 +6,8 @@ public import TagFixNDEF
 /// A PN532 on a pseudo-terminal, speaking the UART frame protocol to whatever opens it (libnfc's
 /// `pn532_uart` driver, nfcpy's `pn532` driver), presenting emulated tags.
 ///
-/// It runs on its own thread. Faults are injected from any thread: remove or re-present a tag,
+/// It is served on an `IOLoop` of its own (`ServedLine`): no thread, poll loop or sleep of its
+/// own; the simulated line's wire time wakes the loop by a timerfd. Faults are injected from any thread: remove or re-present a tag,
 /// remove it after N exchanges (pulled mid-read), stop answering (a hung reader), hang up the
 /// line (unplugged), corrupt the next reply.
 public final class PN532Emulator: Sendable {
@@ -57,17 +58,36 @@ public final class PN532Emulator: Sendable {
         /// The two directions of the simulated line, when `Options.baud` is set.
         var fromHost: SerialLine<ContinuousClock.Instant>?
         var toHost: SerialLine<ContinuousClock.Instant>?
+        /// What the line does next, in order, each no sooner than its instant: the work of the
+        /// bytes read last. Touched only on the loop's thread.
+        var steps: [Step] = []
+        var decoder = PN532Frame.Decoder()
+    }
+
+    /// One thing the emulator does on the line, once `at` (when set) has come.
+    private struct Step: Sendable {
+        enum Work: Sendable {
+            /// The host's bytes have crossed the line: the chip sees them.
+            case decode([UInt8])
+            /// One event of them, answered.
+            case handle(PN532Frame.Event)
+            /// Bytes to the host whose last byte has crossed.
+            case write([UInt8])
+            /// An answered command's log entry (`Options.logCommands`), answered now.
+            case log(Exchange)
+        }
+        var at: ContinuousClock.Instant?
+        var work: Work
     }
 
     public let path: String
     private let line: ServedLine
-    private var pty: PseudoTerminal { line.pty }
     private let options: Options
     private let state: Mutex<State>
 
-    /// Opens a pty and starts answering on it.
+    /// Opens a pty and starts answering on it, on an `IOLoop` of its own.
     public init(tags: [any EmulatedTag], felica: [EmulatedType3Tag] = [], options: Options = Options()) throws(EmulatorError) {
-        line = try ServedLine()
+        line = try ServedLine(named: "pn532")
         path = line.pty.path
         self.options = options
         var chip = PN532Chip()
@@ -75,7 +95,7 @@ public final class PN532Emulator: Sendable {
         chip.felicaTags = felica
         let lines = options.baud.flatMap { $0 > 0 ? SerialLine<ContinuousClock.Instant>(baud: $0) : nil }
         state = Mutex(State(chip: chip, fromHost: lines, toHost: lines))
-        line.start(name: "PN532 emulator \(path)") { [self] in serve() }
+        line.start(isBusy: { [self] in state.withLock { !$0.steps.isEmpty } }) { [self] in read() }
     }
 
     // MARK: - Faults and inspection
@@ -120,41 +140,73 @@ public final class PN532Emulator: Sendable {
     /// Empties the command log (between measurements).
     public func clearLog() { state.withLock { $0.traffic.log.removeAll(keepingCapacity: true) } }
 
-    /// Stops the emulator and closes the line: clients see the device go away.
+    /// Stops the emulator and closes the line once the answer under way (if any) is out: clients
+    /// see the device go away. Returns at once; `stopped()` awaits the end.
     public func stop() { line.stop() }
 
-    // MARK: - The line
+    /// `stop()`, then returns once the line is closed and the emulator's loop has ended.
+    public func stopped() async { await line.stopped() }
 
-    private func serve() {
-        var decoder = PN532Frame.Decoder()
-        while !line.isStopped {
-            guard let bytes = pty.read(timeout: 20) else { break }
-            guard !bytes.isEmpty else { continue }
-            // The host's bytes take their wire time too, before the chip sees them: from when
-            // they were written (read here at once), or from the end of the host's previous bytes.
-            let arrived = ContinuousClock.now
-            let seen = state.withLock { state in
-                state.traffic.bytesFromHost += bytes.count
-                return state.fromHost?.send(bytes.count, handedOver: arrived)
+    // MARK: - The line, on the loop's thread
+
+    /// The host has written: its bytes take their wire time too, before the chip sees them, from
+    /// when they were written (read here at once), or from the end of the host's previous bytes.
+    private func read() {
+        guard let bytes = line.pty.read(), !bytes.isEmpty else { return }
+        let arrived = ContinuousClock.now
+        state.withLock { state in
+            state.traffic.bytesFromHost += bytes.count
+            let seen = state.fromHost?.send(bytes.count, handedOver: arrived)
+            state.steps.append(Step(at: seen, work: .decode(bytes)))
+        }
+        work()
+    }
+
+    /// Does the steps whose time has come, in order; the first one still due later sets the
+    /// line's alarm (the host's bytes wait in the pty meanwhile, unread), and the loop comes back
+    /// here when it goes off.
+    private func work() {
+        while let step = state.withLock({ $0.steps.first }) {
+            if let at = step.at, line.wait(until: at, then: { [self] in work() }) {
+                line.setReading(false)
+                return
             }
-            seen?.waitUntilReached()
-            for event in decoder.feed(bytes) {
-                handle(event)
-            }
+            let next = state.withLock { $0.steps.removeFirst() }
+            // Each step's own work comes before those queued behind it.
+            let more = perform(next.work)
+            state.withLock { $0.steps.insert(contentsOf: more, at: 0) }
+        }
+        line.setReading(true)
+        line.endIfStopping()
+    }
+
+    private func perform(_ work: Step.Work) -> [Step] {
+        switch work {
+        case .decode(let bytes):
+            return state.withLock { $0.decoder.feed(bytes) }.map { Step(work: .handle($0)) }
+        case .handle(let event):
+            return handle(event)
+        case .write(let bytes):
+            line.write(bytes)
+            return []
+        case .log(var exchange):
+            exchange.answered = ContinuousClock.now
+            state.withLock { $0.traffic.log.append(exchange) }
+            return []
         }
     }
 
-    private func handle(_ event: PN532Frame.Event) {
+    private func handle(_ event: PN532Frame.Event) -> [Step] {
         switch event {
         case .ack:
-            return  // the host aborts the running command: nothing is running here
+            return []  // the host aborts the running command: nothing is running here
         case .nack:
             let last = state.withLock { $0.lastResponse }
-            if !last.isEmpty { send(last) }
+            return last.isEmpty ? [] : [send(last)]
         case .corrupt:
-            return  // a real PN532 ignores a frame it cannot check
+            return []  // a real PN532 ignores a frame it cannot check
         case .frame(let tfi, let data):
-            guard tfi == 0xD4 else { return }
+            guard tfi == 0xD4 else { return [] }
             let received = ContinuousClock.now
             let (answer, hung, corrupt) = state.withLock { state -> (PN532Chip.Answer, Bool, Bool) in
                 guard !state.hung else { return (.none, true, false) }
@@ -163,19 +215,19 @@ public final class PN532Emulator: Sendable {
                 state.corruptNext = false
                 return (state.chip.handle(data), false, corrupt)
             }
-            guard !hung else { return }
+            guard !hung else { return [] }
             // The answer is ready with the ACK: the response follows it on the line at once.
             let ready = ContinuousClock.now
-            send(PN532Frame.ack, handedOver: ready)
+            var steps = [send(PN532Frame.ack, handedOver: ready)]
             var frame: [UInt8]
             switch answer {
             case .response(let response): frame = PN532Frame.encode(tfi: 0xD5, response)
             case .error: frame = PN532Frame.applicationError
-            case .none: return
+            case .none: return steps
             }
             if corrupt, frame.count > 2 { frame[frame.count - 2] ^= 0xFF }
             state.withLock { $0.lastResponse = frame }
-            send(frame, handedOver: ready)
+            steps.append(send(frame, handedOver: ready))
             if options.logCommands, let code = data.first {
                 let found: Bool
                 if case .response(let response) = answer {
@@ -185,21 +237,21 @@ public final class PN532Emulator: Sendable {
                 }
                 let exchange = Exchange(
                     command: code, bytesIn: PN532Frame.encode(tfi: 0xD4, data).count, bytesOut: PN532Frame.ack.count + frame.count,
-                    received: received, answered: ContinuousClock.now, foundTarget: found)
-                state.withLock { $0.traffic.log.append(exchange) }
+                    received: received, answered: received, foundTarget: found)
+                steps.append(Step(work: .log(exchange)))
             }
+            return steps
         }
     }
 
-    /// Writes `bytes`, handed to the line at `handedOver`, to the host once their last byte would
-    /// have crossed it.
-    private func send(_ bytes: [UInt8], handedOver: ContinuousClock.Instant = .now) {
+    /// `bytes`, handed to the line at `handedOver`, written to the host once their last byte
+    /// would have crossed it.
+    private func send(_ bytes: [UInt8], handedOver: ContinuousClock.Instant = .now) -> Step {
         let crossed = state.withLock { state in
             state.traffic.bytesToHost += bytes.count
             return state.toHost?.send(bytes.count, handedOver: handedOver)
         }
-        crossed?.waitUntilReached()
-        pty.write(bytes)
+        return Step(at: crossed, work: .write(bytes))
     }
 }
 

@@ -1,6 +1,3 @@
-import Foundation
-import TagFixCore
-
 /// One direction of a simulated UART: when each burst of bytes has crossed it, at 10 bits a byte
 /// (start, 8 data, stop).
 ///
@@ -40,15 +37,9 @@ struct SerialLine<Instant: InstantProtocol>: Sendable where Instant.Duration == 
 }
 
 extension ContinuousClock.Instant {
-    /// Blocks the calling thread (the emulator's own, never the cooperative pool) until this
-    /// instant, to within a few microseconds: it sleeps to `spin` before it, then spins. A plain
-    /// sleep wakes ~80 µs late on average here (measured with `nanosleep` of 0.52 ms, with the
-    /// thread's timer slack at the default 50 µs and at 1 ns alike: it is the VM's wake-up, not
-    /// the slack), which is a tenth of a 100-byte frame's wire time at 115200 baud.
-    func waitUntilReached(spinningFor spin: Duration = .microseconds(200)) {
-        let early = self - spin
-        let now = ContinuousClock.now
-        if early > now { Thread.sleep(forTimeInterval: (early - now).seconds) }
+    /// Spins the calling thread (the emulator's loop, the last microseconds before a wire-time
+    /// deadline: `ServedLine.wait(until:then:)`) until this instant.
+    func spinUntilReached() {
         while ContinuousClock.now < self {}
     }
 }

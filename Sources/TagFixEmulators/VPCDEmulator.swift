@@ -164,8 +164,8 @@ public final class VPCDEmulator: Sendable {
         return true
     }
 
-    /// Stops the emulator: the card leaves and nothing connects again. Waits for the loop's thread
-    /// to end.
+    /// Stops the emulator: the card leaves and nothing connects again. Returns at once (the card
+    /// leaves on the loop's thread, which then ends); `stopped()` awaits the end.
     public func stop() {
         let first = state.withLock { state -> Bool in
             defer { state.stopped = true }
@@ -174,13 +174,13 @@ public final class VPCDEmulator: Sendable {
         guard first else { return }
         // Closures handed before `close` run before the loop ends: the card leaves first.
         loop.execute { [self] in leave() }
-        if loop.inLoopThread {
-            loop.close {}
-            return
-        }
-        let done = DispatchSemaphore(value: 0)
-        loop.close { done.signal() }
-        done.wait()
+        loop.close {}
+    }
+
+    /// `stop()`, then returns once the card has left and the loop's thread has ended.
+    public func stopped() async {
+        stop()
+        await loop.close()
     }
 
     // MARK: - The socket, on the loop's thread

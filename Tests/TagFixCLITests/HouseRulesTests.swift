@@ -157,7 +157,6 @@ struct HouseRulesTests {
     /// each has: what is left to move onto the layer (issue 30). A file leaves the list when it
     /// is moved; none joins it.
     static let rawSystemCallsLeft: [String: Int] = [
-        "Sources/TagFixEmulators/PseudoTerminal.swift": 3,
         "Tests/TagFixGPSDTests/GPSDRegressionLogTests.swift": 1,
         "Benchmarks/TagFixBench/ServeFanOut.swift": 2,
     ]
@@ -313,6 +312,67 @@ struct HouseRulesTests {
             #expect(
                 counts[path, default: 0] == expected,
                 "\(path) makes threads by hand on \(counts[path, default: 0]) lines, the list says \(expected)")
+        }
+    }
+
+    // MARK: - One I/O loop
+
+    /// Files outside IOLoop that still wait in poll(2) themselves, and on how many lines: what is
+    /// left to move onto IOLoop or a device thread (issue 30). A file leaves the list when it is
+    /// moved; none joins it.
+    static let pollLoopsLeft: [String: Int] = [
+        "Sources/TagFixDevices/ChildProcess.swift": 2,
+        "Sources/TagFixTesting/TestProgram.swift": 1,
+    ]
+
+    @Test("one I/O loop: poll(2), ppoll, select and epoll_wait in Sources/ only inside IOLoop (TagFixSystem), but for the files listed")
+    func oneIOLoop() throws {
+        // A C call passes its descriptors (`&fds`) or none (`nil`); a Swift method of the same
+        // name (`ServeProtocol.poll(…)`, a reader's `poll(device, …)`) does not.
+        let pattern = try NSRegularExpression(
+            pattern: #"(?<![A-Za-z0-9_.])((p?poll|select)\s*\(\s*(&|nil\b)|epoll_wait\s*\()"#)
+        var counts: [String: Int] = [:]
+        var files = 0
+        for file in try Self.swiftFiles("Sources") where file.path != "Sources/TagFixSystem/IOLoop.swift" {
+            files += 1
+            for line in Self.codeLines(file.lines) {
+                let text = String(line.text)
+                guard pattern.firstMatch(in: text, range: NSRange(text.startIndex..., in: text)) != nil else { continue }
+                counts[file.path, default: 0] += 1
+                if Self.pollLoopsLeft[file.path] == nil {
+                    Issue.record(
+                        "\(file.path):\(line.number): a poll loop of its own: register the descriptor with an IOLoop (TagFixSystem)")
+                }
+            }
+        }
+        #expect(files > 100, "the product's sources were not found below \(packageRoot)")
+        for (path, expected) in Self.pollLoopsLeft {
+            #expect(
+                counts[path, default: 0] == expected,
+                "\(path) waits in poll(2) on \(counts[path, default: 0]) lines, the list says \(expected): take the ones moved onto IOLoop off pollLoopsLeft"
+            )
+        }
+    }
+
+    @Test(
+        "the emulators are IOLoop clients: no thread, poll, wake-up, sleep or semaphore of their own in Sources/TagFixEmulators, and no stop that blocks"
+    )
+    func emulatorsOnTheLoop() throws {
+        let own = [
+            "DeviceThread", "offThePool", "SystemThread", "Thread.sleep", "usleep(", "nanosleep(", "DispatchSemaphore", "DispatchQueue",
+            ".wait()", "poll(", "EventFD", "pipe(", "waitUntilReached",
+        ]
+        let files = try Self.swiftFiles("Sources/TagFixEmulators")
+        #expect(files.count > 10, "Sources/TagFixEmulators was not found below \(packageRoot)")
+        for file in files {
+            for line in Self.codeLines(file.lines) {
+                // An awaited wait (`await stop.wait()`: the signals' AsyncStream) blocks nothing.
+                for needle in own where line.text.contains(needle) && !(needle == ".wait()" && line.text.contains("await ")) {
+                    Issue.record(
+                        "\(file.path):\(line.number): \(needle) in an emulator: register its descriptors and timers with its IOLoop (ServedLine), and stop it from the loop"
+                    )
+                }
+            }
         }
     }
 

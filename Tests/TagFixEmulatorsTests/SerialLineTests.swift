@@ -1,3 +1,4 @@
+import TagFixSystem
 import Testing
 
 @testable import TagFixEmulators
@@ -38,11 +39,21 @@ struct SerialLineTests {
         #expect(line.freeAt == later + line.wireTime(of: 12))
     }
 
-    @Test("a waiting thread wakes at its deadline, not before")
-    func waitReachesDeadline() {
-        // Not a timing assertion: only that the wait does not return early (it spins the rest).
-        let deadline = ContinuousClock.now + .microseconds(700)
-        deadline.waitUntilReached()
-        #expect(ContinuousClock.now >= deadline)
+    @Test("a wire-time wait on the line's loop ends at its deadline, not before", arguments: [700, 5_000])
+    func waitReachesDeadline(microseconds: Int) async throws {
+        // Not a timing assertion: only that the wait does not end early (the alarm wakes the
+        // loop before the deadline, and the rest is spun).
+        let line = try ServedLine(named: "test")
+        line.start {}
+        let deadline = ContinuousClock.now + .microseconds(microseconds)
+        let woke: ContinuousClock.Instant = await withCheckedContinuation { continuation in
+            line.loop.execute {
+                if !line.wait(until: deadline, then: { continuation.resume(returning: ContinuousClock.now) }) {
+                    continuation.resume(returning: ContinuousClock.now)
+                }
+            }
+        }
+        #expect(woke >= deadline)
+        await line.stopped()
     }
 }

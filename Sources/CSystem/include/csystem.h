@@ -20,4 +20,12 @@ int csystem_accept4(int fd, int flags);
 /// is not part of Swift's Glibc module.
 int csystem_eventfd(unsigned int initial);
 
+/// timerfd_create(2) on CLOCK_BOOTTIME (Swift's ContinuousClock), non-blocking and close-on-exec.
+/// Why C: <sys/timerfd.h> is not part of Swift's Glibc module.
+int csystem_timerfd(void);
+
+/// timerfd_settime(2): one expiry `nanoseconds` from now (0 disarms it), no interval. Why C:
+/// <sys/timerfd.h> is not part of Swift's Glibc module.
+int csystem_timerfd_arm(int fd, long long nanoseconds);
+
 #endif
