@@ -6,6 +6,7 @@ import TagFixDaemons
 import TagFixDevices
 import TagFixEmulators
 import TagFixNDEF
+import TagFixSystem
 import TagFixTesting
 import Testing
 
@@ -146,6 +147,8 @@ struct GPSFakeTests {
             // (gpsfake then ends, its daemon gone), then gpsfake itself, waiting a bounded time.
             if let gpsd = EmulatorCommandTests.gpsd(servingPort: port) { kill(gpsd, SIGKILL) }
             fake.stop(grace: .seconds(5))
+            // gpsfake's gpsd exports into a segment of key 0x4770PPPP (gps/fake.py) and leaves it.
+            _ = try? SharedMemory.removeSegment(key: Int32(0x4770_0000 + port))
         }
         let result = try await runTagfix(
             ["fix", "--gps", "gpsd://127.0.0.1:\(port)", "--json", "--count", String(expected.count), "--timeout", "60"])
