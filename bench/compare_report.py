@@ -1,0 +1,48 @@
+"""bench/compare's table: the same figures from the tree before (REF) and this one, each the median
+of the rounds with their range, and after/before. Reads the two JSON Lines files TagFixBench wrote."""
+import json
+import statistics
+import sys
+
+label, before_path, after_path = sys.argv[1:4]
+
+
+def figures(path):
+    found = {}
+
+    def add(name, value, better):
+        found.setdefault(name, ([], better))[0].append(value)
+
+    for line in open(path):
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        row = json.loads(line)
+        bench = row.get("bench")
+        if bench == "serve-fan-out" and row.get("server") == "tagfix serve" and row.get("clients") == 100:
+            add(f"serve fan-out p99, 100 clients, {row['harness']} harness (ms)", row["p99_ms"], "lower")
+        elif bench == "fleet-collect":
+            add("collector / mosquitto_sub rate", row["ratio"], "higher")
+        elif bench == "tag-read":
+            add(f"tag read / wire floor, {row['tag']}", row["tagfix_verdict_ms"] / row["floor_ms"], "lower")
+        elif bench == "verifier" and int(row.get("tags", 0)) == 1_000_000 and not row.get("sqlite"):
+            add("verifier at 1 M tags (M verdicts/s)", row["verdicts_per_second_median"] / 1e6, "higher")
+    return found
+
+
+before, after = figures(before_path), figures(after_path)
+if not before or set(before) != set(after):
+    sys.exit(f"bench/compare: the two trees measured different things: {sorted(before)} / {sorted(after)}")
+
+
+def cell(values):
+    return f"{statistics.median(values):.3f} [{min(values):.3f}–{max(values):.3f}]"
+
+
+print(f"| figure | before: {label} | after: this tree | after / before | better is |")
+print("| --- | ---: | ---: | ---: | --- |")
+for name in sorted(before):
+    old, better = before[name]
+    new, _ = after[name]
+    ratio = statistics.median(new) / statistics.median(old)
+    print(f"| {name} | {cell(old)} | {cell(new)} | {ratio:.2f} | {better} |")
