@@ -282,12 +282,10 @@ struct ServeCommand: Subcommand {
         var failure: CLIError?
         do {
             try await verify.withPrinter(io, sinks: [hub]) { printer throws(CLIError) in
-                // A phone's verdict goes through the same fan-out as a reader's: the log first.
+                // A phone's verdict goes through the same fan-out as a reader's: the log first,
+                // the taps that arrived together with one fsync.
                 let clock = MonotonicClock()
-                phones?.deliver { verdict in
-                    printer.print(.verdict(verdict), now: clock.now)
-                    return printer.logFailure == nil
-                }
+                phones?.deliver(groupsTo: { verdicts in printer.print(verdicts: verdicts, now: clock.now) })
                 guard let reader = readers.first else {
                     // Phones alone: the session lasts until SIGINT or SIGTERM.
                     _ = await stop.wait()

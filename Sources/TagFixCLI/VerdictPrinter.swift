@@ -40,6 +40,10 @@ final class VerdictPrinter: Sendable {
     /// Hands `event` to the sinks; `now` is the session clock's time on a live run.
     func print(_ event: VerifierEvent, now: Timestamp? = nil) { fanOut.send(event, now: now) }
 
+    /// Hands on verdicts decided together (phone taps committed as a group): the log keeps them
+    /// with one fsync, then the other sinks take them in order. Whether the log kept them.
+    func print(verdicts: [Verdict], now: Timestamp? = nil) -> Bool { fanOut.send(verdicts: verdicts, now: now) }
+
     /// Redraws the status line (a terminal only).
     func redraw(now: Timestamp) { terminal.redraw(now: now) }
 

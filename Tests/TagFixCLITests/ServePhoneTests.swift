@@ -19,7 +19,8 @@ final class PhoneRig: Sendable {
     /// - Parameters:
     ///   - registry: the registry (default: a CSV with E1, the Gate, at 53.545, 9.966, 30 m).
     ///   - secure: `extra` gives --tls-cert and --tls-key.
-    init(registry: String? = nil, secure: Bool = false, extra: [String] = []) async throws {
+    ///   - log: the --log (default: log.jsonl in the rig's folder).
+    init(registry: String? = nil, secure: Bool = false, log: String? = nil, extra: [String] = []) async throws {
         let site = try registry ?? temporaryFile("site.csv", "id,uid,lat,lon,radius_m,name\nE1,,53.545,9.966,30,Gate\n")
         self.secure = secure
         folder = (try temporaryFile("x", "") as NSString).deletingLastPathComponent
@@ -27,10 +28,11 @@ final class PhoneRig: Sendable {
         try Self.tokens.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)\n" }.joined().write(
             toFile: tokens, atomically: true, encoding: .utf8)
         chmod(tokens, 0o600)
-        log = folder + "/log.jsonl"
+        self.log = log ?? folder + "/log.jsonl"
         let serve = try RunningTagFix(
             [
-                "serve", "--http", "127.0.0.1:0", "--token", tokens, "--registry", site, "--log", log, "--socket", folder + "/serve.sock",
+                "serve", "--http", "127.0.0.1:0", "--token", tokens, "--registry", site, "--log", self.log, "--socket",
+                folder + "/serve.sock",
                 "--json", "--quiet",
             ] + extra)
         var port: Int?
@@ -170,6 +172,21 @@ struct ServePhoneTests {
         #expect(live.status == 401, "\(live)")
         #expect(await rig.stop())
         #expect(rig.logLines.isEmpty, "\(rig.logLines)")
+    }
+
+    @Test(
+        "a log on a full disk: each tap is answered 503, never confirmed, and serve ends with exit 74",
+        .enabled(if: runnable, "needs the built tagfix"))
+    func logOnAFullDisk() async throws {
+        let rig = try await PhoneRig(log: "/dev/full")
+        for source in ["127.0.0.2", "127.0.0.3"] {
+            let tap = try await rig.tap(rig.body(), source: source)
+            #expect(tap.status == 503, "\(tap)")
+            #expect(tap.body.contains("could not record this tap") && !tap.body.contains(#""verdict""#), "\(tap)")
+        }
+        _ = await rig.stop()
+        #expect(rig.serve.process.termination == .exited(74), "\(rig.serve.ending)")
+        #expect(rig.serve.stderr.contains("No space left on device") || rig.serve.stderr.contains("free some space"), "\(rig.serve.stderr)")
     }
 
     @Test("a malformed body is 400, nothing is logged, and the next tap is confirmed", .enabled(if: runnable, "needs the built tagfix"))
