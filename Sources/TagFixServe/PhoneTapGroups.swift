@@ -50,26 +50,34 @@ public final class PhoneTapGroups: Sendable {
     }
 
     /// Where a group's verdicts go (the session's fan-out, the log first); it says whether they
-    /// were recorded. Until it is set, `submit` refuses.
-    public func deliver(to sink: @escaping @Sendable ([Verdict]) -> Bool) { state.withLock { $0.sink = sink } }
+    /// were recorded. Taps submitted before it is set (the server listens a moment before the
+    /// log is open) wait for it, and are committed once it is.
+    public func deliver(to sink: @escaping @Sendable ([Verdict]) -> Bool) {
+        let start = state.withLock { state -> Bool in
+            state.sink = sink
+            guard !state.waiting.isEmpty, !state.committing else { return false }
+            state.committing = true
+            return true
+        }
+        if start { startCommitter() }
+    }
 
     public var counts: Counts { state.withLock { $0.counts } }
 
     /// Queues `tap`, answered through `reply` once its group is committed; starts a committer
-    /// when none is running. Never waits. `false` (nothing queued) while there is nowhere to
-    /// deliver verdicts yet.
-    @discardableResult
-    public func submit(_ tap: PhoneTap, reply: HTTPReplyHandle) -> Bool {
-        let start = state.withLock { state -> Bool? in
-            guard state.sink != nil else { return nil }
+    /// when none is running (and there is somewhere to deliver). Never waits.
+    public func submit(_ tap: PhoneTap, reply: HTTPReplyHandle) {
+        let start = state.withLock { state -> Bool in
             state.waiting.append(Waiting(tap: tap, reply: reply))
-            guard !state.committing else { return false }
+            guard state.sink != nil, !state.committing else { return false }
             state.committing = true
             return true
         }
-        guard let start else { return false }
-        if start { DeviceThread.detach(name: "tagfix-phone-commit") { [self] in commitWhileWaiting() } }
-        return true
+        if start { startCommitter() }
+    }
+
+    private func startCommitter() {
+        DeviceThread.detach(name: "tagfix-phone-commit") { [self] in commitWhileWaiting() }
     }
 
     /// Commits group after group until no tap is waiting.

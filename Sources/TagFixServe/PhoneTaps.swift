@@ -60,8 +60,8 @@ public final class PhoneTaps: Sendable {
     }
 
     /// Where each tap's verdict goes: the session's fan-out (the log first). It says whether
-    /// the verdict was recorded. Until this (or `deliver(groupsTo:)`) is called, taps are
-    /// answered 503. The verdicts of taps that arrived together are handed on one by one.
+    /// the verdict was recorded. Until this (or `deliver(groupsTo:)`) is called, taps wait.
+    /// The verdicts of taps that arrived together are handed on one by one.
     public func deliver(to sink: @escaping @Sendable (Verdict) -> Bool) {
         deliver(groupsTo: { verdicts in
             for verdict in verdicts { guard sink(verdict) else { return false } }
@@ -72,7 +72,7 @@ public final class PhoneTaps: Sendable {
     /// Where the verdicts of taps that arrived together go, in order: the session's fan-out
     /// (`VerdictFanOut.send(verdicts:)`: the log first, one fsync for all). It says whether they
     /// were recorded; no tap of the group is answered before it returns. Until this is called,
-    /// taps are answered 503.
+    /// taps wait (the server listens a moment before the log is open).
     public func deliver(groupsTo sink: @escaping @Sendable ([Verdict]) -> Bool) { groups.deliver(to: sink) }
 
     /// Taps committed so far, commits made, the largest group (for the log at the end and tests).
@@ -100,12 +100,7 @@ public final class PhoneTaps: Sendable {
                 return .now(HTTPResponse(status: 401, body: "this phone's token was revoked; nothing was recorded\n"))
             }
             let tap = PhoneTap(request: parsed, token: name, client: Self.client(request), userAgent: request.headers["user-agent"] ?? "")
-            guard groups.submit(tap, reply: reply) else {
-                return .now(
-                    HTTPResponse(
-                        status: 503, body: "the server is starting: check again in a moment; nothing was recorded\n",
-                        headers: [("Retry-After", "1")]))
-            }
+            groups.submit(tap, reply: reply)
             return .later
         }
         DeviceThread.detach(name: "tagfix-phone-page") { [self] in reply.send(page(request, fallback: fallback)) }
