@@ -280,6 +280,22 @@ struct ServePhoneTests {
     }
 
     @Test(
+        "--tap-limit raises the limit per client (a load test from one address); a limit that is not BURST,PER_S is a usage error",
+        .enabled(if: runnable, "needs the built tagfix"))
+    func tapLimit() async throws {
+        let rig = try await PhoneRig(extra: ["--tap-limit", "30,1"])
+        var statuses: [Int] = []
+        for _ in 0..<30 { statuses.append(try await rig.tap(rig.body(), source: "127.0.0.5").status) }
+        #expect(statuses == Array(repeating: 200, count: 30), "\(statuses)")
+        #expect(rig.logLines.count == 30)
+        #expect(await rig.stop())
+        for bad in ["0,1", "10", "10,0", "ten,1", "10,1,1"] {
+            let refused = await run(["serve", "--http", "127.0.0.1:0", "--token", "/nonexistent", "--tap-limit", bad])
+            #expect(refused.code == 64 && refused.err.joined().contains("--tap-limit takes BURST,PER_S"), "\(bad): \(refused)")
+        }
+    }
+
+    @Test(
         "behind a TLS proxy on this machine: X-Forwarded-Proto https makes the https origin this server's, X-Forwarded-For names the phone; from elsewhere neither is believed",
         .enabled(if: runnable, "needs the built tagfix"))
     func behindProxy() async throws {
