@@ -162,10 +162,8 @@ struct ServeCommand: Subcommand {
         if arguments.value("gps") != nil, arguments.value("gpsd") != nil { throw .usage("give --gps or --gpsd, not both", command: name) }
         var session = arguments
         session.values["gps"] = arguments.values["gpsd"] ?? arguments.values["gps"]
-        // Phones alone: verify's options, log and sinks as for a reader, but no reader is opened.
-        if phonesOnly { session.values["reader"] = ["pn532_uart:/dev/null"] }
-        verify = try VerifyCommand(session)
-        if phonesOnly { verify.gpsd = nil }
+        // Phones alone: verify's options, log and sinks as for a reader, and no reader at all.
+        verify = try VerifyCommand(session, phonesOnly: phonesOnly)
         tlsCertificate = arguments.value("tls-cert")
         tlsKey = arguments.value("tls-key")
         if (tlsCertificate == nil) != (tlsKey == nil) { throw .usage("give --tls-cert FILE and --tls-key FILE together", command: name) }
