@@ -311,15 +311,18 @@ struct ServeCommand: Subcommand {
         if let failure { throw failure }
     }
 
-    /// `--tap-limit BURST,PER_S`: whole numbers of taps, at least 1 each.
+    /// `--tap-limit BURST,PER_S`: a whole number of taps at once, then a rate (0.001 a second: one
+    /// each 1000 s).
     static func tapLimit(_ text: String, command: String) throws(CLIError) -> PhoneRateLimiter {
         let parts = text.split(separator: ",", omittingEmptySubsequences: false)
-        guard parts.count == 2, let burst = Int(parts[0]), let perSecond = Int(parts[1]), (1...1_000_000).contains(burst),
-            (1...1_000_000).contains(perSecond)
+        guard parts.count == 2, let burst = Int(parts[0]), let perSecond = Double(parts[1]), (1...1_000_000).contains(burst),
+            (0.001...1_000_000).contains(perSecond)
         else {
-            throw .usage("--tap-limit takes BURST,PER_S: taps at once, then taps a second (1 to 1000000 each), e.g. 10,1", command: command)
+            throw .usage(
+                "--tap-limit takes BURST,PER_S: taps at once (1 to 1000000), then taps a second (0.001 to 1000000), e.g. 10,1",
+                command: command)
         }
-        return PhoneRateLimiter(burst: burst, interval: .seconds(1) / perSecond)
+        return PhoneRateLimiter(burst: burst, interval: .seconds(1 / perSecond))
     }
 
     /// The token file: one token, or named ones.
