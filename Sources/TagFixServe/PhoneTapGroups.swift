@@ -18,7 +18,7 @@ import TagFixDevices
 /// needed one (`Verifier.phoneVerdicts`); a group the log could not keep is answered 503, every
 /// tap of it, and none is confirmed.
 public final class PhoneTapGroups: Sendable {
-    /// What the groups have come to: for the log at the end and the tests.
+    /// What the groups have come to (for the tests and the benchmark).
     public struct Counts: Sendable, Hashable {
         /// Taps committed (answered after a commit).
         public var taps = 0

@@ -75,9 +75,6 @@ public final class PhoneTaps: Sendable {
     /// taps wait (the server listens a moment before the log is open).
     public func deliver(groupsTo sink: @escaping @Sendable ([Verdict]) -> Bool) { groups.deliver(to: sink) }
 
-    /// Taps committed so far, commits made, the largest group (for the log at the end and tests).
-    public var groupCounts: PhoneTapGroups.Counts { groups.counts }
-
     /// Whether the server leaves `request`'s credentials to this (a tap page or a tap), so the
     /// bearer token is not asked for.
     func authenticatesItself(_ request: HTTPRequest) -> Bool {
