@@ -85,55 +85,71 @@ public final class PhoneTaps: Sendable {
         }
     }
 
-    /// Answers a request `authenticatesItself` took: later, from a thread of its own (the
-    /// registry is read, a SUN counter committed). `fallback` answers a GET that is no tap page
-    /// for a client with the bearer token (the server's own 404 or page).
+    /// Answers a request `authenticatesItself` took: a refused tap now; an admitted one later,
+    /// once its group is committed (`PhoneTapGroups`); a page later, from a thread of its own
+    /// (the registry is read). `fallback` answers a GET that is no tap page for a client with the
+    /// bearer token (the server's own 404 or page).
     func respond(to request: HTTPRequest, reply: HTTPReplyHandle, fallback: @escaping @Sendable (HTTPRequest) -> HTTPResponse)
         -> HTTPAnswer
     {
         if request.method == "POST" {
-            if let refusal = refusePost(request) { return .now(refusal) }
-            guard case .allowed(let name) = access(request), let parsed = try? PhoneTapRequest(body: request.body) else {
-                return .now(HTTPResponse(status: 401, body: "this phone's token was revoked; nothing was recorded\n"))
+            switch admit(request) {
+            case .failure(let refusal): return .now(refusal.response)
+            case .success(let tap): groups.submit(tap, reply: reply)
             }
-            let tap = PhoneTap(request: parsed, token: name, client: Self.client(request), userAgent: request.headers["user-agent"] ?? "")
-            groups.submit(tap, reply: reply)
             return .later
         }
         DeviceThread.detach(name: "tagfix-phone-page") { [self] in reply.send(page(request, fallback: fallback)) }
         return .later
     }
 
-    /// What is refused before the tap is decided (on the loop: nothing here waits): a client
-    /// over its rate, a tap without a known token, from another origin, a body too large or not
-    /// a tap. Nothing refused is logged.
-    func refusePost(_ request: HTTPRequest) -> HTTPResponse? {
+    /// A refused tap's answer.
+    struct Refusal: Error {
+        var response: HTTPResponse
+    }
+
+    /// The tap a POST carries, read once, or why it is refused (on the loop: nothing here waits):
+    /// a client over its rate, a tap without a known token, from another origin, a body too
+    /// large or not a tap. Nothing refused is logged.
+    func admit(_ request: HTTPRequest) -> Result<PhoneTap, Refusal> {
         let client = Self.client(request)
         guard limiter.withLock({ $0.allow(client: client, now: clock.timestamp) }) else {
-            return HTTPResponse(
-                status: 429, body: "too many taps from this phone: wait a second, then check again\n", headers: [("Retry-After", "1")])
+            return .failure(
+                Refusal(
+                    response: HTTPResponse(
+                        status: 429, body: "too many taps from this phone: wait a second, then check again\n",
+                        headers: [("Retry-After", "1")])))
         }
-        guard case .allowed = access(request) else {
-            return HTTPResponse(
-                status: 401,
-                body:
-                    "this phone has no token for this server: open the link your site lead gave you (…?token=…) once in this browser, then tap again; nothing was recorded\n"
-            )
+        guard case .allowed(let name) = access(request) else {
+            return .failure(
+                Refusal(
+                    response: HTTPResponse(
+                        status: 401,
+                        body:
+                            "this phone has no token for this server: open the link your site lead gave you (…?token=…) once in this browser, then tap again; nothing was recorded\n"
+                    )))
         }
         guard SameOrigin.allows(origin: request.headers["origin"], host: request.headers["host"], secure: isSecure(request)) else {
-            return HTTPResponse(
-                status: 403,
-                body: "a tap is posted by this server's own tap page only (its Origin must be this server); nothing was recorded\n")
+            return .failure(
+                Refusal(
+                    response: HTTPResponse(
+                        status: 403,
+                        body: "a tap is posted by this server's own tap page only (its Origin must be this server); nothing was recorded\n"
+                    )))
         }
         guard request.body.count <= PhoneTapRequest.maximumBody else {
-            return HTTPResponse(status: 413, body: "a tap's body is at most \(PhoneTapRequest.maximumBody) bytes; nothing was recorded\n")
+            return .failure(
+                Refusal(
+                    response: HTTPResponse(
+                        status: 413, body: "a tap's body is at most \(PhoneTapRequest.maximumBody) bytes; nothing was recorded\n")))
         }
+        let parsed: PhoneTapRequest
         do {
-            _ = try PhoneTapRequest(body: request.body)
+            parsed = try PhoneTapRequest(body: request.body)
         } catch {
-            return HTTPResponse(status: error.status, body: error.description + "; nothing was recorded\n")
+            return .failure(Refusal(response: HTTPResponse(status: error.status, body: error.description + "; nothing was recorded\n")))
         }
-        return nil
+        return .success(PhoneTap(request: parsed, token: name, client: client, userAgent: request.headers["user-agent"] ?? ""))
     }
 
     /// A GET on a path that may be a tag's: the tap page (with a known token), the cookie and a
