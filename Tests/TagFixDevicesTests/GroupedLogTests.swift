@@ -19,6 +19,13 @@ private final class LogWatchingSink: VerdictSink {
     }
 }
 
+/// A sink, not durable, that fails every verdict.
+private struct GroupFailingSink: VerdictSink {
+    func receive(_ verdict: Verdict, now: Timestamp?) throws(VerdictSinkError) {
+        throw VerdictSinkError(sink: "a test sink", message: "the test says no")
+    }
+}
+
 @Suite("Verdicts decided together: the log keeps them with one write and one fsync, before any other sink sees one")
 struct GroupedLogTests {
     static func temporaryLog() -> String { NSTemporaryDirectory() + "tagfix-group-\(UUID().uuidString).jsonl" }
@@ -51,6 +58,23 @@ struct GroupedLogTests {
         for line in lines { try single.append(line) }
         try SessionLog(path: together).append(contentsOf: lines)
         #expect(try Data(contentsOf: URL(fileURLWithPath: one)) == Data(contentsOf: URL(fileURLWithPath: together)))
+    }
+
+    @Test("a sink that is not durable and fails on a group is dropped; the log keeps the group, the other sinks get every verdict")
+    func failingSinkDropped() throws {
+        let path = Self.temporaryLog()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let watching = LogWatchingSink(logPath: path)
+        let told = Mutex<[VerdictSinkFailure]>([])
+        let fanOut = VerdictFanOut(
+            [SessionLogSink(try SessionLog(path: path)), GroupFailingSink(), watching],
+            onFailure: { failure in told.withLock { $0.append(failure) } })
+        #expect(fanOut.send(verdicts: try VerdictSinkTests.verdicts(3)))
+        #expect(fanOut.send(verdicts: try VerdictSinkTests.verdicts(2)))
+        #expect(watching.received.count == 5)
+        #expect(try SessionLog.read(path: path).records.count == 5)
+        #expect(told.withLock { $0.count } == 1, "dropped once, told once")
+        #expect(fanOut.stopped == nil)
     }
 
     @Test("a log on a full disk: the group is refused whole, no other sink sees any of it, the session stops")
