@@ -658,6 +658,9 @@ public final class EventServer: Sendable {
                 clients[fd.rawValue] = client
                 clientsByID[id] = client
                 flush(client)
+                // An HTTP client sends its request as it connects: often it is there already, and
+                // is read now rather than after another turn of the loop.
+                if isHTTP { read(client) }
             }
         }
 
