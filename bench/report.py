@@ -371,6 +371,7 @@ if os.path.exists(f"{out}/phone.jsonl"):
     import phone_section
     text, phone_goals = phone_section.render(rows("phone.jsonl"))
     print(text)
+    notes("6-phone")
     goals += phone_goals
 notes("7-core")
 

@@ -10,16 +10,16 @@
 // A phone taps its own tag's URLs one after another (a tap's counter must pass the last one).
 //
 // TagFix's rows:
-//   in-process, grouped: PhoneTapHandler with its counters in SQLite (synchronous = FULL) and a
-//     SessionLog on the disk, each committed in groups: every tap that arrives while a commit is
-//     being made waits for the next one, which writes them all with one transaction (counters)
-//     and one write + fsync (log). No tap is answered before both are on the disk.
-//   in-process, per tap: the same with the product's own stores as they are today
-//     (SQLiteSUNCounters: a transaction a tap; SessionLog.append: an fsync a tap).
-//   http: `tagfix serve --http` (with --serve TAGFIX), POST /api/tap with the token's cookie;
-//     a `skipped` line when that serve has no /api/tap.
+//   http: `tagfix serve --http` (with --serve TAGFIX), POST /api/tap with the token's cookie, its
+//     own group commits (PhoneTapGroups: the taps waiting share one counter transaction and one
+//     log write + fsync); a `skipped` line when that serve has no /api/tap. Each phone taps from
+//     a loopback address of its own, and serve is given `--tap-limit 1000000,1000000`: its
+//     per-client limit (10 at once, then 1 a second) is for a tech's phone, and would refuse a
+//     benchmark phone's back-to-back taps.
+//   in-process, grouped: the same PhoneTapGroups, SQLiteSUNCounters and SessionLog, without HTTP.
+//   in-process, per tap: PhoneTapHandler.handle and SessionLog.append one tap at a time (a
+//     transaction and an fsync a tap: how serve committed before its group commits).
 // Every line is JSON (`bench":"phone-tap"`); the peer's in-process check rate is a line too.
-import CSQLite
 import Foundation
 import Glibc
 import Synchronization
@@ -101,131 +101,6 @@ struct PhoneTapSite {
     /// The body a phone at its tag's spot posts (accuracy 8 m).
     func body(phone: Int, url: String) -> String {
         PhoneTapRequest(url: url, position: .fix(spots[phone], accuracy: 8)).body
-    }
-}
-
-// MARK: - Group commit
-
-/// Commits in groups: `submit` hands an item to the committer thread and returns once the
-/// commit that holds it is done; every item submitted while a commit is under way goes into
-/// the next one, so a commit's cost is shared by all the taps waiting on it.
-final class GroupCommitter<Item: Sendable>: Sendable {
-    private final class Slot: Sendable {
-        let done = DispatchSemaphore(value: 0)
-        let failure = Mutex<String?>(nil)
-    }
-    private let pending = Mutex<[(Item, Slot)]>([])
-    private let work = DispatchSemaphore(value: 0)
-    private let stats = Mutex<(commits: Int, items: Int, largest: Int)>((0, 0, 0))
-    private let stopped = Mutex(false)
-
-    /// Starts the committer thread: `commit` writes a group and says why it failed, or nil.
-    init(name: String, commit: @escaping @Sendable ([Item]) -> String?) {
-        DeviceThread.detach(name: name) { [self] in
-            while true {
-                work.wait()
-                let group = pending.withLock { pending in
-                    let taken = pending
-                    pending.removeAll(keepingCapacity: true)
-                    return taken
-                }
-                if group.isEmpty {
-                    if stopped.withLock({ $0 }) { return }
-                    continue
-                }
-                let failure = commit(group.map(\.0))
-                stats.withLock { $0 = ($0.commits + 1, $0.items + group.count, max($0.largest, group.count)) }
-                for (_, slot) in group {
-                    slot.failure.withLock { $0 = failure }
-                    slot.done.signal()
-                }
-            }
-        }
-    }
-
-    /// Waits until `item` is committed; the commit's failure, or nil.
-    func submit(_ item: Item) -> String? {
-        let slot = Slot()
-        pending.withLock { $0.append((item, slot)) }
-        work.signal()
-        slot.done.wait()
-        return slot.failure.withLock { $0 }
-    }
-
-    /// Ends the committer thread once nothing is pending (no `submit` may follow).
-    func stop() {
-        stopped.withLock { $0 = true }
-        work.signal()
-    }
-
-    /// Commits made, items committed, the largest group.
-    var counts: (commits: Int, items: Int, largest: Int) { stats.withLock { $0 } }
-}
-
-/// The grouped counter store's own sqlite3 connection (the benchmark's: TagFixStore's
-/// SQLiteConnection commits one statement at a time and is not public), used only on its
-/// committer's thread.
-/// @unchecked Sendable: it holds a C handle (sqlite3 *), touched by the committer thread alone.
-final class BenchSQLiteHandle: @unchecked Sendable {
-    let db: OpaquePointer
-
-    init(path: String) {
-        var handle: OpaquePointer?
-        guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nil) == SQLITE_OK, let handle else {
-            fatalError("cannot open \(path)")
-        }
-        db = handle
-        for statement in [
-            "PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL",
-            "CREATE TABLE IF NOT EXISTS sun_counter (uid TEXT PRIMARY KEY, counter INTEGER NOT NULL, tag_id TEXT)",
-        ] {
-            guard exec(statement) == nil else { fatalError("cannot prepare \(path)") }
-        }
-    }
-
-    deinit { sqlite3_close(db) }
-
-    /// Runs `sql`; SQLite's message when it fails.
-    func exec(_ sql: String) -> String? {
-        var message: UnsafeMutablePointer<CChar>?
-        guard sqlite3_exec(db, sql, nil, nil, &message) != SQLITE_OK else { return nil }
-        defer { sqlite3_free(message) }
-        return message.map { String(cString: $0) } ?? "SQLite error"
-    }
-}
-
-/// SUN read counters in SQLite (synchronous = FULL, WAL), committed in groups: a counter is
-/// decided in memory under a lock (above the last one or a replay), then waits for the
-/// transaction that carries it to be committed before `accept` returns `true`.
-final class GroupedSQLiteSUNCounters: SUNCounterStore {
-    private let last = Mutex<[TagUID: UInt32]>([:])
-    let committer: GroupCommitter<(String, UInt32, String)>
-
-    init(path: String) {
-        let handle = BenchSQLiteHandle(path: path)
-        committer = GroupCommitter(name: "counter commits") { group in
-            // uid hex, a number and the bench's own tag ids ("P12"): nothing to quote.
-            let rows = group.map { "('\($0.0)',\($0.1),'\($0.2)')" }.joined(separator: ",")
-            return handle.exec(
-                """
-                BEGIN; INSERT INTO sun_counter (uid, counter, tag_id) VALUES \(rows)
-                ON CONFLICT(uid) DO UPDATE SET counter = excluded.counter, tag_id = excluded.tag_id
-                WHERE excluded.counter > sun_counter.counter; COMMIT
-                """)
-        }
-    }
-
-    func lastAccepted(uid: TagUID) throws(RegistryError) -> UInt32? { last.withLock { $0[uid] } }
-
-    func accept(uid: TagUID, counter: UInt32, tagID: String) throws(RegistryError) -> Bool {
-        let raised = last.withLock { last in
-            if let previous = last[uid], counter <= previous { return false }
-            last[uid] = counter
-            return true
-        }
-        guard raised else { return false }
-        if let failure = committer.submit((uid.hex, counter, tagID)) { throw RegistryError("counter commit: \(failure)") }
-        return true
     }
 }
 
@@ -528,52 +403,44 @@ func phoneTapBenchmark(arguments: [String]) {
     let keyring = SUNKeyring(sets: ["site": site.keys])
 
     func inProcess(grouped: Bool, run: Int, rate: Double? = nil) -> String {
-        let counters: any SUNCounterStore
-        let grouping: GroupedSQLiteSUNCounters?
-        if grouped {
-            grouping = GroupedSQLiteSUNCounters(path: "\(folder)/grouped-\(run).sqlite")
-            counters = grouping!
-        } else {
-            grouping = nil
-            counters = try! SQLiteSUNCounters(path: "\(folder)/per-tap-\(run).sqlite", create: true)
-        }
-        let log = try! SessionLog(path: "\(folder)/\(grouped ? "grouped" : "per-tap")-\(run).jsonl")
+        let name = grouped ? "grouped" : "per-tap"
+        let counters = try! SQLiteSUNCounters(path: "\(folder)/\(name)-\(run).sqlite", create: true)
+        let log = try! SessionLog(path: "\(folder)/\(name)-\(run).jsonl")
         defer { log.close() }
-        // The grouped log: the records of every tap waiting are written as one append (one
-        // write, one fsync), through the same SessionLog.
-        let logCommits = GroupCommitter<String>(name: "log commits") { lines in
-            do throws(SessionLogError) {
-                try log.append(lines.joined(separator: "\n"))
-                return nil
-            } catch {
-                return error.description
-            }
-        }
         let handler = PhoneTapHandler(
             verifier: Verifier(policy: benchPolicy, registry: registry, sun: Verifier.SUNCheck(authenticator: keyring, counters: counters)),
             clock: MonotonicClock())
+        // Grouped: serve's own PhoneTapGroups, its verdicts to a fan-out of the log alone (one
+        // write and one fsync a group), each phone waiting for its answer.
+        let groups = PhoneTapGroups { handler.handle($0) }
+        let fanOut = VerdictFanOut([SessionLogSink(log)])
+        groups.deliver { fanOut.send(verdicts: $0) }
         let times = tapAtOnce(phones: phones, urls: bodies, rate: rate) { _, body in
             guard let request = try? PhoneTapRequest(body: Array(body.utf8)) else { return nil }
-            let answer = handler.handle(request, token: "bench", client: "127.0.0.1", userAgent: "TagFixBench")
-            let record = SessionRecord(answer.verdict).encoded()
-            if grouped {
-                guard logCommits.submit(record) == nil else { return nil }
-            } else {
-                guard (try? log.append(record)) != nil else { return nil }
+            guard grouped else {
+                let answer = handler.handle(request, token: "bench", client: "127.0.0.1", userAgent: "TagFixBench")
+                guard (try? log.append(SessionRecord(answer.verdict).encoded())) != nil else { return nil }
+                _ = answer.json
+                return answer.verdict.kind == .confirmed
             }
-            _ = answer.json
-            return answer.verdict.kind == .confirmed
+            let answered = DispatchSemaphore(value: 0)
+            let response = Mutex<HTTPResponse?>(nil)
+            let reply = HTTPReplyHandle { sent in
+                response.withLock { $0 = sent }
+                answered.signal()
+            }
+            groups.submit(PhoneTap(request: request, token: "bench", client: "127.0.0.1", userAgent: "TagFixBench"), reply: reply)
+            answered.wait()
+            guard let sent = response.withLock({ $0 }), sent.status == 200 else { return nil }
+            return String(decoding: sent.body, as: UTF8.self).contains(#""verdict":"confirmed""#)
         }
-        logCommits.stop()
-        grouping?.committer.stop()
         var extra: [String: String] = [:]
-        if let grouping {
-            let counterCounts = grouping.committer.counts
-            let logCounts = logCommits.counts
-            extra["counter_commits"] = "\(counterCounts.commits)"
-            extra["log_commits"] = "\(logCounts.commits)"
-            extra["largest_group"] = "\(max(counterCounts.largest, logCounts.largest))"
-            extra["taps_per_commit"] = String(format: "%.1f", Double(logCounts.items) / Double(max(logCounts.commits, 1)))
+        if grouped {
+            let counts = groups.counts
+            extra["counter_commits"] = "\(counts.groups)"
+            extra["log_commits"] = "\(counts.groups)"
+            extra["largest_group"] = "\(counts.largest)"
+            extra["taps_per_commit"] = String(format: "%.1f", Double(counts.taps) / Double(max(counts.groups, 1)))
         } else {
             extra["counter_commits"] = "\(times.answered)"
             extra["log_commits"] = "\(times.answered)"
@@ -583,8 +450,8 @@ func phoneTapBenchmark(arguments: [String]) {
             side: "tagfix", path: "in-process",
             commits:
                 grouped
-                ? "grouped: the taps waiting share one SQLite transaction (counters, synchronous=FULL) and one log write+fsync"
-                : "per tap: SQLiteSUNCounters (a transaction a tap) and SessionLog.append (an fsync a tap)",
+                ? "grouped: serve's PhoneTapGroups, the taps waiting share one SQLite transaction (counters, synchronous=FULL) and one log write+fsync"
+                : "per tap: PhoneTapHandler.handle and SessionLog.append one tap at a time (a transaction and an fsync a tap)",
             times: times, rate: rate, extra: extra)
     }
 
@@ -677,6 +544,9 @@ func phoneTapOverServe(serve: String?, site: PhoneTapSite, runs: [(bodies: [[Str
                 "serve", "--http", "127.0.0.1:\(port)", "--registry", registryPath, "--sun-keys", keysPath, "--sun-counters",
                 "\(folder)/serve-counters.sqlite", "--token", tokensPath, "--log", "\(folder)/serve.jsonl", "--socket",
                 "\(folder)/serve.sock",
+                // Its limit per client (10 at once, then 1 a second) is for a tech's phone; a
+                // benchmark phone taps back to back, so the limit is lifted (docs/protocol.md).
+                "--tap-limit", "1000000,1000000",
             ],
             environment: ProcessInfo.processInfo.environment, standardError: errors.fileDescriptor)
     else { return skipped("\(serve) could not be started") }
@@ -710,7 +580,7 @@ func phoneTapOverServe(serve: String?, site: PhoneTapSite, runs: [(bodies: [[Str
             return answer.body.contains(#""verdict":"confirmed""#)
         }
         return phoneTapRow(
-            side: "tagfix", path: "http", commits: "serve's own: its --sun-counters and --log", times: times,
+            side: "tagfix", path: "http", commits: "grouped: serve's own (PhoneTapGroups), its --sun-counters and --log", times: times,
             rate: run.rate, extra: ["not_200": clients.refusedJSON])
     }
 }

@@ -92,6 +92,11 @@ struct ServeCommand: Subcommand {
                     "Keep a phone tap's coordinates in the log (by default the position decides and is dropped: the log keeps the distance and the accuracy)."
             ),
             .init(
+                name: "tap-limit", valueName: "BURST,PER_S",
+                help:
+                    "Phone taps each client may make: BURST at once, then PER_S a second (default 10,1: a tech taps a tag every few seconds at most; more is refused 429). Raise it for a load test from few addresses, or for phones behind one NAT address."
+            ),
+            .init(
                 name: "client-timeout", valueName: "S",
                 help:
                     "How long a client has to finish what it began sending, seconds (default 10): an HTTP request's head, a socket command; then 408 or an ERROR object and the connection is closed. Clients that only read are never cut off by it."
@@ -141,6 +146,7 @@ struct ServeCommand: Subcommand {
     var tlsCertificate: String?
     var tlsKey: String?
     var phonePolicy = PhoneTapPolicy()
+    var tapLimit = PhoneRateLimiter()
     var tiles: ReportCommand.Tiles?
     var attribution: String?
     var leafletDirectory = ProcessInfo.processInfo.environment["TAGFIX_LEAFLET_DIR"] ?? Leaflet.debianDirectory
@@ -158,10 +164,8 @@ struct ServeCommand: Subcommand {
         if arguments.value("gps") != nil, arguments.value("gpsd") != nil { throw .usage("give --gps or --gpsd, not both", command: name) }
         var session = arguments
         session.values["gps"] = arguments.values["gpsd"] ?? arguments.values["gps"]
-        // Phones alone: verify's options, log and sinks as for a reader, but no reader is opened.
-        if phonesOnly { session.values["reader"] = ["pn532_uart:/dev/null"] }
-        verify = try VerifyCommand(session)
-        if phonesOnly { verify.gpsd = nil }
+        // Phones alone: verify's options, log and sinks as for a reader, and no reader at all.
+        verify = try VerifyCommand(session, phonesOnly: phonesOnly)
         tlsCertificate = arguments.value("tls-cert")
         tlsKey = arguments.value("tls-key")
         if (tlsCertificate == nil) != (tlsKey == nil) { throw .usage("give --tls-cert FILE and --tls-key FILE together", command: name) }
@@ -170,6 +174,7 @@ struct ServeCommand: Subcommand {
             throw .usage("--tls-cert is for --http: give --http HOST:PORT", command: name)
         }
         phonePolicy = PhoneTapPolicy(requireSUN: arguments.flag("require-sun"), keepPositions: arguments.flag("keep-phone-positions"))
+        if let limit = arguments.value("tap-limit") { tapLimit = try Self.tapLimit(limit, command: name) }
         readers = try arguments.all("reader").map { text throws(CLIError) in try ReaderOption.address(text, command: name) }
         if Set(readers.map(\.description)).count < readers.count { throw .usage("a --reader is given twice", command: name) }
         tokenPath = arguments.value("token")
@@ -228,7 +233,7 @@ struct ServeCommand: Subcommand {
             configuration.http.map { _ in
                 PhoneTaps(
                     handler: PhoneTapHandler(verifier: verifier, clock: MonotonicClock(), policy: phonePolicy), tokens: tokens,
-                    secure: configuration.tls != nil, clock: MonotonicClock())
+                    secure: configuration.tls != nil, clock: MonotonicClock(), limiter: tapLimit)
             }
         }
         let hub: ServeHub
@@ -288,12 +293,10 @@ struct ServeCommand: Subcommand {
         var failure: CLIError?
         do {
             try await verify.withPrinter(io, sinks: [hub]) { printer throws(CLIError) in
-                // A phone's verdict goes through the same fan-out as a reader's: the log first.
+                // A phone's verdict goes through the same fan-out as a reader's: the log first,
+                // the taps that arrived together with one fsync.
                 let clock = MonotonicClock()
-                phones?.deliver { verdict in
-                    printer.print(.verdict(verdict), now: clock.now)
-                    return printer.logFailure == nil
-                }
+                phones?.deliver(groupsTo: { verdicts in printer.print(verdicts: verdicts, now: clock.now) })
                 guard let reader = readers.first else {
                     // Phones alone: the session lasts until SIGINT or SIGTERM.
                     _ = await stop.wait()
@@ -312,6 +315,20 @@ struct ServeCommand: Subcommand {
         await hub.stop(
             reason: failure.map { "error: \($0.message)" } ?? signal.map { "stopped by \($0); the log is complete" } ?? "session over")
         if let failure { throw failure }
+    }
+
+    /// `--tap-limit BURST,PER_S`: a whole number of taps at once, then a rate (0.001 a second: one
+    /// each 1000 s).
+    static func tapLimit(_ text: String, command: String) throws(CLIError) -> PhoneRateLimiter {
+        let parts = text.split(separator: ",", omittingEmptySubsequences: false)
+        guard parts.count == 2, let burst = Int(parts[0]), let perSecond = Double(parts[1]), (1...1_000_000).contains(burst),
+            (0.001...1_000_000).contains(perSecond)
+        else {
+            throw .usage(
+                "--tap-limit takes BURST,PER_S: taps at once (1 to 1000000), then taps a second (0.001 to 1000000), e.g. 10,1",
+                command: command)
+        }
+        return PhoneRateLimiter(burst: burst, interval: .seconds(1 / perSecond))
     }
 
     /// The token file: one token, or named ones.

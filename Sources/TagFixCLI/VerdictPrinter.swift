@@ -40,6 +40,10 @@ final class VerdictPrinter: Sendable {
     /// Hands `event` to the sinks; `now` is the session clock's time on a live run.
     func print(_ event: VerifierEvent, now: Timestamp? = nil) { fanOut.send(event, now: now) }
 
+    /// Hands on verdicts decided together (phone taps committed as a group): the log keeps them
+    /// with one fsync, then the other sinks take them in order. Whether the log kept them.
+    func print(verdicts: [Verdict], now: Timestamp? = nil) -> Bool { fanOut.send(verdicts: verdicts, now: now) }
+
     /// Redraws the status line (a terminal only).
     func redraw(now: Timestamp) { terminal.redraw(now: now) }
 
@@ -60,6 +64,8 @@ final class TerminalSink: VerdictSink {
         var json = false
         var bell = true
         var colour = true
+        /// `serve` with phones alone: the status line says so instead of waiting for a reader.
+        var noReader = false
     }
 
     let io: any TerminalOutput
@@ -74,6 +80,7 @@ final class TerminalSink: VerdictSink {
     init(io: any TerminalOutput, style: Style) {
         self.io = io
         self.style = style
+        if style.noReader { state.withLock { $0.board.reader = .phonesOnly } }
     }
 
     /// Whether the reader has said it is ready.
@@ -153,6 +160,8 @@ final class TerminalSink: VerdictSink {
 /// What the status line shows: the reader's state and the latest fix. Pure.
 struct StatusBoard: Sendable {
     enum Reader: Sendable, Hashable {
+        /// `serve` with phones alone: no reader, and no GPS of its own.
+        case phonesOnly
         case starting
         case searching(String)
         case tag(String)
@@ -188,6 +197,7 @@ struct StatusBoard: Sendable {
     func render(now: Timestamp) -> String {
         var parts: [String] = []
         switch reader {
+        case .phonesOnly: return "no reader: phones tap through serve, each with its own position"
         case .starting: parts.append("reader: opening…")
         case .searching: parts.append("reader: connected, searching")
         case .tag(let uid): parts.append("reader: reading \(uid)")

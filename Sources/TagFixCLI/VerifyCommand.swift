@@ -151,9 +151,16 @@ struct VerifyCommand: Subcommand {
     var trustKeyPaths: [String]
     /// --publish and its options.
     var publish: FleetPublishRequest?
+    /// `serve` with phones alone: no reader and no GPS of its own (each phone brings both).
+    var phonesOnly = false
 
-    init(_ arguments: ParsedArguments) throws(CLIError) {
+    init(_ arguments: ParsedArguments) throws(CLIError) { try self.init(arguments, phonesOnly: false) }
+
+    /// - Parameter phonesOnly: `serve` with phones alone: no --reader, --gps or --scenario is
+    ///   needed (nor opened); the terminal's status line says there is no reader.
+    init(_ arguments: ParsedArguments, phonesOnly: Bool) throws(CLIError) {
         let name = Self.spec.name
+        self.phonesOnly = phonesOnly
         demo = arguments.flag("demo")
         // --demo refuses --reader below, whatever it names.
         reader = demo ? nil : try arguments.value("reader").map { text throws(CLIError) in try ReaderOption.address(text, command: name) }
@@ -175,6 +182,8 @@ struct VerifyCommand: Subcommand {
             } else {
                 scenarioPath = gps
             }
+        } else if phonesOnly {
+            scenarioPath = ""
         } else {
             guard let scenario = arguments.value("scenario") else {
                 throw .usage("verify needs --reader ADDRESS --gps SOURCE, --scenario FILE (mock devices) or --demo", command: name)
@@ -323,13 +332,13 @@ struct VerifyCommand: Subcommand {
         defer { log?.close() }
         // The bell is for a tech with a live reader (and the demo of one), not for a replay.
         let style = VerdictPrinter.Style(
-            json: json, bell: !quiet && (reader != nil || demo),
-            colour: ProcessInfo.processInfo.environment["NO_COLOR"].map(\.isEmpty) ?? true)
+            json: json, bell: !quiet && (reader != nil || demo || phonesOnly),
+            colour: ProcessInfo.processInfo.environment["NO_COLOR"].map(\.isEmpty) ?? true, noReader: phonesOnly)
         let publisher = try log.flatMap { log throws(CLIError) in try FleetOptions.start(publish, log: log.path) }
         // A replay catches no signal (nothing to stop), but a publishing one lingers after it: from
         // here the signals are caught, so a Ctrl-C before the linger's own catch is installed
         // ends the linger instead of killing the process without its closing line.
-        let replaySignals = publisher != nil && !(demo || reader != nil || realtime) ? StopSignals(StopSignals.standard) : nil
+        let replaySignals = publisher != nil && !(demo || reader != nil || realtime || phonesOnly) ? StopSignals(StopSignals.standard) : nil
         defer { replaySignals?.cancel() }
         let printer = VerdictPrinter(io: io, style: style, log: log, sinks: (publisher.map { [$0] } ?? []) + sinks)
         let failure: CLIError?

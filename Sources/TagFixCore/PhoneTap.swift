@@ -1,3 +1,5 @@
+import Synchronization
+
 // A phone as reader and GPS (issue 34): the phone opens a tag's URL, its browser gives a position,
 // and `tagfix serve` asks the same verifier as `verify`. What differs from a reader's scan, and
 // nothing else: a phone reads no UID (so none is compared, and a URL whose location is signed for
@@ -157,6 +159,136 @@ extension Verifier {
         } catch {
             verdict.kind = .inconclusive(.registryUnavailable(error))
         }
+    }
+}
+
+// MARK: - Taps decided in a group
+
+/// One phone tap for `Verifier.phoneVerdicts`: what `phoneVerdict` takes.
+public struct PhoneTapInput: Sendable {
+    public var url: String
+    public var time: Timestamp
+    public var position: PhonePosition
+    public var audit: PhoneAudit?
+
+    public init(url: String, time: Timestamp, position: PhonePosition, audit: PhoneAudit? = nil) {
+        self.url = url
+        self.time = time
+        self.position = position
+        self.audit = audit
+    }
+}
+
+extension Verifier {
+    /// The verdicts on taps that arrived together, in their order, as `phoneVerdict` gives them
+    /// one after another, but with their SUN counters accepted together (`SUNCounterStore.acceptAll`:
+    /// one transaction) before this returns: a tap's counter is checked against the counters the
+    /// taps before it in the group accepted, so the second of two taps with one counter is
+    /// `untrusted(sun_replayed)`. A counter another scan accepted before the group's commit makes
+    /// its tap a replay; a commit that fails makes every tap that accepted a counter, or was
+    /// judged against one the group accepted, `inconclusive(registry_unavailable)`, never confirmed.
+    public func phoneVerdicts(_ taps: [PhoneTapInput], requireSUN: Bool = false) -> [Verdict] {
+        guard let check = sun else {
+            return taps.map { phoneVerdict(url: $0.url, time: $0.time, position: $0.position, requireSUN: requireSUN, audit: $0.audit) }
+        }
+        let group = SUNCounterGroup(check.counters)
+        var grouped = self
+        grouped.sun?.counters = group
+        var verdicts: [Verdict] = []
+        verdicts.reserveCapacity(taps.count)
+        // Which tap accepted each counter, and which taps were judged against one of the group's.
+        var owners: [Int] = []
+        var leaning: [(index: Int, uid: TagUID, counter: UInt32)] = []
+        for (index, tap) in taps.enumerated() {
+            let before = group.beginTap()
+            let verdict = grouped.phoneVerdict(
+                url: tap.url, time: tap.time, position: tap.position, requireSUN: requireSUN, audit: tap.audit)
+            verdicts.append(verdict)
+            let (accepted, leaned) = group.endTap(since: before)
+            owners += repeatElement(index, count: accepted)
+            if let leaned, case .untrusted(.sunReplayed(_, let counter, _)) = verdict.kind {
+                leaning.append((index, leaned, counter))
+            }
+        }
+        let pending = group.pending
+        guard !pending.isEmpty else { return verdicts }
+        do {
+            let accepted = try check.counters.acceptAll(pending)
+            for (item, (owner, taken)) in zip(pending, zip(owners, accepted)) where !taken {
+                // Another scan accepted this counter, or a higher one, meanwhile.
+                let last = (try? check.counters.lastAccepted(uid: item.uid)) ?? item.counter
+                verdicts[owner].kind = .untrusted(.sunReplayed(tag: item.tagID, counter: item.counter, last: last))
+            }
+        } catch {
+            for index in Set(owners) { verdicts[index].kind = .inconclusive(.registryUnavailable(error)) }
+            // A replay of a counter the group failed to store: still a replay if the store's own
+            // last counter makes it one (as it would have, tap by tap), else inconclusive.
+            for tap in leaning {
+                if let last = try? check.counters.lastAccepted(uid: tap.uid), tap.counter <= last,
+                    case .untrusted(.sunReplayed(let tag, _, _)) = verdicts[tap.index].kind
+                {
+                    verdicts[tap.index].kind = .untrusted(.sunReplayed(tag: tag, counter: tap.counter, last: last))
+                } else {
+                    verdicts[tap.index].kind = .inconclusive(.registryUnavailable(error))
+                }
+            }
+        }
+        return verdicts
+    }
+}
+
+/// The counters a group of taps accepts, kept in memory over the run's store until the group's
+/// one commit: a counter is above the last one the group accepted for its UID, else the store's.
+/// Used by one thread at a time (the group's), behind a lock all the same.
+final class SUNCounterGroup: SUNCounterStore {
+    private struct State {
+        var last: [TagUID: UInt32] = [:]
+        var pending: [SUNCounterAcceptance] = []
+        /// The UID whose counter of the group's the tap being decided was judged against.
+        var leaned: TagUID?
+    }
+
+    private let base: any SUNCounterStore
+    private let state = Mutex(State())
+
+    init(_ base: any SUNCounterStore) { self.base = base }
+
+    /// The counters to commit, in the order they were accepted.
+    var pending: [SUNCounterAcceptance] { state.withLock { $0.pending } }
+
+    /// A tap's decision begins: how many counters were pending.
+    func beginTap() -> Int {
+        state.withLock { state in
+            state.leaned = nil
+            return state.pending.count
+        }
+    }
+
+    /// A tap's decision ended: how many counters it accepted, and the UID whose counter of the
+    /// group's it was judged against, if any.
+    func endTap(since before: Int) -> (accepted: Int, leaned: TagUID?) {
+        state.withLock { ($0.pending.count - before, $0.leaned) }
+    }
+
+    func lastAccepted(uid: TagUID) throws(RegistryError) -> UInt32? {
+        if let last = state.withLock({ state -> UInt32? in
+            let last = state.last[uid]
+            if last != nil { state.leaned = uid }
+            return last
+        }) {
+            return last
+        }
+        return try base.lastAccepted(uid: uid)
+    }
+
+    func accept(uid: TagUID, counter: UInt32, tagID: String) throws(RegistryError) -> Bool {
+        let last = try lastAccepted(uid: uid)
+        if let last, counter <= last { return false }
+        state.withLock { state in
+            state.last[uid] = counter
+            state.pending.append(SUNCounterAcceptance(uid: uid, counter: counter, tagID: tagID))
+        }
+        return true
     }
 }
 

@@ -106,6 +106,33 @@ public protocol SUNCounterStore: Sendable {
     /// Accepts `counter` for `uid` only if it is above the last accepted one, durably, before
     /// returning: `true` when accepted, `false` when it was not above (a replay).
     func accept(uid: TagUID, counter: UInt32, tagID: String) throws(RegistryError) -> Bool
+    /// Accepts each of `counters` in order, as `accept` would one after another, and all of them
+    /// durably before returning (a store that can: in one transaction): whether each was accepted.
+    /// Default: one `accept` each.
+    /// - Throws: when they could not be stored; then none may be taken as accepted.
+    func acceptAll(_ counters: [SUNCounterAcceptance]) throws(RegistryError) -> [Bool]
+}
+
+/// One counter for `SUNCounterStore.acceptAll`: what `accept` takes.
+public struct SUNCounterAcceptance: Sendable, Hashable {
+    public var uid: TagUID
+    public var counter: UInt32
+    public var tagID: String
+
+    public init(uid: TagUID, counter: UInt32, tagID: String) {
+        self.uid = uid
+        self.counter = counter
+        self.tagID = tagID
+    }
+}
+
+extension SUNCounterStore {
+    public func acceptAll(_ counters: [SUNCounterAcceptance]) throws(RegistryError) -> [Bool] {
+        var accepted: [Bool] = []
+        accepted.reserveCapacity(counters.count)
+        for item in counters { accepted.append(try accept(uid: item.uid, counter: item.counter, tagID: item.tagID)) }
+        return accepted
+    }
 }
 
 /// Counters kept in memory: for tests and scenario replays (a live run keeps them in SQLite).

@@ -18,6 +18,12 @@ public protocol VerdictSink: Sendable {
     ///   `VerdictFanOut` for what happens next).
     func receive(_ verdict: Verdict, now: Timestamp?) throws(VerdictSinkError)
 
+    /// Takes verdicts decided together (phone taps committed as a group), in order: a durable
+    /// sink keeps them all at once (the session log: one write, one fsync). Default: `receive`
+    /// each in turn.
+    /// - Throws: `VerdictSinkError` when they could not all be kept.
+    func receive(_ verdicts: [Verdict], now: Timestamp?) throws(VerdictSinkError)
+
     /// A reader, GPS or clock event, for a sink that shows the devices' state. Default: ignored.
     func observe(_ event: VerifierEvent, now: Timestamp?)
 
@@ -27,6 +33,9 @@ public protocol VerdictSink: Sendable {
 
 extension VerdictSink {
     public var isDurable: Bool { false }
+    public func receive(_ verdicts: [Verdict], now: Timestamp?) throws(VerdictSinkError) {
+        for verdict in verdicts { try receive(verdict, now: now) }
+    }
     public func observe(_ event: VerifierEvent, now: Timestamp?) {}
     public func finish() {}
 }
@@ -106,6 +115,40 @@ public final class VerdictFanOut: Sendable {
         for failure in failures { onFailure(failure) }
     }
 
+    /// Hands on verdicts decided together (phone taps committed as a group), in order: every
+    /// durable sink takes them all at once (the session log: one fsync), then the other sinks
+    /// take them one at a time, each to all of them before the next. Returns whether the durable
+    /// sinks kept them (false: the session has stopped, and none was passed on).
+    @discardableResult
+    public func send(verdicts: [Verdict], now: Timestamp? = nil) -> Bool {
+        guard !verdicts.isEmpty else { return stopped == nil }
+        let (kept, failures) = state.withLock { state -> (Bool, [VerdictSinkFailure]) in
+            guard state.stopped == nil else { return (false, []) }
+            var failures: [VerdictSinkFailure] = []
+            for sink in sinks where sink.isDurable {
+                do throws(VerdictSinkError) {
+                    try sink.receive(verdicts, now: now)
+                } catch {
+                    state.stopped = error
+                    return (false, [.stopped(error)])
+                }
+            }
+            for verdict in verdicts {
+                for (index, sink) in sinks.enumerated() where !sink.isDurable && !state.dropped.contains(index) {
+                    do throws(VerdictSinkError) {
+                        try sink.receive(verdict, now: now)
+                    } catch {
+                        state.dropped.insert(index)
+                        failures.append(.dropped(error))
+                    }
+                }
+            }
+            return (true, failures)
+        }
+        for failure in failures { onFailure(failure) }
+        return kept
+    }
+
     /// Tells every sink the session is over.
     public func finish() {
         for sink in sinks { sink.finish() }
@@ -113,7 +156,7 @@ public final class VerdictFanOut: Sendable {
 }
 
 /// The durable sink: each verdict appended to the session log and flushed to the disk
-/// (`SessionLog.append`) before any other sink sees it.
+/// (`SessionLog.append`) before any other sink sees it; verdicts decided together with one fsync.
 public struct SessionLogSink: VerdictSink {
     public let log: SessionLog
 
@@ -124,6 +167,15 @@ public struct SessionLogSink: VerdictSink {
     public func receive(_ verdict: Verdict, now: Timestamp?) throws(VerdictSinkError) {
         do {
             try log.append(SessionRecord(verdict).encoded())
+        } catch {
+            throw VerdictSinkError(sink: "the session log \(log.path)", message: error.description)
+        }
+    }
+
+    /// The verdicts' records with one write and one fsync (`SessionLog.append(contentsOf:)`).
+    public func receive(_ verdicts: [Verdict], now: Timestamp?) throws(VerdictSinkError) {
+        do {
+            try log.append(contentsOf: verdicts.map { SessionRecord($0).encoded() })
         } catch {
             throw VerdictSinkError(sink: "the session log \(log.path)", message: error.description)
         }

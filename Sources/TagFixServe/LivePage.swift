@@ -320,7 +320,9 @@ enum LivePage {
               const time = document.createElement("time");
               time.textContent = (tap.time || "").slice(11, 19);
               li.appendChild(time);
-              li.appendChild(document.createTextNode(tap.tag + " " + tap.verdict + " — " + tap.message));
+              // Which source each verdict came from: a phone (with its token's name) or a reader.
+              const via = tap.source ? " (" + tap.source + ")" : "";
+              li.appendChild(document.createTextNode(tap.tag + via + " " + tap.verdict + " — " + tap.message));
               return li;
             }));
           }
@@ -333,7 +335,8 @@ enum LivePage {
               // the progress: it is not one of the tags to tap.
               if (known) known.tapped = true;
               else if (v.region) tags.set(key, {key: key, name: v.region.name, lat: v.region.lat, lon: v.region.lon, tapped: true});
-              feed.push({tag: key, verdict: v.verdict, message: v.message, time: v.time});
+              const source = v.source === "phone" ? "phone" + (v.phone && v.phone.token ? " " + v.phone.token : "") : "reader";
+              feed.push({tag: key, verdict: v.verdict, message: v.message, time: v.time, source: source});
               if (feed.length > 20) feed.shift();
               render();
             },

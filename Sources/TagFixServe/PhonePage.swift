@@ -77,7 +77,7 @@ public enum PhoneTapPage {
             <h1>TagFix</h1>
             <p id="privacy">\(privacy)</p>
             <p id="state">Asking your phone for its position…</p>
-            <p id="verdict"></p><p id="tag"></p><p id="message"></p>
+            <p id="verdict"></p><p id="tag"></p><p id="counter"></p><p id="message"></p>
             <button id="again" hidden>Check again</button>
             <script>
             "use strict";
@@ -87,6 +87,8 @@ public enum PhoneTapPage {
               el("verdict").className = answer.verdict;
               el("verdict").textContent = answer.symbol + " " + answer.words;
               el("tag").textContent = answer.tag;
+              // A SUN tag's tap: the read counter the server accepted (each tap's is higher).
+              el("counter").textContent = answer.sun_counter == null ? "" : "SUN counter " + answer.sun_counter;
               el("message").textContent = answer.message;
               el("again").hidden = false;
             }
@@ -102,7 +104,7 @@ public enum PhoneTapPage {
             }
             function ask() {
               el("again").hidden = true;
-              ["verdict", "tag", "message"].forEach((id) => { el(id).textContent = ""; });
+              ["verdict", "tag", "counter", "message"].forEach((id) => { el(id).textContent = ""; });
               if (!window.isSecureContext || !navigator.geolocation) {
                 el("state").textContent = "This browser gives no position on this page (it needs HTTPS).";
                 post({error: "unavailable"});

@@ -26,8 +26,9 @@ public struct PhoneTapPolicy: Sendable, Hashable {
 ///
 /// Synchronous, and it may block: the registry is read and a SUN tag's counter is committed
 /// to the counter store before it returns (SQLite, fsync). The server calls it off its event
-/// loop and answers the POST when it returns; the verdict then goes to the session's sinks (the
-/// log first) as a reader's does.
+/// loop, for the taps that arrived together at once (`handle(_:)`: one counter transaction),
+/// hands their verdicts to the session's sinks (the log first, one fsync) and only then
+/// answers their POSTs.
 public struct PhoneTapHandler<C: Clock>: Sendable where C.Instant == Timestamp, C.Duration == Duration {
     public let verifier: Verifier
     public let clock: C
@@ -44,19 +45,38 @@ public struct PhoneTapHandler<C: Clock>: Sendable where C.Instant == Timestamp, 
     ///   - token: the name of the token the tap's cookie carried.
     ///   - client: the client's address; `userAgent`: its `User-Agent` header.
     public func handle(_ request: PhoneTapRequest, token: String, client: String, userAgent: String) -> PhoneTapAnswer {
+        let tap = input(PhoneTap(request: request, token: token, client: client, userAgent: userAgent))
+        let verdict = verifier.phoneVerdict(
+            url: tap.url, time: tap.time, position: tap.position, requireSUN: policy.requireSUN, audit: tap.audit)
+        return answer(verdict)
+    }
+
+    /// Decides taps that arrived together, in their order, as `handle` decides them one after
+    /// another, with their SUN counters committed in one transaction before it returns
+    /// (`Verifier.phoneVerdicts`: the second of two taps with one counter is a replay).
+    public func handle(_ taps: [PhoneTap]) -> [PhoneTapAnswer] {
+        verifier.phoneVerdicts(taps.map(input), requireSUN: policy.requireSUN).map(answer)
+    }
+
+    /// A tap as the verifier takes it: the time now, the browser's position on the verifier's axis.
+    private func input(_ tap: PhoneTap) -> PhoneTapInput {
         let now = clock.now
         let position: PhonePosition
-        switch request.position {
+        switch tap.request.position {
         case .fix(let coordinate, let accuracy):
-            position = .fix(coordinate, accuracy: accuracy, time: positionTime(request.timestamp, now: now))
+            position = .fix(coordinate, accuracy: accuracy, time: positionTime(tap.request.timestamp, now: now))
         case .unavailable(.denied), .unavailable(.unavailable):
             position = .denied
         case .unavailable(.timeout):
             position = .timedOut
         }
-        var verdict = verifier.phoneVerdict(
-            url: request.url, time: now, position: position, requireSUN: policy.requireSUN,
-            audit: PhoneAudit(token: token, client: client, userAgent: userAgent))
+        return PhoneTapInput(
+            url: tap.request.url, time: now, position: position,
+            audit: PhoneAudit(token: tap.token, client: tap.client, userAgent: tap.userAgent))
+    }
+
+    private func answer(_ verdict: Verdict) -> PhoneTapAnswer {
+        var verdict = verdict
         if !policy.keepPositions, verdict.fix != nil { verdict.fix = nil }
         return PhoneTapAnswer(verdict: verdict)
     }
@@ -67,6 +87,23 @@ public struct PhoneTapHandler<C: Clock>: Sendable where C.Instant == Timestamp, 
         guard let stamp else { return now }
         let offset = stamp.duration(to: now)
         return offset <= policy.clockSkew && offset >= .zero - policy.clockSkew ? now : stamp
+    }
+}
+
+/// One tap for `PhoneTapHandler.handle(_:)`: the parsed request and who sent it.
+public struct PhoneTap: Sendable {
+    public var request: PhoneTapRequest
+    /// The name of the token the tap's cookie carried.
+    public var token: String
+    /// The client's address; `userAgent`: its `User-Agent` header.
+    public var client: String
+    public var userAgent: String
+
+    public init(request: PhoneTapRequest, token: String, client: String, userAgent: String) {
+        self.request = request
+        self.token = token
+        self.client = client
+        self.userAgent = userAgent
     }
 }
 

@@ -5,9 +5,9 @@ import TagFixDevices
 
 // Phone taps as `tagfix serve` answers them (issue 34): the tap page on a tag's URL and
 // POST /api/tap, through the pieces in PhoneAccess.swift, PhonePage.swift and
-// PhoneTapHandler.swift. The decision blocks (the registry, a SUN counter's commit), so it runs on
-// a thread of its own, never on the server's loop; its verdict goes to the session's fan-out
-// (the log first) before the phone gets its answer.
+// PhoneTapHandler.swift. Taps are committed in groups (`PhoneTapGroups`): the decision and the
+// commits block (the registry, SQLite, fsync), so they run on a thread of their own, never on the
+// server's loop, and a tap's answer leaves only once its counter and its record are on the disk.
 
 // MARK: - Tokens
 
@@ -39,10 +39,9 @@ public final class PhoneTaps: Sendable {
     /// Whether the server speaks TLS: the cookie is `Secure`, the origin `https://`.
     public let secure: Bool
     public let keepPositions: Bool
-    private let decide: @Sendable (PhoneTapRequest, String, String, String) -> PhoneTapAnswer
     private let clock: any SessionClock
     private let limiter: Mutex<PhoneRateLimiter>
-    private let sink = Mutex<(@Sendable (Verdict) -> Bool)?>(nil)
+    private let groups: PhoneTapGroups
 
     /// - Parameters:
     ///   - handler: decides each tap (its verifier, clock and policy).
@@ -55,14 +54,26 @@ public final class PhoneTaps: Sendable {
         self.tokens = tokens
         self.secure = secure
         keepPositions = handler.policy.keepPositions
-        decide = { handler.handle($0, token: $1, client: $2, userAgent: $3) }
+        groups = PhoneTapGroups { handler.handle($0) }
         self.clock = clock
         self.limiter = Mutex(limiter)
     }
 
     /// Where each tap's verdict goes: the session's fan-out (the log first). It says whether
-    /// the verdict was recorded. Until this is called, taps are answered 503.
-    public func deliver(to sink: @escaping @Sendable (Verdict) -> Bool) { self.sink.withLock { $0 = sink } }
+    /// the verdict was recorded. Until this (or `deliver(groupsTo:)`) is called, taps wait.
+    /// The verdicts of taps that arrived together are handed on one by one.
+    public func deliver(to sink: @escaping @Sendable (Verdict) -> Bool) {
+        deliver(groupsTo: { verdicts in
+            for verdict in verdicts { guard sink(verdict) else { return false } }
+            return true
+        })
+    }
+
+    /// Where the verdicts of taps that arrived together go, in order: the session's fan-out
+    /// (`VerdictFanOut.send(verdicts:)`: the log first, one fsync for all). It says whether they
+    /// were recorded; no tap of the group is answered before it returns. Until this is called,
+    /// taps wait (the server listens a moment before the log is open).
+    public func deliver(groupsTo sink: @escaping @Sendable ([Verdict]) -> Bool) { groups.deliver(to: sink) }
 
     /// Whether the server leaves `request`'s credentials to this (a tap page or a tap), so the
     /// bearer token is not asked for.
@@ -74,70 +85,71 @@ public final class PhoneTaps: Sendable {
         }
     }
 
-    /// Answers a request `authenticatesItself` took: later, from a thread of its own (the
-    /// registry is read, a SUN counter committed). `fallback` answers a GET that is no tap page
-    /// for a client with the bearer token (the server's own 404 or page).
+    /// Answers a request `authenticatesItself` took: a refused tap now; an admitted one later,
+    /// once its group is committed (`PhoneTapGroups`); a page later, from a thread of its own
+    /// (the registry is read). `fallback` answers a GET that is no tap page for a client with the
+    /// bearer token (the server's own 404 or page).
     func respond(to request: HTTPRequest, reply: HTTPReplyHandle, fallback: @escaping @Sendable (HTTPRequest) -> HTTPResponse)
         -> HTTPAnswer
     {
         if request.method == "POST" {
-            if let refusal = refusePost(request) { return .now(refusal) }
+            switch admit(request) {
+            case .failure(let refusal): return .now(refusal.response)
+            case .success(let tap): groups.submit(tap, reply: reply)
+            }
+            return .later
         }
-        DeviceThread.detach(name: "tagfix-phone-tap") { [self] in
-            reply.send(request.method == "POST" ? tap(request) : page(request, fallback: fallback))
-        }
+        DeviceThread.detach(name: "tagfix-phone-page") { [self] in reply.send(page(request, fallback: fallback)) }
         return .later
     }
 
-    /// What is refused before the tap is decided (on the loop: nothing here waits): a client
-    /// over its rate, a tap without a known token, from another origin, a body too large or not
-    /// a tap. Nothing refused is logged.
-    func refusePost(_ request: HTTPRequest) -> HTTPResponse? {
-        let client = Self.client(request)
-        guard limiter.withLock({ $0.allow(client: client, now: clock.timestamp) }) else {
-            return HTTPResponse(
-                status: 429, body: "too many taps from this phone: wait a second, then check again\n", headers: [("Retry-After", "1")])
-        }
-        guard case .allowed = access(request) else {
-            return HTTPResponse(
-                status: 401,
-                body:
-                    "this phone has no token for this server: open the link your site lead gave you (…?token=…) once in this browser, then tap again; nothing was recorded\n"
-            )
-        }
-        guard SameOrigin.allows(origin: request.headers["origin"], host: request.headers["host"], secure: isSecure(request)) else {
-            return HTTPResponse(
-                status: 403,
-                body: "a tap is posted by this server's own tap page only (its Origin must be this server); nothing was recorded\n")
-        }
-        guard request.body.count <= PhoneTapRequest.maximumBody else {
-            return HTTPResponse(status: 413, body: "a tap's body is at most \(PhoneTapRequest.maximumBody) bytes; nothing was recorded\n")
-        }
-        do {
-            _ = try PhoneTapRequest(body: request.body)
-        } catch {
-            return HTTPResponse(status: error.status, body: error.description + "; nothing was recorded\n")
-        }
-        return nil
+    /// A refused tap's answer.
+    struct Refusal: Error {
+        var response: HTTPResponse
     }
 
-    /// Decides a tap that passed `refusePost` and records its verdict: 200 with the answer once
-    /// the fan-out (the log first) has it.
-    func tap(_ request: HTTPRequest) -> HTTPResponse {
-        guard case .allowed(let name) = access(request), let parsed = try? PhoneTapRequest(body: request.body) else {
-            return HTTPResponse(status: 401, body: "this phone's token was revoked; nothing was recorded\n")
+    /// The tap a POST carries, read once, or why it is refused (on the loop: nothing here waits):
+    /// a client over its rate, a tap without a known token, from another origin, a body too
+    /// large or not a tap. Nothing refused is logged.
+    func admit(_ request: HTTPRequest) -> Result<PhoneTap, Refusal> {
+        let client = Self.client(request)
+        guard limiter.withLock({ $0.allow(client: client, now: clock.timestamp) }) else {
+            return .failure(
+                Refusal(
+                    response: HTTPResponse(
+                        status: 429, body: "too many taps from this phone: wait a second, then check again\n",
+                        headers: [("Retry-After", "1")])))
         }
-        guard let sink = sink.withLock({ $0 }) else {
-            return HTTPResponse(
-                status: 503, body: "the server is starting: check again in a moment; nothing was recorded\n",
-                headers: [("Retry-After", "1")])
+        guard case .allowed(let name) = access(request) else {
+            return .failure(
+                Refusal(
+                    response: HTTPResponse(
+                        status: 401,
+                        body:
+                            "this phone has no token for this server: open the link your site lead gave you (…?token=…) once in this browser, then tap again; nothing was recorded\n"
+                    )))
         }
-        let answer = decide(parsed, name, Self.client(request), request.headers["user-agent"] ?? "")
-        guard sink(answer.verdict) else {
-            return HTTPResponse(
-                status: 503, body: "the server could not record this tap (its log failed): nothing was confirmed; tell the site lead\n")
+        guard SameOrigin.allows(origin: request.headers["origin"], host: request.headers["host"], secure: isSecure(request)) else {
+            return .failure(
+                Refusal(
+                    response: HTTPResponse(
+                        status: 403,
+                        body: "a tap is posted by this server's own tap page only (its Origin must be this server); nothing was recorded\n"
+                    )))
         }
-        return HTTPResponse(status: 200, contentType: "application/json", body: answer.json + "\n")
+        guard request.body.count <= PhoneTapRequest.maximumBody else {
+            return .failure(
+                Refusal(
+                    response: HTTPResponse(
+                        status: 413, body: "a tap's body is at most \(PhoneTapRequest.maximumBody) bytes; nothing was recorded\n")))
+        }
+        let parsed: PhoneTapRequest
+        do {
+            parsed = try PhoneTapRequest(body: request.body)
+        } catch {
+            return .failure(Refusal(response: HTTPResponse(status: error.status, body: error.description + "; nothing was recorded\n")))
+        }
+        return .success(PhoneTap(request: parsed, token: name, client: client, userAgent: request.headers["user-agent"] ?? ""))
     }
 
     /// A GET on a path that may be a tag's: the tap page (with a known token), the cookie and a

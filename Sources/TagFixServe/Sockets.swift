@@ -142,6 +142,9 @@ enum Socket {
         }
     }
 
+    /// The listen queue of a TCP listener: the server's own limit of clients at once.
+    static let listenBacklog: Int32 = 512
+
     /// A listening TCP socket on `address` (the first of its resolved addresses that binds).
     /// Returns the descriptor and the port bound (port 0 picks a free one).
     static func listenTCP(_ address: ListenAddress, option: String) throws(ServeError) -> (fd: FileDescriptor, port: Int) {
@@ -170,7 +173,10 @@ enum Socket {
             }
             do throws(Errno) {
                 try fd.bind(to: socketAddress)
-                try fd.listen(backlog: 128)
+                // As many as may be connected at once (EventServer.maximumClients): with 128, 200
+                // phones connecting together overflowed the queue, and the dropped ones' SYNs were
+                // sent again a second later (a tap's p99 of 1.1 s, TcpExtListenOverflows rising).
+                try fd.listen(backlog: Self.listenBacklog)
             } catch {
                 why = error.description
                 _ = try? fd.close()

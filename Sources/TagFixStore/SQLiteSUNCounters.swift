@@ -6,7 +6,8 @@ public import TagFixCore
 /// registry the run verifies against, or, for a CSV or JSON registry, a registry file of its own:
 /// `verify --sun-counters FILE`).
 ///
-/// Each accept is one SQLite statement, so one transaction: an upsert that raises the counter only
+/// Each accept is one SQLite statement, so one transaction (`acceptAll`: the counters of taps that
+/// arrived together in one): an upsert that raises the counter only
 /// when the new one is higher, committed with `synchronous = FULL` before it returns. The verifier
 /// accepts a counter before the verdict is logged or shown, so a crash or a power cut at any
 /// point either keeps the counter (the URL is never accepted again; the tech's next tap carries a
@@ -53,16 +54,47 @@ public final class SQLiteSUNCounters: SUNCounterStore {
     public func accept(uid: TagUID, counter: UInt32, tagID: String) throws(RegistryError) -> Bool {
         do {
             return try connection.withConnection { db throws(SQLiteError) -> Bool in
-                try db.query(
-                    """
-                    INSERT INTO sun_counter (uid, counter, tag_id) VALUES (?1, ?2, ?3)
-                    ON CONFLICT(uid) DO UPDATE SET counter = excluded.counter, tag_id = excluded.tag_id
-                    WHERE excluded.counter > sun_counter.counter
-                    """, [.text(uid.hex), .integer(Int64(counter)), .text(tagID)])
-                return db.changes > 0
+                try Self.upsert(db, uid: uid, counter: counter, tagID: tagID)
             }
         } catch {
             throw RegistryError(RegistryStoreError(error, path: path).description)
         }
+    }
+
+    /// The counters of taps that arrived together, in one transaction (one commit, one sync to the
+    /// disk, where `accept` makes one each): all of them stored, or, when it fails (a full disk, a
+    /// read-only file), none, rolled back.
+    public func acceptAll(_ counters: [SUNCounterAcceptance]) throws(RegistryError) -> [Bool] {
+        guard counters.count > 1 else {
+            return try counters.map { item throws(RegistryError) in try accept(uid: item.uid, counter: item.counter, tagID: item.tagID) }
+        }
+        do {
+            return try connection.withConnection { db throws(SQLiteError) -> [Bool] in
+                try db.execute("BEGIN IMMEDIATE")
+                do throws(SQLiteError) {
+                    let accepted = try counters.map { item throws(SQLiteError) in
+                        try Self.upsert(db, uid: item.uid, counter: item.counter, tagID: item.tagID)
+                    }
+                    try db.execute("COMMIT")
+                    return accepted
+                } catch {
+                    try? db.execute("ROLLBACK")
+                    throw error
+                }
+            }
+        } catch {
+            throw RegistryError(RegistryStoreError(error, path: path).description)
+        }
+    }
+
+    /// Raises `uid`'s counter to `counter` if it is higher: whether it was.
+    private static func upsert(_ db: SQLiteConnection, uid: TagUID, counter: UInt32, tagID: String) throws(SQLiteError) -> Bool {
+        try db.query(
+            """
+            INSERT INTO sun_counter (uid, counter, tag_id) VALUES (?1, ?2, ?3)
+            ON CONFLICT(uid) DO UPDATE SET counter = excluded.counter, tag_id = excluded.tag_id
+            WHERE excluded.counter > sun_counter.counter
+            """, [.text(uid.hex), .integer(Int64(counter)), .text(tagID)])
+        return db.changes > 0
     }
 }

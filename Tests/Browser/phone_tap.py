@@ -11,7 +11,8 @@ Reads a JSON plan from the file PLAN:
 For each step: the cookie (the token's link, opened once) or none, the permission and the
 position, then the tag's URL; waits (up to 60 s) for the page's verdict, or for the refusal page,
 keeps a screenshot DIR/phone-NAME.png and prints one line:
-  STEP NAME VERDICT-CLASS | SHOWN | MESSAGE
+  STEP NAME VERDICT-CLASS | SHOWN | MESSAGE | SUN COUNTER SHOWN
+  FEED the live page's newest "Last verdicts" line (with "live")
 (VERDICT-CLASS is `refused` for the page without a token). Exits 1 if a page never answers.
 
 usage: python phone_tap.py PLAN"""
@@ -73,7 +74,7 @@ try:
             shown = text("verdict")
             if shown:
                 verdict = driver.execute_script("return document.getElementById('verdict').className")
-                line = "%s | %s | %s" % (verdict, shown, text("message"))
+                line = "%s | %s | %s | %s" % (verdict, shown, text("message"), text("counter") or "")
                 break
             if time.time() > deadline:
                 driver.save_screenshot("%s/phone-%s.png" % (plan["shots"], name))
@@ -89,6 +90,7 @@ try:
                 sys.exit("the live page showed no verdict")
             time.sleep(0.05)
         driver.save_screenshot("%s/phone-live-page.png" % plan["shots"])
+        print("FEED", driver.execute_script("var li = document.querySelector('#feed li'); return li ? li.textContent : ''"), flush=True)
         print("LIVE", text("last"), flush=True)
     print("DONE", flush=True)
 finally:

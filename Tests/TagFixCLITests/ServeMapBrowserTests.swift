@@ -83,10 +83,10 @@ struct ServeMapBrowserTests {
             left1.first.map { $0.hasPrefix("E2, 299 m N") || $0.hasPrefix("E2, 300 m N") || $0.hasPrefix("E2, 301 m N") } == true,
             "\(left1)")
         #expect(one["feed"]?.array?.count == 1)
-        #expect(one["feed"]?.array?.first?.string?.contains("E1 confirmed") == true, "\(one)")
+        #expect(one["feed"]?.array?.first?.string?.contains("E1 (reader) confirmed") == true, "the verdict and its source: \(one)")
         let two = try #require(at("2 of 2 tapped"))
         #expect(two["feed"]?.array?.count == 2)
-        #expect(two["feed"]?.array?.first?.string?.contains("E2 outside") == true, "newest first: \(two)")
+        #expect(two["feed"]?.array?.first?.string?.contains("E2 (reader) outside") == true, "newest first: \(two)")
         #expect(two["left"]?.array?.first?.string?.hasPrefix("none") == true)
         for state in seen {
             #expect((state["tiles"]?.double ?? 0) > 0 && state["tilesFromServer"]?.bool == true, "no tiles from /tiles/: \(state)")

@@ -127,6 +127,7 @@ struct ServePhoneBrowserTests {
             lines[name] = String(rest.dropFirst(name.count + 1))
         }
         if let last = result.out.last(where: { $0.hasPrefix("LIVE ") }) { lines["live"] = String(last.dropFirst(5)) }
+        if let feed = result.out.last(where: { $0.hasPrefix("FEED ") }) { lines["feed"] = String(feed.dropFirst(5)) }
         return lines
     }
 
@@ -170,9 +171,16 @@ struct ServePhoneBrowserTests {
         #expect(lines["poor-accuracy"]?.hasPrefix("inconclusive") == true, "\(lines)")
         #expect(lines["denied"]?.hasPrefix("disallowed") == true, "\(lines)")
         #expect(lines["sun"]?.hasPrefix("confirmed") == true, "\(lines)")
+        // The page shows the SUN counter it accepted (the provisioner's read-back spent 1); a
+        // replay has none, nor has a plain tag.
+        #expect(lines["sun"]?.hasSuffix("| SUN counter 2") == true, "\(lines)")
+        #expect(lines["confirmed"]?.hasSuffix("| ") == true, "\(lines)")
         #expect(lines["sun-replayed"]?.hasPrefix("untrusted") == true, "\(lines)")
-        // The live page, open meanwhile, says the last verdict came from a phone, and whose.
+        #expect(lines["sun-replayed"]?.hasSuffix("| ") == true, "\(lines)")
+        // The live page, open meanwhile, says the last verdict came from a phone, and whose, and
+        // so does its list of the last verdicts.
         #expect(lines["live"]?.hasPrefix("S1 (phone alice): untrusted") == true, "\(lines)")
+        #expect(lines["feed"]?.contains("S1 (phone alice) untrusted") == true, "\(lines)")
         #expect(await rig.stop())
         let log = try Self.logged(rig)
         // The refused tap left nothing; each other page's verdict is in the log, in order.

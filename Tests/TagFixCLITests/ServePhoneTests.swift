@@ -19,7 +19,8 @@ final class PhoneRig: Sendable {
     /// - Parameters:
     ///   - registry: the registry (default: a CSV with E1, the Gate, at 53.545, 9.966, 30 m).
     ///   - secure: `extra` gives --tls-cert and --tls-key.
-    init(registry: String? = nil, secure: Bool = false, extra: [String] = []) async throws {
+    ///   - log: the --log (default: log.jsonl in the rig's folder).
+    init(registry: String? = nil, secure: Bool = false, log: String? = nil, extra: [String] = []) async throws {
         let site = try registry ?? temporaryFile("site.csv", "id,uid,lat,lon,radius_m,name\nE1,,53.545,9.966,30,Gate\n")
         self.secure = secure
         folder = (try temporaryFile("x", "") as NSString).deletingLastPathComponent
@@ -27,10 +28,11 @@ final class PhoneRig: Sendable {
         try Self.tokens.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)\n" }.joined().write(
             toFile: tokens, atomically: true, encoding: .utf8)
         chmod(tokens, 0o600)
-        log = folder + "/log.jsonl"
+        self.log = log ?? folder + "/log.jsonl"
         let serve = try RunningTagFix(
             [
-                "serve", "--http", "127.0.0.1:0", "--token", tokens, "--registry", site, "--log", log, "--socket", folder + "/serve.sock",
+                "serve", "--http", "127.0.0.1:0", "--token", tokens, "--registry", site, "--log", self.log, "--socket",
+                folder + "/serve.sock",
                 "--json", "--quiet",
             ] + extra)
         var port: Int?
@@ -172,6 +174,21 @@ struct ServePhoneTests {
         #expect(rig.logLines.isEmpty, "\(rig.logLines)")
     }
 
+    @Test(
+        "a log on a full disk: each tap is answered 503, never confirmed, and serve ends with exit 74",
+        .enabled(if: runnable, "needs the built tagfix"))
+    func logOnAFullDisk() async throws {
+        let rig = try await PhoneRig(log: "/dev/full")
+        for source in ["127.0.0.2", "127.0.0.3"] {
+            let tap = try await rig.tap(rig.body(), source: source)
+            #expect(tap.status == 503, "\(tap)")
+            #expect(tap.body.contains("could not record this tap") && !tap.body.contains(#""verdict""#), "\(tap)")
+        }
+        _ = await rig.stop()
+        #expect(rig.serve.process.termination == .exited(74), "\(rig.serve.ending)")
+        #expect(rig.serve.stderr.contains("No space left on device") || rig.serve.stderr.contains("free some space"), "\(rig.serve.stderr)")
+    }
+
     @Test("a malformed body is 400, nothing is logged, and the next tap is confirmed", .enabled(if: runnable, "needs the built tagfix"))
     func malformedBody() async throws {
         let rig = try await PhoneRig()
@@ -249,17 +266,36 @@ struct ServePhoneTests {
         "a flood of taps from one phone gets 429 past its burst; another phone's tap is confirmed meanwhile",
         .enabled(if: runnable, "needs the built tagfix"))
     func flood() async throws {
-        let rig = try await PhoneRig()
+        // The burst as by default, the refill slowed to one each 1000 s: however slowly this
+        // machine sends the 40 taps, the 11th and every later one is over the limit.
+        let rig = try await PhoneRig(extra: ["--tap-limit", "10,0.001"])
         var statuses: [Int] = []
         for _ in 0..<40 { statuses.append(try await rig.tap(rig.body(), source: "127.0.0.5").status) }
         #expect(statuses.contains(429), "\(statuses)")
         #expect(statuses.filter { $0 == 200 }.count <= 20, "\(statuses)")
+        #expect(statuses == Array(repeating: 200, count: 10) + Array(repeating: 429, count: 30), "\(statuses)")
         let logged = rig.logLines.count
         #expect(logged == statuses.filter { $0 == 200 }.count)
         let other = try await rig.tap(rig.body(), token: "bob", source: "127.0.0.6")
         #expect(other.status == 200, "\(other)")
         #expect(rig.logLines.count == logged + 1)
         #expect(await rig.stop())
+    }
+
+    @Test(
+        "--tap-limit raises the limit per client (a load test from one address); a limit that is not BURST,PER_S is a usage error",
+        .enabled(if: runnable, "needs the built tagfix"))
+    func tapLimit() async throws {
+        let rig = try await PhoneRig(extra: ["--tap-limit", "30,1"])
+        var statuses: [Int] = []
+        for _ in 0..<30 { statuses.append(try await rig.tap(rig.body(), source: "127.0.0.5").status) }
+        #expect(statuses == Array(repeating: 200, count: 30), "\(statuses)")
+        #expect(rig.logLines.count == 30)
+        #expect(await rig.stop())
+        for bad in ["0,1", "10", "10,0", "10,0.0001", "ten,1", "10,1,1"] {
+            let refused = await run(["serve", "--http", "127.0.0.1:0", "--token", "/nonexistent", "--tap-limit", bad])
+            #expect(refused.code == 64 && refused.err.joined().contains("--tap-limit takes BURST,PER_S"), "\(bad): \(refused)")
+        }
     }
 
     @Test(

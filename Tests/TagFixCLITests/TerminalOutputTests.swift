@@ -60,6 +60,15 @@ struct TerminalOutputTests {
         #expect(terminal.statuses.last?.hasPrefix("reader:") == true, "and redrawn after it")
     }
 
+    @Test("serve with phones alone: the status line says there is no reader, never that one is opening")
+    func phonesOnlyStatusLine() throws {
+        let terminal = FakeTerminal()
+        let printer = VerdictPrinter(io: terminal, style: .init(json: false, bell: false, colour: false, noReader: true))
+        printer.print(.verdict(try Self.verdict(.confirmed)), now: Self.start)
+        #expect(terminal.statuses.last == "no reader: phones tap through serve, each with its own position", "\(terminal.statuses)")
+        #expect(!terminal.statuses.contains { $0.contains("opening") || $0.contains("GPS") })
+    }
+
     @Test("through a pipe: plain lines, no colour, no bell, no status line")
     func plain() throws {
         let output = CapturedOutput()

@@ -1,0 +1,226 @@
+import Foundation
+import Synchronization
+import TagFixCore
+import TagFixTesting
+import Testing
+
+@testable import TagFixServe
+
+/// What happened, in order, across the committer's thread and the test: counters committed,
+/// records logged, answers sent.
+final class CommitEvents: Sendable {
+    private let events = Mutex<[String]>([])
+    func add(_ event: String) { events.withLock { $0.append(event) } }
+    var all: [String] { events.withLock { $0 } }
+}
+
+/// A SUN check that believes the URL: the counter is `picc_data`'s value, the UID the tag's (its
+/// id's last character in the last byte).
+struct CounterInURL: SUNAuthenticator {
+    func hasKeys(named name: String) -> Bool { true }
+    func verify(url: String, settings: SUNSettings) -> SUNResult? {
+        let parts = url.split(separator: "?")
+        guard let value = parts.last?.split(separator: "&").first(where: { $0.hasPrefix("picc_data=") }),
+            let counter = UInt32(value.dropFirst("picc_data=".count)), let tag = parts.first?.utf8.last
+        else { return .invalid(.missingParameter("picc_data")) }
+        return .verified(uid: [0x04, 0x5A, 0x00, 0x01, 0x9C, 0x3D, tag], counter: counter)
+    }
+}
+
+/// Counters in memory whose commits are recorded, and that fail (a full disk) when told to.
+final class RecordedCounters: SUNCounterStore {
+    let base = InMemorySUNCounters()
+    let events: CommitEvents
+    let failing: Bool
+
+    init(events: CommitEvents, failing: Bool = false) {
+        self.events = events
+        self.failing = failing
+    }
+
+    func lastAccepted(uid: TagUID) throws(RegistryError) -> UInt32? { base.lastAccepted(uid: uid) }
+
+    func accept(uid: TagUID, counter: UInt32, tagID: String) throws(RegistryError) -> Bool {
+        try acceptAll([SUNCounterAcceptance(uid: uid, counter: counter, tagID: tagID)])[0]
+    }
+
+    func acceptAll(_ counters: [SUNCounterAcceptance]) throws(RegistryError) -> [Bool] {
+        guard !failing else { throw RegistryError("cannot commit the SUN counters (disk full)") }
+        events.add("counters " + counters.map { "\($0.counter)" }.joined(separator: ","))
+        return counters.map { base.accept(uid: $0.uid, counter: $0.counter, tagID: $0.tagID) }
+    }
+}
+
+@Suite("Phone taps committed in groups: one counter transaction and one log write, then the answers")
+struct PhoneTapGroupTests {
+    static let centre = try! Coordinate(latitude: 53.545, longitude: 9.966)
+
+    static func handler(_ counters: any SUNCounterStore) throws -> PhoneTapHandler<ManualClock> {
+        let names = SUNParameterNames(piccData: "picc_data", cmac: "cmac")
+        let entries = try ["S1", "S2"].map { id in
+            RegistryEntry(
+                id: id, uid: nil, region: try CircularRegion(center: centre, radius: 25, identifier: id), name: nil,
+                sun: SUNSettings(keyName: "site", names: names))
+        }
+        let verifier = Verifier(
+            registry: try InMemoryRegistry(entries), sun: Verifier.SUNCheck(authenticator: CounterInURL(), counters: counters))
+        return PhoneTapHandler(verifier: verifier, clock: ManualClock())
+    }
+
+    static func tap(_ tag: String = "S1", counter: UInt32, client: String = "192.0.2.4") -> PhoneTap {
+        PhoneTap(
+            request: PhoneTapRequest(
+                url: "https://tags.example.org/t/\(tag)?picc_data=\(counter)&cmac=00", position: .fix(centre, accuracy: 6)),
+            token: "anna", client: client, userAgent: "Mozilla/5.0 (iPhone)")
+    }
+
+    static func kinds(_ answers: [PhoneTapAnswer]) -> [String] {
+        answers.map { "\($0.verdict.kind.name)" + ($0.verdict.kind.reasonCode.map { "(\($0))" } ?? "") }
+    }
+
+    @Test("in one group: the second tap with a counter is a replay; rising counters both count; one commit for all, in order")
+    func replayWithinAGroup() throws {
+        let events = CommitEvents()
+        let handler = try Self.handler(RecordedCounters(events: events))
+        let answers = handler.handle([
+            Self.tap(counter: 5), Self.tap(counter: 5), Self.tap("S2", counter: 5), Self.tap(counter: 7), Self.tap(counter: 6),
+        ])
+        #expect(
+            Self.kinds(answers) == [
+                "confirmed", "untrusted(sun_replayed)", "confirmed", "confirmed", "untrusted(sun_replayed)",
+            ])
+        #expect(answers[1].verdict.message.contains("5"))
+        #expect(answers.map { $0.verdict.sun?.counter } == [5, nil, 5, 7, nil])
+        // One transaction, the accepted counters in the taps' order.
+        #expect(events.all == ["counters 5,5,7"])
+        // The next group sees the committed counters: 7 is a replay now, 8 is not.
+        #expect(Self.kinds(handler.handle([Self.tap(counter: 7), Self.tap(counter: 8)])) == ["untrusted(sun_replayed)", "confirmed"])
+    }
+
+    @Test("a group decides as the same taps one by one would")
+    func sameAsOneByOne() throws {
+        let taps = [5, 5, 4, 9, 9, 10].map { Self.tap(counter: UInt32($0)) } + [Self.tap("S2", counter: 1)]
+        let grouped = try Self.handler(RecordedCounters(events: CommitEvents())).handle(taps)
+        let single = try Self.handler(InMemorySUNCounters())
+        let oneByOne = taps.map { single.handle($0.request, token: $0.token, client: $0.client, userAgent: $0.userAgent) }
+        #expect(Self.kinds(grouped) == Self.kinds(oneByOne))
+        #expect(grouped.map(\.verdict.message) == oneByOne.map(\.verdict.message))
+        #expect(grouped.map(\.json) == oneByOne.map(\.json))
+    }
+
+    @Test("counters that cannot be committed: every tap that needed one is inconclusive, never confirmed; a plain answer stays")
+    func counterCommitFails() throws {
+        let region = try CircularRegion(center: Self.centre, radius: 25, identifier: "P1")
+        let names = SUNParameterNames(piccData: "picc_data", cmac: "cmac")
+        let entries = [
+            RegistryEntry(id: "S1", uid: nil, region: region, name: nil, sun: SUNSettings(keyName: "site", names: names)),
+            RegistryEntry(id: "P1", uid: nil, region: region, name: nil),
+        ]
+        let verifier = Verifier(
+            registry: try InMemoryRegistry(entries),
+            sun: Verifier.SUNCheck(authenticator: CounterInURL(), counters: RecordedCounters(events: CommitEvents(), failing: true)))
+        let handler = PhoneTapHandler(verifier: verifier, clock: ManualClock())
+        let plain = PhoneTap(
+            request: PhoneTapRequest(url: "https://tags.example.org/t/P1", position: .fix(Self.centre, accuracy: 6)), token: "anna",
+            client: "192.0.2.4", userAgent: "")
+        let answers = handler.handle([Self.tap(counter: 5), Self.tap(counter: 5), plain, Self.tap(counter: 6)])
+        #expect(
+            Self.kinds(answers) == [
+                "inconclusive(registry_unavailable)", "inconclusive(registry_unavailable)", "confirmed",
+                "inconclusive(registry_unavailable)",
+            ])
+        #expect(answers[0].verdict.message.contains("disk full"))
+    }
+
+    /// Answers collected from the committer's thread.
+    static func replies(_ events: CommitEvents, count: Int) -> (handles: [HTTPReplyHandle], answers: AsyncStream<(Int, HTTPResponse)>) {
+        let (stream, continuation) = AsyncStream<(Int, HTTPResponse)>.makeStream()
+        let handles = (0..<count).map { index in
+            HTTPReplyHandle { response in
+                events.add("answer \(index) \(response.status)")
+                continuation.yield((index, response))
+            }
+        }
+        return (handles, stream)
+    }
+
+    static func collect(_ stream: AsyncStream<(Int, HTTPResponse)>, count: Int) async -> [Int: HTTPResponse] {
+        var answers: [Int: HTTPResponse] = [:]
+        for await (index, response) in stream {
+            answers[index] = response
+            if answers.count == count { break }
+        }
+        return answers
+    }
+
+    @Test("no answer leaves before its group's counters and records are committed; taps that wait form the next group")
+    func durableBeforeAnswer() async throws {
+        let events = CommitEvents()
+        let handler = try Self.handler(RecordedCounters(events: events))
+        let groups = PhoneTapGroups { handler.handle($0) }
+        // The first group's log write is held until the next taps are queued: they must wait and
+        // go together, in one commit, and nobody is answered before the log has them.
+        let (entered, enteredContinuation) = AsyncStream<Void>.makeStream()
+        let gate = Gate()
+        groups.deliver { verdicts in
+            enteredContinuation.yield()
+            gate.wait()
+            events.add("logged " + verdicts.map { "\($0.kind.name)" }.joined(separator: ","))
+            return true
+        }
+        let (handles, stream) = Self.replies(events, count: 3)
+        groups.submit(Self.tap(counter: 1), reply: handles[0])
+        var waiting = entered.makeAsyncIterator()
+        _ = await waiting.next()
+        // The committer is inside the first group's log write: these two wait for the next group.
+        groups.submit(Self.tap(counter: 2), reply: handles[1])
+        groups.submit(Self.tap(counter: 2), reply: handles[2])
+        #expect(!events.all.contains { $0.hasPrefix("answer") }, "a tap was answered before its record was logged")
+        gate.open()
+        let answers = await Self.collect(stream, count: 3)
+        #expect(
+            events.all == [
+                "counters 1", "logged confirmed", "answer 0 200", "counters 2", "logged confirmed,untrusted", "answer 1 200",
+                "answer 2 200",
+            ])
+        #expect(String(decoding: answers[2]!.body, as: UTF8.self).contains(#""reason":"sun_replayed""#))
+        #expect(groups.counts == PhoneTapGroups.Counts(taps: 3, groups: 2, largest: 2))
+    }
+
+    @Test("a group the log cannot keep: every tap of it is answered 503, none confirmed, and later groups are tried again")
+    func logFails() async throws {
+        let events = CommitEvents()
+        let handler = try Self.handler(RecordedCounters(events: events))
+        let groups = PhoneTapGroups { handler.handle($0) }
+        let (handles, stream) = Self.replies(events, count: 2)
+        // A tap before there is somewhere to deliver waits (the server listens before the log is
+        // open), and is committed with the first group.
+        groups.submit(Self.tap(counter: 1), reply: handles[0])
+        #expect(events.all.isEmpty)
+        groups.deliver { _ in false }
+        groups.submit(Self.tap("S2", counter: 1), reply: handles[1])
+        let answers = await Self.collect(stream, count: 2)
+        for answer in answers.values {
+            #expect(answer.status == 503)
+            let body = String(decoding: answer.body, as: UTF8.self)
+            #expect(body.contains("could not record this tap") && !body.contains("confirmed\""))
+        }
+    }
+}
+
+/// A gate the committer's thread waits at until the test opens it (a blocking wait: the
+/// committer runs on a thread of its own, never the cooperative pool).
+final class Gate: Sendable {
+    private let opened = Mutex(false)
+    private let semaphore = DispatchSemaphore(value: 0)
+
+    func wait() {
+        guard !opened.withLock({ $0 }) else { return }
+        semaphore.wait()
+    }
+
+    func open() {
+        opened.withLock { $0 = true }
+        semaphore.signal()
+    }
+}
