@@ -13,7 +13,9 @@ public import TagFixStore
 /// refused and left alone.
 public final class PostgresFleetStore: FleetVerdictStore {
     public let address: PostgresAddress
-    private let password: String?
+    /// The password for each new connection (`nil`: libpq's own PGPASSFILE, ~/.pgpass), asked
+    /// again at every reconnection: a password file changed while the collector runs is read.
+    private let password: @Sendable () throws(PostgresError) -> String?
     /// The connection; a broken one (the server restarted, the network went) is replaced by a new
     /// one at the next call, so the batch the broker sends again lands once the server is back.
     private let connection: Mutex<PostgresConnection>
@@ -57,10 +59,19 @@ public final class PostgresFleetStore: FleetVerdictStore {
 
     /// Connects and brings the schema to this build's version (blocking: from a thread of its own).
     /// - Throws: `PostgresError` (`.newerSchema` for a database a newer TagFix wrote).
-    public init(address: PostgresAddress, password: String?) throws(PostgresError) {
+    public convenience init(address: PostgresAddress, password: String?) throws(PostgresError) {
+        try self.init(address: address, passwordFrom: { password })
+    }
+
+    /// Connects and brings the schema to this build's version (blocking: from a thread of its own),
+    /// asking `passwordFrom` for the password now and again at each reconnection (a password file
+    /// read again: rotated while the collector runs, it is taken at the next connection).
+    /// - Throws: `PostgresError` (`.newerSchema` for a database a newer TagFix wrote), or what
+    ///   `passwordFrom` throws.
+    public init(address: PostgresAddress, passwordFrom: @escaping @Sendable () throws(PostgresError) -> String?) throws(PostgresError) {
         self.address = address
-        self.password = password
-        let connection = try PostgresConnection(address, password: password, applicationName: "tagfix collect")
+        self.password = passwordFrom
+        let connection = try PostgresConnection(address, password: try passwordFrom(), applicationName: "tagfix collect")
         try Self.migrate(connection)
         self.connection = Mutex(connection)
     }
@@ -88,7 +99,7 @@ public final class PostgresFleetStore: FleetVerdictStore {
 
     /// Replaces `current` with a new connection, its schema checked.
     private func reconnect(_ current: inout PostgresConnection) throws(PostgresError) {
-        let fresh = try PostgresConnection(address, password: password, applicationName: "tagfix collect")
+        let fresh = try PostgresConnection(address, password: try password(), applicationName: "tagfix collect")
         try Self.migrate(fresh)
         current.close()
         current = fresh
