@@ -73,8 +73,11 @@ private func fleetPostgresRuns(_ database: PrivatePostgres, _ broker: PrivateMos
     func stored() async -> Int {
         await offThePool { Int((try? admin.execute("SELECT count(*) FROM fleet_verdict"))?.rows.first?.first??.description ?? "") ?? 0 }
     }
-    /// Starts `sessions`' collectors at once and times them until every verdict is in the database.
-    func drain(_ sessions: ArraySlice<(id: String, group: String?, store: PostgresFleetStore)>) async throws -> (Int, Double, [Int]) {
+    /// Starts `sessions`' collectors at once and times them until every verdict is in the database;
+    /// the rows, the seconds, each one's share, and their transactions.
+    func drain(_ sessions: ArraySlice<(id: String, group: String?, store: PostgresFleetStore)>) async throws -> (
+        Int, Double, [Int], Int
+    ) {
         let collectors = try sessions.map {
             try FleetCollector(settings: withID(settings, $0.id), group: $0.group, store: $0.store, clock: MonotonicClock())
         }
@@ -83,16 +86,16 @@ private func fleetPostgresRuns(_ database: PrivatePostgres, _ broker: PrivateMos
         try waitFor(300) { collectors.map { $0.counts.stored + $0.counts.duplicates }.reduce(0, +) >= count }
         let seconds = (clock.now - start).seconds
         for collector in collectors { await collector.stop() }
-        return (await stored(), seconds, collectors.map { $0.counts.stored })
+        return (await stored(), seconds, collectors.map { $0.counts.stored }, collectors.map { $0.counts.commits }.reduce(0, +))
     }
-    let (one, oneSeconds, _) = try await drain(sessions[0..<1])
+    let (one, oneSeconds, _, oneCommits) = try await drain(sessions[0..<1])
     _ = try await offThePool { try admin.execute("TRUNCATE fleet_verdict") }
-    let (two, twoSeconds, split) = try await drain(sessions[1...])
+    let (two, twoSeconds, split, twoCommits) = try await drain(sessions[1...])
     let oneRate = Double(one) / oneSeconds
     let twoRate = Double(two) / twoSeconds
     let subRate = Double(received) / subSeconds
     var lines = [
-        #"{"bench":"fleet-postgres","verdicts":\#(count),"one_stored":\#(one),"one_per_s":\#(Int(oneRate)),"two_stored":\#(two),"two_per_s":\#(Int(twoRate)),"two_split":\#(split),"mosquitto_sub_received":\#(received),"mosquitto_sub_per_s":\#(Int(subRate)),"one_ratio":\#(String(format: "%.2f", oneRate / subRate)),"two_over_one":\#(String(format: "%.2f", twoRate / oneRate))}"#
+        #"{"bench":"fleet-postgres","verdicts":\#(count),"one_stored":\#(one),"one_per_s":\#(Int(oneRate)),"two_stored":\#(two),"two_per_s":\#(Int(twoRate)),"two_split":\#(split),"one_commits":\#(oneCommits),"two_commits":\#(twoCommits),"mosquitto_sub_received":\#(received),"mosquitto_sub_per_s":\#(Int(subRate)),"one_ratio":\#(String(format: "%.2f", oneRate / subRate)),"two_over_one":\#(String(format: "%.2f", twoRate / oneRate))}"#
     ]
 
     // 2. Verdict → row committed in PostgreSQL: from the fan-out (the session log's append and

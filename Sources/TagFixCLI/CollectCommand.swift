@@ -88,6 +88,8 @@ struct CollectCommand: Subcommand {
     var db: String
     /// `--db` as a PostgreSQL address, with the password from `--db-password-file`.
     var postgres: (address: PostgresAddress, password: String?)?
+    /// `--db-password-file`, read again each time the collector connects to PostgreSQL again.
+    var postgresPasswordFile: String?
     var group: String?
     var registries: [SiteRegistry]
 
@@ -97,6 +99,7 @@ struct CollectCommand: Subcommand {
         if PostgresAddress.isAddress(db) {
             postgres = try FleetOptions.postgres(
                 db, passwordFile: arguments.value("db-password-file"), label: "--db: ", command: Self.spec.name)
+            postgresPasswordFile = arguments.value("db-password-file")
         } else if arguments.value("db-password-file") != nil {
             throw .usage("--db-password-file is for a PostgreSQL --db (postgresql://…)", command: Self.spec.name)
         }
@@ -156,12 +159,15 @@ struct CollectCommand: Subcommand {
         // The registries first: one that cannot be read stops the run before the store is made
         // or anything is subscribed. Files and SQLite block: off the cooperative pool.
         let (registries, db, postgres, clock) = (self.registries, self.db, self.postgres, MonotonicClock())
+        let passwordFile = postgresPasswordFile
         let (store, said) = try await offThePool("collect store") { () throws(CLIError) -> (any FleetVerdictStore, String?) in
             let placements = try Self.readPlacements(registries)
             let store: any FleetVerdictStore
             if let postgres {
                 do throws(PostgresError) {
-                    store = try PostgresFleetStore(address: postgres.address, password: postgres.password)
+                    store = try PostgresFleetStore(
+                        address: postgres.address,
+                        passwordFrom: FleetOptions.postgresPassword(file: passwordFile, address: postgres.address))
                 } catch {
                     // A database that is down or refuses us: say so and stop (a service manager
                     // restarts it); the broker keeps what arrives meanwhile.

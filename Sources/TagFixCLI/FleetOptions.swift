@@ -34,6 +34,20 @@ enum FleetOptions {
         }
     }
 
+    /// The password of each new connection to a PostgreSQL store: `--db-password-file` read again
+    /// (a password rotated in the file while `collect` runs is taken when it reconnects); `nil`
+    /// without a file (libpq's PGPASSFILE or ~/.pgpass, which libpq reads at each connection).
+    static func postgresPassword(file: String?, address: PostgresAddress) -> @Sendable () throws(PostgresError) -> String? {
+        guard let file else { return { nil } }
+        return { () throws(PostgresError) -> String? in
+            do {
+                return try SecretFile.read(file).trimmingCharacters(in: .newlines)
+            } catch {
+                throw .connection(address: address.description, message: "cannot read --db-password-file: \(error)")
+            }
+        }
+    }
+
     static func publish(_ arguments: ParsedArguments, command: String) throws(CLIError) -> FleetPublishRequest? {
         guard let address = arguments.value("publish") else {
             for name in ["site", "device-id", "publish-linger", "mqtt-ca", "mqtt-password-file", "mqtt-version"]

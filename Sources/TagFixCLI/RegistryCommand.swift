@@ -252,8 +252,20 @@ struct RegistryCommand: Subcommand {
         }
     }
 
+    /// import, export, list, show, remove, migrate and refine, on a SQLite registry or a
+    /// PostgreSQL one (`ManagedRegistry`), saying the same on each (the address for the file's
+    /// name). A PostgreSQL registry is connected to first; a SQLite file is opened by each action
+    /// in the mode it needs (created by import, read-only to read).
     private func perform(_ io: some TerminalOutput) throws {
-        if PostgresAddress.isAddress(path) { return try performOnPostgres(io) }
+        let connected: PostgresRegistry? =
+            PostgresAddress.isAddress(path) ? try RegistrySource.postgres(path, passwordFile: passwordFile, command: Self.spec.name) : nil
+        defer { connected?.close() }
+        let path = path
+        func open(_ mode: SQLiteRegistry.Mode) throws -> any ManagedRegistry {
+            if let connected { return PostgresManagedRegistry(store: connected) }
+            return SQLiteManagedRegistry(store: try SQLiteRegistry(path: path, mode: mode), place: path)
+        }
+        let place = connected?.address.description ?? path
         switch action {
         case .import:
             let file = argument ?? ""
@@ -263,84 +275,22 @@ struct RegistryCommand: Subcommand {
             } catch {
                 throw CLIError.file(error.file == nil ? error.inFile(file) : error)
             }
-            let store = try SQLiteRegistry(path: path, mode: .create)
+            let store = try open(.create)
             let before = try store.count()
             try store.add(entries, replace: replace)
             let after = try store.count()
             io.out(
-                "imported \(entries.count) tag\(entries.count == 1 ? "" : "s") from \(file) into \(path) (\(after - before) new, \(after) in all)"
-            )
-        case .export:
-            let text = RegistryFile.write(try SQLiteRegistry(path: path, mode: .readOnly).entries(), format: format)
-            if let output {
-                try writeOutput(text, to: output)
-            } else {
-                for line in text.split(separator: "\n", omittingEmptySubsequences: false).dropLast() { io.out(String(line)) }
-            }
-        case .list:
-            let entries = try SQLiteRegistry(path: path, mode: .readOnly).entries()
-            if json {
-                for entry in entries { io.out(RegistryEntryReport.json(entry)) }
-            } else {
-                for entry in entries { io.out(RegistryEntryReport.line(entry)) }
-                io.out("\(entries.count) tag\(entries.count == 1 ? "" : "s") in \(path)")
-            }
-        case .show:
-            let id = argument ?? ""
-            let store = try SQLiteRegistry(path: path, mode: .readOnly)
-            guard let entry = try store.storedEntry(withID: id) else {
-                throw CLIError.noInput(DataFileError(file: path, line: nil, message: "no tag \"\(id)\" in the registry", unreadable: true))
-            }
-            let history = try store.placementHistory(forID: id)
-            io.out(json ? RegistryEntryReport.json(entry, history: history) : RegistryEntryReport.details(entry, history: history))
-        case .remove:
-            let id = argument ?? ""
-            guard try SQLiteRegistry(path: path, mode: .readWrite).remove(id: id) else {
-                throw CLIError.noInput(DataFileError(file: path, line: nil, message: "no tag \"\(id)\" in the registry", unreadable: true))
-            }
-            io.out("removed \(id) from \(path)")
-        case .migrate:
-            let store = try SQLiteRegistry(path: path, mode: .readWrite)
-            io.out("\(path): schema version \(SQLiteRegistry.schemaVersion), \(counted(try store.count(), "tag"))")
-        case .refine:
-            try refine(io)
-        }
-    }
-
-    /// import, export, list, show, remove and migrate on a PostgreSQL registry, saying what they
-    /// say on a SQLite one (the address for the file's name).
-    private func performOnPostgres(_ io: some TerminalOutput) throws(CLIError) {
-        let name = Self.spec.name
-        let store = try RegistrySource.postgres(path, passwordFile: passwordFile, command: name)
-        defer { store.close() }
-        let place = store.address.description
-        switch action {
-        case .import:
-            let file = argument ?? ""
-            let entries: [RegistryEntry]
-            do {
-                entries = try RegistryFile.parse(try TextFile.read(file)).entries
-            } catch {
-                throw CLIError.file(error.file == nil ? error.inFile(file) : error)
-            }
-            let (before, after) = try RegistrySource.postgres(store) { () throws(PostgresRegistryError) in
-                let before = try store.count()
-                try store.add(entries, replace: replace)
-                return (before, try store.count())
-            }
-            io.out(
                 "imported \(entries.count) tag\(entries.count == 1 ? "" : "s") from \(file) into \(place) (\(after - before) new, \(after) in all)"
             )
         case .export:
-            let text = RegistryFile.write(
-                try RegistrySource.postgres(store) { () throws(PostgresRegistryError) in try store.entries() }, format: format)
+            let text = RegistryFile.write(try open(.readOnly).entries(), format: format)
             if let output {
                 try writeOutput(text, to: output)
             } else {
                 for line in text.split(separator: "\n", omittingEmptySubsequences: false).dropLast() { io.out(String(line)) }
             }
         case .list:
-            let entries = try RegistrySource.postgres(store) { () throws(PostgresRegistryError) in try store.entries() }
+            let entries = try open(.readOnly).entries()
             if json {
                 for entry in entries { io.out(RegistryEntryReport.json(entry)) }
             } else {
@@ -349,28 +299,24 @@ struct RegistryCommand: Subcommand {
             }
         case .show:
             let id = argument ?? ""
-            let entry: RegistryEntry?
-            do {
-                entry = try store.entry(forID: id)
-            } catch {
-                throw .unavailable(error.message)
-            }
-            guard let entry else {
+            let store = try open(.readOnly)
+            guard let entry = try store.storedEntry(withID: id) else {
                 throw CLIError.noInput(DataFileError(file: place, line: nil, message: "no tag \"\(id)\" in the registry", unreadable: true))
             }
-            let history = try RegistrySource.postgres(store) { () throws(PostgresRegistryError) in try store.placementHistory(forID: id) }
+            let history = try store.placementHistory(forID: id)
             io.out(json ? RegistryEntryReport.json(entry, history: history) : RegistryEntryReport.details(entry, history: history))
         case .remove:
             let id = argument ?? ""
-            guard try RegistrySource.postgres(store, { () throws(PostgresRegistryError) in try store.remove(id: id) }) else {
+            guard try open(.readWrite).remove(id: id) else {
                 throw CLIError.noInput(DataFileError(file: place, line: nil, message: "no tag \"\(id)\" in the registry", unreadable: true))
             }
             io.out("removed \(id) from \(place)")
         case .migrate:
-            let count = try RegistrySource.postgres(store) { () throws(PostgresRegistryError) in try store.count() }
-            io.out("\(place): schema version \(PostgresRegistry.schemaVersion), \(counted(count, "tag"))")
+            let store = try open(.readWrite)
+            io.out("\(place): schema version \(store.schemaVersion), \(counted(try store.count(), "tag"))")
         case .refine:
-            throw .usage("registry refine works on a SQLite registry", command: name)
+            if connected != nil { throw CLIError.usage("registry refine works on a SQLite registry", command: Self.spec.name) }
+            try refine(io)
         }
     }
 

@@ -8,7 +8,9 @@ public import TagFixStore
 /// `$share/GROUP/…` when a group is given, so collectors split one stream) and stores each
 /// message once in a `FleetStore`, whatever the broker delivers twice. Its session is kept by
 /// the broker (not clean; MQTT 5 with a session expiry), so what is published while it is away
-/// waits for it.
+/// waits for it. What the client reads is committed on the collector's own thread (a
+/// `DeviceThread`), never on the MQTT loop that every client of the process shares, so a slow or
+/// failing store holds back this collector's PUBACKs and nobody else.
 public final class FleetCollector: Sendable {
     public let filter: String
     public let store: any FleetVerdictStore
@@ -27,7 +29,8 @@ public final class FleetCollector: Sendable {
         public var connections = 0
         /// Subscriptions the broker granted (one per connection).
         public var subscriptions = 0
-        /// Transactions that stored messages (one per read of the socket).
+        /// Transactions that stored messages (one per read of the socket, or fewer: reads that
+        /// came while a commit was under way are stored together).
         public var commits = 0
         /// Tries to store a batch that failed (the store down, full, refusing): each retried later.
         public var storeFailures = 0
@@ -46,7 +49,7 @@ public final class FleetCollector: Sendable {
     ///     session: what arrives while the collector is away waits for it).
     ///   - group: the shared subscription's group, if any (one level: no `/`, `+`, `#`).
     ///   - note: told about connections and problems, for a person.
-    ///   - stored: told each newly stored message (its id), on the client's thread.
+    ///   - stored: told each newly stored message (its id), on the committing thread.
     ///   - clock: stamps each message's arrival (`received_ns`).
     public init<C: Clock>(
         settings: MQTTSettings, group: String?, store: any FleetVerdictStore, clock: C,
@@ -68,8 +71,12 @@ public final class FleetCollector: Sendable {
         client = MQTTClient(settings: connection, delegate: core, now: { clock.now })
     }
 
-    /// Connects and subscribes, on the client's own thread.
-    public func start() { client.start() }
+    /// Starts the thread that commits what the client reads, then connects and subscribes on
+    /// the client's loop.
+    public func start() {
+        core.startCommitting { [weak client] in client?.wake() }
+        client.start()
+    }
 
     public var counts: Counts { core.counts.withLock { $0 } }
 
@@ -80,10 +87,13 @@ public final class FleetCollector: Sendable {
         await core.ending.wait()
     }
 
-    /// Stops the client's thread (waiting for it on a thread of its own).
+    /// Stops the client (waiting for its loop on a thread of its own), then lets the committing
+    /// thread store what was read and end. What is not committed when the client goes keeps its
+    /// PUBACKs unsent: the broker sends those messages again on the next run.
     public func stop() async {
         core.stopRetrying()
         await offThePool("stop mqtt client") { [client] in client.stop() }
+        await core.finishCommitting()
     }
 }
 
@@ -99,10 +109,40 @@ final class CollectorCore: MQTTClientDelegate {
     private let lostBefore = Mutex(false)
     /// Why the collector ended on its own, once it has.
     let ending = OneShot<String>()
-    /// Messages read since the last commit: stored together at the end of the read (`wake`).
+    /// Messages read since the last hand-over to the committing thread (the loop's thread only).
     private let batch = Mutex<[FleetStore.Stored]>([])
     /// How long to wait before storing again, and what was said about the failure.
     private let retry = Mutex(StoreRetry())
+    /// What the loop handed to the committing thread, and what of the connection's reads is not
+    /// committed yet (their PUBACKs wait).
+    private let queue = Mutex(CommitQueue())
+    /// Wakes the committing thread: a batch handed over, or the collector finishing.
+    private let work = DispatchSemaphore(value: 0)
+    /// Asks the client's loop for a turn (`MQTTClient.wake`): after a commit, to write the
+    /// PUBACKs that waited for it, or to let the connection go.
+    private let wakeLoop = Mutex<@Sendable () -> Void>({})
+    /// Set once the committing thread has ended (or was never started).
+    private let committerEnded = OneShot<Bool>()
+
+    /// The batches between the loop and the committing thread.
+    struct CommitQueue {
+        struct Batch {
+            /// The connection the messages were read on (`CommitQueue.connection` then).
+            let connection: Int
+            let messages: [FleetStore.Stored]
+        }
+        var batches: [Batch] = []
+        /// The connection messages are read on now: one more each time one ends.
+        var connection = 0
+        /// Messages read on that connection and not yet committed (or given up on): while there
+        /// are, nothing is written to it, so no PUBACK leaves before its message is stored.
+        var unsettled = 0
+        /// The connection the committing thread gave up on (a store failing for longer than the
+        /// broker may wait): the loop drops it at its next turn, its PUBACKs unsent.
+        var letGo: Int?
+        var started = false
+        var finishing = false
+    }
 
     init(
         filter: String, store: any FleetVerdictStore, now: @escaping @Sendable () -> Timestamp,
@@ -116,6 +156,30 @@ final class CollectorCore: MQTTClientDelegate {
         self.note = note
         self.stored = stored
     }
+
+    /// Starts the committing thread (once); `wake` asks the client's loop for a turn.
+    func startCommitting(wake: @escaping @Sendable () -> Void) {
+        let first = queue.withLock { queue in
+            defer { queue.started = true }
+            return !queue.started && !queue.finishing
+        }
+        guard first else { return }
+        wakeLoop.withLock { $0 = wake }
+        DeviceThread.detach(name: "tagfix-collect-commit") { [self] in commitLoop() }
+    }
+
+    /// Lets the committing thread commit what is left and end, and waits for it.
+    func finishCommitting() async {
+        let started = queue.withLock { queue in
+            queue.finishing = true
+            return queue.started
+        }
+        guard started else { return }
+        work.signal()
+        _ = await committerEnded.wait()
+    }
+
+    // MARK: - On the client's loop thread
 
     func connected(_ link: MQTTLink, sessionPresent: Bool) {
         counts.withLock { $0.connections += 1 }
@@ -135,33 +199,122 @@ final class CollectorCore: MQTTClientDelegate {
         }
     }
 
-    func wake(_ link: MQTTLink) { flush(link) }
+    /// Hands what the last read brought to the committing thread; the client writes nothing
+    /// (`holdsWrites`) until it is committed, and is woken then. Drops the connection when the
+    /// committing thread gave up on it.
+    func wake(_ link: MQTTLink) {
+        handOver()
+        let drop = queue.withLock { queue in
+            guard queue.letGo == queue.connection else { return false }
+            queue.letGo = nil
+            return true
+        }
+        if drop {
+            retry.withLock { $0.letGo = true }
+            link.abandon()
+        }
+    }
 
-    /// Stores the messages the last read brought, in one transaction, before their PUBACKs go
-    /// out (the client writes them after `wake`). When the store fails (the database down, full,
-    /// read-only, a statement timeout, a password refused), nothing is acknowledged: the batch is
-    /// tried again on this thread, waiting longer each time (`StoreRetry`, on the collector's
-    /// clock), and said once per kind of failure, not per try. A wait that would keep the broker
-    /// without a word for too long, or a stop, drops the connection instead with those PUBACKs
-    /// unsent: the broker keeps the messages for this collector's session and sends them again
-    /// when it connects again (the waiting goes on from there).
-    private func flush(_ link: MQTTLink?) {
+    /// Whether messages read on this connection wait for their commit: their PUBACKs (queued in
+    /// libmosquitto's handle with anything else to send) stay unwritten until it is done; or
+    /// whether the committing thread gave up on them (the loop drops the connection unwritten).
+    var holdsWrites: Bool { queue.withLock { $0.unsettled > 0 || $0.letGo == $0.connection } }
+
+    /// The batch read so far, to the committing thread.
+    private func handOver() {
         let messages = batch.withLock { batch in
             defer { batch = [] }
             return batch
         }
         guard !messages.isEmpty else { return }
+        queue.withLock { queue in
+            queue.batches.append(CommitQueue.Batch(connection: queue.connection, messages: messages))
+            queue.unsettled += messages.count
+        }
+        work.signal()
+    }
+
+    /// The connection is gone: what was read on it is still committed (its PUBACKs went with
+    /// it, so the broker sends those messages again; stored now, the copies are ignored by id),
+    /// and the next connection writes freely.
+    private func connectionGone() {
+        handOver()
+        queue.withLock { queue in
+            queue.connection += 1
+            queue.unsettled = 0
+            queue.letGo = nil
+        }
+    }
+
+    func published(mid: Int32, reason: Int32, _ link: MQTTLink) {}
+
+    /// Stopping: what was read goes to the committing thread; whatever of it is not committed yet
+    /// keeps its PUBACKs unsent (the client then closes without writing: `holdsWrites`).
+    func stopping(_ link: MQTTLink) { handOver() }
+
+    func ended(_ why: String) {
+        connectionGone()
+        ending.finish(why)
+    }
+
+    func disconnected(_ why: String) {
+        connectionGone()
+        let first = lostBefore.withLock { lost in
+            defer { lost = true }
+            return !lost
+        }
+        if first, !retry.withLock({ $0.letGo }) { note("\(why); trying again") }
+    }
+
+    func received(topic: String, payload: UnsafeRawBufferPointer) {
+        guard let site = FleetTopics.site(ofVerdictTopic: topic),
+            let fields = MessageScan.fields(payload) ?? FleetMessageFields.parsed(payload),
+            let id = fields.id, !id.isEmpty, let device = fields.device, SessionLog.isRecord(time: fields.time, verdict: fields.verdict)
+        else {
+            counts.withLock { $0.rejected += 1 }
+            return
+        }
+        let message = FleetStore.Stored(id: id, site: site, device: device, payload: String(decoding: payload, as: UTF8.self))
+        batch.withLock { $0.append(message) }
+    }
+
+    // MARK: - On the committing thread
+
+    /// Commits what the loop hands over, everything that waits at once in one transaction, until
+    /// the collector finishes and nothing is left.
+    private func commitLoop() {
+        while true {
+            let (batches, finishing) = queue.withLock { queue in
+                defer { queue.batches = [] }
+                return (queue.batches, queue.finishing)
+            }
+            if batches.isEmpty {
+                if finishing { break }
+                work.wait()
+                continue
+            }
+            commit(batches)
+        }
+        committerEnded.finish(true)
+    }
+
+    /// Stores `batches` in one transaction, then lets the loop write their PUBACKs. When the store
+    /// fails (the database down, full, read-only, a statement timeout, a password refused),
+    /// nothing is acknowledged: the batch is tried again, waiting longer each time (`StoreRetry`,
+    /// on the collector's clock), and said once per kind of failure, not per try. A wait that
+    /// would keep the broker without a word for too long, or a stop, gives the batch up: the
+    /// connection it was read on is dropped with those PUBACKs unsent, and the broker sends the
+    /// messages again to this collector's session when it connects again (the waiting goes on
+    /// from there).
+    private func commit(_ batches: [CommitQueue.Batch]) {
+        let messages = batches.count == 1 ? batches[0].messages : batches.flatMap(\.messages)
         let started = now()
         while true {
             // After a failure, not before its wait is over (a connection dropped meanwhile and
             // made again brings the same messages at once).
             if let due = retry.withLock({ $0.due }), now() < due {
                 guard started.duration(to: due) <= StoreRetry.longestHold, wait(until: due) else {
-                    if let link {
-                        retry.withLock { $0.letGo = true }
-                        link.abandon()
-                    }
-                    return
+                    return settle(batches, committed: false)
                 }
             }
             let failure: String
@@ -175,7 +328,7 @@ final class CollectorCore: MQTTClientDelegate {
                 }
                 retry.withLock { $0.succeeded() }
                 for (message, isNew) in zip(messages, stored) where isNew { self.stored(message.id) }
-                return
+                return settle(batches, committed: true)
             } catch {
                 failure = "\(error)"
             }
@@ -188,8 +341,23 @@ final class CollectorCore: MQTTClientDelegate {
         }
     }
 
-    /// Blocks this (the client's) thread until `deadline` on the collector's clock; `false` when
-    /// the collector is stopping.
+    /// `batches` are done with: committed (their PUBACKs may go), or given up on (the connection
+    /// they were read on is let go). The loop is woken when it reads on that connection still.
+    private func settle(_ batches: [CommitQueue.Batch], committed: Bool) {
+        let current = queue.withLock { queue in
+            var current = false
+            for batch in batches where batch.connection == queue.connection {
+                queue.unsettled -= batch.messages.count
+                current = true
+            }
+            if current, !committed { queue.letGo = queue.connection }
+            return current
+        }
+        if current { wakeLoop.withLock { $0 }() }
+    }
+
+    /// Blocks the committing thread until `deadline` on the collector's clock; `false` when the
+    /// collector is stopping.
     private func wait(until deadline: Timestamp) -> Bool {
         let woken = DispatchSemaphore(value: 0)
         let sleeper = Task { [sleep] in
@@ -219,37 +387,6 @@ final class CollectorCore: MQTTClientDelegate {
             state.stopping = true
             return state.sleeper
         }?.cancel()
-    }
-
-    func published(mid: Int32, reason: Int32, _ link: MQTTLink) {}
-    func stopping(_ link: MQTTLink) { flush(link) }
-
-    func ended(_ why: String) {
-        flush(nil)
-        ending.finish(why)
-    }
-
-    func disconnected(_ why: String) {
-        // Read before the connection went: their PUBACKs were never written, so the broker sends
-        // them again; stored now, the copies are ignored by id.
-        flush(nil)
-        let first = lostBefore.withLock { lost in
-            defer { lost = true }
-            return !lost
-        }
-        if first, !retry.withLock({ $0.letGo }) { note("\(why); trying again") }
-    }
-
-    func received(topic: String, payload: UnsafeRawBufferPointer) {
-        guard let site = FleetTopics.site(ofVerdictTopic: topic),
-            let fields = MessageScan.fields(payload) ?? FleetMessageFields.parsed(payload),
-            let id = fields.id, !id.isEmpty, let device = fields.device, SessionLog.isRecord(time: fields.time, verdict: fields.verdict)
-        else {
-            counts.withLock { $0.rejected += 1 }
-            return
-        }
-        let message = FleetStore.Stored(id: id, site: site, device: device, payload: String(decoding: payload, as: UTF8.self))
-        batch.withLock { $0.append(message) }
     }
 }
 

@@ -137,8 +137,7 @@ final class MQTTClient: Sendable {
 
     /// Stops the client: a connected client says its last words (`stopping`) and disconnects;
     /// nothing connects again. Waits for the loop to have done it, at most `timeout`: the loop
-    /// may be busy with another client's delegate first (a collector's commit waiting out a
-    /// locked store's busy timeout, 5 s). On the loop's own thread (a delegate's call) it does
+    /// may be busy with another client's delegate first. On the loop's own thread (a delegate's call) it does
     /// not wait: the loop does it on its next turn, once libmosquitto's call under way returns.
     func stop(timeout: Duration = .seconds(60)) {
         let started = control.withLock { control in
@@ -256,7 +255,7 @@ final class MQTTClient: Sendable {
         var result = MQTTResultCode.success.rawValue
         if read { result = handle.read() }
         if result == MQTTResultCode.success.rawValue, handle.context.connected, !isStopping { delegate.wake(handle.link) }
-        if result == MQTTResultCode.success.rawValue, handle.wantsWrite { result = handle.write() }
+        if result == MQTTResultCode.success.rawValue, handle.wantsWrite, !delegate.holdsWrites { result = handle.write() }
         if result == MQTTResultCode.success.rawValue { result = handle.misc() }
         guard result == MQTTResultCode.success.rawValue else {
             return connectionEnded(why: handle.context.failure(result, address: settings.address))
@@ -265,13 +264,14 @@ final class MQTTClient: Sendable {
     }
 
     /// Keeps the registration in step with the handle: its socket now (a new descriptor is
-    /// registered in place of the old), readable always, writable while `mosquitto_want_write`.
+    /// registered in place of the old), readable always, writable while `mosquitto_want_write`
+    /// and the delegate does not hold the writes back (it wakes the client when it stops).
     private func watch(_ handle: MQTTHandle) {
         guard let loop, let connection = machine.withLock({ $0.connection }), connection.handle === handle else { return }
         guard let socket = handle.socket else {
             return connectionEnded(why: handle.context.brokerEnded(settings.address) ?? "the connection to \(settings.address) closed")
         }
-        let interest: IOEvents = handle.wantsWrite ? [.readable, .writable] : .readable
+        let interest: IOEvents = handle.wantsWrite && !delegate.holdsWrites ? [.readable, .writable] : .readable
         do throws(IOLoopError) {
             if socket != connection.registration.descriptor {
                 loop.deregister(connection.registration)
@@ -354,7 +354,9 @@ final class MQTTClient: Sendable {
         guard let connection else { return }
         if connection.handle.context.connected {
             delegate.stopping(connection.handle.link)
-            connection.handle.disconnect()
+            // Held back, the queue goes unwritten (a collector's PUBACKs of what is not stored
+            // yet): the socket closes without a DISCONNECT, and the broker keeps the session.
+            if !delegate.holdsWrites { connection.handle.disconnect() }
         }
         forget(connection)
     }

@@ -61,6 +61,14 @@ protocol MQTTClientDelegate: AnyObject, Sendable {
     /// The client ended on its own and will not connect again (`MQTTSettings.yieldsSession`):
     /// why, for a person.
     func ended(_ why: String)
+    /// Whether nothing may be written to the connection now (a collector's PUBACKs wait for a
+    /// commit on another thread); the delegate calls `MQTTClient.wake()` once it may. A client
+    /// stopping meanwhile closes without writing.
+    var holdsWrites: Bool { get }
+}
+
+extension MQTTClientDelegate {
+    var holdsWrites: Bool { false }
 }
 
 // MARK: - The C callbacks' context

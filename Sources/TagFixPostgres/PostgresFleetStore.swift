@@ -13,7 +13,9 @@ public import TagFixStore
 /// refused and left alone.
 public final class PostgresFleetStore: FleetVerdictStore {
     public let address: PostgresAddress
-    private let password: String?
+    /// The password for each new connection (`nil`: libpq's own PGPASSFILE, ~/.pgpass), asked
+    /// again at every reconnection: a password file changed while the collector runs is read.
+    private let password: @Sendable () throws(PostgresError) -> String?
     /// The connection; a broken one (the server restarted, the network went) is replaced by a new
     /// one at the next call, so the batch the broker sends again lands once the server is back.
     private let connection: Mutex<PostgresConnection>
@@ -57,10 +59,19 @@ public final class PostgresFleetStore: FleetVerdictStore {
 
     /// Connects and brings the schema to this build's version (blocking: from a thread of its own).
     /// - Throws: `PostgresError` (`.newerSchema` for a database a newer TagFix wrote).
-    public init(address: PostgresAddress, password: String?) throws(PostgresError) {
+    public convenience init(address: PostgresAddress, password: String?) throws(PostgresError) {
+        try self.init(address: address, passwordFrom: { password })
+    }
+
+    /// Connects and brings the schema to this build's version (blocking: from a thread of its own),
+    /// asking `passwordFrom` for the password now and again at each reconnection (a password file
+    /// read again: rotated while the collector runs, it is taken at the next connection).
+    /// - Throws: `PostgresError` (`.newerSchema` for a database a newer TagFix wrote), or what
+    ///   `passwordFrom` throws.
+    public init(address: PostgresAddress, passwordFrom: @escaping @Sendable () throws(PostgresError) -> String?) throws(PostgresError) {
         self.address = address
-        self.password = password
-        let connection = try PostgresConnection(address, password: password, applicationName: "tagfix collect")
+        self.password = passwordFrom
+        let connection = try PostgresConnection(address, password: try passwordFrom(), applicationName: "tagfix collect")
         try Self.migrate(connection)
         self.connection = Mutex(connection)
     }
@@ -88,7 +99,7 @@ public final class PostgresFleetStore: FleetVerdictStore {
 
     /// Replaces `current` with a new connection, its schema checked.
     private func reconnect(_ current: inout PostgresConnection) throws(PostgresError) {
-        let fresh = try PostgresConnection(address, password: password, applicationName: "tagfix collect")
+        let fresh = try PostgresConnection(address, password: try password(), applicationName: "tagfix collect")
         try Self.migrate(fresh)
         current.close()
         current = fresh
@@ -118,32 +129,48 @@ public final class PostgresFleetStore: FleetVerdictStore {
     /// stored before, by this collector or another, or earlier in the same batch). Nothing is
     /// stored when it throws. One multi-row `INSERT … ON CONFLICT (id) DO NOTHING RETURNING id`
     /// per 1000 messages (as fast as COPY into a temporary table and `INSERT … SELECT` for a
-    /// collector's batches, measured on PostgreSQL 15, and one statement instead of three).
+    /// collector's batches, measured on PostgreSQL 15, and one statement instead of three). A
+    /// batch of one statement is sent alone, without `BEGIN` and `COMMIT`: a statement outside a
+    /// transaction block is a transaction of its own, committed before its answer comes, so the
+    /// batch costs one round trip instead of three.
     public func store(_ messages: [FleetStore.Stored], receivedNanoseconds: Int64) throws(PostgresError) -> [Bool] {
         guard !messages.isEmpty else { return [] }
         return try withConnection { db throws(PostgresError) in
-            try db.transaction { db throws(PostgresError) in
-                var inserted = Set<String>()
-                for start in stride(from: 0, to: messages.count, by: Self.rowsPerStatement) {
-                    let chunk = messages[start..<min(start + Self.rowsPerStatement, messages.count)]
-                    var parameters: [String?] = [String(receivedNanoseconds)]
-                    parameters.reserveCapacity(1 + 4 * chunk.count)
-                    var rows: [String] = []
-                    rows.reserveCapacity(chunk.count)
-                    for message in chunk {
-                        let first = parameters.count + 1
-                        rows.append("($\(first), $\(first + 1), $\(first + 2), $\(first + 3), $1::bigint)")
-                        parameters += [message.id, message.site, message.device, message.payload]
-                    }
-                    let returned = try db.execute(
-                        "INSERT INTO fleet_verdict (id, site, device, payload, received_ns) VALUES "
-                            + rows.joined(separator: ", ") + " ON CONFLICT (id) DO NOTHING RETURNING id", parameters)
-                    for row in returned.rows { if let id = row.first ?? nil { inserted.insert(id) } }
-                }
-                // New: inserted now, and the first of its id in the batch.
-                return messages.map { inserted.remove($0.id) != nil }
+            if messages.count <= Self.rowsPerStatement {
+                return try Self.insert(messages, receivedNanoseconds: receivedNanoseconds, db)
+            }
+            return try db.transaction { db throws(PostgresError) in
+                try Self.insert(messages, receivedNanoseconds: receivedNanoseconds, db)
             }
         }
+    }
+
+    /// The INSERTs of `store`, on `db` as it is (in a transaction, or one statement alone).
+    private static func insert(_ messages: [FleetStore.Stored], receivedNanoseconds: Int64, _ db: PostgresConnection)
+        throws(PostgresError) -> [Bool]
+    {
+        var inserted = Set<String>()
+        for start in stride(from: 0, to: messages.count, by: rowsPerStatement) {
+            let chunk = messages[start..<min(start + rowsPerStatement, messages.count)]
+            var parameters: [String?] = [String(receivedNanoseconds)]
+            parameters.reserveCapacity(1 + 4 * chunk.count)
+            var sql = "INSERT INTO fleet_verdict (id, site, device, payload, received_ns) VALUES "
+            sql.reserveCapacity(sql.utf8.count + 40 * chunk.count + 60)
+            for (index, message) in chunk.enumerated() {
+                let first = parameters.count + 1
+                if index > 0 { sql += ", " }
+                sql += "($\(first), $\(first + 1), $\(first + 2), $\(first + 3), $1::bigint)"
+                parameters.append(message.id)
+                parameters.append(message.site)
+                parameters.append(message.device)
+                parameters.append(message.payload)
+            }
+            sql += " ON CONFLICT (id) DO NOTHING RETURNING id"
+            let returned = try db.execute(sql, parameters)
+            for row in returned.rows { if let id = row.first ?? nil { inserted.insert(id) } }
+        }
+        // New: inserted now, and the first of its id in the batch.
+        return messages.map { inserted.remove($0.id) != nil }
     }
 
     /// How many verdicts are stored.
