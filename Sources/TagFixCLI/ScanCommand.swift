@@ -60,20 +60,27 @@ struct ScanCommand: Subcommand {
         switch outcome {
         case .done: return
         case .unavailable(let message): throw .unavailable(message)
-        case .timedOut(let read): throw .timedOut("no \(read == 0 ? "tag" : "more tags") within the timeout (\(read) read)")
+        case .timedOut(let read, let readerAnswered):
+            var message = "no \(read == 0 ? "tag" : "more tags") within the timeout (\(read) read)"
+            if !readerAnswered {
+                message += ": the reader never answered (is it hung? unplug it and plug it in again, or run tagfix doctor)"
+            }
+            throw .timedOut(message)
         }
     }
 
     enum Outcome: Sendable {
         case done
         case unavailable(String)
-        case timedOut(Int)
+        /// The tags read, and whether the reader ever answered.
+        case timedOut(Int, readerAnswered: Bool)
     }
 
     static func scan(
         _ device: any TagReader, count: Int?, timeout: Duration?, io: any TerminalOutput, json: Bool, waitForReader: Bool = false
     ) async -> Outcome {
         let read = Counter()
+        let answered = Mutex(false)
         let stop = StopSignals()
         defer { stop.cancel() }
         let clock = MonotonicClock()
@@ -86,6 +93,7 @@ struct ScanCommand: Subcommand {
                         switch event {
                         case .ready(let description):
                             ready = true
+                            answered.withLock { $0 = true }
                             io.err("reader: \(description)")
                         case .tagPresent(let scan):
                             io.out(json ? scanJSON(scan) : scanText(scan))
@@ -116,7 +124,7 @@ struct ScanCommand: Subcommand {
             ])
         switch outcome {
         case .value(let outcome): return outcome
-        case .timedOut: return .timedOut(read.value)
+        case .timedOut: return .timedOut(read.value, readerAnswered: answered.withLock { $0 })
         case .cancelled: return .done
         }
     }

@@ -173,7 +173,10 @@ struct LibNFCEndToEndTests {
         emulator.setHung(true)
         let result = await run(["scan", "--reader", "pn532_uart:\(emulator.path)", "--count", "1", "--timeout", "3"])
         #expect(result.code == 75, "\(result.err)")
-        #expect(result.err.filter { $0.contains("does not answer yet") }.count == 1, "\(result.err)")
+        // Said at most once while it waits (on a loaded machine libnfc's first try may outlast the
+        // 3 s, which failed this test), and the timed-out error names the reader, whatever the load.
+        #expect(result.err.filter { $0.contains("does not answer yet") }.count <= 1, "\(result.err)")
+        #expect(result.err.last?.contains("the reader never answered") == true, "\(result.err)")
     }
 
     /// A reader that answers late (still waking; on a loaded machine, the emulator's thread): its

@@ -141,7 +141,7 @@ struct GPSFakeTests {
         let expected = try TestData.gpsdCheckTPVs(forLog: path)
         let port = PrivateGPSD.freePort()
         let fake = try RunningProgram(
-            gpsfakePath, ["-q", "-1", "-c", "0.1", "-P", String(port), path], standardOutput: .discard, standardError: .discard)
+            gpsfakePath, ["-q", "-1", "-c", "0.2", "-P", String(port), path], standardOutput: .discard, standardError: .discard)
         defer {
             // gpsfake ends by itself once the log is played (-1); if it has not, stop its gpsd first
             // (gpsfake then ends, its daemon gone), then gpsfake itself, waiting a bounded time.
@@ -150,6 +150,10 @@ struct GPSFakeTests {
             // gpsfake's gpsd exports into a segment of key 0x4770PPPP (gps/fake.py) and leaves it.
             _ = try? SharedMemory.removeSegment(key: Int32(0x4770_0000 + port))
         }
+        // gpsfake plays the log once, whoever listens, and gpsd drops what came before its first
+        // watcher: tagfix connects once gpsfake's gpsd listens, not on its reconnect backoff after
+        // a refused first try (beside two CPU hogs it came after the log was played: 0 of 6 fixes).
+        #expect(await RunningProgram.poll(upTo: .seconds(30)) { PrivateDaemon.listening(port: port) }, "gpsfake's gpsd never listened")
         let result = try await runTagfix(
             ["fix", "--gps", "gpsd://127.0.0.1:\(port)", "--json", "--count", String(expected.count), "--timeout", "60"])
         #expect(result.status == 0, "\(result.err)")
