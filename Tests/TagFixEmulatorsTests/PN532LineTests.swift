@@ -75,6 +75,10 @@ struct PN532LineTests {
         #expect(answer.bytes == expected)
         // Not a timing assertion: only that no byte came before the simulated line let it.
         #expect(answer.at - sent >= line.wireTime(of: Self.getFirmwareVersion.count) + line.wireTime(of: expected.count))
+        // The exchange is logged on the emulator's loop once its last byte has been written, which
+        // the client can have read first (beside two CPU hogs the log was still empty here).
+        let end = ContinuousClock.now + .seconds(30)
+        while emulator.traffic.log.isEmpty, ContinuousClock.now < end { try await Task.sleep(for: .milliseconds(10)) }
         let exchange = try #require(emulator.traffic.log.first)
         #expect(exchange.command == 0x02)
         #expect(exchange.bytesIn == Self.getFirmwareVersion.count && exchange.bytesOut == expected.count)
