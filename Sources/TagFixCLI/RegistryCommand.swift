@@ -4,6 +4,7 @@ import TagFixDevices
 import TagFixPostgres
 import TagFixReport
 import TagFixStore
+import TagFixSystem
 
 /// Where tag placements come from for a run: a SQLite registry, or a CSV / JSON file. The format
 /// is found by content (SQLite's header), not by the file's name.
@@ -104,9 +105,25 @@ enum RegistrySource {
     }
 
     static func isSQLite(_ path: String) -> Bool {
-        guard SQLiteRegistry.notARegularFile(path) == nil, let handle = FileHandle(forReadingAtPath: path) else { return false }
-        defer { try? handle.close() }
-        return SQLiteRegistry.isSQLite(header: (try? handle.read(upToCount: 16)) ?? Data())
+        guard SQLiteRegistry.notARegularFile(path) == nil,
+            let fd = try? FileDescriptor.open(path, .readOnly, options: [.closeOnExec])
+        else { return false }
+        // Through the system layer: an interrupted read is tried again and a short one completed.
+        // Once, in a whole test run beside two CPU hogs, a SQLite registry was taken for text here
+        // ("the file is not UTF-8 text") while the check read through Foundation's FileHandle;
+        // the cause was not shown.
+        return fd.closeAfter {
+            var header = [UInt8](repeating: 0, count: 16)
+            var filled = 0
+            while filled < header.count {
+                let count = header[filled...].withUnsafeMutableBytes { buffer in
+                    (try? fd.read(fromAbsoluteOffset: Int64(filled), into: buffer)) ?? 0
+                }
+                if count <= 0 { break }
+                filled += count
+            }
+            return SQLiteRegistry.isSQLite(header: header.prefix(filled))
+        }
     }
 
     /// The SQLite registry named by --registry, else by TAGFIX_REGISTRY.
