@@ -4,7 +4,6 @@ import TagFixDevices
 import TagFixPostgres
 import TagFixReport
 import TagFixStore
-import TagFixSystem
 
 /// Where tag placements come from for a run: a SQLite registry, or a CSV / JSON file. The format
 /// is found by content (SQLite's header), not by the file's name.
@@ -104,27 +103,7 @@ enum RegistrySource {
         return .unavailable(error.description)
     }
 
-    static func isSQLite(_ path: String) -> Bool {
-        guard SQLiteRegistry.notARegularFile(path) == nil,
-            let fd = try? FileDescriptor.open(path, .readOnly, options: [.closeOnExec])
-        else { return false }
-        // Through the system layer: an interrupted read is tried again and a short one completed.
-        // Once, in a whole test run beside two CPU hogs, a SQLite registry was taken for text here
-        // ("the file is not UTF-8 text") while the check read through Foundation's FileHandle;
-        // the cause was not shown.
-        return fd.closeAfter {
-            var header = [UInt8](repeating: 0, count: 16)
-            var filled = 0
-            while filled < header.count {
-                let count = header[filled...].withUnsafeMutableBytes { buffer in
-                    (try? fd.read(fromAbsoluteOffset: Int64(filled), into: buffer)) ?? 0
-                }
-                if count <= 0 { break }
-                filled += count
-            }
-            return SQLiteRegistry.isSQLite(header: header.prefix(filled))
-        }
-    }
+    static func isSQLite(_ path: String) -> Bool { SQLiteRegistry.isSQLiteFile(path) }
 
     /// The SQLite registry named by --registry, else by TAGFIX_REGISTRY.
     static func storePath(_ arguments: ParsedArguments, command: String) throws(CLIError) -> String {

@@ -128,10 +128,7 @@ public final class FleetStore: Sendable {
     /// SQLite, so a header still in the WAL counts) is the fleet store's — of any schema version,
     /// so that one from a newer tagfix is opened as a fleet store and refused as such.
     public static func isFleetStore(_ path: String) -> Bool {
-        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
-        defer { try? handle.close() }
-        guard let head = try? handle.read(upToCount: 16), Array(head) == Array("SQLite format 3\0".utf8) else { return false }
-        guard let db = try? SQLiteConnection(path: path, mode: .readOnly) else { return false }
+        guard SQLiteConnection.isSQLiteFile(path), let db = try? SQLiteConnection(path: path, mode: .readOnly) else { return false }
         var application: Int64 = 0
         guard (try? db.query("PRAGMA application_id", row: { application = $0.integer(0) })) != nil else { return false }
         return application == applicationID

@@ -92,6 +92,31 @@ final class SQLiteConnection {
         }
     }
 
+    /// What every SQLite database file begins with.
+    static let fileHeader = Array("SQLite format 3\u{0}".utf8)
+
+    /// Whether `path` is a regular file that begins with SQLite's header ("SQLite format 3\0"). A
+    /// FIFO, a device or a socket is never opened (a FIFO nobody writes would block, a pipe would
+    /// lose what was read); the 16 bytes are read through TagFixSystem (an interrupted read tried
+    /// again, a short one completed).
+    static func isSQLiteFile(_ path: String) -> Bool {
+        guard notARegularFile(path) == nil, let fd = try? FileDescriptor.open(path, .readOnly, options: [.closeOnExec]) else {
+            return false
+        }
+        return fd.closeAfter {
+            var header = [UInt8](repeating: 0, count: 16)
+            var filled = 0
+            while filled < header.count {
+                let count = header[filled...].withUnsafeMutableBytes { buffer in
+                    (try? fd.read(fromAbsoluteOffset: Int64(filled), into: buffer)) ?? 0
+                }
+                if count <= 0 { break }
+                filled += count
+            }
+            return header[..<filled].elementsEqual(fileHeader)
+        }
+    }
+
     deinit {
         for statement in statements.values { sqlite3_finalize(statement) }
         sqlite3_close_v2(handle)

@@ -138,9 +138,12 @@ public final class SQLiteRegistry: TagRegistry, Sendable {
     /// directory", "a character device"…; `nil` for a regular file or nothing there.
     public static func notARegularFile(_ path: String) -> String? { SQLiteConnection.notARegularFile(path) }
 
+    /// Whether `path` is a regular file that begins with SQLite's header (`SQLiteConnection.isSQLiteFile`).
+    public static func isSQLiteFile(_ path: String) -> Bool { SQLiteConnection.isSQLiteFile(path) }
+
     /// Whether `bytes` (a file's start) are a SQLite database's header.
     public static func isSQLite(header bytes: some Collection<UInt8>) -> Bool {
-        bytes.starts(with: Array("SQLite format 3\u{0}".utf8))
+        bytes.starts(with: SQLiteConnection.fileHeader)
     }
 
     /// Checks the file is a TagFix registry, sets WAL, and brings the schema to `migrations.count`.
