@@ -13,8 +13,7 @@ struct GPSDLeftoversTests {
     static func emulator() async throws -> (RunningTagFix, port: Int, gpsd: pid_t) {
         let tagfix = try RunningTagFix(["emulate", "nmea", "--at", "53.545,9.966", "--gpsd"])
         #expect(await tagfix.waitFor("gpsd://"))
-        let port = try #require(
-            tagfix.stdoutLines.first { $0.hasPrefix("gpsd: ") }?.split(separator: ":").last.flatMap { Int($0) }, "\(tagfix.stdout)")
+        let port = try #require(tagfix.gpsdPort, "\(tagfix.stdout)")
         let gpsd = try #require(EmulatorCommandTests.gpsd(servingPort: port), "no gpsd serves port \(port)")
         return (tagfix, port, gpsd)
     }

@@ -24,6 +24,8 @@ final class RunningTagFix: Sendable {
     var stdout: String { program.stdout }
     var stderr: String { program.stderr }
     var stdoutLines: [String] { stdout.split(separator: "\n").map(String.init) }
+    /// The port of the private gpsd `emulate nmea --gpsd` printed ("gpsd: gpsd://127.0.0.1:PORT").
+    var gpsdPort: Int? { stdoutLines.first { $0.hasPrefix("gpsd: ") }?.split(separator: ":").last.flatMap { Int($0) } }
 
     /// Waits (polling, up to `limit`) until `condition` holds; returns whether it did.
     static func poll(upTo limit: Duration = .seconds(60), _ condition: () -> Bool) async -> Bool {
@@ -121,7 +123,7 @@ struct SignalTests {
         let tagfix = try RunningTagFix(["emulate", "nmea", "--at", "53.545,9.966", "--script", script, "--link", link, "--gpsd"])
         #expect(await tagfix.waitFor("script line 2", onStandardError: true), "the script never ran: \(tagfix.stderr)")
         #expect(await tagfix.waitFor("gpsd://"))
-        let port = tagfix.stdoutLines.first { $0.hasPrefix("gpsd: ") }?.split(separator: ":").last.flatMap { Int($0) }
+        let port = tagfix.gpsdPort
         let gpsd = port.flatMap { EmulatorCommandTests.gpsd(servingPort: $0) }
         #expect(gpsd != nil, "no gpsd serves the port tagfix printed: \(tagfix.stdout)")
         let exited = await tagfix.stop(with: signal)
@@ -142,7 +144,7 @@ struct SignalTests {
     func killedMidStop() async throws {
         let tagfix = try RunningTagFix(["emulate", "nmea", "--at", "53.545,9.966", "--gpsd"])
         #expect(await tagfix.waitFor("gpsd://"))
-        let port = tagfix.stdoutLines.first { $0.hasPrefix("gpsd: ") }?.split(separator: ":").last.flatMap { Int($0) }
+        let port = tagfix.gpsdPort
         let gpsd = try #require(port.flatMap { EmulatorCommandTests.gpsd(servingPort: $0) }, "\(tagfix.stdout)")
         let watchdog = try #require(Self.pids { $0.contains("tagfix-gpsd-watchdog") && $0.contains(" \(gpsd) ") }.first)
         // A harness that signals, then kills as soon as the stop is under way: here, the moment
