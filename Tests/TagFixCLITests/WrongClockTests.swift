@@ -149,15 +149,6 @@ struct GPSFakeTests {
         return false
     }
 
-    /// gpsfake ends by itself once the log is played (-1); if it has not, its gpsd is killed
-    /// (gpsfake then ends), then gpsfake, and the segment gpsfake's gpsd exports into (key
-    /// 0x4770PPPP, gps/fake.py) is removed: gpsd leaves it.
-    static func stop(_ fake: RunningProgram, port: Int) async {
-        if let gpsd = EmulatorCommandTests.gpsd(servingPort: port) { kill(gpsd, SIGKILL) }
-        await offThePool("gpsfake stop") { fake.stop(grace: .seconds(5)) }
-        _ = try? SharedMemory.removeSegment(key: Int32(0x4770_0000 + port))
-    }
-
     @Test(
         "tagfix fix --json against gpsfake -1 gives gpsd's .chk fixes, dated 2030, with no option",
         .enabled(
@@ -170,25 +161,26 @@ struct GPSFakeTests {
         // listens on it: the connect is refused and gpsfake plays the log to a pty gpsd never
         // reads, silently (beside two CPU hogs, 0 of 6 fixes in 60 s, 1 whole run in 4). So it is
         // started again until its gpsd lists the pty, at most three times.
-        var started: (fake: RunningProgram, port: Int)?
-        for _ in 0..<3 where started == nil {
+        for _ in 0..<3 {
             let port = PrivateGPSD.freePort()
-            let fake = try RunningProgram(
-                gpsfakePath, ["-q", "-1", "-c", "0.2", "-P", String(port), path], standardOutput: .discard, standardError: .discard)
-            if await Self.listsDevice(port: port) {
-                started = (fake, port)
-            } else {
-                await Self.stop(fake, port: port)
+            let played = try await TestProgram.withRunning(
+                gpsfakePath, ["-q", "-1", "-c", "0.2", "-P", String(port), path], standardOutput: .discard, standardError: .discard,
+                grace: .seconds(5)
+            ) { _ in
+                defer {
+                    // gpsfake ends by itself once the log is played (-1); if it has not, its gpsd
+                    // goes first (gpsfake then ends). The segment gpsfake's gpsd exports into (key
+                    // 0x4770PPPP, gps/fake.py) is left by gpsd: removed.
+                    if let gpsd = EmulatorCommandTests.gpsd(servingPort: port) { kill(gpsd, SIGKILL) }
+                    _ = try? SharedMemory.removeSegment(key: Int32(0x4770_0000 + port))
+                }
+                guard await Self.listsDevice(port: port) else { return false }
+                try await Self.fixesMatch(port: port, expected: expected)
+                return true
             }
+            if played { return }
         }
-        let (fake, port) = try #require(started, "gpsfake's gpsd never had the log's pty (3 tries)")
-        do {
-            try await Self.fixesMatch(port: port, expected: expected)
-        } catch {
-            await Self.stop(fake, port: port)
-            throw error
-        }
-        await Self.stop(fake, port: port)
+        Issue.record("gpsfake's gpsd never had the log's pty (3 tries)")
     }
 
     /// `tagfix fix --json` on gpsd at `port` gives the `.chk`'s fixes.
