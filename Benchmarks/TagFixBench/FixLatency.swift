@@ -54,7 +54,6 @@ private func fixLatency(seconds: Int, receiver: NMEAEmulator, gpsd: PrivateGPSD)
         executable: "/usr/bin/gpspipe", arguments: ["-w", "127.0.0.1:\(gpsd.port)"],
         standardOutput: pipe.fileHandleForWriting.fileDescriptor)
     try? pipe.fileHandleForWriting.close()
-    defer { gpspipe.stop() }
     DeviceThread.detach(name: "gpspipe reader") {
         var buffer = Data()
         while true {
@@ -84,6 +83,7 @@ private func fixLatency(seconds: Int, receiver: NMEAEmulator, gpsd: PrivateGPSD)
     receiver.start()
     try? await Task.sleep(for: .seconds(Double(seconds)))
     consumer.cancel()
+    await gpspipe.stop()
     let writes = receiver.writeLog
     // Both clients over the same epochs only.
     let common = Set(ours.times.withLock { $0.map(\.0) }).intersection(theirs.times.withLock { $0.map(\.0) })

@@ -149,7 +149,7 @@ func waitFor(_ seconds: Double, _ condition: () throws -> Bool) throws {
 /// Runs a program to its end (started as the product starts programs).
 func run(_ path: String, _ arguments: [String]) throws {
     let process = try ChildProcess(executable: path, arguments: arguments)
-    process.waitUntilExit()
+    blockUntilExit(process)
 }
 
 /// User + system CPU of this process, seconds.

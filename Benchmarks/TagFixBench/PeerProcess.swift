@@ -27,7 +27,7 @@ final class PeerProcess {
     /// signalled on the way out was still there when bench/run looked at the section's process
     /// group, which fails the run ("left running after it ended": a fresh-clone CI run).
     func stop(grace: Duration = .seconds(2)) {
-        process.stop(grace: grace)
+        blockingStop(process, grace: grace)
     }
 
     /// `stop`, awaited (from async code: no thread held meanwhile).

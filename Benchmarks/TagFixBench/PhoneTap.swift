@@ -349,7 +349,7 @@ final class FlaskPeer {
     }
 
     /// SIGTERM, up to a second's grace, then SIGKILL; returns once it has exited.
-    func stop() { process.stop() }
+    func stop() { blockingStop(process) }
 }
 
 // MARK: - The benchmark
@@ -494,7 +494,7 @@ func phoneTapBenchmark(arguments: [String]) {
     // The peer's check alone, in its own process, on the same URLs.
     if let check = FlaskPeer(python: python, arguments: ["loop", tagsFile, urlsFile, "2"]) {
         if let line = check.line() { print(line) }
-        check.process.waitUntilExit()
+        blockUntilExit(check.process)
     }
     for line in phoneTapOverServe(serve: serve, site: site, runs: [(bodies, nil), (later, rate)], folder: folder) { print(line) }
 }
@@ -550,7 +550,7 @@ func phoneTapOverServe(serve: String?, site: PhoneTapSite, runs: [(bodies: [[Str
             ],
             environment: ProcessInfo.processInfo.environment, standardError: errors.fileDescriptor)
     else { return skipped("\(serve) could not be started") }
-    defer { process.stop() }
+    defer { blockingStop(process) }
     // Up to 10 s for it to listen; a first tap (a tag not in the registry, position denied: a
     // `notRegistered` line in its log) tells whether it takes phone taps: 200 and a verdict.
     let client = LoopbackHTTPClient(port: port)

@@ -2,6 +2,7 @@ internal import CProcess
 import Foundation
 public import Glibc
 import Synchronization
+import TagFixCore
 import TagFixSystem
 
 /// A program TagFix starts (the private daemons and their watchdogs): the one way the product
@@ -13,10 +14,9 @@ import TagFixSystem
 ///
 /// Async code runs a child scoped, `ChildProcess.run(executable:…) { child in … }`, whose
 /// teardown awaits the exit (`stop(grace:)`: SIGTERM, SIGKILL after the grace, reaped). The exit
-/// is awaited through a pidfd (readable once the child has exited), polled on a thread of its own
-/// (`offThePool`), never on the cooperative pool and never in sleep steps: a dispatch read source
-/// would need libdispatch to take a pidfd for a readable file, which its Linux port does not
-/// promise. The synchronous `stop(grace:)` and `waitUntilExit()` remain for synchronous callers.
+/// is awaited through a pidfd (readable once the child has exited) watched on the process's loop
+/// (`ProcessLoop.shared`): no thread waits for it, none sleeps in steps. There is no blocking
+/// stop: code without an async context hands the child to a task that awaits `stop`.
 public final class ChildProcess: Sendable {
     public let pid: Int32
     /// The exit status once reaped; never signalled after that, so a reused pid is left alone.
@@ -95,8 +95,7 @@ public final class ChildProcess: Sendable {
         }
     }
 
-    /// Waits for the child to exit and reaps it, on a thread of its own (the pidfd polled there),
-    /// not on the cooperative pool. Returns how it ended.
+    /// Waits for the child to exit and reaps it, its pidfd watched on the process's loop, holding no thread.
     @discardableResult
     public func exited() async -> Termination {
         while true {
@@ -116,67 +115,37 @@ public final class ChildProcess: Sendable {
         await exited()
     }
 
-    /// Waits up to `timeout` (`nil`: until it happens) for the child's exit on a thread of its
-    /// own; true once it has exited, and then it is reaped.
+    /// Waits up to `timeout` (`nil`: until it happens) for the child's exit, on the process's
+    /// loop (`ProcessLoop.shared`: its pidfd watched there), holding no thread; true once it has
+    /// exited, and then it is reaped.
     private func awaitExit(within timeout: Duration?) async -> Bool {
-        guard isRunning else { return true }
-        return await offThePool("exit of \(pid)") { [self] in
-            waitForExit(within: timeout)
-            return !isRunning
-        }
-    }
-
-    /// Blocks until the pidfd is readable (the child has exited) or `timeout` has passed. Only on a
-    /// thread of its own. Without a pidfd, it looks every 10 ms.
-    private func waitForExit(within timeout: Duration?) {
         // The pidfd is opened for this wait only and closed after it: held for the object's life,
         // a test process with a hundred children alive pushed libnfc's and libgps's descriptors
         // past select()'s 1024, which aborts. Opened under the status lock while the child is not
         // reaped (only this object reaps it, under that lock), so the pid names this child, a
         // zombie at worst, never a later process that reused the number.
-        let exitDescriptor: Int32 = status.withLock { status in status == nil ? cprocess_pidfd_open(pid) : -1 }
-        defer { if exitDescriptor >= 0 { close(exitDescriptor) } }
-        guard exitDescriptor >= 0 || isRunning else { return }
-        let clock = ContinuousClock()
-        let deadline = timeout.map { clock.now.advanced(by: $0) }
-        while true {
-            var milliseconds: Int32 = -1
-            if let deadline {
-                let left = clock.now.duration(to: deadline)
-                guard left > .zero else { return }
-                milliseconds = Int32(clamping: left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000 + 1)
-            }
-            if exitDescriptor < 0 {
-                guard isRunning else { return }
-                _ = poll(nil, 0, milliseconds < 0 ? 10 : min(milliseconds, 10))
-                continue
-            }
-            var entry = pollfd(fd: exitDescriptor, events: Int16(POLLIN), revents: 0)
-            do throws(Errno) {
-                _ = try valueOrErrno(retryOnInterrupt: false) { poll(&entry, 1, milliseconds) }
-            } catch {
-                // Interrupted: wait again for what is left of the timeout.
-                if error == .interrupted { continue }
-            }
-            return
+        let opened: Int32 = status.withLock { status in status == nil ? cprocess_pidfd_open(pid) : -1 }
+        guard opened >= 0 else { return await lookForExit(within: timeout) }
+        let exit = FileDescriptor(rawValue: opened)
+        defer { try? exit.close() }
+        do throws(IOLoopError) {
+            guard try await ProcessLoop.shared.readable(exit, within: timeout) else { return !isRunning }
+        } catch {
+            return await lookForExit(within: timeout)
         }
+        return !isRunning
     }
 
-    /// Waits for the child to exit, polling every 10 ms (a blocking `waitpid` would hold the lock
-    /// that `signal` needs). Blocks its thread: async code awaits `exited()`.
-    public func waitUntilExit() {
-        while isRunning { usleep(10_000) }
-    }
-
-    /// Signals `signal` (default SIGTERM), waits up to `grace` for the child to exit, then sends
-    /// SIGKILL and reaps it. Blocks its thread: async code awaits `stop(grace:)`.
-    public func stop(grace: Duration = .seconds(1), signal first: Int32 = SIGTERM) {
-        guard isRunning else { return }
-        signal(first)
-        let polls = Int(grace.components.seconds * 100 + grace.components.attoseconds / 10_000_000_000_000_000)
-        for _ in 0..<max(polls, 1) where isRunning { usleep(10_000) }
-        if isRunning { signal(SIGKILL) }
-        waitUntilExit()
+    /// `awaitExit` without a pidfd (a kernel before 5.3, or a loop that will not watch it):
+    /// looks every 10 ms, sleeping on the monotonic clock between looks.
+    private func lookForExit(within timeout: Duration?) async -> Bool {
+        let clock = MonotonicClock()
+        let deadline = timeout.map { clock.now.advanced(by: $0) }
+        while isRunning {
+            if let deadline, clock.now >= deadline { return false }
+            try? await clock.sleep(for: .milliseconds(10))
+        }
+        return true
     }
 }
 
@@ -184,5 +153,9 @@ public final class ChildProcess: Sendable {
 public struct ChildProcessError: Error, Sendable, CustomStringConvertible {
     public var executable: String
     public var errno: Int32
+    public init(executable: String, errno: Int32) {
+        self.executable = executable
+        self.errno = errno
+    }
     public var description: String { "cannot start \(executable): \(String(cString: strerror(errno)))" }
 }

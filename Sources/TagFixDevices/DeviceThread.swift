@@ -43,6 +43,17 @@ public final class DeviceThread: Sendable {
         }
     }
 
+    /// Blocks the exiting thread (an `atexit` handler's: the process is ending, nothing else
+    /// runs on it) until `done` holds or `limit` has passed, looking every 10 ms: for device
+    /// threads to let go of what a library's destructors would otherwise pull from under them.
+    public static func blockAtExit(upTo limit: Duration, until done: () -> Bool) {
+        var waited = Duration.zero
+        while !done(), waited < limit {
+            Thread.sleep(forTimeInterval: 0.01)
+            waited += .milliseconds(10)
+        }
+    }
+
     /// Starts `body` on a long-lived thread of its own named `name` (a client's network loop, a
     /// timer, a pipe's reader), which ends when `body` returns; nothing joins it.
     public static func detach(name: String, _ body: @escaping @Sendable () -> Void) {
@@ -58,6 +69,23 @@ public final class DeviceThread: Sendable {
         } catch {
             fatalError("cannot start the thread \"\(name)\": \(error) (the process's or the user's thread limit; see ulimit -u)")
         }
+    }
+}
+
+extension DeviceThread {
+    /// What a thread that may block (a device's, a committing thread's, never the cooperative
+    /// pool's) waits on until another thread signals it. With `pause` and `blockAtExit`, every
+    /// blocking wait of the product is in this file (a house rule): a new one is a choice made here.
+    public final class Wakeup: Sendable {
+        private let semaphore = DispatchSemaphore(value: 0)
+
+        public init() {}
+
+        /// Wakes one wait, now or the next one (signals are counted).
+        public func signal() { semaphore.signal() }
+
+        /// Blocks the calling thread until a signal comes (at once for one that came before).
+        public func block() { semaphore.wait() }
     }
 }
 

@@ -84,9 +84,10 @@ public struct KernelClock: SystemClock {
 
 // MARK: - The timer
 
-/// Wakes sleepers at their deadlines from one `IOLoop` on the monotonic clock (its timers: the
-/// loop waits in `epoll_wait` with a relative timeout, which the kernel measures on the monotonic
-/// clock), shared by every `MonotonicClock`. No thread or poll loop of its own.
+/// Wakes sleepers at their deadlines from the process's loop (`ProcessLoop.shared`, on the
+/// monotonic clock: the loop waits in `epoll_wait` with a relative timeout, which the kernel
+/// measures on the monotonic clock), shared by every `MonotonicClock`. No thread or poll loop of
+/// its own.
 final class MonotonicTimer: Sendable {
     static let shared = MonotonicTimer()
 
@@ -103,15 +104,7 @@ final class MonotonicTimer: Sendable {
     }
 
     private let state = Mutex(State())
-    private let loop: IOLoop<MonotonicClock>
-
-    private init() {
-        do {
-            loop = try IOLoop(name: "monotonic timer", clock: MonotonicClock())
-        } catch {
-            fatalError("no I/O loop for the monotonic clock's timers (\(error)): too many open files or threads? (ulimit -n, ulimit -u)")
-        }
-    }
+    private var loop: IOLoop<MonotonicClock> { ProcessLoop.shared }
 
     func sleep(until deadline: Timestamp) async throws {
         let id = state.withLock { state -> UInt64 in

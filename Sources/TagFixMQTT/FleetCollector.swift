@@ -92,7 +92,7 @@ public final class FleetCollector: Sendable {
     /// PUBACKs unsent: the broker sends those messages again on the next run.
     public func stop() async {
         core.stopRetrying()
-        await offThePool("stop mqtt client") { [client] in client.stop() }
+        await client.stop()
         await core.finishCommitting()
     }
 }
@@ -117,7 +117,7 @@ final class CollectorCore: MQTTClientDelegate {
     /// committed yet (their PUBACKs wait).
     private let queue = Mutex(CommitQueue())
     /// Wakes the committing thread: a batch handed over, or the collector finishing.
-    private let work = DispatchSemaphore(value: 0)
+    private let work = DeviceThread.Wakeup()
     /// Asks the client's loop for a turn (`MQTTClient.wake`): after a commit, to write the
     /// PUBACKs that waited for it, or to let the connection go.
     private let wakeLoop = Mutex<@Sendable () -> Void>({})
@@ -290,7 +290,7 @@ final class CollectorCore: MQTTClientDelegate {
             }
             if batches.isEmpty {
                 if finishing { break }
-                work.wait()
+                work.block()
                 continue
             }
             commit(batches)
@@ -359,7 +359,7 @@ final class CollectorCore: MQTTClientDelegate {
     /// Blocks the committing thread until `deadline` on the collector's clock; `false` when the
     /// collector is stopping.
     private func wait(until deadline: Timestamp) -> Bool {
-        let woken = DispatchSemaphore(value: 0)
+        let woken = DeviceThread.Wakeup()
         let sleeper = Task { [sleep] in
             try? await sleep(deadline)
             woken.signal()
@@ -373,7 +373,7 @@ final class CollectorCore: MQTTClientDelegate {
             sleeper.cancel()
             return false
         }
-        woken.wait()
+        woken.block()
         return retry.withLock { state in
             state.sleeper = nil
             return !state.stopping

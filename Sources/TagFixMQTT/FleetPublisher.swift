@@ -108,7 +108,7 @@ public final class FleetPublisher: VerdictSink {
 
     /// Stops the client's thread (waiting for it on a thread of its own).
     public func stop() async {
-        await offThePool("stop mqtt client") { [client] in client.stop() }
+        await client.stop()
     }
 }
 

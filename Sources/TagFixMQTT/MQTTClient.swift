@@ -136,10 +136,11 @@ final class MQTTClient: Sendable {
     }
 
     /// Stops the client: a connected client says its last words (`stopping`) and disconnects;
-    /// nothing connects again. Waits for the loop to have done it, at most `timeout`: the loop
-    /// may be busy with another client's delegate first. On the loop's own thread (a delegate's call) it does
-    /// not wait: the loop does it on its next turn, once libmosquitto's call under way returns.
-    func stop(timeout: Duration = .seconds(60)) {
+    /// nothing connects again. Awaits the loop having done it (the loop may be busy with another
+    /// client's delegate first), holding no thread. On the loop's own thread (a delegate's call)
+    /// it does not wait: the loop does it on its next turn, once libmosquitto's call under way
+    /// returns.
+    func stop() async {
         let started = control.withLock { control in
             control.stopping = true
             return control.started
@@ -149,15 +150,14 @@ final class MQTTClient: Sendable {
             loop.execute { [self] in shutDown() }
             return
         }
-        let done = DispatchSemaphore(value: 0)
-        guard
-            loop.execute({ [self] in
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            // A loop that is closing runs what was handed before; what it refuses never runs.
+            let handed = loop.execute { [self] in
                 shutDown()
-                done.signal()
-            })
-        else { return }
-        let nanoseconds = UInt64(timeout.components.seconds) * 1_000_000_000 + UInt64(timeout.components.attoseconds / 1_000_000_000)
-        _ = done.wait(timeout: .now() + .nanoseconds(Int(nanoseconds)))
+                continuation.resume()
+            }
+            if !handed { continuation.resume() }
+        }
     }
 
     private var isStopping: Bool { control.withLock { $0.stopping } }

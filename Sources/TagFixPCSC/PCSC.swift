@@ -224,7 +224,7 @@ final class PCSCActivity: Sendable {
             return Array(state.open.keys)
         }
         for handle in open { _ = SCardCancel(handle) }
-        for _ in 0..<100 where state.withLock({ !$0.open.isEmpty }) { usleep(10_000) }
+        DeviceThread.blockAtExit(upTo: .seconds(1)) { state.withLock { $0.open.isEmpty } }
     }
 }
 

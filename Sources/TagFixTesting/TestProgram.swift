@@ -7,8 +7,8 @@ import TagFixSystem
 // Tests start programs the way the product does: through `ChildProcess`, whose child starts with
 // an empty signal mask and default dispositions. (Foundation's `Process` hands the child the
 // spawning thread's mask; spawned from a cooperative or dispatch thread, SIGTERM stayed blocked
-// in the child, and one `swift test` hung for ever waiting for it.) Output is read on a thread of
-// its own, never on the cooperative pool.
+// in the child, and one `swift test` hung for ever waiting for it.) Output is read, input written
+// and the exit awaited on the process's loop (`ProcessLoop.shared`): no thread blocks for them.
 
 /// Where a program's standard input comes from.
 public enum ProgramInput: Sendable {
@@ -67,34 +67,21 @@ public struct ProgramResult: Sendable {
 /// Runs a program to its end.
 public enum TestProgram {
     /// Runs `executable` with `arguments`, its environment this process's with `environment` laid
-    /// over it and the names in `removing` taken out; waits for it on a thread of its own, off the
-    /// cooperative pool. Throws when the program cannot be started.
+    /// over it and the names in `removing` taken out; awaits its end and its outputs' ends without
+    /// holding a thread. Throws when the program cannot be started.
     @discardableResult
     public static func run(
         _ executable: String, _ arguments: [String] = [], environment: [String: String] = [:], removing: [String] = [],
         input: ProgramInput = .null, standardOutput: ProgramOutput = .capture, standardError: ProgramOutput = .capture
     ) async throws(ChildProcessError) -> ProgramResult {
-        try await offThePool("test program \((executable as NSString).lastPathComponent)") { () throws(ChildProcessError) in
-            try runBlocking(
-                executable, arguments, environment: environment, removing: removing, input: input, standardOutput: standardOutput,
-                standardError: standardError)
-        }
-    }
-
-    /// `run`, on the calling thread, which it blocks until the program has ended: for code that
-    /// already runs on a thread of its own (never on the cooperative pool).
-    @discardableResult
-    public static func runBlocking(
-        _ executable: String, _ arguments: [String] = [], environment: [String: String] = [:], removing: [String] = [],
-        input: ProgramInput = .null, standardOutput: ProgramOutput = .capture, standardError: ProgramOutput = .capture
-    ) throws(ChildProcessError) -> ProgramResult {
         let spawned = try Spawned(
             executable, arguments, environment: environment, removing: removing, input: input, standardOutput: standardOutput,
             standardError: standardError)
         try? spawned.inputPipe?.close()  // `.pipe`: nobody writes here, so the input ends at once
         let captured = Captured()
-        spawned.pump(into: captured)
-        let termination = blockUntilExit(spawned.child)
+        let pump = Pump.start(spawned, into: captured)
+        let termination = await spawned.child.exited()
+        _ = await pump.wait()
         return captured.state.withLock { ProgramResult(termination: termination, standardOutput: $0.out, standardError: $0.err) }
     }
 }
@@ -106,7 +93,7 @@ public final class RunningProgram: Sendable {
     /// The child, as the product starts it.
     public let child: ChildProcess
     private let captured = Captured()
-    private let input: Mutex<FileHandle?>
+    private let input: Mutex<FileDescriptor?>
 
     public init(
         _ executable: String, _ arguments: [String] = [], environment: [String: String] = [:], removing: [String] = [],
@@ -117,8 +104,7 @@ public final class RunningProgram: Sendable {
             standardError: standardError)
         child = spawned.child
         self.input = Mutex(spawned.inputPipe)
-        let captured = self.captured
-        DeviceThread.detach(name: "test program output") { spawned.pump(into: captured) }
+        _ = Pump.start(spawned, into: captured)
     }
 
     public var pid: Int32 { child.pid }
@@ -148,27 +134,30 @@ public final class RunningProgram: Sendable {
     /// Sends `signal`, unless the program has been reaped.
     public func signal(_ signal: Int32) { child.signal(signal) }
 
-    /// Writes to standard input (`input: .pipe`), blocking until the pipe takes it.
+    /// Writes to standard input (`input: .pipe`): a few bytes a pipe takes at once (a write
+    /// larger than the pipe's 64 KiB waits for the program to read).
     public func write(_ bytes: [UInt8]) throws {
-        guard let handle = input.withLock({ $0 }) else { return }
-        try handle.write(contentsOf: bytes)
+        try input.withLock { descriptor in
+            guard let descriptor else { return }
+            _ = try descriptor.writeAll(bytes)
+        }
     }
 
     /// Ends standard input (`input: .pipe`).
     public func closeInput() {
-        let handle = input.withLock { handle in
-            defer { handle = nil }
-            return handle
+        let descriptor = input.withLock { descriptor in
+            defer { descriptor = nil }
+            return descriptor
         }
-        try? handle?.close()
+        try? descriptor?.close()
     }
 
     /// Waits until `condition` holds, checking every 20 ms without holding a thread, at most `limit`;
     /// whether it held.
-    public static func poll(upTo limit: Duration = .seconds(60), _ condition: () -> Bool) async -> Bool {
+    public static func poll(upTo limit: Duration = .seconds(60), _ condition: () async -> Bool) async -> Bool {
         let end = ContinuousClock.now + limit
-        while !condition() {
-            if ContinuousClock.now > end || Task.isCancelled { return condition() }
+        while await !condition() {
+            if ContinuousClock.now > end || Task.isCancelled { return await condition() }
             try? await Task.sleep(for: .milliseconds(20))
         }
         return true
@@ -186,21 +175,28 @@ public final class RunningProgram: Sendable {
         return termination
     }
 
-    /// Blocks the calling thread (a thread of its own, never the cooperative pool) until the
-    /// program ends by itself; how it ended.
-    public func waitUntilExit() -> ChildProcess.Termination { blockUntilExit(child) }
+    /// Awaits the program's end (without signalling it); how it ended.
+    @discardableResult
+    public func exited() async -> ChildProcess.Termination { await child.exited() }
 
-    /// SIGTERM, up to `grace` for the program to end, then SIGKILL; reaps it. Blocks the calling
-    /// thread (`TestProgram.withRunning` calls it on a thread of its own).
-    public func stop(grace: Duration = .seconds(1)) {
+    /// SIGTERM, up to `grace` for the program to end, then SIGKILL; awaits its end (reaped).
+    public func stop(grace: Duration = .seconds(1)) async {
         closeInput()
-        child.stop(grace: grace)
+        await child.stop(grace: grace)
     }
 
-    /// SIGKILL, and waits for the end; no grace, no handler runs in the program.
-    public func kill() {
-        child.signal(SIGKILL)
-        child.stop(grace: .seconds(10))
+    /// SIGKILL, and awaits the end; no grace, no handler runs in the program.
+    public func kill() async {
+        await child.stop(grace: .zero, signal: SIGKILL)
+    }
+
+    /// `stop(grace:)` without waiting for it, for a `defer`: SIGTERM now, SIGKILL after `grace`
+    /// if it still runs, reaped when it ends; returns at once.
+    public func terminate(grace: Duration = .seconds(1)) {
+        closeInput()
+        let child = child
+        child.signal(SIGTERM)
+        Task { await child.stop(grace: grace) }
     }
 }
 
@@ -215,27 +211,15 @@ extension TestProgram {
         let program = try RunningProgram(
             executable, arguments, environment: environment, removing: removing, input: input, standardOutput: standardOutput,
             standardError: standardError)
-        let stop = { await offThePool("test program stop") { program.stop(grace: grace) } }
         do {
             let value = try await body(program)
-            await stop()
+            await program.stop(grace: grace)
             return value
         } catch {
-            await stop()
+            await program.stop(grace: grace)
             throw error
         }
     }
-}
-
-/// Blocks the calling thread until `child` has exited: `waitid` with WNOWAIT sleeps until then
-/// without reaping it, so ChildProcess reaps it and keeps its status.
-func blockUntilExit(_ child: ChildProcess) -> ChildProcess.Termination {
-    while child.isRunning {
-        var info = siginfo_t()
-        _ = waitid(P_PID, id_t(child.pid), &info, WEXITED | WNOWAIT)
-    }
-    guard let termination = child.termination else { preconditionFailure("a reaped child has a termination") }
-    return termination
 }
 
 /// What the outputs brought so far.
@@ -253,12 +237,12 @@ final class Captured: Sendable {
 struct Spawned: Sendable {
     let child: ChildProcess
     /// The read ends of captured standard output and error.
-    let output: FileHandle?
-    let error: FileHandle?
+    let output: FileDescriptor?
+    let error: FileDescriptor?
     /// The write end of standard input, with the bytes to write there (`.bytes`), or kept for the
     /// test (`.pipe`).
-    let inputBytes: (handle: FileHandle, bytes: [UInt8])?
-    let inputPipe: FileHandle?
+    let inputBytes: (descriptor: FileDescriptor, bytes: [UInt8])?
+    let inputPipe: FileDescriptor?
 
     init(
         _ executable: String, _ arguments: [String], environment: [String: String], removing: [String], input: ProgramInput,
@@ -266,48 +250,58 @@ struct Spawned: Sendable {
     ) throws(ChildProcessError) {
         var variables = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         for name in removing { variables[name] = nil }
-        // The child's ends are closed here once it has its copies, so each output ends when the
+        // Every end is close-on-exec (FileDescriptor.pipe); the child gets its copies through the
+        // spawn. The child's ends are closed here once it has them, so each output ends when the
         // program (and whatever it handed the output to) is done with it.
-        var childEnds: [FileHandle] = []
-        defer { for handle in childEnds { try? handle.close() } }
-        func outputPipe() -> Pipe {
-            let pipe = Pipe()
-            childEnds.append(pipe.fileHandleForWriting)
-            return pipe
+        var childEnds: [FileDescriptor] = []
+        var ours: [FileDescriptor] = []
+        defer { for descriptor in childEnds { try? descriptor.close() } }
+        func makePipe() throws(ChildProcessError) -> (readEnd: FileDescriptor, writeEnd: FileDescriptor) {
+            do throws(Errno) {
+                return try FileDescriptor.pipe()
+            } catch {
+                for descriptor in ours { try? descriptor.close() }
+                throw ChildProcessError(executable: executable, errno: error.rawValue)
+            }
         }
         var stdin: Int32?
-        var inputBytes: (FileHandle, [UInt8])?
-        var inputPipe: FileHandle?
+        var inputBytes: (FileDescriptor, [UInt8])?
+        var inputPipe: FileDescriptor?
         switch input {
         case .null: stdin = nil
         case .descriptor(let fd): stdin = fd
         case .bytes, .pipe:
-            let pipe = Pipe()
-            childEnds.append(pipe.fileHandleForReading)
-            stdin = pipe.fileHandleForReading.fileDescriptor
+            let ends = try makePipe()
+            childEnds.append(ends.readEnd)
+            ours.append(ends.writeEnd)
+            stdin = ends.readEnd.rawValue
             if case .bytes(let bytes) = input {
-                inputBytes = (pipe.fileHandleForWriting, bytes)
+                inputBytes = (ends.writeEnd, bytes)
             } else {
-                inputPipe = pipe.fileHandleForWriting
+                inputPipe = ends.writeEnd
             }
         }
         var stdout: Int32?
-        var output: FileHandle?
+        var output: FileDescriptor?
         switch standardOutput {
         case .capture, .standardOutput:
-            let pipe = outputPipe()
-            stdout = pipe.fileHandleForWriting.fileDescriptor
-            output = pipe.fileHandleForReading
+            let ends = try makePipe()
+            childEnds.append(ends.writeEnd)
+            ours.append(ends.readEnd)
+            stdout = ends.writeEnd.rawValue
+            output = ends.readEnd
         case .discard: stdout = nil
         case .descriptor(let fd): stdout = fd
         }
         var stderr: Int32?
-        var errors: FileHandle?
+        var errors: FileDescriptor?
         switch standardError {
         case .capture:
-            let pipe = outputPipe()
-            stderr = pipe.fileHandleForWriting.fileDescriptor
-            errors = pipe.fileHandleForReading
+            let ends = try makePipe()
+            childEnds.append(ends.writeEnd)
+            ours.append(ends.readEnd)
+            stderr = ends.writeEnd.rawValue
+            errors = ends.readEnd
         case .discard: stderr = nil
         case .descriptor(let fd): stderr = fd
         case .standardOutput: stderr = stdout
@@ -318,7 +312,7 @@ struct Spawned: Sendable {
                 standardError: stderr)
             ChildReaper.shared.adopt(child.pid)
         } catch {
-            for handle in [output, errors, inputPipe, inputBytes?.0].compactMap({ $0 }) { try? handle.close() }
+            for descriptor in ours { try? descriptor.close() }
             throw error
         }
         self.output = output
@@ -326,69 +320,163 @@ struct Spawned: Sendable {
         self.inputBytes = inputBytes
         self.inputPipe = inputPipe
     }
+}
 
-    /// Reads the captured outputs to their ends and writes the input's bytes, on the calling
-    /// thread (one of its own), with SIGPIPE blocked there: a program that closes its input early
-    /// makes the write fail with EPIPE instead of ending the test process.
-    func pump(into captured: Captured) {
-        var blocked = sigset_t()
-        sigemptyset(&blocked)
-        sigaddset(&blocked, SIGPIPE)
-        pthread_sigmask(SIG_BLOCK, &blocked, nil)
-        var reads: [(handle: FileHandle, isError: Bool)] = []
-        if let output { reads.append((output, false)) }
-        if let error { reads.append((error, true)) }
-        var pending = inputBytes?.bytes[...] ?? []
-        var writer = inputBytes?.handle
-        if let writer {
-            if pending.isEmpty {
-                try? writer.close()
-            } else {
-                _ = fcntl(writer.fileDescriptor, F_SETFL, fcntl(writer.fileDescriptor, F_GETFL) | O_NONBLOCK)
-            }
-        }
-        if pending.isEmpty { writer = nil }
+/// Reads a spawned program's captured outputs to their ends and writes its input's bytes, as a
+/// client of the process's loop (`ProcessLoop.shared`): each descriptor is watched there and
+/// read or written when ready, without blocking. A program that closes its input early makes the
+/// write fail with `.brokenPipe` (SIGPIPE is blocked on the loop's thread), and the input ends.
+final class Pump: Sendable {
+    private struct Watched {
+        var descriptor: FileDescriptor
+        var isError: Bool
+        var registration: IORegistration?
+    }
+    private struct State {
+        var reads: [Watched] = []
+        var writer: Watched?
+        var pending: ArraySlice<UInt8> = []
         var buffer = [UInt8](repeating: 0, count: 65536)
-        while !reads.isEmpty || writer != nil {
-            var fds = reads.map { pollfd(fd: $0.handle.fileDescriptor, events: Int16(POLLIN), revents: 0) }
-            if let writer { fds.append(pollfd(fd: writer.fileDescriptor, events: Int16(POLLOUT), revents: 0)) }
-            // Interrupted waits and calls are retried inside TagFixSystem (valueOrErrno).
-            guard (try? valueOrErrno({ poll(&fds, nfds_t(fds.count), -1) })) != nil else { break }
-            if let handle = writer, let ready = fds.last, ready.revents != 0 {
-                var done = false
-                do throws(Errno) {
-                    pending = pending.dropFirst(try FileDescriptor(rawValue: handle.fileDescriptor).write(pending))
-                    done = pending.isEmpty
-                } catch {
-                    done = error != .wouldBlock
-                }
-                if done {
-                    try? handle.close()
-                    writer = nil
-                }
+    }
+    private let state = Mutex(State())
+    private let captured: Captured
+    private let ended = OneShot<Bool>()
+    private var loop: IOLoop<MonotonicClock> { ProcessLoop.shared }
+
+    private init(captured: Captured) { self.captured = captured }
+
+    /// Starts pumping `spawned`'s pipes into `captured`.
+    static func start(_ spawned: Spawned, into captured: Captured) -> Pump {
+        let pump = Pump(captured: captured)
+        pump.state.withLock { state in
+            state.reads = [spawned.output.map { ($0, false) }, spawned.error.map { ($0, true) }].compactMap { $0 }.map {
+                Watched(descriptor: $0.0, isError: $0.1)
             }
-            var ended: [Int] = []
-            for (index, read) in reads.enumerated() where fds[index].revents != 0 {
-                let count: Int
-                do throws(Errno) {
-                    count = try FileDescriptor(rawValue: read.handle.fileDescriptor).read(into: &buffer)
-                } catch {
-                    if error == .wouldBlock { continue }
-                    count = 0
-                }
-                if count > 0 {
-                    let chunk = buffer[..<count]
-                    captured.state.withLock { state in
-                        if read.isError { state.err += chunk } else { state.out += chunk }
-                        state.transcript += (read.isError ? "stderr: " : "") + String(decoding: chunk, as: UTF8.self)
-                    }
+            if let (descriptor, bytes) = spawned.inputBytes {
+                if bytes.isEmpty {
+                    try? descriptor.close()
                 } else {
-                    try? read.handle.close()
-                    ended.append(index)
+                    state.writer = Watched(descriptor: descriptor, isError: false)
+                    state.pending = bytes[...]
                 }
             }
-            for index in ended.reversed() { reads.remove(at: index) }
         }
+        // Registered from the loop's thread, so no handler runs before its registration is kept.
+        let handed = pump.loop.execute { pump.register() }
+        if !handed { pump.giveUp() }
+        return pump
+    }
+
+    /// Awaits the end of every captured output (and of the input's bytes).
+    func wait() async -> Bool? { await ended.wait() }
+
+    private func register() {
+        let (reads, writer) = state.withLock { ($0.reads, $0.writer) }
+        for read in reads {
+            let registration = try? loop.register(
+                read.descriptor, for: .readable, handler: { [self] _ in readReady(read.descriptor) },
+                onError: { [self] _ in end(read.descriptor) })
+            guard let registration else {
+                end(read.descriptor)
+                continue
+            }
+            state.withLock { state in
+                if let index = state.reads.firstIndex(where: { $0.descriptor == read.descriptor }) {
+                    state.reads[index].registration = registration
+                }
+            }
+        }
+        if let writer {
+            let registration = try? loop.register(
+                writer.descriptor, for: .writable, handler: { [self] _ in writeReady() }, onError: { [self] _ in endInput() })
+            if let registration {
+                try? writer.descriptor.setNonBlocking()
+                state.withLock { $0.writer?.registration = registration }
+            } else {
+                endInput()
+            }
+        }
+        finishIfDone()
+    }
+
+    /// On the loop's thread: reads what `descriptor` has.
+    private func readReady(_ descriptor: FileDescriptor) {
+        let read = state.withLock { state -> (count: Int, chunk: [UInt8], isError: Bool)? in
+            guard let watched = state.reads.first(where: { $0.descriptor == descriptor }) else { return nil }
+            let count: Int
+            do throws(Errno) {
+                count = try descriptor.read(into: &state.buffer)
+            } catch {
+                if error == .wouldBlock { return (-1, [], watched.isError) }
+                count = 0
+            }
+            return (count, count > 0 ? Array(state.buffer[..<count]) : [], watched.isError)
+        }
+        guard let read else { return }
+        if read.count > 0 {
+            captured.state.withLock { state in
+                if read.isError { state.err += read.chunk } else { state.out += read.chunk }
+                state.transcript += (read.isError ? "stderr: " : "") + String(decoding: read.chunk, as: UTF8.self)
+            }
+        } else if read.count == 0 {
+            end(descriptor)
+        }
+    }
+
+    /// On the loop's thread: writes what the pipe takes of the input's bytes.
+    private func writeReady() {
+        let done = state.withLock { state -> Bool in
+            guard let writer = state.writer else { return false }
+            do throws(Errno) {
+                state.pending = state.pending.dropFirst(try writer.descriptor.write(state.pending))
+                return state.pending.isEmpty
+            } catch {
+                return error != .wouldBlock
+            }
+        }
+        if done { endInput() }
+    }
+
+    /// An output has reached its end: no longer watched, closed.
+    private func end(_ descriptor: FileDescriptor) {
+        let watched = state.withLock { state -> Watched? in
+            guard let index = state.reads.firstIndex(where: { $0.descriptor == descriptor }) else { return nil }
+            return state.reads.remove(at: index)
+        }
+        guard let watched else { return }
+        if let registration = watched.registration { loop.deregister(registration) }
+        try? watched.descriptor.close()
+        finishIfDone()
+    }
+
+    /// The input's bytes are written (or cannot be): no longer watched, closed.
+    private func endInput() {
+        let writer = state.withLock { state -> Watched? in
+            defer { state.writer = nil }
+            return state.writer
+        }
+        guard let writer else { return }
+        if let registration = writer.registration { loop.deregister(registration) }
+        try? writer.descriptor.close()
+        finishIfDone()
+    }
+
+    private func finishIfDone() {
+        guard state.withLock({ $0.reads.isEmpty && $0.writer == nil }) else { return }
         captured.state.withLock { $0.closed = true }
+        ended.finish(true)
+    }
+
+    /// The loop is gone (never, for the process's): nothing is read; every end is closed.
+    private func giveUp() {
+        let (reads, writer) = state.withLock { state in
+            defer {
+                state.reads = []
+                state.writer = nil
+            }
+            return (state.reads, state.writer)
+        }
+        for watched in reads + [writer].compactMap({ $0 }) { try? watched.descriptor.close() }
+        finishIfDone()
     }
 }

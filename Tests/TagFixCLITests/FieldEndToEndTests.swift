@@ -109,7 +109,7 @@ struct EmulatorCommandTests {
         let route = try temporaryFile("walk.geojson", #"{"type":"LineString","coordinates":[[9.966,53.545],[9.976,53.545]]}"#)
         let (process, line) = try await Self.start(
             ["emulate", "nmea", "--route", route, "--speed", "20", "--rate", "5", "--gpsd"], until: "gpsd://")
-        defer { process.stop(grace: .seconds(10)) }
+        defer { process.terminate(grace: .seconds(10)) }
         let url = try #require(line.split(separator: " ").last.map(String.init))
         #expect(url.hasPrefix("gpsd://127.0.0.1:"))
         let result = await run(["fix", "--gps", url, "--json", "--count", "5", "--timeout", "60"])
@@ -131,7 +131,7 @@ struct EmulatorCommandTests {
         let gpsd = try #require(Self.gpsd(servingPort: port), "no gpsd process serves port \(port)")
         #expect(Self.isRunning(gpsd))
         // SIGKILL: no deinit, no defer, no signal handler runs in tagfix.
-        process.kill()
+        await process.kill()
         // The watchdog stops gpsd as soon as it sees the pipe close; wait for it, up to 10 s.
         var running = true
         for _ in 0..<100 {
@@ -175,7 +175,7 @@ struct EmulatorCommandTests {
         )
         let link = FileManager.default.temporaryDirectory.appendingPathComponent("pn532-\(UUID().uuidString)").path
         let (process, line) = try await Self.start(["emulate", "pn532", "--tag", dump, "--link", link], until: "connstring:")
-        defer { process.stop(grace: .seconds(10)) }
+        defer { process.terminate(grace: .seconds(10)) }
         #expect(line == "connstring: pn532_uart:\(link)")
         let result = await run(["scan", "--reader", "pn532_uart:\(link)", "--json", "--count", "1", "--timeout", "30"])
         #expect(result.code == 0, "\(result.err)")

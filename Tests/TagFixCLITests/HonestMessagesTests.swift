@@ -123,7 +123,7 @@ struct HonestMessagesTests {
     func emulatorPassesEnroll() async throws {
         let (process, line) = try await EmulatorCommandTests.start(
             ["emulate", "nmea", "--at", "53.5461,9.9702", "--gpsd"], until: "gpsd://")
-        defer { process.stop(grace: .seconds(10)) }
+        defer { process.terminate(grace: .seconds(10)) }
         let gps = try #require(line.split(separator: " ").last.map(String.init))
         let reader = try PN532Emulator(tags: [ntag(url: "https://tags.example.org/t/T01")])
         defer { reader.stop() }

@@ -413,10 +413,8 @@ struct PCSCEndToEndTests {
             "faults.txt", "0 remove 0\n3 present 0\n6 remove 0\n8 present 0\n11 remove 0\n13 present 0\n16 remove 0\n18 present 0\n")
         let emulator = try RunningProgram(
             binary, ["emulate", "pcsc", "--tag", dump, "--pcscd", "--script", script], standardError: .discard)
-        defer {
-            // Stopped and reaped on a thread of its own; no wait here, on the pool.
-            DeviceThread.detach(name: "emulator stop") { emulator.stop(grace: .seconds(10)) }
-        }
+        // Stopped and reaped on the process's loop; no wait here, on the pool.
+        defer { emulator.terminate(grace: .seconds(10)) }
         _ = await RunningProgram.poll(upTo: .seconds(120)) { emulator.stdout.contains("reader: ") || emulator.outputClosed }
         let text = emulator.stdout
         guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("pcscd: PCSCLITE_CSOCK_NAME=") }) else {

@@ -538,58 +538,29 @@ func offThread<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async th
 /// `mosquitto_sub -v` on a private broker, started as the product starts programs, known to be
 /// subscribed once a probe it asked for reaches it; what it receives, topic and payload.
 final class BrokerSubscriber: Sendable {
-    private let process: ChildProcess
-    private let received = Received()
-
-    private final class Received: Sendable {
-        let lines = Mutex<[String]>([])
-        func withLock<T: Sendable>(_ body: (inout [String]) -> T) -> T { lines.withLock { body(&$0) } }
-    }
+    private let program: RunningProgram
 
     init(port: Int, filter: String) async throws {
-        let pipe = Pipe()
-        process = try ChildProcess(
-            executable: "/usr/bin/mosquitto_sub",
-            arguments: ["-h", "127.0.0.1", "-p", String(port), "-q", "1", "-v", "-t", filter, "-t", "probe", "-W", "200"],
-            standardOutput: pipe.fileHandleForWriting.fileDescriptor)
-        try pipe.fileHandleForWriting.close()
-        let received = self.received
-        DeviceThread.detach(name: "test helper") {
-            var buffer = Data()
-            while true {
-                let chunk = pipe.fileHandleForReading.availableData
-                if chunk.isEmpty { break }
-                buffer += chunk
-                while let newline = buffer.firstIndex(of: 0x0A) {
-                    let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                    received.withLock { $0.append(line) }
-                    buffer = Data(buffer[(newline + 1)...])
-                }
-            }
+        program = try RunningProgram(
+            "/usr/bin/mosquitto_sub", ["-h", "127.0.0.1", "-p", String(port), "-q", "1", "-v", "-t", filter, "-t", "probe", "-W", "200"],
+            standardError: .discard)
+        // A probe at a time, until one arrives.
+        var subscribed = false
+        for _ in 0..<300 where !subscribed {
+            _ = try await TestProgram.run("/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", String(port), "-t", "probe", "-m", "probe"])
+            subscribed = await RunningProgram.poll(upTo: .milliseconds(200)) { [program] in program.stdoutLines.contains("probe probe") }
         }
-        // A probe at a time, each waited for on a thread of its own, until one arrives.
-        let subscribed = try await offThread {
-            for _ in 0..<300 {
-                let probe = try ChildProcess(
-                    executable: "/usr/bin/mosquitto_pub", arguments: ["-h", "127.0.0.1", "-p", String(port), "-t", "probe", "-m", "probe"])
-                probe.waitUntilExit()
-                for _ in 0..<10 where !received.withLock({ $0.contains("probe probe") }) { usleep(20_000) }
-                if received.withLock({ $0.contains("probe probe") }) { return true }
-            }
-            return false
-        }
-        if !subscribed { await process.stop() }
+        if !subscribed { await program.stop() }
         try #require(subscribed, "mosquitto_sub never subscribed")
     }
 
     /// The messages other than the probe.
     var messages: [(topic: String, payload: String)] {
-        received.withLock { lines in
-            lines.filter { !$0.hasPrefix("probe ") }.compactMap { line in
-                line.firstIndex(of: " ").map { (String(line[..<$0]), String(line[line.index(after: $0)...])) }
-            }
+        program.stdoutLines.filter { !$0.hasPrefix("probe ") }.compactMap { line in
+            line.firstIndex(of: " ").map { (String(line[..<$0]), String(line[line.index(after: $0)...])) }
         }
     }
 
-    func stop() { process.stop() }
+    /// Stops it without waiting (SIGTERM, SIGKILL a second later if it lingers), for a `defer`.
+    func stop() { program.terminate() }
 }

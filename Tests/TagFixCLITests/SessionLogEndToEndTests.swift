@@ -18,7 +18,7 @@ struct SessionLogEndToEndTests {
         "every verdict shown before SIGKILL is in the log, and the log reads back",
         .enabled(if: FileManager.default.isExecutableFile(atPath: binary), "needs the built tagfix"),
         arguments: [1, 40, 400])
-    func killNine(after shown: Int) throws {
+    func killNine(after shown: Int) async throws {
         let scenario = try longScenario(taps: 3000)
         let log = (scenario as NSString).deletingLastPathComponent + "/session.jsonl"
         // Standard output is a pipe this test reads itself, only as far as it needs.
@@ -28,19 +28,24 @@ struct SessionLogEndToEndTests {
             standardOutput: .descriptor(pipe.fileHandleForWriting.fileDescriptor), standardError: .discard)
         try pipe.fileHandleForWriting.close()
 
-        var seen: [String] = []
-        var buffer = Data()
-        while seen.count < shown {
-            let chunk = pipe.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            buffer += chunk
-            while let newline = buffer.firstIndex(of: 0x0A) {
-                seen.append(String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self))
-                buffer = Data(buffer[(newline + 1)...])
+        let reader = pipe.fileHandleForReading
+        let seen = await offThePool("read verdicts") { () -> [String] in
+            var seen: [String] = []
+            var buffer = Data()
+            while seen.count < shown {
+                let chunk = reader.availableData
+                if chunk.isEmpty { break }
+                buffer += chunk
+                while let newline = buffer.firstIndex(of: 0x0A) {
+                    seen.append(String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self))
+                    buffer = Data(buffer[(newline + 1)...])
+                }
             }
+            return seen
         }
         // Killed while its output is still open, unread (the pipe is the test's, not the program's).
-        withExtendedLifetime(pipe) { process.kill() }
+        await process.kill()
+        withExtendedLifetime(pipe) {}
         #expect(process.signalled || process.status == 0)
 
         let contents = try SessionLog.read(path: log)

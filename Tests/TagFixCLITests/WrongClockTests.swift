@@ -275,7 +275,7 @@ struct RecordingFixCommandTests {
         let epochs = Set(checked.keys.map(\.iso8601)).union(days.flatMap { day in times.map { day + $0 } })
         let (process, line) = try await EmulatorCommandTests.start(
             ["emulate", "nmea", "--log", path, "--rate", "5", "--gpsd"], until: "gpsd://")
-        defer { process.stop(grace: .seconds(10)) }
+        defer { process.terminate(grace: .seconds(10)) }
         let url = try #require(line.split(separator: " ").last.map(String.init))
         let result = await run(["fix", "--gps", url, "--json", "--count", "3", "--timeout", "60"])
         #expect(result.code == 0, "\(result.err)")

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Synchronization
 import TagFixCore
 import TagFixDaemons
 import TagFixDevices
@@ -16,55 +17,53 @@ private final class GPSPipe: Sendable {
     static let path = "/usr/bin/gpspipe"
     static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: path) }
 
-    private let process: ChildProcess
-    private let output: Int32
+    private let program: RunningProgram
+    /// How many of its lines `lines(until:)` has handed out.
+    private let taken = Mutex(0)
 
-    /// Starts `gpspipe -w` on `port` and returns once gpsd has answered its WATCH.
-    static func start(port: Int) async throws -> GPSPipe {
-        var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { throw POSIXError(.EMFILE) }
-        defer { close(fds[1]) }
-        let process = try ChildProcess(executable: path, arguments: ["-w", "127.0.0.1:\(port)"], standardOutput: fds[1])
-        let started = GPSPipe(process: process, output: fds[0])
-        let answered = await started.lines(until: { $0.contains(#""class":"WATCH""#) })
-        guard answered.last?.contains(#""class":"WATCH""#) == true else {
-            started.stop()
-            throw POSIXError(.ECONNREFUSED)
+    private init(_ program: RunningProgram) { self.program = program }
+
+    /// Runs `gpspipe -w` on `port` for the length of `body`, which starts once gpsd has answered
+    /// its WATCH; stopped however `body` ends.
+    static func with<Value>(port: Int, _ body: (GPSPipe) async throws -> Value) async throws -> Value {
+        try await TestProgram.withRunning(path, ["-w", "127.0.0.1:\(port)"]) { program in
+            let started = GPSPipe(program)
+            let answered = await started.lines(until: { $0.contains(#""class":"WATCH""#) })
+            guard answered.last?.contains(#""class":"WATCH""#) == true else {
+                Issue.record("gpspipe never showed gpsd's WATCH: \(program.transcript)")
+                throw POSIXError(.ECONNREFUSED)
+            }
+            return try await body(started)
         }
-        return started
     }
 
-    private init(process: ChildProcess, output: Int32) {
-        self.process = process
-        self.output = output
-    }
-
-    /// The lines gpspipe writes, up to the first that `last` accepts (included), its end, or 10 s
-    /// without a line.
+    /// The lines gpspipe writes after those handed out before, up to the first that `last`
+    /// accepts (included), its end, or 10 s without a line.
     func lines(until last: @escaping @Sendable (String) -> Bool) async -> [String] {
-        let output = self.output
-        return await offThePool("gpspipe") { () -> [String] in
-            var lines: [String] = [], pending: [UInt8] = []
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            while true {
-                var poller = pollfd(fd: output, events: Int16(POLLIN), revents: 0)
-                guard poll(&poller, 1, 10_000) > 0 else { return lines }
-                let count = read(output, &buffer, buffer.count)
-                guard count > 0 else { return lines }
-                pending += buffer[..<count]
-                while let newline = pending.firstIndex(of: 0x0A) {
-                    let line = String(decoding: pending[..<newline], as: UTF8.self)
-                    pending.removeSubrange(...newline)
-                    lines.append(line)
-                    if last(line) { return lines }
+        var lines: [String] = []
+        var quietSince = ContinuousClock.now
+        while true {
+            // Whole lines only: the text after the last newline is still being written.
+            // (gpsd ends its lines with CR LF, one Character to String: split at the LF bytes.)
+            let written = Array(program.stdout.utf8).split(separator: 0x0A, omittingEmptySubsequences: false).dropLast().map {
+                String(decoding: $0, as: UTF8.self)
+            }
+            let new = taken.withLock { taken in
+                defer { taken = max(taken, written.count) }
+                return Array(written.dropFirst(taken))
+            }
+            for (index, line) in new.enumerated() {
+                lines.append(line)
+                if last(line) {
+                    // What came after it is the next call's.
+                    taken.withLock { $0 -= new.count - index - 1 }
+                    return lines
                 }
             }
+            if !new.isEmpty { quietSince = ContinuousClock.now }
+            if program.outputClosed || ContinuousClock.now - quietSince > .seconds(10) { return lines }
+            try? await Task.sleep(for: .milliseconds(20))
         }
-    }
-
-    func stop() {
-        process.stop()
-        close(output)
     }
 }
 
@@ -102,76 +101,77 @@ struct GPSDRegressionLogTests {
         let receiver = try NMEAEmulator(source: source, rate: 20)
         defer { receiver.stop() }
         try await PrivateGPSD.with(device: receiver.path) { gpsd in
-            let gpspipe = try await GPSPipe.start(port: gpsd.port)
-            defer { gpspipe.stop() }
-            // No option for the recordings' dates (2002-2034): the default source takes any date.
-            var events = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: MonotonicClock()).events().makeAsyncIterator()
-            while let event = await events.next() {
-                if case .connected = event { break }
-            }
-            // gpspipe's last line: the sentinel's TPV under a time of its own (under the log's last
-            // time, it is the sentinel's position reaching gpsd before its time: not the end).
-            let logTimes = Set(check.keys)
-            let piping = Task {
-                await gpspipe.lines { line in
-                    guard case .tpv(let tpv)? = try? GPSDReport.parse(line: line), let time = tpv.time else { return false }
-                    if let lastTime { return time == lastTime }
-                    return tpv.latitude == -45 && !logTimes.contains(time)
+            try await GPSPipe.with(port: gpsd.port) { gpspipe in
+                // No option for the recordings' dates (2002-2034): the default source takes any date.
+                var events = GPSDFixSource(endpoint: GPSDEndpoint(port: gpsd.port), clock: MonotonicClock()).events().makeAsyncIterator()
+                while let event = await events.next() {
+                    if case .connected = event { break }
                 }
-            }
-            receiver.start()
-            var firsts: [Timestamp: Fix] = [:], finals: [Timestamp: Fix] = [:]
-            loop: while let event = await events.next() {
-                switch event {
-                case .fix(let fix):
-                    let time = fix.reportedTime
-                    if fix.coordinate?.latitude == -45 { break loop }
-                    #expect(firsts[time] == nil, "\(time) came twice as a new epoch")
-                    firsts[time] = fix
-                    finals[time] = fix
-                    if time == lastTime { break loop }
-                case .refined(let fix):
-                    let first = try #require(firsts[fix.reportedTime], "a refinement of \(fix.reportedTime), never delivered")
-                    #expect(fix.time == first.time, "a refinement keeps its epoch's time on the axis")
-                    finals[fix.reportedTime] = fix
-                default: break
-                }
-            }
-            let piped = GPSDEpochTruth.epochs(
-                (await piping.value).filter { $0.hasPrefix("{") }.compactMap { try? GPSDReport.parse(line: $0) })
-            #expect(Set(finals.keys) == Set(check.keys), "\(finals.keys.sorted()) vs \(check.keys.sorted())")
-            for (time, fix) in finals.sorted(by: { $0.key < $1.key }) {
-                let chk = try #require(check[time], "no .chk TPV at \(time); .chk has \(check.keys.sorted())")
-                let pipe = try #require(piped[time], "gpspipe saw no TPV at \(time)")
-                guard let position = fix.coordinate else {
-                    #expect(chk.positions.isEmpty && pipe.positions.isEmpty, "\(time): gpsd gave a position, we kept none")
-                    continue
-                }
-                // gpsd's .chk (gpsfake): a position gpsd gave for this time, the highest mode and the
-                // altitude it gave for that position.
-                let epoch = try #require(chk.at(position), "\(time): \(position) is not one of the .chk's \(chk.positions)")
-                #expect(fix.mode.rawValue == epoch.mode, "\(time): \(fix.mode) where the .chk has mode \(epoch.mode)")
-                #expect(fix.altitudeHAE == epoch.latest(\.altHAE), "\(time)")
-                // gpspipe -w on the same gpsd: the first position of the time, and every field as gpsd
-                // last gave it for that position.
-                #expect(position == pipe.positions.first, "\(time): the first position gpsd gave for it, \(pipe.positions)")
-                #expect(fix.mode.rawValue == pipe.mode, "\(time)")
-                func same(_ ours: Double?, _ field: KeyPath<GPSDReport.TPV, Double?>, _ name: String) {
-                    switch (ours, pipe.latest(field)) {
-                    case (nil, nil): break
-                    case (let a?, let b?): #expect(abs(a - b) <= 1e-6, "\(name) \(a) vs gpspipe's \(b) at \(time)")
-                    case (let a, let b): Issue.record("\(name): \(String(describing: a)) vs gpspipe's \(String(describing: b)) at \(time)")
+                // gpspipe's last line: the sentinel's TPV under a time of its own (under the log's last
+                // time, it is the sentinel's position reaching gpsd before its time: not the end).
+                let logTimes = Set(check.keys)
+                let piping = Task {
+                    await gpspipe.lines { line in
+                        guard case .tpv(let tpv)? = try? GPSDReport.parse(line: line), let time = tpv.time else { return false }
+                        if let lastTime { return time == lastTime }
+                        return tpv.latitude == -45 && !logTimes.contains(time)
                     }
                 }
-                same(fix.altitudeHAE, \.altHAE, "altHAE")
-                same(fix.altitudeMSL, \.altMSL, "altMSL")
-                same(fix.errorEstimates?.eph, \.eph, "eph")
-                same(fix.errorEstimates?.epx, \.epx, "epx")
-                same(fix.errorEstimates?.epy, \.epy, "epy")
-                same(fix.errorEstimates?.epv, \.epv, "epv")
-                same(fix.speed, \.speed, "speed")
-                same(fix.track, \.track, "track")
-                same(fix.climb, \.climb, "climb")
+                receiver.start()
+                var firsts: [Timestamp: Fix] = [:], finals: [Timestamp: Fix] = [:]
+                loop: while let event = await events.next() {
+                    switch event {
+                    case .fix(let fix):
+                        let time = fix.reportedTime
+                        if fix.coordinate?.latitude == -45 { break loop }
+                        #expect(firsts[time] == nil, "\(time) came twice as a new epoch")
+                        firsts[time] = fix
+                        finals[time] = fix
+                        if time == lastTime { break loop }
+                    case .refined(let fix):
+                        let first = try #require(firsts[fix.reportedTime], "a refinement of \(fix.reportedTime), never delivered")
+                        #expect(fix.time == first.time, "a refinement keeps its epoch's time on the axis")
+                        finals[fix.reportedTime] = fix
+                    default: break
+                    }
+                }
+                let piped = GPSDEpochTruth.epochs(
+                    (await piping.value).filter { $0.hasPrefix("{") }.compactMap { try? GPSDReport.parse(line: $0) })
+                #expect(Set(finals.keys) == Set(check.keys), "\(finals.keys.sorted()) vs \(check.keys.sorted())")
+                for (time, fix) in finals.sorted(by: { $0.key < $1.key }) {
+                    let chk = try #require(check[time], "no .chk TPV at \(time); .chk has \(check.keys.sorted())")
+                    let pipe = try #require(piped[time], "gpspipe saw no TPV at \(time)")
+                    guard let position = fix.coordinate else {
+                        #expect(chk.positions.isEmpty && pipe.positions.isEmpty, "\(time): gpsd gave a position, we kept none")
+                        continue
+                    }
+                    // gpsd's .chk (gpsfake): a position gpsd gave for this time, the highest mode and the
+                    // altitude it gave for that position.
+                    let epoch = try #require(chk.at(position), "\(time): \(position) is not one of the .chk's \(chk.positions)")
+                    #expect(fix.mode.rawValue == epoch.mode, "\(time): \(fix.mode) where the .chk has mode \(epoch.mode)")
+                    #expect(fix.altitudeHAE == epoch.latest(\.altHAE), "\(time)")
+                    // gpspipe -w on the same gpsd: the first position of the time, and every field as gpsd
+                    // last gave it for that position.
+                    #expect(position == pipe.positions.first, "\(time): the first position gpsd gave for it, \(pipe.positions)")
+                    #expect(fix.mode.rawValue == pipe.mode, "\(time)")
+                    func same(_ ours: Double?, _ field: KeyPath<GPSDReport.TPV, Double?>, _ name: String) {
+                        switch (ours, pipe.latest(field)) {
+                        case (nil, nil): break
+                        case (let a?, let b?): #expect(abs(a - b) <= 1e-6, "\(name) \(a) vs gpspipe's \(b) at \(time)")
+                        case (let a, let b):
+                            Issue.record("\(name): \(String(describing: a)) vs gpspipe's \(String(describing: b)) at \(time)")
+                        }
+                    }
+                    same(fix.altitudeHAE, \.altHAE, "altHAE")
+                    same(fix.altitudeMSL, \.altMSL, "altMSL")
+                    same(fix.errorEstimates?.eph, \.eph, "eph")
+                    same(fix.errorEstimates?.epx, \.epx, "epx")
+                    same(fix.errorEstimates?.epy, \.epy, "epy")
+                    same(fix.errorEstimates?.epv, \.epv, "epv")
+                    same(fix.speed, \.speed, "speed")
+                    same(fix.track, \.track, "track")
+                    same(fix.climb, \.climb, "climb")
+                }
             }
         }
     }

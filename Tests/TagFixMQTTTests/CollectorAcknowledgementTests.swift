@@ -32,7 +32,7 @@ struct CollectorAcknowledgementTests {
                     path,
                 ], input: .pipe)
             guard await process.waitFor("locked") else {
-                process.kill()
+                await process.kill()
                 throw CocoaError(.fileLocking)
             }
             return Lock(process: process)

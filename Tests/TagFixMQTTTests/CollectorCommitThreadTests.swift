@@ -27,7 +27,7 @@ struct CollectorCommitThreadTests {
         }
         let inner: FleetStore
         private let state = Mutex(State())
-        private let gate = DispatchSemaphore(value: 0)
+        private let gate = DeviceThread.Wakeup()
 
         init(_ inner: FleetStore) { self.inner = inner }
 
@@ -55,7 +55,7 @@ struct CollectorCommitThreadTests {
                 state.entered += 1
                 return true
             }
-            if wait { gate.wait() }
+            if wait { gate.block() }
             if state.withLock({ $0.failing }) { throw Refused() }
             return try inner.store(messages, receivedNanoseconds: receivedNanoseconds)
         }

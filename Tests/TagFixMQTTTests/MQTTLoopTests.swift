@@ -128,7 +128,7 @@ struct MQTTLoopTests {
             #expect(
                 await eventually { threads(named: "tagfix-mqtt") == before },
                 "a client made a thread of its own: \(threads(named: "tagfix-mqtt")) threads named tagfix-mqtt")
-            await offThePool("stop mqtt clients") { for (client, _) in clients { client.stop() } }
+            for (client, _) in clients { await client.stop() }
         }
     }
 
@@ -165,7 +165,7 @@ struct MQTTLoopTests {
             let second = try #require(client.watching)
             #expect(second.interest.contains(.readable))
             #expect(try second.descriptor.peerAddress().port == broker.port)
-            await offThePool("stop mqtt client") { client.stop() }
+            await client.stop()
             #expect(client.watching == nil)
         }
     }
@@ -207,7 +207,7 @@ struct MQTTLoopTests {
         #expect(read >= size)
         #expect(
             await eventually { client.watching?.interest == .readable }, "still watched for writing with nothing to write")
-        await offThePool("stop mqtt client") { client.stop() }
+        await client.stop()
     }
 
     @Test("connecting again waits on the loop's clock: 0.2 s, then 0.4 s, and no sooner")
@@ -249,7 +249,7 @@ struct MQTTLoopTests {
         #expect(await eventually { delegate.disconnections.count == 3 && client.waitingToConnect }, "\(delegate.disconnections)")
 
         // Stopped: the pending attempt is cancelled.
-        await offThePool("stop mqtt client") { client.stop() }
+        await client.stop()
         #expect(!client.waitingToConnect, "the pending attempt was not cancelled")
         clock.advance(by: .seconds(10))
         loop.wake()

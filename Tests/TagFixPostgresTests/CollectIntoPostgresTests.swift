@@ -44,7 +44,7 @@ struct CollectIntoPostgresTests {
                     let report = ["report", database.address, "--db-password-file", database.passwordFile, "--format", "csv"]
                     var rows = 0
                     _ = await RunningProgram.poll(upTo: .seconds(60)) {
-                        rows = (try? TestProgram.runBlocking(TestBinaries.tagfix, report))?.out.count ?? 0
+                        rows = (try? await TestProgram.run(TestBinaries.tagfix, report))?.out.count ?? 0
                         return rows >= 19
                     }
                     let csv = try await TestProgram.run(TestBinaries.tagfix, report)
@@ -70,7 +70,7 @@ struct CollectIntoPostgresTests {
                 let broker = "mqtt://127.0.0.1:\(broker.port)/tagfix"
                 let db = ["--db", database.address, "--db-password-file", database.passwordFile]
                 let report = ["report", database.address, "--db-password-file", database.passwordFile, "--format", "csv"]
-                func stored() -> Int { max(0, ((try? TestProgram.runBlocking(TestBinaries.tagfix, report))?.out.count ?? 0) - 1) }
+                func stored() async -> Int { max(0, ((try? await TestProgram.run(TestBinaries.tagfix, report))?.out.count ?? 0) - 1) }
                 try await TestProgram.withRunning(TestBinaries.tagfix, ["collect", broker, "--client-id", "office-restart"] + db) {
                     collect in
                     #expect(await collect.waitFor("subscribed to", onStandardError: true), "\(collect.stderr)")
@@ -78,7 +78,7 @@ struct CollectIntoPostgresTests {
                     let publish = ["verify", "--demo", "--json", "--publish", broker, "--site", "yard", "--device-id", "van-2"]
                     let first = try await TestProgram.run(TestBinaries.tagfix, publish, environment: environment)
                     #expect(first.status == 0, "\(first.err)")
-                    #expect(await RunningProgram.poll { stored() == 9 }, "the first run was not stored: \(collect.stderr)")
+                    #expect(await RunningProgram.poll { await stored() == 9 }, "the first run was not stored: \(collect.stderr)")
 
                     await database.kill()
                     // The broker takes the second run's verdicts; the collector cannot store them.
@@ -90,8 +90,8 @@ struct CollectIntoPostgresTests {
                         "the collector never met the dead database: \(collect.stderr)")
 
                     try await database.start()
-                    #expect(await RunningProgram.poll(upTo: .seconds(90)) { stored() == 18 }, "\(collect.stderr)")
-                    #expect(stored() == 18, "each verdict exactly once")
+                    #expect(await RunningProgram.poll(upTo: .seconds(90)) { await stored() == 18 }, "\(collect.stderr)")
+                    #expect(await stored() == 18, "each verdict exactly once")
                     let failures = collect.stderr.components(separatedBy: "cannot store").count - 1
                     #expect(failures == 1, "the outage said once, not once a try: \(collect.stderr)")
                     #expect(collect.isRunning, "the collector kept going: \(collect.stderr)")

@@ -32,7 +32,7 @@ struct CollectPasswordRotationTests {
 
                 let broker = "mqtt://127.0.0.1:\(broker.port)/tagfix"
                 let report = ["report", database.address, "--db-password-file", passwordFile, "--format", "csv"]
-                func stored() -> Int { max(0, ((try? TestProgram.runBlocking(TestBinaries.tagfix, report))?.out.count ?? 0) - 1) }
+                func stored() async -> Int { max(0, ((try? await TestProgram.run(TestBinaries.tagfix, report))?.out.count ?? 0) - 1) }
                 let collect = [
                     "collect", broker, "--client-id", "office-rotate", "--db", database.address, "--db-password-file", passwordFile,
                 ]
@@ -42,7 +42,7 @@ struct CollectPasswordRotationTests {
                     let publish = ["verify", "--demo", "--json", "--publish", broker, "--site", "yard", "--device-id", "van-3"]
                     let first = try await TestProgram.run(TestBinaries.tagfix, publish, environment: environment)
                     #expect(first.status == 0, "\(first.err)")
-                    #expect(await RunningProgram.poll { stored() == 9 }, "the first run was not stored: \(collect.stderr)")
+                    #expect(await RunningProgram.poll { await stored() == 9 }, "the first run was not stored: \(collect.stderr)")
 
                     // Rotated: the role's new password, the file rewritten in place, and the
                     // collector's connection gone (a restart of the server would do the same).
@@ -57,7 +57,7 @@ struct CollectPasswordRotationTests {
                     let second = try await TestProgram.run(TestBinaries.tagfix, publish, environment: environment)
                     #expect(second.status == 0, "\(second.err)")
                     #expect(
-                        await RunningProgram.poll { stored() == 18 },
+                        await RunningProgram.poll { await stored() == 18 },
                         "the collector did not take the rotated password: \(collect.stderr)")
                     #expect(!collect.stderr.contains("refused the login"), "\(collect.stderr)")
                     #expect(!collect.stderr.contains(rotated), "the password reached the log")

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import TagFixCore
+import TagFixDevices
 import TagFixTesting
 import Testing
 
@@ -164,7 +165,7 @@ struct PhoneTapGroupTests {
         let gate = Gate()
         groups.deliver { verdicts in
             enteredContinuation.yield()
-            gate.wait()
+            gate.block()
             events.add("logged " + verdicts.map { "\($0.kind.name)" }.joined(separator: ","))
             return true
         }
@@ -212,11 +213,11 @@ struct PhoneTapGroupTests {
 /// committer runs on a thread of its own, never the cooperative pool).
 final class Gate: Sendable {
     private let opened = Mutex(false)
-    private let semaphore = DispatchSemaphore(value: 0)
+    private let semaphore = DeviceThread.Wakeup()
 
-    func wait() {
+    func block() {
         guard !opened.withLock({ $0 }) else { return }
-        semaphore.wait()
+        semaphore.block()
     }
 
     func open() {
