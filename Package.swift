@@ -71,7 +71,7 @@ let package = Package(
         .target(name: "CPCSC", linkerSettings: [.linkedLibrary("pcsclite")]),
         .target(name: "TagFixPCSC", dependencies: ["CPCSC", "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixTags"]),
         .systemLibrary(name: "CGPS", pkgConfig: "libgps", providers: [.apt(["libgps-dev"])]),
-        .target(name: "TagFixGPSD", dependencies: ["CGPS", "TagFixCore", "TagFixDevices"]),
+        .target(name: "TagFixGPSD", dependencies: ["CGPS", "TagFixCore", "TagFixDevices", "TagFixSystem"]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .target(name: "TagFixStore", dependencies: ["CSQLite", "TagFixCore", "TagFixSystem"]),
         .target(name: "TagFixReport", dependencies: ["TagFixCore", "TagFixNDEF"]),
@@ -86,7 +86,7 @@ let package = Package(
         .target(name: "TagFixCrypto", dependencies: ["CCrypto", "TagFixCore"]),
         // OpenSSL 3's libssl: TLS over memory buffers for serve --tls-cert (every libssl call in TLS.swift).
         .systemLibrary(name: "CSSL", pkgConfig: "libssl", providers: [.apt(["libssl-dev"])]),
-        .target(name: "TagFixTLS", dependencies: ["CSSL"]),
+        .target(name: "TagFixTLS", dependencies: ["CSSL", "TagFixSystem"]),
         .target(
             name: "TagFixEmulators", dependencies: ["TagFixCore", "TagFixNDEF", "TagFixSystem", "TagFixDevices", "TagFixCrypto", "CPTY"]),
         // The private daemons (gpsd, pcscd) on one generic `PrivateDaemon` with its watchdog,
@@ -100,7 +100,8 @@ let package = Package(
         .target(name: "TagFixScenarios", dependencies: ["TagFixCore", "TagFixDevices"]),
         .target(name: "TagFixTesting", dependencies: ["TagFixCore", "TagFixDevices", "TagFixSystem"]),
         // The doctor's checks and the demo's orchestration: libraries the thin CLI calls.
-        .target(name: "TagFixDoctor", dependencies: ["TagFixCore", "TagFixDevices", "TagFixNFC", "TagFixPCSC", "TagFixGPSD"]),
+        .target(
+            name: "TagFixDoctor", dependencies: ["TagFixCore", "TagFixDevices", "TagFixNFC", "TagFixPCSC", "TagFixGPSD", "TagFixSystem"]),
         .target(
             name: "TagFixDemo",
             dependencies: [
@@ -118,7 +119,7 @@ let package = Package(
             dependencies: [
                 "TagFixCore", "TagFixNDEF", "TagFixDevices", "TagFixScenarios", "TagFixEmulators", "TagFixDaemons", "TagFixTags",
                 "TagFixNFC", "TagFixPCSC", "TagFixReaders", "TagFixGPSD", "TagFixStore", "TagFixReport", "TagFixCrypto", "TagFixDoctor",
-                "TagFixDemo", "TagFixMQTT", "TagFixServe", "TagFixPostgres", "TagFixTLS",
+                "TagFixDemo", "TagFixMQTT", "TagFixServe", "TagFixPostgres", "TagFixTLS", "TagFixSystem",
             ]),
         .executableTarget(name: "tagfix", dependencies: ["TagFixCLI"]),
         .executableTarget(

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import TagFixDevices
+import TagFixSystem
 
 /// Where a command writes: standard output and standard error, a line at a time.
 public protocol TerminalOutput: Sendable {
@@ -26,7 +27,7 @@ extension TerminalOutput {
 public struct StandardOutput: TerminalOutput {
     public let isTerminal: Bool
 
-    public init() { isTerminal = isatty(STDOUT_FILENO) == 1 }
+    public init() { isTerminal = FileDescriptor.standardOutput.isTerminal }
 
     public func out(_ line: String) { write(line + "\n", to: STDOUT_FILENO) }
     public func err(_ line: String) { write(line + "\n", to: STDERR_FILENO) }

@@ -188,9 +188,12 @@ public final class PrivateDaemon: Sendable {
             } catch {
                 return .failure(error)
             }
-            var logFile: Int32 = -1
-            if let log = launch.log { logFile = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644) }
-            defer { if logFile >= 0 { close(logFile) } }
+            let logDescriptor = launch.log.flatMap { log in
+                try? FileDescriptor.open(
+                    log, .writeOnly, options: [.create, .truncate, .closeOnExec], permissions: FilePermissions(rawValue: 0o644))
+            }
+            defer { try? logDescriptor?.close() }
+            let logFile = logDescriptor?.rawValue ?? -1
             let process: ChildProcess
             do {
                 process = try ChildProcess(
@@ -315,18 +318,7 @@ public final class PrivateDaemon: Sendable {
 
     /// A port the kernel says is free on 127.0.0.1 (for a private daemon, or a test's gpsfake).
     public static func freePort() -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return 0 }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-        guard bound == 0 else { return 0 }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-        return Int(UInt16(bigEndian: address.sin_port))
+        (try? Loopback.freePort()) ?? 0
     }
 }
 

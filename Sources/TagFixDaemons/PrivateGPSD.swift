@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TagFixSystem
 
 /// A private gpsd for tests and demos: `gpsd -N -n -b -S PORT DEVICE` on a free loopback port,
 /// never the system service, with its own shared-memory key so several can run at once: a
@@ -57,7 +58,7 @@ public final class PrivateGPSD: Sendable {
         }
         // gpsd started as root drops to its own user: let it open the pty.
         let target = (try? FileManager.default.destinationOfSymbolicLink(atPath: device)) ?? device
-        _ = chmod(target, 0o666)
+        try? FileSystem.setPermissions(FilePermissions(rawValue: 0o666), of: target)
         let configuration = PrivateDaemon.Configuration(
             name: URL(fileURLWithPath: gpsd).lastPathComponent, heading: heading,
             noFreePort: DaemonError(daemon: "gpsd", reason: "no free TCP port on 127.0.0.1", heading: heading),

@@ -66,13 +66,15 @@ public final class ChildProcess: Sendable {
     public var isRunning: Bool {
         status.withLock { status in
             if status != nil { return false }
-            var raw: Int32 = 0
-            let result = waitpid(pid, &raw, WNOHANG)
-            if result == pid || (result < 0 && errno == ECHILD) {
+            do throws(Errno) {
+                guard let raw = try Processes.reapIfExited(pid) else { return true }
                 status = raw
-                return false
+            } catch {
+                // Not ours to wait for (reaped elsewhere): it is not running as our child.
+                guard error == .noChildProcess else { return true }
+                status = 0
             }
-            return true
+            return false
         }
     }
 
@@ -91,7 +93,7 @@ public final class ChildProcess: Sendable {
     /// Sends `signal`, unless the child has been reaped.
     public func signal(_ signal: Int32) {
         status.withLock { status in
-            if status == nil { _ = kill(pid, signal) }
+            if status == nil { try? Processes.signal(signal, to: pid) }
         }
     }
 
@@ -157,5 +159,5 @@ public struct ChildProcessError: Error, Sendable, CustomStringConvertible {
         self.executable = executable
         self.errno = errno
     }
-    public var description: String { "cannot start \(executable): \(String(cString: strerror(errno)))" }
+    public var description: String { "cannot start \(executable): \(Errno(rawValue: errno))" }
 }

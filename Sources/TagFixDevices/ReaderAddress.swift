@@ -1,5 +1,6 @@
 import Glibc
 public import TagFixCore
+import TagFixSystem
 
 /// Which reader a command uses (`--reader`), parsed and checked here once for every command.
 ///
@@ -102,9 +103,8 @@ public enum ReaderAddress: Sendable, Hashable, CustomStringConvertible {
     /// may still be waking; a path with nothing (or a file, or /dev/null) behind it never will.
     public var deviceIsThere: Bool {
         guard let path = devicePath else { return false }
-        var info = stat()
-        guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFCHR else { return false }
-        return (info.st_rdev >> 8) & 0xFFF != 1
+        guard let info = try? Stat(path), info.type == .characterSpecial else { return false }
+        return info.device.major != 1
     }
 
     /// The reader's name in output and logs, as `TagReader.readerID` gives it.

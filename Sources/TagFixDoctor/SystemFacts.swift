@@ -1,4 +1,5 @@
 import Foundation
+import TagFixSystem
 
 /// A USB device as a reader or receiver the doctor knows (the same list as udev/60-tagfix.rules;
 /// a test keeps the two in step).
@@ -128,11 +129,8 @@ struct SystemFacts: Sendable, Hashable {
             fm.contents(atPath: path(relative)).map { String(decoding: $0, as: UTF8.self) }
         }
         func node(_ relative: String) -> NodeFacts {
-            var info = stat()
-            let full = path(relative)
-            guard stat(full, &info) == 0 else { return NodeFacts(path: "/" + relative, exists: false) }
-            return NodeFacts(
-                path: "/" + relative, exists: true, mode: UInt16(info.st_mode & 0o7777), owner: info.st_uid, group: info.st_gid)
+            guard let info = try? Stat(path(relative)) else { return NodeFacts(path: "/" + relative, exists: false) }
+            return NodeFacts(path: "/" + relative, exists: true, mode: UInt16(info.mode & 0o7777), owner: info.userID, group: info.groupID)
         }
         var facts = SystemFacts(root: root, user: user)
         for line in (text("etc/group") ?? "").split(separator: "\n") {

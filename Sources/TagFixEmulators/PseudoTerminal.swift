@@ -36,10 +36,7 @@ public final class PseudoTerminal: Sendable {
             _ = try? controller.close()
             throw .pty("open \(path): \(error)")
         }
-        var settings = termios()
-        tcgetattr(terminal.rawValue, &settings)
-        cfmakeraw(&settings)
-        tcsetattr(terminal.rawValue, TCSANOW, &settings)
+        try? terminal.makeRawTerminal()
         self.controller = fd
         self.path = path
         self.terminal = terminal

@@ -317,14 +317,9 @@ public final class VPCDEmulator: Sendable {
     /// A TCP connection to vpcd with Nagle's delay and delayed ACKs off (each costs up to 40 ms
     /// an exchange), or `nil` while vpcd does not listen. Blocking: vpcd is on this machine.
     private func connect() -> FileDescriptor? {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr(options.host)
-        address.sin_port = in_port_t(UInt16(options.port).bigEndian)
-        let vpcd = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress($0, length: socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard let socket = try? FileDescriptor.socket(domain: AF_INET, type: FileDescriptor.stream) else { return nil }
+        guard let vpcd = SocketAddress.ipv4(options.host, port: options.port),
+            let socket = try? FileDescriptor.socket(domain: AF_INET, type: FileDescriptor.stream)
+        else { return nil }
         do {
             try socket.connect(to: vpcd)
         } catch {

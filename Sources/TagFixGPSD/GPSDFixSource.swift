@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 public import TagFixCore
 public import TagFixDevices
+import TagFixSystem
 
 /// Where gpsd is: `gpsd://HOST:PORT[/DEVICE]`, by default `localhost:2947` (what gpsd clients
 /// assume), optionally one device only.
@@ -275,7 +276,7 @@ public enum GPSDQueryError: Error, Sendable, Hashable, CustomStringConvertible {
 /// gps_open's error code for a person: an errno, or a negative libgps code (netlib's NL_*).
 func describeGPSError(_ error: Int32) -> String {
     switch error {
-    case 1...: String(cString: strerror(error))
+    case 1...: Errno(rawValue: error).description
     case -1: "unknown service"
     case -2: "unknown host"
     case -4: "cannot open a socket"

@@ -103,9 +103,9 @@ enum Socket {
         } catch {
             throw ServeError(.unavailable, "cannot make a socket: \(error)")
         }
-        let oldMask = umask(0o777 & ~mode)
-        let bound = Result { () throws(Errno) in try fd.bind(to: address) }
-        umask(oldMask)
+        let bound = FileSystem.withCreationMask(FilePermissions(rawValue: 0o777 & ~mode)) {
+            Result { () throws(Errno) in try fd.bind(to: address) }
+        }
         if case .failure(let why) = bound {
             _ = try? fd.close()
             throw ServeError(.unavailable, "cannot bind --socket \(path): \(why) (does its folder exist and may this user write it?)")

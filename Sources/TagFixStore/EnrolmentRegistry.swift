@@ -1,5 +1,6 @@
 import Foundation
 public import TagFixCore
+import TagFixSystem
 
 /// Where `tagfix enroll` records a placement: checked before anything waits (the id is not taken
 /// unless replacing; a new file's folder is writable), and created only when the placement is
@@ -12,8 +13,10 @@ public struct EnrolmentRegistry: Sendable {
         self.path = path
         guard FileManager.default.fileExists(atPath: path) else {
             let folder = (path as NSString).deletingLastPathComponent
-            guard access(folder.isEmpty ? "." : folder, W_OK) == 0 else {
-                throw .folderNotWritable(path, String(cString: strerror(errno)))
+            do throws(Errno) {
+                try FileSystem.check(W_OK, of: folder.isEmpty ? "." : folder)
+            } catch {
+                throw .folderNotWritable(path, error.description)
             }
             opened = nil
             return

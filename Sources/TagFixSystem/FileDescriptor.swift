@@ -163,6 +163,18 @@ public struct FileDescriptor: RawRepresentable, Hashable, Sendable {
         try nothingOrErrno { fchown(rawValue, user, group) }
     }
 
+    /// Whether the descriptor is a terminal (`isatty(3)`).
+    public var isTerminal: Bool { isatty(rawValue) == 1 }
+
+    /// Makes the terminal raw (`cfmakeraw(3)`: no echo, no line editing, no translation, 8 bits),
+    /// now (`tcsetattr(TCSANOW)`).
+    public func makeRawTerminal() throws(Errno) {
+        var settings = termios()
+        try nothingOrErrno { tcgetattr(rawValue, &settings) }
+        cfmakeraw(&settings)
+        try nothingOrErrno { tcsetattr(rawValue, TCSANOW, &settings) }
+    }
+
     /// What the kernel says of the open file (`fstat(2)`).
     public func stat() throws(Errno) -> Stat {
         var status = Glibc.stat()
@@ -207,12 +219,33 @@ public struct Stat: Sendable, Hashable {
     public var size: Int64
     public var userID: UInt32
     public var groupID: UInt32
+    /// The device a device file stands for (`st_rdev`): `major`, `minor`.
+    public var device: (major: UInt32, minor: UInt32)
 
     init(_ status: Glibc.stat) {
         mode = status.st_mode
         size = Int64(status.st_size)
         userID = status.st_uid
         groupID = status.st_gid
+        // glibc's major() and minor(), macros Swift does not import.
+        let raw = UInt64(status.st_rdev)
+        device = (
+            UInt32(truncatingIfNeeded: ((raw >> 8) & 0xFFF) | ((raw >> 32) & ~0xFFF)),
+            UInt32(truncatingIfNeeded: (raw & 0xFF) | ((raw >> 12) & ~0xFF))
+        )
+    }
+
+    public static func == (a: Stat, b: Stat) -> Bool {
+        a.mode == b.mode && a.size == b.size && a.userID == b.userID && a.groupID == b.groupID && a.device == b.device
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(mode)
+        hasher.combine(size)
+        hasher.combine(userID)
+        hasher.combine(groupID)
+        hasher.combine(device.major)
+        hasher.combine(device.minor)
     }
 
     /// What `path` names (`stat(2)`), or, with `followTargetSymlink` false, the link itself

@@ -39,6 +39,17 @@ public struct SocketAddress: Sendable {
     }
 
     /// 127.0.0.1:`port` (0: the kernel picks a free port when it is bound).
+    /// `host` (dotted IPv4, `inet_pton(3)`) and `port`; `nil` for a host that is not one.
+    public static func ipv4(_ host: String, port: Int) -> SocketAddress? {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(truncatingIfNeeded: port).bigEndian)
+        guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else { return nil }
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress($0, length: socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+    }
+
     public static func loopback(port: Int) -> SocketAddress {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)

@@ -1,5 +1,6 @@
 import CSSL
 import Glibc
+import TagFixSystem
 
 // TLS for `serve --tls-cert FILE --tls-key FILE` (issue 34: browsers give positions only to
 // secure pages), over OpenSSL's libssl with memory BIOs: the server's event loop moves bytes
@@ -47,9 +48,9 @@ public struct TLSError: Error, Sendable, Hashable, CustomStringConvertible {
 
     static func current(_ kind: Kind, file: String? = nil, _ message: String) -> TLSError {
         var error = TLSError(kind: kind, file: file, message: message, openSSL: OpenSSLErrors.drain())
-        if let file, access(file, R_OK) != 0 {
+        if let file, case .failure(let why) = Result(catching: { () throws(Errno) in try FileSystem.check(R_OK, of: file) }) {
             error.unreadable = true
-            error.message = "cannot read the file (\(String(cString: strerror(errno))))"
+            error.message = "cannot read the file (\(why))"
         }
         return error
     }

@@ -189,6 +189,70 @@ struct HouseRulesTests {
         }
     }
 
+    /// POSIX calls the system layer wraps, by their C names (the ones no Swift method here shares:
+    /// `read`, `write`, `open`, `close`, `send`, `connect` and `access` are also methods' names,
+    /// and are left to review). A call is the name after anything but a letter, digit, `_` or `.`.
+    static let posixCalls = [
+        "chmod", "fchmod", "umask", "isatty", "tcgetattr", "tcsetattr", "strerror", "kill", "socket", "bind", "getsockname",
+        "setsockopt", "recv", "fcntl", "unlink", "mkfifo", "fsync", "ftruncate", "lseek", "dup2", "stat", "lstat",
+        "waitpid", "inet_addr", "inet_pton", "Glibc\\.[a-z_]+",
+    ]
+
+    static func posixCalls(in line: Substring, _ pattern: NSRegularExpression) -> [String] {
+        let text = String(line)
+        guard !text.contains("func ") else { return [] }
+        return pattern.matches(in: text, range: NSRange(text.startIndex..., in: text)).compactMap {
+            Range($0.range(at: 1), in: text).map { String(text[$0]) }
+        }
+    }
+
+    /// Tests and benchmarks that still make these calls themselves, and on how many lines: what is
+    /// left to move onto TagFixSystem. A file leaves the list when it is moved; none joins it.
+    static let posixCallsLeft: [String: Int] = [
+        "Benchmarks/TagFixBench/PhoneTap.swift": 10, "Benchmarks/TagFixBench/ServeFanOut.swift": 6,
+        "Tests/TagFixServeTests/EventServerTests.swift": 10, "Tests/TagFixCLITests/ServePhoneTests.swift": 8,
+        "Tests/TagFixCLITests/SignalTests.swift": 7, "Tests/TagFixCLITests/ServePhoneBrowserTests.swift": 6,
+        "Tests/TagFixDevicesTests/OutputFileTests.swift": 5,
+        "Tests/TagFixCLITests/SunCommandTests.swift": 5, "Tests/TagFixCLITests/SUNEndToEndTests.swift": 4,
+        "Tests/TagFixCLITests/FileSafetyTests.swift": 4, "Tests/TagFixEmulatorsTests/PN532LineTests.swift": 2,
+        "Tests/TagFixDevicesTests/StopSignalsTests.swift": 2, "Tests/TagFixCLITests/ServeEndToEndTests.swift": 2,
+        "Tests/TagFixCLITests/SUNVerifyTests.swift": 2, "Tests/TagFixCLITests/DoctorTests.swift": 2,
+        "Tests/TagFixDevicesTests/ChildProcessTests.swift": 1, "Tests/TagFixCLITests/WrongClockTests.swift": 1,
+        "Tests/TagFixCLITests/RegistryOnPostgresTests.swift": 1, "Tests/TagFixCLITests/GPSDLeftoversTests.swift": 1,
+        "Tests/TagFixCLITests/FieldEndToEndTests.swift": 1,
+    ]
+
+    @Test(
+        "every POSIX call through the system layer: chmod, kill, socket, stat, strerror and the like only in TagFixSystem; in Sources/ nowhere else, in Tests/ and Benchmarks/ only in the files listed"
+    )
+    func posixThroughTheLayer() throws {
+        let pattern = try NSRegularExpression(pattern: #"(?<![A-Za-z0-9_.])("# + Self.posixCalls.joined(separator: "|") + #")\("#)
+        var counts: [String: Int] = [:]
+        var files = 0
+        for file in try Self.everySwiftFile()
+        where file.path != Self.itself && !file.path.hasPrefix("Sources/TagFixSystem/") && !file.path.hasPrefix("Tests/TagFixSystemTests/")
+        {
+            files += 1
+            for line in Self.codeLines(file.lines) {
+                let calls = Self.posixCalls(in: line.text, pattern)
+                guard !calls.isEmpty else { continue }
+                counts[file.path, default: 0] += 1
+                if file.path.hasPrefix("Sources/") || Self.posixCallsLeft[file.path] == nil {
+                    Issue.record(
+                        "\(file.path):\(line.number): \(calls.joined(separator: ", ")) by hand: call it through TagFixSystem (FileDescriptor, FileSystem, Stat, Processes, Errno, Loopback)"
+                    )
+                }
+            }
+        }
+        #expect(files > 100, "the package's Swift files were not found below \(packageRoot)")
+        for (path, expected) in Self.posixCallsLeft {
+            #expect(
+                counts[path, default: 0] == expected,
+                "\(path) makes POSIX calls by hand on \(counts[path, default: 0]) lines, the list says \(expected): \(counts[path, default: 0] < expected ? "lower the count" : "use TagFixSystem for the new ones")"
+            )
+        }
+    }
+
     /// The Swift files of the product, the tests and the benchmarks.
     static func everySwiftFile() throws -> [(path: String, lines: [Substring])] {
         try Self.swiftFiles("Sources") + Self.swiftFiles("Tests") + Self.swiftFiles("Benchmarks")
@@ -290,11 +354,11 @@ struct HouseRulesTests {
     }
 
     /// Where a blocking wait may be: the device-thread type (`DeviceThread.pause`, `.Wakeup`,
-    /// `.blockAtExit`), ChildProcess's reaping `waitpid(WNOHANG)` (which never waits), and the
+    /// `.blockAtExit`), the system layer's reaping `waitpid(WNOHANG)` (which never waits), and the
     /// tests of the layer below (TagFixSystemTests, which cannot see DeviceThread).
     static func mayBlock(_ path: String, _ call: String) -> Bool {
         path == "Sources/TagFixDevices/DeviceThread.swift" || path.hasPrefix("Tests/TagFixSystemTests/")
-            || (path == "Sources/TagFixDevices/ChildProcess.swift" && call == "waitpid(")
+            || (path == "Sources/TagFixSystem/Processes.swift" && call == "waitpid(")
     }
 
     @Test(
