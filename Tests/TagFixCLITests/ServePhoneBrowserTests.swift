@@ -261,7 +261,7 @@ struct ServePhoneBrowserTests {
             if: RunningTagFix.isBuilt && FileManager.default.isExecutableFile(atPath: "/usr/bin/curl"), "needs the built tagfix and curl"))
     func silentTLSClient() async throws {
         let ca = try await TestCA.make()
-        let rig = try await PhoneRig(secure: true, extra: ["--tls-cert", ca.certificate, "--tls-key", ca.key, "--client-timeout", "0.2"])
+        let rig = try await PhoneRig(secure: true, extra: ["--tls-cert", ca.certificate, "--tls-key", ca.key, "--client-timeout", "1"])
         let port = rig.port
         // recv's answer: 0 once the server closes; -1 if it has not within 30 s.
         let received = try await offThread { () -> Int in
@@ -281,8 +281,15 @@ struct ServePhoneBrowserTests {
             return recv(fd, &buffer, buffer.count, 0)
         }
         #expect(received == 0, "the silent client was not closed (\(received))")
-        let health = try await TestProgram.run(
+        // The timeout holds for curl too: on a loaded machine its handshake and head can take longer
+        // than a second to come, and serve answers that (a 408 that names the timeout: it serves
+        // on). Only that answer is asked again; anything else is the answer.
+        var health = try await TestProgram.run(
             "/usr/bin/curl", ["-sS", "--cacert", ca.ca, "--resolve", "localhost:\(port):127.0.0.1", "\(rig.origin)/healthz"])
+        for _ in 0..<4 where health.output.hasPrefix("the request's head did not arrive within") {
+            health = try await TestProgram.run(
+                "/usr/bin/curl", ["-sS", "--cacert", ca.ca, "--resolve", "localhost:\(port):127.0.0.1", "\(rig.origin)/healthz"])
+        }
         #expect(health.output == "ok\n", "\(health.err)")
         #expect(await rig.stop())
     }
