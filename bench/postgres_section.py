@@ -15,18 +15,31 @@ def render(rows):
              "`TagFixBench fleet-postgres`: a private PostgreSQL 15 cluster (`PrivatePostgres`: initdb, default settings, "
              "fsync on) and a private mosquitto (no persistence) on this machine. The same stream of verdicts (the example "
              "site's records, repeated) is queued in the broker for kept sessions, then drained in turn, in the same run: "
-             "by `mosquitto_sub -q 1 -C N` writing to a file; by one collector (`tagfix collect`'s, storing each read of the "
-             "socket as one multi-row `INSERT … ON CONFLICT (id) DO NOTHING` transaction); by two collectors in one shared "
-             "subscription (`$share/pg/…`, the broker dealing the queue between their sessions), each on its own connection, "
-             "into the same table (emptied before). **Verdict → "
-             "row**: from the fan-out (the session log's append and fsync first) to the collector's commit, one verdict "
-             "every 20 ms.\n",
+             "by `mosquitto_sub -q 1 -C N` writing to a file; by one collector, a `tagfix collect --db postgresql://…` "
+             "process (storing what each read of the socket brought as one multi-row `INSERT … ON CONFLICT (id) DO NOTHING`); "
+             "by two such processes in one shared subscription (`--group pg`: `$share/pg/…`, the broker dealing the queue "
+             "between their sessions), as a fleet runs them, each on its own MQTT loop and its own connection, into the same "
+             "table (emptied before). A collector's rate runs from its first row committed to the last row seen; \"from "
+             "start\" includes starting the processes. Cores: CPU time from /proc while they drain (the collector processes, "
+             "every process of the PostgreSQL cluster, mosquitto, the benchmark's own polling), and the whole machine's busy "
+             "share of its cores (/proc/stat), load average at the end. **Verdict → row**: from the fan-out (the session "
+             "log's append and fsync first) to the collector's commit, one verdict every 20 ms.\n",
              "| run | verdicts | mosquitto_sub to a file /s | one collector /s | ratio | two collectors /s | two ÷ one | verdict → row p50 | p99 |",
              "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for i, (r, l) in enumerate(zip(runs, latency), 1):
         lines.append(f"| {i} | {r['verdicts']:,} | {r['mosquitto_sub_per_s']:,} | {r['one_per_s']:,} | {float(r['one_ratio']):.2f} | "
                      f"{r['two_per_s']:,} | {float(r['two_over_one']):.2f} | {float(l['p50_ms']):.2f} ms | {float(l['p99_ms']):.2f} ms |")
     lines.append("")
+    if any("one_cores" in r for r in runs):
+        lines += ["| run | collectors | /s from start | collector processes | PostgreSQL | mosquitto | benchmark | machine busy (cores of 2) | load |",
+                  "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+        for i, r in enumerate(runs, 1):
+            for n, key in ((1, "one"), (2, "two")):
+                c = r.get(f"{key}_cores")
+                if c:
+                    lines.append(f"| {i} | {n} | {r.get(f'{key}_per_s_from_start', 0):,} | {c['collectors']:.2f} | {c['postgres']:.2f} | "
+                                 f"{c['mosquitto']:.2f} | {c['bench']:.2f} | {c['machine']:.2f} | {r.get('load', '')} |")
+        lines.append("")
     goals = []
     if runs:
         exact = all(r["one_stored"] == r["verdicts"] and r["two_stored"] == r["verdicts"] for r in runs)
