@@ -65,7 +65,9 @@ struct CPUSample {
         for (pid, (name, used)) in ticks {
             var ancestor = parent[pid]
             while let next = ancestor, next != me, next > 1 { ancestor = parent[next] }
-            if ancestor == me || pid == me { sample.byName[pid == me ? "bench" : name, default: 0] += used }
+            // The collectors by their binary's name (tagfix, or a copy's: the kernel keeps 15 bytes).
+            let part = pid == me ? "bench" : name.lowercased().contains("tagfix") ? "tagfix" : name
+            if ancestor == me || pid == me { sample.byName[part, default: 0] += used }
         }
         return sample
     }
@@ -139,8 +141,9 @@ private func fleetPostgresRuns(_ database: PrivatePostgres, _ broker: PrivateMos
     }
     /// Starts a `tagfix collect` process for each of `sessions` at once and times them until every
     /// verdict is in the database: the rows, the seconds from the first row committed (and from
-    /// the processes' start), each one's share, and the cores each part kept busy meanwhile.
-    func drain(_ sessions: ArraySlice<(id: String, group: String?)>) async throws -> (Int, Double, Double, [Int], String) {
+    /// the processes' start), each one's share, the cores each part kept busy meanwhile, and what
+    /// their backends waited on.
+    func drain(_ sessions: ArraySlice<(id: String, group: String?)>) async throws -> (Int, Double, Double, [Int], String, String) {
         let start = clock.now
         let startedAt = Date().timeIntervalSince1970
         let before = CPUSample.take()
@@ -163,8 +166,17 @@ private func fleetPostgresRuns(_ database: PrivatePostgres, _ broker: PrivateMos
             "{"
             + lastIDs.map { "\"" + $0.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\"" }
             .joined(separator: ",") + "}"
+        // Meanwhile, what the collectors' backends wait on, sampled: running, the collector's next
+        // statement (idle/ClientRead), or a lock, the WAL, the disk (what would serialize them).
+        var waits: [String: Int] = [:]
         while await rows("SELECT count(*) FROM fleet_verdict WHERE id = ANY($1::text[])", [ids]) < lastIDs.count {
             if clock.now - start > .seconds(300) { throw BenchTimeout() }
+            let states = await offThePool {
+                (try? admin.execute(
+                    "SELECT state || '/' || coalesce(wait_event, 'running') FROM pg_stat_activity WHERE application_name = 'tagfix collect'"
+                ))?.rows.compactMap { $0.first ?? nil } ?? []
+            }
+            for state in states { waits[state, default: 0] += 1 }
             try await Task.sleep(for: .milliseconds(2))
         }
         while await rows("SELECT count(*) FROM fleet_verdict") < count {
@@ -194,17 +206,18 @@ private func fleetPostgresRuns(_ database: PrivatePostgres, _ broker: PrivateMos
         let seconds = endedAt - first
         return (
             await rows("SELECT count(*) FROM fleet_verdict"), seconds, fromStart, split,
-            before.cores(until: after, seconds: endedAt - startedAt)
+            before.cores(until: after, seconds: endedAt - startedAt),
+            "{" + waits.sorted { $0.key < $1.key }.map { #""\#($0.key)":\#($0.value)"# }.joined(separator: ",") + "}"
         )
     }
-    let (one, oneSeconds, oneFromStart, _, oneCores) = try await drain(sessions[0..<1])
+    let (one, oneSeconds, oneFromStart, _, oneCores, oneWaits) = try await drain(sessions[0..<1])
     _ = try await offThePool { try admin.execute("TRUNCATE fleet_verdict") }
-    let (two, twoSeconds, twoFromStart, split, twoCores) = try await drain(sessions[1...])
+    let (two, twoSeconds, twoFromStart, split, twoCores, twoWaits) = try await drain(sessions[1...])
     let oneRate = Double(one) / oneSeconds
     let twoRate = Double(two) / twoSeconds
     let subRate = Double(received) / subSeconds
     var lines = [
-        #"{"bench":"fleet-postgres","collectors":"processes","verdicts":\#(count),"one_stored":\#(one),"one_per_s":\#(Int(oneRate)),"one_per_s_from_start":\#(Int(Double(one) / oneFromStart)),"two_stored":\#(two),"two_per_s":\#(Int(twoRate)),"two_per_s_from_start":\#(Int(Double(two) / twoFromStart)),"two_split":\#(split),"mosquitto_sub_received":\#(received),"mosquitto_sub_per_s":\#(Int(subRate)),"one_ratio":\#(String(format: "%.2f", oneRate / subRate)),"two_over_one":\#(String(format: "%.2f", twoRate / oneRate)),"one_cores":\#(oneCores),"two_cores":\#(twoCores),"load":"\#(loadAverage())"}"#
+        #"{"bench":"fleet-postgres","collectors":"processes","verdicts":\#(count),"one_stored":\#(one),"one_per_s":\#(Int(oneRate)),"one_per_s_from_start":\#(Int(Double(one) / oneFromStart)),"two_stored":\#(two),"two_per_s":\#(Int(twoRate)),"two_per_s_from_start":\#(Int(Double(two) / twoFromStart)),"two_split":\#(split),"mosquitto_sub_received":\#(received),"mosquitto_sub_per_s":\#(Int(subRate)),"one_ratio":\#(String(format: "%.2f", oneRate / subRate)),"two_over_one":\#(String(format: "%.2f", twoRate / oneRate)),"one_cores":\#(oneCores),"two_cores":\#(twoCores),"one_waits":\#(oneWaits),"two_waits":\#(twoWaits),"load":"\#(loadAverage())"}"#
     ]
 
     // 2. Verdict → row committed in PostgreSQL: from the fan-out (the session log's append and
