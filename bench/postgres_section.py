@@ -40,6 +40,27 @@ def render(rows):
                     lines.append(f"| {i} | {n} | {r.get(f'{key}_per_s_from_start', 0):,} | {c['collectors']:.2f} | {c['postgres']:.2f} | "
                                  f"{c['mosquitto']:.2f} | {c['bench']:.2f} | {c['machine']:.2f} | {r.get('load', '')} |")
         lines.append("")
+    if any("one_waits" in r for r in runs):
+        lines += ["What the collectors' PostgreSQL backends were doing, sampled every 2 ms or so while they drained "
+                  "(`pg_stat_activity`; shares of all samples of all their backends): running; waiting for the collector's "
+                  "next statement (`ClientRead`, idle or between a transaction's statements); on the WAL (`WALWrite`, "
+                  "`WALSync`, `WALInit…`); on a lock or a buffer (`LockManager`, `BufferContent`, the relation's `extend`); "
+                  "on the disk (`DataFileExtend`).\n",
+                  "| run | collectors | running | waiting for the collector | WAL | locks, buffers | disk | samples |",
+                  "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        for i, r in enumerate(runs, 1):
+            for n, key in ((1, "one"), (2, "two")):
+                w = r.get(f"{key}_waits")
+                if not w:
+                    continue
+                total = sum(w.values()) or 1
+                def share(test):
+                    return f"{100 * sum(v for k, v in w.items() if test(k.split('/', 1)[1])) / total:.0f} %"
+                lines.append(f"| {i} | {n} | {share(lambda e: e == 'running')} | {share(lambda e: e == 'ClientRead')} | "
+                             f"{share(lambda e: e.startswith('WAL'))} | "
+                             f"{share(lambda e: e in ('LockManager', 'BufferContent', 'BufferMapping', 'extend', 'transactionid', 'tuple'))} | "
+                             f"{share(lambda e: e.startswith('DataFile'))} | {total} |")
+        lines.append("")
     goals = []
     if runs:
         exact = all(r["one_stored"] == r["verdicts"] and r["two_stored"] == r["verdicts"] for r in runs)
