@@ -43,6 +43,7 @@ struct SUNCounterRoundsTests {
     func rounds() {
         let plan = SUNCounterRounds(["B7", "A1", "A1", "A3", "B7", "A2", "A4", "C0"].map(tap))
         #expect(plan.roundOfEach == [0, 0, nil, 1, nil, nil, 2, 0])
+        // Each round in the UIDs' order, so two servers' groups take their rows' locks in one order.
         #expect(plan.rounds.map { $0.map(\.counter) } == [[1, 7, 0], [3], [4]], "each round in the UIDs' order")
         let raised: [Set<String>] = [[tags["A"]!.hex, tags["C"]!.hex], [], [tags["A"]!.hex]]
         #expect(plan.accepted(raised: raised) == [false, true, false, false, false, false, true, true])
@@ -201,7 +202,7 @@ struct PostgresGroupCommitTests {
     }
 
     @Test(
-        "two servers commit the same groups at once, tags in other orders: each counter is accepted by exactly one, and neither waits on the other in a circle"
+        "two servers commit the same groups at once, tags in other orders: each counter is accepted by exactly one, and both commit"
     )
     func twoServersAtOnce() async throws {
         try await PostgresFixture.with { pg in
