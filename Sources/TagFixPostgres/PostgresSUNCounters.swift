@@ -79,6 +79,29 @@ public final class PostgresSUNCounters: SUNCounterStore {
         }
     }
 
+    /// The highest counter accepted for each of `uids`, in one statement (one round trip where
+    /// `lastAccepted(uid:)` makes one a tag); a tag none was accepted for is absent.
+    public func lastAccepted(uids: some Sequence<TagUID>) throws(RegistryError) -> [TagUID: UInt32] {
+        var byHex: [String: TagUID] = [:]
+        for uid in uids { byHex[uid.hex] = uid }
+        guard !byHex.isEmpty else { return [:] }
+        let hexes = byHex.keys.sorted()
+        do {
+            let rows = try link.run(retry: true) { db throws(PostgresError) in
+                try db.execute("SELECT uid, counter FROM sun_counter WHERE uid = ANY($1::text[])", [PostgresArray.text(hexes)]).rows
+            }
+            var last: [TagUID: UInt32] = [:]
+            for row in rows {
+                if let hex = row.first ?? nil, let uid = byHex[hex], let counter = (row.count > 1 ? row[1] : nil).flatMap({ UInt32($0) }) {
+                    last[uid] = counter
+                }
+            }
+            return last
+        } catch {
+            throw failure(error)
+        }
+    }
+
     public func accept(uid: TagUID, counter: UInt32, tagID: String) throws(RegistryError) -> Bool {
         do {
             return try link.run(retry: false) { db throws(PostgresError) in

@@ -154,6 +154,21 @@ struct PostgresGroupCommitTests {
         }
     }
 
+    @Test("the last counters of many tags in one statement: what each tag's own read gives, a tag never accepted absent")
+    func lastAcceptedOfMany() async throws {
+        try await PostgresFixture.with { pg in
+            try await pg.withCounters { store, _ in
+                #expect(try await libpq { try store.acceptAll(["A3", "B1", "C7", "A5"].map(tap)) } == [true, true, true, true])
+                let uids = Array(tags.values)
+                let many = try await libpq { try store.lastAccepted(uids: uids + uids) }
+                var one: [TagUID: UInt32] = [:]
+                for uid in uids { one[uid] = try await libpq { try store.lastAccepted(uid: uid) } }
+                #expect(many == one && many == [tags["A"]!: 5, tags["B"]!: 1, tags["C"]!: 7])
+                #expect(try await libpq { try store.lastAccepted(uids: []) }.isEmpty)
+            }
+        }
+    }
+
     @Test(
         "a group the server refuses part-way (a trigger raising 53100 on one row) accepts nothing and stores nothing, in one round or in several"
     )
