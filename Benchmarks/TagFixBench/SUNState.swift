@@ -5,6 +5,9 @@
 // it returns). Two servers tap their own tags, then the same tags with the same counters (every
 // URL presented at both: each counter accepted once, the other a replay). Beside them, one
 // server on a SQLite counter file (synchronous=FULL), as `verify --sun-counters` keeps them.
+// Then taps committed in groups, as serve's phone taps are (`SUNCounterStore.acceptAll`): the
+// group's counters in one call (on PostgreSQL one statement over arrays), with and without the
+// read of each tag's last counter that serve's group still makes tap by tap.
 import Foundation
 import Glibc
 import TagFixCore
@@ -58,13 +61,19 @@ final class StateWorker {
     }
 }
 
-/// `sun-state-worker LOCATION PASSWORD_FILE FIRST_TAG TAGS TAPS`: taps TAGS tags round and round,
-/// TAPS taps in all, each counter one above the tag's last, after "go" on standard input; says
-/// how many were accepted, the seconds, and each tap's time.
+/// `sun-state-worker LOCATION PASSWORD_FILE FIRST_TAG TAGS TAPS [GROUP [read]]`: taps TAGS tags
+/// round and round, TAPS taps in all, each counter one above the tag's last, after "go" on
+/// standard input; says how many were accepted, the seconds, and each tap's time. With GROUP, the
+/// taps are committed GROUP at a time (`acceptAll`), a tap's time its group's; with `read`, each
+/// tag's last counter is read first, once a group (as serve's group does for a tag it has not
+/// seen in the group).
 func sunStateWorker(_ arguments: [String]) {
-    guard arguments.count == 5, let first = Int(arguments[2]), let tags = Int(arguments[3]), let taps = Int(arguments[4]) else {
-        fatalError("usage: TagFixBench sun-state-worker LOCATION PASSWORD_FILE FIRST_TAG TAGS TAPS")
+    guard (5...7).contains(arguments.count), let first = Int(arguments[2]), let tags = Int(arguments[3]), let taps = Int(arguments[4])
+    else {
+        fatalError("usage: TagFixBench sun-state-worker LOCATION PASSWORD_FILE FIRST_TAG TAGS TAPS [GROUP [read]]")
     }
+    let group = arguments.count > 5 ? Int(arguments[5]) ?? 1 : nil
+    let read = arguments.count > 6 && arguments[6] == "read"
     let store: any SUNCounterStore
     if PostgresAddress.isAddress(arguments[0]) {
         let password = try! String(contentsOfFile: arguments[1], encoding: .utf8).trimmingCharacters(in: .newlines)
@@ -84,13 +93,27 @@ func sunStateWorker(_ arguments: [String]) {
     times.reserveCapacity(taps)
     let clock = ContinuousClock()
     let start = clock.now
-    for tap in 0..<taps {
-        let uid = uids[tap % tags]
-        let counter = UInt32(tap / tags + 1)
-        let began = clock.now
-        let last = try! store.lastAccepted(uid: uid)
-        if last.map({ counter > $0 }) ?? true, try! store.accept(uid: uid, counter: counter, tagID: "T\(tap % tags)") { accepted += 1 }
-        times.append(milliseconds(clock.now - began))
+    if let group {
+        for start in stride(from: 0, to: taps, by: group) {
+            let items = (start..<min(taps, start + group)).map { tap in
+                SUNCounterAcceptance(uid: uids[tap % tags], counter: UInt32(tap / tags + 1), tagID: "T\(tap % tags)")
+            }
+            let began = clock.now
+            if read {
+                for uid in Set(items.map(\.uid)) { _ = try! store.lastAccepted(uid: uid) }
+            }
+            accepted += try! store.acceptAll(items).filter { $0 }.count
+            times += repeatElement(milliseconds(clock.now - began), count: items.count)
+        }
+    } else {
+        for tap in 0..<taps {
+            let uid = uids[tap % tags]
+            let counter = UInt32(tap / tags + 1)
+            let began = clock.now
+            let last = try! store.lastAccepted(uid: uid)
+            if last.map({ counter > $0 }) ?? true, try! store.accept(uid: uid, counter: counter, tagID: "T\(tap % tags)") { accepted += 1 }
+            times.append(milliseconds(clock.now - began))
+        }
     }
     let seconds = milliseconds(clock.now - start) / 1000
     times.sort()
@@ -106,10 +129,12 @@ private func milliseconds(_ duration: Duration) -> Double {
 
 /// Runs `workers` at once (each `[first tag, tags]`) on `location`; the row.
 private func stateRun(
-    name: String, location: String, passwordFile: String, workers: [(Int, Int)], taps: Int, storage: String
+    name: String, location: String, passwordFile: String, workers: [(Int, Int)], taps: Int, storage: String, group: Int? = nil,
+    read: Bool = false
 ) throws -> String {
+    let grouping = group.map { [String($0)] + (read ? ["read"] : []) } ?? []
     let started = try workers.map { first, tags in
-        guard let worker = StateWorker([location, passwordFile, String(first), String(tags), String(taps)]) else {
+        guard let worker = StateWorker([location, passwordFile, String(first), String(tags), String(taps)] + grouping) else {
             throw BenchFailure("sun-state: a worker did not start")
         }
         return worker
@@ -124,7 +149,8 @@ private func stateRun(
     let accepted = results.reduce(0) { $0 + ($1["accepted"] ?? 0) }
     let median = results.map { $0["tap_ms_median"] ?? 0 }.max() ?? 0
     let p99 = results.map { $0["tap_ms_p99"] ?? 0 }.max() ?? 0
-    return #"{"bench":"sun-state","case":"\#(name)","storage":"\#(storage)","servers":\#(workers.count),"taps":\#(Int(total)),"#
+    return
+        #"{"bench":"sun-state","case":"\#(name)","storage":"\#(storage)","servers":\#(workers.count),"group":\#(group ?? 1),"reads":\#(group == nil || read),"taps":\#(Int(total)),"#
         + #""accepted":\#(Int(accepted)),"seconds":\#(seconds),"taps_per_second":\#(total / seconds),"#
         + #""commits_per_second":\#(accepted / seconds),"tap_ms_median":\#(median),"tap_ms_p99":\#(p99)}"#
 }
@@ -149,8 +175,28 @@ func sunStateBenchmark(taps: Int) async -> [String] {
                         name: "one server", location: server.address, passwordFile: server.passwordFile, workers: [(0, 100)], taps: taps,
                         storage: "postgresql"),
                     try stateRun(
+                        name: "one server, groups of 32", location: folder + "/counters.sqlite", passwordFile: "-",
+                        workers: [(10_000, 1000)], taps: taps, storage: "sqlite", group: 32),
+                    try stateRun(
+                        name: "one server, groups of 32", location: server.address, passwordFile: server.passwordFile,
+                        workers: [(10_000, 1000)], taps: taps, storage: "postgresql", group: 32),
+                    try stateRun(
+                        name: "one server, groups of 200", location: server.address, passwordFile: server.passwordFile,
+                        workers: [(20_000, 1000)], taps: taps, storage: "postgresql", group: 200),
+                    try stateRun(
+                        name: "one server, groups of 200, each tag twice a group", location: server.address,
+                        passwordFile: server.passwordFile, workers: [(30_000, 100)], taps: taps, storage: "postgresql", group: 200),
+                    try stateRun(
+                        name: "one server, groups of 32, each tag's counter read first (as serve does)", location: server.address,
+                        passwordFile: server.passwordFile, workers: [(40_000, 1000)], taps: taps, storage: "postgresql", group: 32,
+                        read: true),
+                    try stateRun(
                         name: "two servers, each its own tags", location: server.address, passwordFile: server.passwordFile,
                         workers: [(1000, 100), (2000, 100)], taps: taps, storage: "postgresql"),
+                    try stateRun(
+                        name: "two servers, each its own tags, groups of 32", location: server.address,
+                        passwordFile: server.passwordFile, workers: [(50_000, 1000), (52_000, 1000)], taps: taps, storage: "postgresql",
+                        group: 32),
                     try stateRun(
                         name: "two servers, every URL at both", location: server.address, passwordFile: server.passwordFile,
                         workers: [(3000, 100), (3000, 100)], taps: taps, storage: "postgresql"),

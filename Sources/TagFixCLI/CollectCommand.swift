@@ -38,7 +38,9 @@ struct CollectCommand: Subcommand {
             ),
             .init(
                 name: "db-password-file", valueName: "FILE",
-                help: "PostgreSQL: the user's password (mode 0600; else libpq's PGPASSFILE or ~/.pgpass)."),
+                help:
+                    "PostgreSQL: the user's password (mode 0600; else libpq's PGPASSFILE or ~/.pgpass), read again at every connection: a rotated password needs no restart."
+            ),
             .init(
                 name: "registry", valueName: "[SITE=]FILE",
                 help: "The registry of SITE's tags (default site: default); SIGHUP reads it again. A FILE with = in its name: ./a=b.csv.",
