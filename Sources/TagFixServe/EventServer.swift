@@ -44,7 +44,8 @@ public struct ServeConfiguration: Sendable {
     /// The VERSION object's release.
     public var release: String
     /// How long a client has to finish what it began sending (`--client-timeout`): an HTTP
-    /// client its request's head (line and headers) and body, counted from its connection; a socket
+    /// client its request's head (line and headers) and body, counted from its connection (a
+    /// later request on a kept connection: from its first byte); a socket
     /// client a command, counted from the command's first byte. One that has not by then gets
     /// 408 (HTTP) or an `ERROR` object (socket) and is closed, with a line in the log, so a
     /// half-sent request cannot hold a slot. A socket client that only reads is never cut off
@@ -52,6 +53,12 @@ public struct ServeConfiguration: Sendable {
     public var clientTimeout: Duration = .seconds(10)
     /// The largest POST or PUT body read (`Content-Length`); a larger one gets 413.
     public var bodyLimit = 16 * 1024
+    /// How long an HTTP connection kept after an answer (HTTP/1.1 persistent connections) may
+    /// wait for its next request's first byte before it is closed, without a word.
+    public var keepAliveTimeout: Duration = .seconds(15)
+    /// The most requests one HTTP connection is answered; the last answer says
+    /// `Connection: close`.
+    public var keepAliveRequests = 1000
     /// The clock `clientTimeout` is measured on: the monotonic clock, or a test's.
     public var clock: any SessionClock = MonotonicClock()
     /// Makes the transport of each HTTP connection accepted (`nil` from it: the connection is
@@ -564,13 +571,7 @@ public final class EventServer: Sendable {
                 case .streamOpened:
                     server.inbox.withLock { $0.streams += 1 }
                 case .respond(let request):
-                    let id = client.id
-                    let handle = HTTPReplyHandle { [server] response in
-                        _ = server.loop.execute { server.withLoop { $0.deliverReply(response, to: id) } }
-                    }
-                    if case .now(let response) = server.responder.respond(to: request, stats: currentStats(), reply: handle) {
-                        perform(client.connection.reply(response), for: client)
-                    }
+                    answer(request, for: client)
                 case .log(let line):
                     server.log(line)
                 case .cutOff(let line):
@@ -581,10 +582,32 @@ public final class EventServer: Sendable {
             }
         }
 
+        /// Hands a request to the responder. An answer given at once is queued, and a request
+        /// the client sent after it (pipelined, kept by its connection) is handed on in turn: a
+        /// loop, not a recursion, however many there are.
+        func answer(_ request: HTTPRequest, for client: Client) {
+            var next: HTTPRequest? = request
+            while let request = next, !client.dropped {
+                next = nil
+                let id = client.id
+                let handle = HTTPReplyHandle { [server] response in
+                    _ = server.loop.execute { server.withLoop { $0.deliverReply(response, to: id) } }
+                }
+                guard case .now(let response) = server.responder.respond(to: request, stats: currentStats(), reply: handle) else { return }
+                var actions = client.connection.reply(response, now: configuration.clock.timestamp)
+                if let index = actions.firstIndex(where: { if case .respond = $0 { true } else { false } }),
+                    case .respond(let following) = actions.remove(at: index)
+                {
+                    next = following
+                }
+                perform(actions, for: client)
+            }
+        }
+
         /// A reply the responder sent later: written, unless its client has gone.
         func deliverReply(_ response: HTTPResponse, to id: Int) {
             guard let client = clientsByID[id] else { return }
-            perform(client.connection.reply(response), for: client)
+            perform(client.connection.reply(response, now: configuration.clock.timestamp), for: client)
             flush(client)
             settle()
         }
@@ -620,7 +643,7 @@ public final class EventServer: Sendable {
             while true {
                 guard let fd = try? listener.fd.accept(nonBlocking: true) else { return }
                 if listener.kind != .unix { _ = try? fd.setOption(level: Int32(IPPROTO_TCP), name: TCP_NODELAY, to: 1) }
-                guard clients.count < configuration.maximumClients else {
+                guard clients.count < configuration.maximumClients || closeAnIdleConnection() else {
                     let refusal = Array(
                         (ServeMessage.error("too many clients (\(configuration.maximumClients)); try again later") + "\n").utf8)
                     _ = try? fd.send(refusal[...])
@@ -666,6 +689,16 @@ public final class EventServer: Sendable {
                 // is read now rather than after another turn of the loop.
                 if isHTTP { read(client) }
             }
+        }
+
+        /// Makes room for a new client when the server is full: a kept HTTP connection waiting for
+        /// its next request is closed (the one idle longest is not sought: any will do, and its
+        /// client simply connects again). Whether one was.
+        func closeAnIdleConnection() -> Bool {
+            guard let idle = clients.values.first(where: { $0.connection.isIdle && $0.connection.unsent == 0 }) else { return false }
+            idle.connection.closeIdle()
+            flush(idle)
+            return idle.dropped
         }
 
         func read(_ client: Client) {

@@ -16,6 +16,8 @@ public struct HTTPRequest: Sendable, Hashable {
     public var body: [UInt8] = []
     /// Who sent it: the peer's `HOST:PORT`, the host as digits (`nil` when not known).
     public var clientAddress: String?
+    /// The protocol of the request line: `HTTP/1.1`, `HTTP/1.0`.
+    public var version = "HTTP/1.1"
 
     /// The longest request head read; a longer one is refused (431).
     public static let maximumHead = 16 * 1024
@@ -43,6 +45,7 @@ public struct HTTPRequest: Sendable, Hashable {
             throw ProtocolError("not an HTTP/1.x request line")
         }
         method = String(requestLine[0])
+        version = String(requestLine[2])
         let target = requestLine[1]
         guard target.hasPrefix("/") else { throw ProtocolError("the request target must be a path") }
         self.target = String(target)
@@ -59,6 +62,14 @@ public struct HTTPRequest: Sendable, Hashable {
             let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
             headers[name] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
         }
+    }
+
+    /// Whether the client asks to keep the connection for its next request: HTTP/1.1 unless
+    /// `Connection: close`, HTTP/1.0 only with `Connection: keep-alive` (RFC 9112 §9.3).
+    public var keepsAlive: Bool {
+        let options = (headers["connection"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        if options.contains("close") { return false }
+        return version == "HTTP/1.0" ? options.contains("keep-alive") : true
     }
 
     /// The peer's host as digits (`clientAddress` without its port): what a limit per client
@@ -118,7 +129,8 @@ public enum HTTPAnswer: Sendable {
 }
 
 /// The one way to answer an HTTP request the responder answered `.later`: `send` hands the
-/// response to the server's loop, which writes it and closes the connection. Safe from any
+/// response to the server's loop, which writes it (and closes the connection, or keeps it for
+/// the client's next request). Safe from any
 /// thread; only the first `send` counts. A client that has gone (or a server that has stopped)
 /// before it is fine: the response is dropped.
 public final class HTTPReplyHandle: Sendable {
@@ -139,7 +151,8 @@ public final class HTTPReplyHandle: Sendable {
     public var isPending: Bool { deliver.withLock { $0 != nil } }
 }
 
-/// A response the server writes and then closes the connection (except `/events`).
+/// A response the server writes; then it closes the connection or keeps it for the client's next
+/// request (HTTP/1.1 persistent connections, `ServeConnection`).
 public struct HTTPResponse: Sendable {
     public var status: Int
     public var contentType: String
@@ -183,9 +196,13 @@ public struct HTTPResponse: Sendable {
     }
 
     /// The bytes on the wire, `Connection: close`.
-    public var bytes: [UInt8] {
+    public var bytes: [UInt8] { bytes(keepAlive: false) }
+
+    /// The bytes on the wire: `Connection: keep-alive` (the connection is kept for the next
+    /// request) or `Connection: close`; otherwise the same.
+    public func bytes(keepAlive: Bool) -> [UInt8] {
         var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Type: \(contentType)\r\nContent-Length: \(body.count)\r\n"
-        head += "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n"
+        head += "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: \(keepAlive ? "keep-alive" : "close")\r\n"
         for (name, value) in extraHeaders { head += "\(name): \(value)\r\n" }
         return Array((head + "\r\n").utf8) + (headOnly ? [] : body)
     }
