@@ -402,6 +402,18 @@ public final class EventServer: Sendable {
         var ended = false
         /// The timer that looks for overdue requests, and when it runs.
         var headTimer: (timer: IOTimer, due: ContinuousClock.Instant)?
+        /// Socket clients and event streams connected (the rest of `clients` are HTTP clients):
+        /// counted as they come and go, not by a pass over the clients after every event.
+        var socketClients = 0
+        var streamClients = 0
+        /// The counts last made into `stats` (socket, sse, http, cut off), and that `ServerStats`.
+        var counted = (0, 0, 0, 0)
+        var stats = ServerStats()
+        /// The counts `server.statistics` was last given.
+        var published = (0, 0, 0, 0)
+        /// Whether a deadline can be due sooner than a second after it is set (a client timeout
+        /// under a second): then the head timer is worked out again after every event.
+        let shortTimeouts: Bool
         var buffer = [UInt8](repeating: 0, count: 65_536)
 
         let settings: ServeConnection.Settings
@@ -409,6 +421,7 @@ public final class EventServer: Sendable {
         init(server: EventServer) {
             self.server = server
             settings = ServeConnection.Settings(server.configuration)
+            shortTimeouts = min(settings.clientTimeout, settings.idleTimeout) < .seconds(1)
         }
 
         var configuration: ServeConfiguration { server.configuration }
@@ -431,13 +444,18 @@ public final class EventServer: Sendable {
 
         /// What follows every event the loop handles: the next look for overdue requests, the
         /// counts for `stats`, and, once stopping, the end when nothing is left to write.
+        ///
+        /// The head timer is armed here only when none is: every deadline is set at least a
+        /// second ahead (`shortTimeouts` aside), and an armed timer runs within a second, looks
+        /// at every client and arms the next. So an event costs no pass over the clients (with
+        /// 200 phones' connections kept, that pass was a fifth of the loop's time).
         func settle() {
             guard !ended else { return }
             if stopping != nil {
                 if clients.values.allSatisfy({ $0.connection.unsent == 0 }) { end() }
                 return
             }
-            armHeadTimer()
+            if headTimer == nil || shortTimeouts { armHeadTimer() }
             publishStats()
         }
 
@@ -569,6 +587,7 @@ public final class EventServer: Sendable {
                 case .watch(let enable):
                     setWatching(client, enable)
                 case .streamOpened:
+                    streamClients += 1
                     server.inbox.withLock { $0.streams += 1 }
                 case .respond(let request):
                     answer(request, for: client)
@@ -684,6 +703,7 @@ public final class EventServer: Sendable {
                 }
                 clients[fd.rawValue] = client
                 clientsByID[id] = client
+                if !isHTTP { socketClients += 1 }
                 flush(client)
                 // An HTTP client sends its request as it connects: often it is there already, and
                 // is read now rather than after another turn of the loop.
@@ -781,29 +801,34 @@ public final class EventServer: Sendable {
             server.inbox.withLock { inbox in
                 if !inbox.watchers.isEmpty { inbox.watchers.removeAll { $0.fd == client.fd } }
             }
-            if client.connection.kind == .events { server.inbox.withLock { $0.streams -= 1 } }
+            switch client.connection.kind {
+            case .socket: socketClients -= 1
+            case .events:
+                streamClients -= 1
+                server.inbox.withLock { $0.streams -= 1 }
+            case .http: break
+            }
             if let registration = client.registration { loop.deregister(registration) }
             client.transport.close()
         }
 
+        /// The counts now: made anew only when one has changed (this runs after every event and
+        /// for every request).
         func currentStats() -> ServerStats {
-            var stats = ServerStats()
-            // Counted in integers, then named: this runs after every event, with up to 512 clients.
-            var (socket, sse, http) = (0, 0, 0)
-            for client in clients.values {
-                switch client.connection.kind {
-                case .socket: socket += 1
-                case .events: sse += 1
-                default: http += 1
-                }
-            }
-            for (kind, count) in [("socket", socket), ("sse", sse), ("http", http)] where count > 0 { stats.clients[kind] = count }
+            let now = (socketClients, streamClients, clients.count - socketClients - streamClients, cutOff)
+            guard now != counted else { return stats }
+            counted = now
+            stats = ServerStats()
+            for (kind, count) in [("socket", now.0), ("sse", now.1), ("http", now.2)] where count > 0 { stats.clients[kind] = count }
             stats.cutOff = cutOff
             return stats
         }
 
+        /// Hands the counts to `stats` when they have changed since it was last given them.
         func publishStats() {
             let stats = currentStats()
+            guard counted != published else { return }
+            published = counted
             server.statistics.withLock { $0 = stats }
         }
 

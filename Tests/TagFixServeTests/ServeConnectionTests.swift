@@ -749,3 +749,49 @@ struct ServeConnectionKeepAliveTests {
         #expect(client.isFinished)
     }
 }
+
+@Suite("HTTP request heads: the ASCII reading and the text reading agree")
+struct HTTPHeadReadingTests {
+    static func both(_ head: [UInt8]) -> (ascii: Result<HTTPRequest, ProtocolError>, text: Result<HTTPRequest, ProtocolError>) {
+        (
+            Result { () throws(ProtocolError) in try HTTPRequest(asciiHead: head) },
+            Result { () throws(ProtocolError) in try HTTPRequest(text: head) }
+        )
+    }
+
+    static func agree(_ head: [UInt8]) -> Bool {
+        switch both(head) {
+        case (.success(let a), .success(let b)): a == b
+        case (.failure(let a), .failure(let b)): a.message == b.message
+        default: false
+        }
+    }
+
+    @Test(
+        "the same fields or the same error",
+        arguments: [
+            "GET /api/verdicts?since=12&token=a%20b+c HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t0k\r\n\r\n",
+            "POST /api/tap HTTP/1.1\r\nHost: h\r\nCookie: tagfix_token=abc; x=y\r\nContent-Length: 3\r\n\r\n",
+            "GET / HTTP/1.0\nConnection:\tkeep-alive \t\n\n", "GET  /x   HTTP/1.1\r\r\nA: 1\rB:2\n\n", "get /X?a&b=&=c HTTP/1.1\r\n\r\n",
+            "GET / HTTP/1.1\r\nX-Dup: 1\r\nx-dup: 2\r\n: empty name\r\nV: a:b:c\r\n\r\n", "GET / HTTP/1.1\r\n  Spaced-Name  :  v  \r\n\r\n",
+            "GET\r\n\r\n", "GET / SMTP\r\n\r\n", "GET x HTTP/1.1\r\n\r\n", "GET / HTTP/1.1\r\nno colon\r\n\r\n", "\r\n\r\n", "",
+            "GET / HTTP/1.1 extra\r\n\r\n", "GET\t/ HTTP/1.1\r\n\r\n", "GET / HTTP/1.\r\nA:\u{0}\r\n\r\n",
+        ])
+    func fixed(head: String) {
+        #expect(Self.agree(Array(head.utf8)), "\(Self.both(Array(head.utf8)))")
+    }
+
+    @Test("random heads of ASCII fragments", arguments: 1...20)
+    func random(seed: Int) {
+        var random = ServeConnectionRandomInputTests.SplitMix(state: UInt64(seed))
+        let fragments = [
+            "GET", "POST", " ", "  ", "\t", "/", "/a", "?", "&", "=", "%20", "%zz", "+", "HTTP/1.1", "HTTP/1.0", "HTTP/2", "\r\n", "\n",
+            "\r",
+            ":", "Host", "Connection", "close", "X", "a", "Z",
+        ]
+        for _ in 0..<200 {
+            let head = (0..<Int.random(in: 1...24, using: &random)).map { _ in fragments.randomElement(using: &random)! }.joined()
+            #expect(Self.agree(Array(head.utf8)), "\(head.debugDescription): \(Self.both(Array(head.utf8)))")
+        }
+    }
+}
