@@ -20,7 +20,7 @@
 //   in-process, per tap: PhoneTapHandler.handle and SessionLog.append one tap at a time (a
 //     transaction and an fsync a tap: how serve committed before its group commits).
 //   http, sweep: the same serve paced at rising rates (--sweep, 500 to 10,000 taps/s), three
-//     seconds' worth each, until the p99 passes 10 ms twice in a row: the highest rate it holds.
+//     seconds' worth each, until one it cannot keep up with: the highest rate whose p99 holds.
 // Each phone keeps its connection from tap to tap (HTTP/1.1 persistent connections, as a browser
 // does) and connects again when the server closes it, for TagFix and the peer alike; a row's
 // `connections` counts the connections opened. The phones are N threads (TAGFIX_BENCH_PHONES, 200).
@@ -566,7 +566,7 @@ func phoneTapBenchmark(arguments: [String]) {
         if let line = check.line() { print(line) }
         check.process.waitUntilExit()
     }
-    // The sweep (tagfix serve only): paced at rising rates, as far as the p99 holds within 10 ms.
+    // The sweep (tagfix serve only): paced at rising rates, for the highest whose p99 holds within 10 ms.
     let sweep: [Double] =
         option("--sweep") == "none"
         ? [] : (option("--sweep") ?? "500,1000,2000,3000,4000,5000,6000,8000,10000").split(separator: ",").compactMap { Double($0) }
@@ -692,17 +692,15 @@ final class ServeUnderTest {
         return (line, times)
     }
 
-    /// Paced at rising rates, each with taps of its own, as far as the p99 holds within 10 ms: it
-    /// stops after two rates in a row that miss, or one the server could not keep up with.
+    /// Paced at rising rates, each with taps of its own: every rate, until one the server could
+    /// not keep up with (under 90 % of it answered). On a shared machine a low rate's p99 can
+    /// miss while a higher one holds, so a miss does not end it.
     func sweep(_ rates: [Double], site: PhoneTapSite) -> [String] {
         var lines: [String] = []
-        var missed = 0
         for rate in rates {
             let (line, times) = run(site.bodies(tapsPerPhone: sweepTaps(rate: rate, phones: phones)), rate: rate, load: "sweep")
             lines.append(line)
-            let kept = Double(times.answered) / times.elapsed >= rate * 0.9
-            missed = times.percentile(0.99) <= 0.010 && times.confirmed == times.latencies.count ? 0 : missed + 1
-            if missed == 2 || !kept { break }
+            if Double(times.answered) / times.elapsed < rate * 0.9 { break }
         }
         return lines
     }
