@@ -1,4 +1,4 @@
-// `TagFixBench phone-tap [TAPS] [--phones N] [--serve TAGFIX] [--seconds S]`: phone taps the
+// `TagFixBench phone-tap [TAPS] [--serve TAGFIX] [--rate R] [--sweep R1,R2,…|none] [--only serve]`: phone taps the
 // server verifies per second (the body parsed, the SUN and the position checked, the counter and
 // the verdict on the disk before the answer), and the time from the POST to the answer, p50/p99,
 // with N phones (200) tapping at once; beside a peer built the way the open SUN backends are
@@ -19,6 +19,11 @@
 //   in-process, grouped: the same PhoneTapGroups, SQLiteSUNCounters and SessionLog, without HTTP.
 //   in-process, per tap: PhoneTapHandler.handle and SessionLog.append one tap at a time (a
 //     transaction and an fsync a tap: how serve committed before its group commits).
+//   http, sweep: the same serve paced at rising rates (--sweep, 500 to 10,000 taps/s), three
+//     seconds' worth each, until one it cannot keep up with: the highest rate whose p99 holds.
+// Each phone keeps its connection from tap to tap (HTTP/1.1 persistent connections, as a browser
+// does) and connects again when the server closes it, for TagFix and the peer alike; a row's
+// `connections` counts the connections opened. The phones are N threads (TAGFIX_BENCH_PHONES, 200).
 // Every line is JSON (`bench":"phone-tap"`); the peer's in-process check rate is a line too.
 import Foundation
 import Glibc
@@ -46,8 +51,11 @@ struct PhoneTapSite {
     let urls: [[String]]
     let names: SUNParameterNames
     let keys: SUNVerifier
+    /// The phones' tags, kept for more taps (`bodies(tapsPerPhone:)`); their counters go on rising.
+    let tags: [EmulatedNTAG424Tag]
 
     init(phones: Int, tapsPerPhone: Int) {
+        var tags: [EmulatedNTAG424Tag] = []
         var entries: [RegistryEntry] = []
         var spots: [Coordinate] = []
         var urls: [[String]] = []
@@ -72,7 +80,9 @@ struct PhoneTapSite {
                     region: try! CircularRegion(center: spot, radius: 25, identifier: "P\(phone)"), name: nil,
                     sun: SUNSettings(keyName: "site", names: prepared)))
             urls.append((0..<tapsPerPhone).map { _ in Self.read(tag) })
+            tags.append(tag)
         }
+        self.tags = tags
         self.entries = entries
         self.spots = spots
         self.urls = urls
@@ -96,6 +106,12 @@ struct PhoneTapSite {
         let length = Int(file[0]) << 8 | Int(file[1])
         guard let url = try? NDEFMessage(bytes: Array(file[2..<2 + length])).firstURL else { fatalError("the tag's file holds no URL") }
         return url
+    }
+
+    /// More taps: each phone's next `tapsPerPhone` bodies, read from its tag (counters rising on
+    /// from every URL read before).
+    func bodies(tapsPerPhone: Int) -> [[String]] {
+        tags.indices.map { phone in (0..<tapsPerPhone).map { _ in body(phone: phone, url: Self.read(tags[phone])) } }
     }
 
     /// The body a phone at its tag's spot posts (accuracy 8 m).
@@ -175,8 +191,10 @@ func tapAtOnce(phones: Int, urls: [[String]], rate: Double? = nil, tap: @escapin
 
 // MARK: - HTTP/1.1 on loopback
 
-/// An HTTP/1.1 client to 127.0.0.1 (blocking: on its phone's thread): a connection a POST, as a
-/// phone's tap page makes one request and goes; the answer read to its Content-Length.
+/// An HTTP/1.1 client to 127.0.0.1 (blocking: on its phone's thread), as a phone's browser is:
+/// it keeps its connection for the next POST (HTTP/1.1 persistent connections) and connects
+/// again when the server has closed it (its answer said `Connection: close`, or the connection
+/// is found closed before an answer began, once); the answer read to its Content-Length.
 final class LoopbackHTTPClient {
     private let port: UInt16
     private let source: String?
@@ -226,33 +244,65 @@ final class LoopbackHTTPClient {
         }
         fd = socketFD
         buffer = []
+        connections += 1
         return true
     }
 
+    /// Connections opened, and answers that said `Connection: close`.
+    private(set) var connections = 0
+    private(set) var closedByServer = 0
+
     /// POSTs `body` to `path` with the token's cookie; the status and the body, or nil when the
-    /// connection failed (it is opened again on the next call).
+    /// connection failed (it is opened again on the next call). A kept connection the server
+    /// closed before answering (its idle timeout) is opened again and the POST sent once more.
     func post(_ path: String, body: String, cookie: String) -> (status: Int, body: String)? {
-        guard connectIfNeeded() else { return nil }
-        defer {
-            close(fd)
-            fd = -1
+        for attempt in 0..<2 {
+            let reused = fd >= 0
+            guard connectIfNeeded() else { return nil }
+            switch exchange(path, body: body, cookie: cookie) {
+            case .answer(let status, let answer, let keep):
+                if !keep {
+                    closedByServer += 1
+                    disconnect()
+                }
+                return (status, answer)
+            case .closedBeforeAnswer where reused && attempt == 0:
+                disconnect()
+            default:
+                disconnect()
+                return nil
+            }
         }
-        return exchange(path, body: body, cookie: cookie)
+        return nil
     }
 
-    private func exchange(_ path: String, body: String, cookie: String) -> (status: Int, body: String)? {
+    private func disconnect() {
+        if fd >= 0 { close(fd) }
+        fd = -1
+        buffer = []
+    }
+
+    private enum Exchange {
+        case answer(status: Int, body: String, keepAlive: Bool)
+        /// Nothing of an answer came: the connection was closed (or failed) first.
+        case closedBeforeAnswer
+        case failed
+    }
+
+    private func exchange(_ path: String, body: String, cookie: String) -> Exchange {
         let request = Array(
             ("POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nOrigin: http://127.0.0.1:\(port)\r\nCookie: \(cookie)\r\n"
-                + "Connection: close\r\nContent-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)").utf8)
+                + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)").utf8)
         var sent = 0
         while sent < request.count {
             let wrote = request[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard wrote > 0 else { return nil }
+            guard wrote > 0 else { return .closedBeforeAnswer }
             sent += wrote
         }
         var headerEnd: Int?
         var contentLength = 0
         var status = 0
+        var keepAlive = true
         var chunk = [UInt8](repeating: 0, count: 8192)
         while true {
             if headerEnd == nil, let end = find(Array("\r\n\r\n".utf8)) {
@@ -260,17 +310,22 @@ final class LoopbackHTTPClient {
                 let head = String(decoding: buffer[..<end], as: UTF8.self)
                 let lines = head.split(separator: "\r\n")
                 status = lines.first.flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
-                for line in lines.dropFirst() where line.lowercased().hasPrefix("content-length:") {
-                    contentLength = Int(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) ?? 0
+                for line in lines.dropFirst() {
+                    let lower = line.lowercased()
+                    if lower.hasPrefix("content-length:") {
+                        contentLength = Int(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) ?? 0
+                    } else if lower.hasPrefix("connection:"), lower.contains("close") {
+                        keepAlive = false
+                    }
                 }
             }
             if let headerEnd, buffer.count >= headerEnd + contentLength {
                 let answer = String(decoding: buffer[headerEnd..<headerEnd + contentLength], as: UTF8.self)
                 buffer.removeFirst(headerEnd + contentLength)
-                return (status, answer)
+                return .answer(status: status, body: answer, keepAlive: keepAlive)
             }
             let got = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            guard got > 0 else { return nil }
+            guard got > 0 else { return buffer.isEmpty ? .closedBeforeAnswer : .failed }
             buffer += chunk[..<got]
         }
     }
@@ -308,6 +363,9 @@ final class PhoneClients: Sendable {
             return answer
         }
     }
+
+    /// The connections the phones opened (one each when every connection was kept throughout).
+    var connections: Int { clients.reduce(0) { $0 + ($1.client.withLock { $0?.connections } ?? 0) } }
 
     /// The refusals as a JSON object's text: {"429":12}.
     var refusedJSON: String {
@@ -389,12 +447,10 @@ func phoneTapBenchmark(arguments: [String]) {
     let python = ProcessInfo.processInfo.environment["TAGFIX_BENCH_PYTHON"] ?? "/usr/bin/python3"
     let phones = phoneCount
     let perPhone = max(1, taps / phones)
-    // Twice the taps: the first half for every run in this process (each with fresh stores), the
-    // second for tagfix serve's paced run (its counters have seen the first half).
-    let site = PhoneTapSite(phones: phones, tapsPerPhone: perPhone * 2)
-    let all: [[String]] = (0..<phones).map { phone in site.urls[phone].map { site.body(phone: phone, url: $0) } }
-    let bodies = all.map { Array($0.prefix(perPhone)) }
-    let later = all.map { Array($0.dropFirst(perPhone)) }
+    // These taps for every run in this process with fresh stores; tagfix serve's later runs read
+    // taps of their own from the tags (`site.bodies`: its counters have seen these).
+    let site = PhoneTapSite(phones: phones, tapsPerPhone: perPhone)
+    let bodies: [[String]] = (0..<phones).map { phone in site.urls[phone].map { site.body(phone: phone, url: $0) } }
     // The bodies stand in for the URLs: a phone's list is its bodies, in counter order.
     let folder = FileManager.default.currentDirectoryPath + "/.build/phone-tap-\(getpid())"
     try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -480,107 +536,175 @@ func phoneTapBenchmark(arguments: [String]) {
         }
         return phoneTapRow(
             side: "peer", path: "http", commits: "none: no counter kept, nothing written", times: times, rate: rate,
-            extra: ["not_200": clients.refusedJSON])
+            extra: ["not_200": clients.refusedJSON, "connections": "\(clients.connections)"])
     }
 
+    // tagfix serve, started once; its runs between the peer's, so both share the machine's minutes.
+    let served = ServeUnderTest.start(serve: serve, site: site, folder: folder)
+    if case .failure(let skipped) = served { print(skipped.line) }
+    let rig = try? served.get()
+    defer { rig?.stop() }
+    // `--only serve`: tagfix serve's rows alone (for a profile of serve).
+    let others = option("--only") != "serve"
     for run in 0..<2 {
-        print(inProcess(grouped: true, run: run))
-        print(peer())
+        if others {
+            print(inProcess(grouped: true, run: run))
+            print(peer())
+        }
+        // Each run its own URLs: the counters must rise (the second run's are read from the tags now).
+        if let rig { print(rig.run(run == 0 ? bodies : site.bodies(tapsPerPhone: perPhone), rate: nil).line) }
     }
-    print(inProcess(grouped: false, run: 0))
-    // Paced: the phones together at `rate` taps per second, each tap's time from when it was due.
-    print(inProcess(grouped: true, run: 2, rate: rate))
-    print(peer(rate: rate))
+    if others {
+        print(inProcess(grouped: false, run: 0))
+        // Paced: the phones together at `rate` taps per second, each tap's time from when it was due.
+        print(inProcess(grouped: true, run: 2, rate: rate))
+        print(peer(rate: rate))
+    }
+    if let rig { print(rig.run(site.bodies(tapsPerPhone: perPhone), rate: rate).line) }
     // The peer's check alone, in its own process, on the same URLs.
-    if let check = FlaskPeer(python: python, arguments: ["loop", tagsFile, urlsFile, "2"]) {
+    if others, let check = FlaskPeer(python: python, arguments: ["loop", tagsFile, urlsFile, "2"]) {
         if let line = check.line() { print(line) }
         blockUntilExit(check.process)
     }
-    for line in phoneTapOverServe(serve: serve, site: site, runs: [(bodies, nil), (later, rate)], folder: folder) { print(line) }
+    // The sweep (tagfix serve only): paced at rising rates, for the highest whose p99 holds within 10 ms.
+    let sweep: [Double] =
+        option("--sweep") == "none"
+        ? [] : (option("--sweep") ?? "500,1000,2000,3000,4000,5000,6000,8000,10000").split(separator: ",").compactMap { Double($0) }
+    if let rig { for line in rig.sweep(sweep, site: site) { print(line) } }
+}
+
+/// How many taps a sweep step at `rate` makes: three seconds' worth, at least ten a phone.
+func sweepTaps(rate: Double, phones: Int) -> Int {
+    max(10, Int((rate * 3 / Double(phones)).rounded(.up)))
 }
 
 // MARK: - The real server
 
 /// `tagfix serve --http` on a free port with the site's registry, keys and token, the same bodies
 /// POSTed to /api/tap; a `skipped` line when there is no TAGFIX to run or its serve has no
-/// /api/tap (it does not start with these options, or answers the route 404).
-func phoneTapOverServe(serve: String?, site: PhoneTapSite, runs: [(bodies: [[String]], rate: Double?)], folder: String) -> [String] {
-    let phones = site.entries.count
-    func skipped(_ why: String) -> [String] {
-        [
-            phoneTapLine([
-                "bench": "\"phone-tap\"", "side": "\"tagfix\"", "path": "\"http\"", "skipped": "\"\(why)\"",
-                "phones_at_once": "\(phones)",
-            ])
-        ]
+/// /api/tap (it does not start with these options, or answers the route 404). Started once, its
+/// runs made between the peer's (the same minutes of the machine for both), stopped at the end.
+final class ServeUnderTest {
+    /// Why there is no serve to measure, as a result line.
+    struct Skipped: Error {
+        let line: String
     }
-    guard let serve else { return skipped("no --serve TAGFIX given") }
-    let registryPath = "\(folder)/registry.csv"
-    try! RegistryFile.write(site.entries, format: .csv).write(toFile: registryPath, atomically: true, encoding: .utf8)
-    let keysPath = "\(folder)/sun.keys"
-    // Mode 0600, as serve demands of a key file (it refused the 0644 one, and the row was skipped).
-    try! SecretFile.create(keysPath, "[site]\nkey = \(PhoneTapSite.fileHex)\nmeta_key = \(PhoneTapSite.metaHex)\n", mode: 0o600)
-    let tokensPath = "\(folder)/tokens"
-    var tokens = TokenFile()
-    try? tokens.add(name: "bench", token: PhoneTapSite.token)
-    try? tokens.write(to: tokensPath)
-    // A free port: bound, read, released.
-    let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, length) } }
-    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) } }
-    close(probe)
-    let port = UInt16(bigEndian: address.sin_port)
-    let errorsPath = "\(folder)/serve.stderr"
-    _ = FileManager.default.createFile(atPath: errorsPath, contents: nil)
-    let errors = FileHandle(forWritingAtPath: errorsPath)!
-    guard
-        let process = try? ChildProcess(
-            executable: serve,
-            arguments: [
-                "serve", "--http", "127.0.0.1:\(port)", "--registry", registryPath, "--sun-keys", keysPath, "--sun-counters",
-                "\(folder)/serve-counters.sqlite", "--token", tokensPath, "--log", "\(folder)/serve.jsonl", "--socket",
-                "\(folder)/serve.sock",
-                // Its limit per client (10 at once, then 1 a second) is for a tech's phone; a
-                // benchmark phone taps back to back, so the limit is lifted (docs/protocol.md).
-                "--tap-limit", "1000000,1000000",
-            ],
-            environment: ProcessInfo.processInfo.environment, standardError: errors.fileDescriptor)
-    else { return skipped("\(serve) could not be started") }
-    defer { blockingStop(process) }
-    // Up to 10 s for it to listen; a first tap (a tag not in the registry, position denied: a
-    // `notRegistered` line in its log) tells whether it takes phone taps: 200 and a verdict.
-    let client = LoopbackHTTPClient(port: port)
-    var first: (status: Int, body: String)?
-    for _ in 0..<100 {
-        first = client.post(
-            PhoneTapRoute.postPath, body: #"{"url":"https://tags.example.org/t/none","error":"denied"}"#,
-            cookie: "\(PhoneCookie.name)=\(PhoneTapSite.token)")
-        if first != nil || !process.isRunning { break }
-        usleep(100_000)
+
+    private let process: ChildProcess
+    private let port: UInt16
+    private let phones: Int
+
+    private init(process: ChildProcess, port: UInt16, phones: Int) {
+        self.process = process
+        self.port = port
+        self.phones = phones
     }
-    guard let first else {
-        // What it said first, JSON-safe: letters, digits and punctuation other than quotes and backslashes.
-        let said = ((try? String(contentsOfFile: errorsPath, encoding: .utf8)) ?? "").split(separator: "\n").first.map(String.init) ?? ""
-        let safe = String(said.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F && $0 != "\"" && $0 != "\\" }.prefix(160))
-        return skipped("tagfix serve did not start with --http --registry --sun-keys --sun-counters --token (named tokens) --log: \(safe)")
+
+    static func start(serve: String?, site: PhoneTapSite, folder: String) -> Result<ServeUnderTest, Skipped> {
+        let phones = site.entries.count
+        func skipped(_ why: String) -> Result<ServeUnderTest, Skipped> {
+            .failure(
+                Skipped(
+                    line: phoneTapLine([
+                        "bench": "\"phone-tap\"", "side": "\"tagfix\"", "path": "\"http\"", "skipped": "\"\(why)\"",
+                        "phones_at_once": "\(phones)",
+                    ])))
+        }
+        guard let serve else { return skipped("no --serve TAGFIX given") }
+        let registryPath = "\(folder)/registry.csv"
+        try! RegistryFile.write(site.entries, format: .csv).write(toFile: registryPath, atomically: true, encoding: .utf8)
+        let keysPath = "\(folder)/sun.keys"
+        // Mode 0600, as serve demands of a key file (it refused the 0644 one, and the row was skipped).
+        try! SecretFile.create(keysPath, "[site]\nkey = \(PhoneTapSite.fileHex)\nmeta_key = \(PhoneTapSite.metaHex)\n", mode: 0o600)
+        let tokensPath = "\(folder)/tokens"
+        var tokens = TokenFile()
+        try? tokens.add(name: "bench", token: PhoneTapSite.token)
+        try? tokens.write(to: tokensPath)
+        // A free port: bound, read, released.
+        let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) }
+        }
+        close(probe)
+        let port = UInt16(bigEndian: address.sin_port)
+        let errorsPath = "\(folder)/serve.stderr"
+        _ = FileManager.default.createFile(atPath: errorsPath, contents: nil)
+        let errors = FileHandle(forWritingAtPath: errorsPath)!
+        guard
+            let process = try? ChildProcess(
+                executable: serve,
+                arguments: [
+                    "serve", "--http", "127.0.0.1:\(port)", "--registry", registryPath, "--sun-keys", keysPath, "--sun-counters",
+                    "\(folder)/serve-counters.sqlite", "--token", tokensPath, "--log", "\(folder)/serve.jsonl", "--socket",
+                    "\(folder)/serve.sock",
+                    // Its limit per client (10 at once, then 1 a second) is for a tech's phone; a
+                    // benchmark phone taps back to back, so the limit is lifted (docs/protocol.md).
+                    "--tap-limit", "1000000,1000000",
+                ],
+                environment: ProcessInfo.processInfo.environment, standardError: errors.fileDescriptor)
+        else { return skipped("\(serve) could not be started") }
+        // Up to 10 s for it to listen; a first tap (a tag not in the registry, position denied: a
+        // `notRegistered` line in its log) tells whether it takes phone taps: 200 and a verdict.
+        let client = LoopbackHTTPClient(port: port)
+        var first: (status: Int, body: String)?
+        for _ in 0..<100 {
+            first = client.post(
+                PhoneTapRoute.postPath, body: #"{"url":"https://tags.example.org/t/none","error":"denied"}"#,
+                cookie: "\(PhoneCookie.name)=\(PhoneTapSite.token)")
+            if first != nil || !process.isRunning { break }
+            usleep(100_000)
+        }
+        guard let first else {
+            blockingStop(process)
+            // What it said first, JSON-safe: letters, digits and punctuation other than quotes and backslashes.
+            let said =
+                ((try? String(contentsOfFile: errorsPath, encoding: .utf8)) ?? "").split(separator: "\n").first.map(String.init) ?? ""
+            let safe = String(said.unicodeScalars.filter { $0.value >= 0x20 && $0.value < 0x7F && $0 != "\"" && $0 != "\\" }.prefix(160))
+            return skipped(
+                "tagfix serve did not start with --http --registry --sun-keys --sun-counters --token (named tokens) --log: \(safe)")
+        }
+        guard first.status == 200, first.body.contains(#""verdict""#) else {
+            blockingStop(process)
+            return skipped(
+                "tagfix serve answers a phone tap's POST \(PhoneTapRoute.postPath) with \(first.status), not a verdict: no phone taps yet")
+        }
+        return .success(ServeUnderTest(process: process, port: port, phones: phones))
     }
-    guard first.status == 200, first.body.contains(#""verdict""#) else {
-        return skipped(
-            "tagfix serve answers a phone tap's POST \(PhoneTapRoute.postPath) with \(first.status), not a verdict: no phone taps yet")
-    }
-    // Back to back, then paced, each with URLs of its own (the counters rise across both).
-    return runs.map { run in
+
+    /// The phones tap `bodies` (back to back, or paced at `rate`): a result line (`load` says
+    /// which, `sweep` for a step of the sweep).
+    func run(_ bodies: [[String]], rate: Double?, load: String? = nil) -> (line: String, times: TapTimes) {
         let clients = PhoneClients(phones: phones, port: port)
-        let times = tapAtOnce(phones: phones, urls: run.bodies, rate: run.rate) { phone, body in
+        let times = tapAtOnce(phones: phones, urls: bodies, rate: rate) { phone, body in
             guard let answer = clients.post(phone: phone, body: body), answer.status == 200 else { return nil }
             return answer.body.contains(#""verdict":"confirmed""#)
         }
-        return phoneTapRow(
+        var extra = ["not_200": clients.refusedJSON, "connections": "\(clients.connections)"]
+        if let load { extra["load"] = "\"\(load)\"" }
+        let line = phoneTapRow(
             side: "tagfix", path: "http", commits: "grouped: serve's own (PhoneTapGroups), its --sun-counters and --log", times: times,
-            rate: run.rate, extra: ["not_200": clients.refusedJSON])
+            rate: rate, extra: extra)
+        return (line, times)
     }
+
+    /// Paced at rising rates, each with taps of its own: every rate, until one the server could
+    /// not keep up with (under 90 % of it answered). On a shared machine a low rate's p99 can
+    /// miss while a higher one holds, so a miss does not end it.
+    func sweep(_ rates: [Double], site: PhoneTapSite) -> [String] {
+        var lines: [String] = []
+        for rate in rates {
+            let (line, times) = run(site.bodies(tapsPerPhone: sweepTaps(rate: rate, phones: phones)), rate: rate, load: "sweep")
+            lines.append(line)
+            if Double(times.answered) / times.elapsed < rate * 0.9 { break }
+        }
+        return lines
+    }
+
+    /// SIGTERM, then SIGKILL after a grace; returns once it has exited.
+    func stop() { blockingStop(process) }
 }

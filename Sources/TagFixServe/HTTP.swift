@@ -16,6 +16,8 @@ public struct HTTPRequest: Sendable, Hashable {
     public var body: [UInt8] = []
     /// Who sent it: the peer's `HOST:PORT`, the host as digits (`nil` when not known).
     public var clientAddress: String?
+    /// The protocol of the request line: `HTTP/1.1`, `HTTP/1.0`.
+    public var version = "HTTP/1.1"
 
     /// The longest request head read; a longer one is refused (431).
     public static let maximumHead = 16 * 1024
@@ -35,6 +37,18 @@ public struct HTTPRequest: Sendable, Hashable {
     /// Parses a request head (request line and headers).
     /// - Throws: `ProtocolError` for anything that is not a request line and headers.
     public init(head: some Collection<UInt8>) throws(ProtocolError) {
+        // Nearly every head is ASCII: read from its bytes, with no Foundation and no Characters;
+        // the same fields and errors as the reading of its text below (a test holds them equal).
+        let bytes = Array(head)
+        if bytes.allSatisfy({ $0 < 0x80 }) {
+            self = try Self(asciiHead: bytes)
+            return
+        }
+        try self.init(text: head)
+    }
+
+    /// Reads a head from its text: any UTF-8.
+    init(text head: some Collection<UInt8>) throws(ProtocolError) {
         guard let text = String(validating: head, as: UTF8.self) else { throw ProtocolError("the request is not UTF-8 text") }
         var lines = text.split(omittingEmptySubsequences: true) { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }.map(String.init)
         guard !lines.isEmpty else { throw ProtocolError("an empty request") }
@@ -43,6 +57,7 @@ public struct HTTPRequest: Sendable, Hashable {
             throw ProtocolError("not an HTTP/1.x request line")
         }
         method = String(requestLine[0])
+        version = String(requestLine[2])
         let target = requestLine[1]
         guard target.hasPrefix("/") else { throw ProtocolError("the request target must be a path") }
         self.target = String(target)
@@ -59,6 +74,51 @@ public struct HTTPRequest: Sendable, Hashable {
             let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
             headers[name] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
         }
+    }
+
+    /// Reads an ASCII head from its bytes: lines end at any CR or LF (empty ones skipped), the
+    /// request line's parts are split at spaces, a header's name and value are trimmed of spaces
+    /// and tabs (what `.whitespaces` is in ASCII) and its name lower-cased.
+    init(asciiHead bytes: [UInt8]) throws(ProtocolError) {
+        let lines = bytes.split(omittingEmptySubsequences: true) { $0 == 10 || $0 == 13 }
+        guard let first = lines.first else { throw ProtocolError("an empty request") }
+        let requestLine = first.split(separator: 0x20, omittingEmptySubsequences: true)
+        guard requestLine.count == 3, requestLine[2].starts(with: "HTTP/1.".utf8) else {
+            throw ProtocolError("not an HTTP/1.x request line")
+        }
+        method = String(decoding: requestLine[0], as: UTF8.self)
+        version = String(decoding: requestLine[2], as: UTF8.self)
+        let target = requestLine[1]
+        guard target.first == UInt8(ascii: "/") else { throw ProtocolError("the request target must be a path") }
+        self.target = String(decoding: target, as: UTF8.self)
+        if let mark = target.firstIndex(of: UInt8(ascii: "?")) {
+            path = String(decoding: target[..<mark], as: UTF8.self)
+            query = Self.query(Substring(String(decoding: target[(mark + 1)...], as: UTF8.self)))
+        } else {
+            path = self.target
+            query = [:]
+        }
+        func trimmed(_ part: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+            var part = part
+            while let byte = part.first, byte == 0x20 || byte == 0x09 { part = part.dropFirst() }
+            while let byte = part.last, byte == 0x20 || byte == 0x09 { part = part.dropLast() }
+            return part
+        }
+        headers = Dictionary(minimumCapacity: lines.count)
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { throw ProtocolError("a header line without a colon") }
+            let name = trimmed(line[..<colon]).map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
+            headers[String(decoding: name, as: UTF8.self)] = String(decoding: trimmed(line[(colon + 1)...]), as: UTF8.self)
+        }
+    }
+
+    /// Whether the client asks to keep the connection for its next request: HTTP/1.1 unless
+    /// `Connection: close`, HTTP/1.0 only with `Connection: keep-alive` (RFC 9112 §9.3).
+    public var keepsAlive: Bool {
+        guard let connection = headers["connection"] else { return version != "HTTP/1.0" }
+        let options = connection.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+        if options.contains("close") { return false }
+        return version == "HTTP/1.0" ? options.contains("keep-alive") : true
     }
 
     /// The peer's host as digits (`clientAddress` without its port): what a limit per client
@@ -118,7 +178,8 @@ public enum HTTPAnswer: Sendable {
 }
 
 /// The one way to answer an HTTP request the responder answered `.later`: `send` hands the
-/// response to the server's loop, which writes it and closes the connection. Safe from any
+/// response to the server's loop, which writes it (and closes the connection, or keeps it for
+/// the client's next request). Safe from any
 /// thread; only the first `send` counts. A client that has gone (or a server that has stopped)
 /// before it is fine: the response is dropped.
 public final class HTTPReplyHandle: Sendable {
@@ -139,7 +200,8 @@ public final class HTTPReplyHandle: Sendable {
     public var isPending: Bool { deliver.withLock { $0 != nil } }
 }
 
-/// A response the server writes and then closes the connection (except `/events`).
+/// A response the server writes; then it closes the connection or keeps it for the client's next
+/// request (HTTP/1.1 persistent connections, `ServeConnection`).
 public struct HTTPResponse: Sendable {
     public var status: Int
     public var contentType: String
@@ -183,9 +245,13 @@ public struct HTTPResponse: Sendable {
     }
 
     /// The bytes on the wire, `Connection: close`.
-    public var bytes: [UInt8] {
+    public var bytes: [UInt8] { bytes(keepAlive: false) }
+
+    /// The bytes on the wire: `Connection: keep-alive` (the connection is kept for the next
+    /// request) or `Connection: close`; otherwise the same.
+    public func bytes(keepAlive: Bool) -> [UInt8] {
         var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Type: \(contentType)\r\nContent-Length: \(body.count)\r\n"
-        head += "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\n"
+        head += "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: \(keepAlive ? "keep-alive" : "close")\r\n"
         for (name, value) in extraHeaders { head += "\(name): \(value)\r\n" }
         return Array((head + "\r\n").utf8) + (headOnly ? [] : body)
     }

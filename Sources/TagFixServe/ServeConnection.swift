@@ -7,12 +7,22 @@ import TagFixCore
 /// - A socket client (`.socket`): the line protocol (`CommandFramer`, `ClientCommand`), token
 ///   authentication, `?WATCH` (a `.watch` action: the shell adds it to the fan-out, or takes it
 ///   off), and a command begun and not ended within `clientTimeout` (an `ERROR`, then closed).
-/// - An HTTP client (`.http`): one request head (bounded by `HTTPRequest.maximumHead`, due
-///   `clientTimeout` after the connection), the bearer token; GET and HEAD, and POST and PUT
-///   with a `Content-Length` body read whole by the same deadline (at most `bodyLimit`: 413;
-///   a malformed length 400; chunked 411); `/events` makes it an event stream (`.events`); any
-///   other request is handed out (`.respond`) and answered with `reply(_:)` — at once or later
-///   — then closed once written.
+/// - An HTTP client (`.http`): a request head (bounded by `HTTPRequest.maximumHead`, due
+///   `clientTimeout` after the connection, or after its first byte for a later request), the
+///   bearer token; GET and HEAD, and POST and PUT with a `Content-Length` body read whole by the
+///   same deadline (at most `bodyLimit`: 413; a malformed length 400; chunked 411); `/events`
+///   makes it an event stream (`.events`); any other request is handed out (`.respond`) and
+///   answered with `reply(_:now:)` — at once or later.
+/// - HTTP/1.1 persistent connections: after an answer the connection is kept for the client's
+///   next request when the request allows it (HTTP/1.1 without `Connection: close`, HTTP/1.0 with
+///   `Connection: keep-alive`), the answer is not an error (status below 400), and it is not the
+///   connection's `maximumRequests`th; otherwise the answer says `Connection: close` and the
+///   connection is closed once it is written. A kept connection with no request begun for
+///   `idleTimeout` is closed without a word. A request sent before the last one's answer
+///   (pipelining) is kept and served in order, up to `HTTPRequest.maximumHead + bodyLimit`
+///   bytes; past that the connection is closed after the answer, the excess unread. An error
+///   the connection finds itself (a malformed or oversized request, a timeout) is answered and
+///   closed, as before.
 /// - Output: what is queued waits in `pending` until the shell says what the socket took
 ///   (`wrote(_:)`); a client whose unread output would pass `bufferLimit` is cut off (`.cutOff`).
 ///
@@ -38,22 +48,29 @@ struct ServeConnection {
         var clientTimeout: Duration
         var bufferLimit: Int
         var bodyLimit: Int
+        /// How long a kept HTTP connection may wait for its next request's first byte.
+        var idleTimeout: Duration
+        /// The most requests one HTTP connection is answered (the last says `Connection: close`).
+        var maximumRequests: Int
 
         init(
             token: String? = nil, release: String, clientTimeout: Duration = .seconds(10), bufferLimit: Int = 1 << 20,
-            bodyLimit: Int = 16 * 1024
+            bodyLimit: Int = 16 * 1024, idleTimeout: Duration = .seconds(15), maximumRequests: Int = 1000
         ) {
             self.token = token
             self.release = release
             self.clientTimeout = clientTimeout
             self.bufferLimit = bufferLimit
             self.bodyLimit = bodyLimit
+            self.idleTimeout = idleTimeout
+            self.maximumRequests = maximumRequests
         }
 
         init(_ configuration: ServeConfiguration) {
             self.init(
                 token: configuration.token, release: configuration.release, clientTimeout: configuration.clientTimeout,
-                bufferLimit: configuration.bufferLimit, bodyLimit: configuration.bodyLimit)
+                bufferLimit: configuration.bufferLimit, bodyLimit: configuration.bodyLimit,
+                idleTimeout: configuration.keepAliveTimeout, maximumRequests: configuration.keepAliveRequests)
             tokens = configuration.tokens
         }
 
@@ -74,7 +91,7 @@ struct ServeConnection {
         case watch(Bool)
         /// The client has become an event stream: it is sent every event from now on.
         case streamOpened
-        /// Answer this HTTP request (the responder's): `reply(_:)` with the response.
+        /// Answer this HTTP request (the responder's): `reply(_:now:)` with the response.
         case respond(HTTPRequest)
         /// A line for the server's log.
         case log(String)
@@ -100,14 +117,22 @@ struct ServeConnection {
     private var output: [UInt8] = []
     private var sent = 0
     private var request: [UInt8] = []
-    /// When an HTTP client connected, or a socket client's unfinished command began: it is due
-    /// `clientTimeout` later.
+    /// When an HTTP client connected (or its next request's first byte came), or a socket
+    /// client's unfinished command began: it is due `clientTimeout` later.
     private var opened: Timestamp?
+    /// A socket client: no command is begun. An HTTP client: nothing more is read.
     private var requestDone = false
-    /// The method of the request handed out with `.respond` (HEAD: the reply has no body).
-    private var respondingTo: String?
+    /// The method of the request handed out with `.respond` (HEAD: the reply has no body), and
+    /// whether its client asked to keep the connection.
+    private var respondingTo: (method: String, keepAlive: Bool)?
     /// A POST or PUT whose head is read, and its body's length: the body is being read.
     private var awaitingBody: (request: HTTPRequest, length: Int)?
+    /// A kept HTTP connection waits for its next request's first byte since then.
+    private var idleSince: Timestamp?
+    /// The HTTP requests answered on this connection.
+    private(set) var answered = 0
+    /// More was sent before an answer than is kept: the connection closes after the answer.
+    private var closeAfterAnswer = false
     /// The client's `HOST:PORT`, for the requests it sends.
     let clientAddress: String?
     private var actions: [Action] = []
@@ -186,7 +211,7 @@ struct ServeConnection {
         guard !isCutOff else { return [] }
         switch kind {
         case .socket: commands(bytes, now: now)
-        case .http: request(bytes)
+        case .http: request(bytes, now: now)
         case .events: break  // nothing more is read from an event stream
         }
         return takeActions()
@@ -262,9 +287,32 @@ struct ServeConnection {
         return difference == 0
     }
 
-    private mutating func request(_ bytes: some Collection<UInt8>) {
-        guard !requestDone else { return }
+    /// The most bytes kept of requests sent before the last one's answer.
+    private var pipelineLimit: Int { HTTPRequest.maximumHead + settings.bodyLimit }
+
+    private mutating func request(_ bytes: some Collection<UInt8>, now: Timestamp) {
+        guard !requestDone, !closeWhenFlushed, !bytes.isEmpty else { return }
+        if respondingTo != nil {
+            // Pipelined: kept for after the answer, in order, up to a request's worth.
+            guard request.count + bytes.count <= pipelineLimit else {
+                closeAfterAnswer = true
+                requestDone = true
+                request = []
+                return
+            }
+            return request.append(contentsOf: bytes)
+        }
+        if idleSince != nil {
+            // A kept connection's next request begins: it is due `clientTimeout` from now.
+            idleSince = nil
+            opened = now
+        }
         request.append(contentsOf: bytes)
+        readRequest()
+    }
+
+    /// Reads the request in `request` (its head, then its body), as far as it has come.
+    private mutating func readRequest() {
         if awaitingBody != nil { return readBody() }
         guard let end = HTTPRequest.headEnd(request) else {
             if request.count > HTTPRequest.maximumHead {
@@ -279,7 +327,7 @@ struct ServeConnection {
             return respond(HTTPResponse(status: 400, body: error.message + "\n"))
         }
         parsed.clientAddress = clientAddress
-        // What follows the head: the start of a body.
+        // What follows the head: the start of a body (or the next request).
         request.removeFirst(end)
         // Phone taps authenticate themselves (their token's cookie, or the link's ?token=): the
         // responder says which requests it checks.
@@ -293,14 +341,15 @@ struct ServeConnection {
         }
         switch parsed.method {
         case "GET", "HEAD":
-            requestDone = true
-            request = []
+            break
         case "POST", "PUT":
             return beginBody(of: parsed)
         default:
             return respond(HTTPResponse.onlyGet)
         }
         if parsed.path == "/events" {
+            requestDone = true
+            request = []
             kind = .events
             actions.append(.streamOpened)
             append(HTTPResponse.eventStreamHead)
@@ -340,39 +389,70 @@ struct ServeConnection {
         var whole = parsed
         whole.body = Array(request.prefix(length))
         awaitingBody = nil
-        request = []
-        requestDone = true
+        request.removeFirst(length)
         handOut(whole)
     }
 
     private mutating func handOut(_ parsed: HTTPRequest) {
-        respondingTo = parsed.method
+        respondingTo = (parsed.method, parsed.keepsAlive)
         actions.append(.respond(parsed))
     }
 
-    /// Answers the request handed out with `.respond` (a HEAD request gets the head only); the
-    /// client is closed once it is written. Nothing happens for a client that has no request
-    /// waiting for its answer.
-    mutating func reply(_ response: HTTPResponse) -> [Action] {
-        guard let method = respondingTo, !isCutOff else { return [] }
+    /// Answers the request handed out with `.respond` (a HEAD request gets the head only), at
+    /// `now`. The connection is kept for the next request (see the type's notes), or closed once
+    /// the answer is written; a request already sent after it is read at once (perhaps another
+    /// `.respond`). Nothing happens for a client that has no request waiting for its answer.
+    mutating func reply(_ response: HTTPResponse, now: Timestamp) -> [Action] {
+        guard let (method, keepAlive) = respondingTo, !isCutOff else { return [] }
         respondingTo = nil
+        answered += 1
         var response = response
         response.headOnly = method == "HEAD"
-        respond(response)
+        let keep =
+            keepAlive && response.status < 400 && answered < settings.maximumRequests && !closeAfterAnswer && !closeWhenFlushed
+        guard keep else {
+            respond(response)
+            return takeActions()
+        }
+        append(response.bytes(keepAlive: true))
+        if request.isEmpty {
+            idleSince = now
+            opened = nil
+        } else {
+            opened = now
+            readRequest()
+        }
         return takeActions()
     }
 
+    /// The last answer on this connection: `Connection: close`, closed once written.
     private mutating func respond(_ response: HTTPResponse) {
         requestDone = true
         closeWhenFlushed = true
+        awaitingBody = nil
+        request = []
         append(response.bytes)
+    }
+
+    /// A kept HTTP connection between requests: none begun, none being answered.
+    var isIdle: Bool { idleSince != nil && !closeWhenFlushed && !isCutOff }
+
+    /// Closes a kept HTTP connection that waits for its next request (the server needs its slot):
+    /// nothing is said; it is closed once what is queued is written.
+    mutating func closeIdle() {
+        guard isIdle else { return }
+        requestDone = true
+        closeWhenFlushed = true
     }
 
     // MARK: - Time
 
-    /// When the client's unfinished request head or command is due (`nil`: none is awaited).
+    /// When the client's unfinished request or command is due, or a kept HTTP connection's wait
+    /// for its next request ends (`nil`: none is awaited).
     var deadline: Timestamp? {
-        guard !requestDone, !isCutOff, let opened else { return nil }
+        guard !requestDone, !isCutOff else { return nil }
+        if let idleSince { return closeWhenFlushed ? nil : idleSince.advanced(by: settings.idleTimeout) }
+        guard respondingTo == nil, let opened else { return nil }
         return opened.advanced(by: settings.clientTimeout)
     }
 
@@ -383,9 +463,14 @@ struct ServeConnection {
     }
 
     /// At `now`: a socket client whose command is overdue gets an `ERROR`, an HTTP client whose
-    /// head is overdue 408; either is closed once that is written (a line in the log).
+    /// head is overdue 408; either is closed once that is written (a line in the log). A kept
+    /// HTTP connection idle for `idleTimeout` is closed without a word.
     mutating func expire(now: Timestamp) -> [Action] {
         guard let deadline, deadline <= now else { return [] }
+        if isIdle {
+            closeIdle()
+            return takeActions()
+        }
         if kind == .socket {
             actions.append(.log("serve: \(name) closed: it began a command and did not end it within \(timeoutText)"))
             requestDone = true

@@ -229,7 +229,7 @@ struct ServeEndToEndTests {
         #expect(await RunningTagFix.poll { good.lines(ofClass: "VERDICT").count == 2 })
         #expect(rig.serve.process.isRunning, "\(rig.serve.ending)")
         let tags = try SocketLineClient(port: rig.httpPort)
-        tags.send("GET /metrics HTTP/1.1\r\n\r\n")
+        tags.send("GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n")
         #expect(await RunningTagFix.poll { tags.closed })
         #expect(tags.lines.contains("tagfix_verdicts_total{verdict=\"confirmed\"} 1"), "\(tags.lines)")
         #expect(tags.lines.contains("tagfix_verdicts_total{verdict=\"outside\"} 1"))
@@ -482,7 +482,7 @@ struct ServeEndToEndTests {
     /// Whether `/metrics` has the line.
     static func metric(port: Int, _ line: String) async -> Bool {
         guard let client = try? SocketLineClient(port: port) else { return false }
-        client.send("GET /metrics HTTP/1.1\r\n\r\n")
+        client.send("GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n")
         _ = await RunningTagFix.poll(upTo: .seconds(10)) { client.closed }
         return client.lines.contains(line)
     }

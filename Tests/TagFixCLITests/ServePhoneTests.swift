@@ -74,8 +74,19 @@ final class PhoneRig: Sendable {
     func stop() async -> Bool { await serve.stop(with: SIGTERM) }
 }
 
-/// One HTTP exchange over a fresh connection, read to its close (the server closes each).
+/// One HTTP exchange over a fresh connection, read to the end of its answer.
 struct HTTPExchange: Sendable {
+    /// Whether `answer` holds a whole response: its head and as much body as its Content-Length says.
+    static func isWhole(_ answer: [UInt8]) -> Bool {
+        let text = String(decoding: answer, as: UTF8.self)
+        guard let end = text.range(of: "\r\n\r\n") else { return false }
+        let length = text[..<end.lowerBound].split(separator: "\r\n").dropFirst()
+            .first { $0.lowercased().hasPrefix("content-length:") }
+            .flatMap { Int($0.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) }
+        guard let length else { return false }
+        return text.utf8.count - text[..<end.upperBound].utf8.count >= length
+    }
+
     var status: Int
     var head: String
     var body: String
@@ -110,7 +121,9 @@ struct HTTPExchange: Sendable {
             }
             var answer: [UInt8] = []
             var buffer = [UInt8](repeating: 0, count: 65_536)
-            while true {
+            // To its close, or to the end of its body: serve keeps an HTTP/1.1 connection open
+            // for the next request.
+            while !Self.isWhole(answer) {
                 let count = recv(fd, &buffer, buffer.count, 0)
                 if count <= 0 { break }
                 answer += buffer[0..<count]

@@ -37,13 +37,15 @@ struct EventServerDeferredTests {
         let clients = try (0..<count).map { index in
             let client = try SocketLineClient(port: port)
             let body = "tap \(index)"
-            client.send("POST /later HTTP/1.1\r\nContent-Type: text/plain\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)")
+            client.send(
+                "POST /later HTTP/1.1\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)"
+            )
             return client
         }
         #expect(await eventually { responder.count == count })
         // A GET answered at once while they wait: the loop is not held up by them.
         let quick = try SocketLineClient(port: port)
-        quick.send("GET /healthz HTTP/1.1\r\n\r\n")
+        quick.send("GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n")
         #expect(await eventually { quick.closed })
         #expect(quick.lines.last == "now")
         #expect(clients.allSatisfy { !$0.closed && $0.lines.isEmpty }, "answered before the reply came")
@@ -76,7 +78,7 @@ struct EventServerDeferredTests {
         #expect(await eventually { server.stats.clients["http", default: 0] == 0 })
         // Another client now holds the descriptor number the first one had: the late reply is not its.
         let next = try SocketLineClient(port: port)
-        next.send("GET /later HTTP/1.1\r\n\r\n")
+        next.send("GET /later HTTP/1.1\r\nConnection: close\r\n\r\n")
         #expect(await eventually { responder.count == 2 })
         let handles = responder.take()
         handles[0].reply.send(HTTPResponse(status: 500, body: "for the one that left\n"))

@@ -108,7 +108,7 @@ struct EventServerTests {
             hugeHTTP.send("GET / HTTP/1.1\r\nX: " + String(repeating: "y", count: 100_000) + "\r\n\r\n")
         }
         let head = try SocketLineClient(port: server.httpPort)
-        head.send("HEAD /healthz HTTP/1.1\r\n\r\n")
+        head.send("HEAD /healthz HTTP/1.1\r\nConnection: close\r\n\r\n")
         let badHTTP = try SocketLineClient(port: server.httpPort)
         badHTTP.send("BREW /pot HTCPCP/1.0\r\n\r\n")
 
@@ -211,7 +211,7 @@ struct EventServerTests {
         clock.advance(by: configuration.clientTimeout - .seconds(1))
         // Another client, slow but in time: answered; the first, not yet due, still open.
         let slow = try SocketLineClient(port: port)
-        slow.send("GET /healthz HTTP/1.1\r\n")
+        slow.send("GET /healthz HTTP/1.1\r\nConnection: close\r\n")
         #expect(await eventually { server.stats.clients["http"] == 2 })
         slow.send("\r\n")
         #expect(await eventually { slow.closed })

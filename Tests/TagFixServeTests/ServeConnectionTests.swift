@@ -177,7 +177,7 @@ struct ServeConnectionTests {
         #expect(quiet.expire(now: start.advanced(by: .seconds(3600))).isEmpty)
     }
 
-    static let requestHead = "GET /api/verdicts?since=3&token=t HTTP/1.1\r\nHost: example\r\nUser-Agent: test\r\n\r\n"
+    static let requestHead = "GET /api/verdicts?since=3&token=t HTTP/1.1\r\nHost: example\r\nUser-Agent: test\r\nConnection: close\r\n\r\n"
 
     @Test("an HTTP head split at any byte is handed out once, when its blank line arrives", arguments: 0..<requestHead.utf8.count)
     func headSplit(split: Int) throws {
@@ -194,7 +194,7 @@ struct ServeConnectionTests {
         #expect(request.query == ["since": "3", "token": "t"])
         #expect(request.headers["user-agent"] == "test")
         #expect(client.deadline == nil, "a request read is no longer due")
-        #expect(client.reply(HTTPResponse(status: 200, body: "ok\n")).isEmpty)
+        #expect(client.reply(HTTPResponse(status: 200, body: "ok\n"), now: start).isEmpty)
         #expect(client.drain().hasSuffix("\r\n\r\nok\n"))
         #expect(client.isFinished)
     }
@@ -234,7 +234,7 @@ struct ServeConnectionTests {
     func head() {
         var client = connection(.http)
         _ = client.receive(Array("HEAD /healthz HTTP/1.1\r\n\r\n".utf8), now: start)
-        _ = client.reply(HTTPResponse(status: 200, body: "ok\n"))
+        _ = client.reply(HTTPResponse(status: 200, body: "ok\n"), now: start)
         let text = client.drain()
         #expect(text.contains("Content-Length: 3\r\n"))
         #expect(text.hasSuffix("\r\n\r\n"))
@@ -409,15 +409,15 @@ struct ServeConnectionBodyTests {
     func deferred() throws {
         var client = connection(.http)
         var stray = connection(.http)
-        #expect(stray.reply(HTTPResponse(status: 200, body: "?\n")).isEmpty)
+        #expect(stray.reply(HTTPResponse(status: 200, body: "?\n"), now: start).isEmpty)
         #expect(stray.unsent == 0, "a reply nobody asked for was written")
-        _ = try #require(Self.handedOut(client.receive(Array("GET /later HTTP/1.1\r\n\r\n".utf8), now: start)))
+        _ = try #require(Self.handedOut(client.receive(Array("GET /later HTTP/1.1\r\nConnection: close\r\n\r\n".utf8), now: start)))
         #expect(client.unsent == 0)
         #expect(!client.isFinished)
         #expect(client.deadline == nil, "a request waiting for its reply is not the client's fault")
         #expect(client.expire(now: start.advanced(by: .seconds(3600))).isEmpty)
-        #expect(client.reply(HTTPResponse(status: 202, body: "later\n")).isEmpty)
-        #expect(client.reply(HTTPResponse(status: 500, body: "again\n")).isEmpty)
+        #expect(client.reply(HTTPResponse(status: 202, body: "later\n"), now: start).isEmpty)
+        #expect(client.reply(HTTPResponse(status: 500, body: "again\n"), now: start).isEmpty)
         let text = client.drain()
         #expect(text.hasPrefix("HTTP/1.1 202 "))
         #expect(text.hasSuffix("\r\n\r\nlater\n"))
@@ -499,7 +499,7 @@ struct ServeConnectionRandomInputTests {
                 case 1:
                     now = now.advanced(by: .seconds(Int.random(in: 0...12, using: &random)))
                     actions += client.expire(now: now)
-                case 2: actions += client.reply(HTTPResponse(status: 200, body: "ok\n"))
+                case 2: actions += client.reply(HTTPResponse(status: 200, body: "ok\n"), now: now)
                 case 3: actions += client.queue(Array("{\"class\":\"VERDICT\"}\n".utf8))
                 default: break
                 }
@@ -557,5 +557,241 @@ struct ServeConnectionSelfAuthenticationTests {
         var revoked = client(tokens: ring)
         #expect(revoked.receive(Array("GET / HTTP/1.1\r\nAuthorization: Bearer ben-0123456789abcdef\r\n\r\n".utf8), now: start).isEmpty)
         #expect(revoked.drain().hasPrefix("HTTP/1.1 401"))
+    }
+}
+
+@Suite("tagfix serve's connection state machine: HTTP/1.1 persistent connections")
+struct ServeConnectionKeepAliveTests {
+    static let idle = Duration.seconds(15)
+
+    /// An HTTP connection as the server makes it on `start`, answering at most `maximumRequests`.
+    static func client(maximumRequests: Int = 1000, bodyLimit: Int = 16 * 1024) -> ServeConnection {
+        ServeConnection(
+            kind: .http, name: "HTTP client 1 (test)", authenticated: true,
+            settings: ServeConnection.Settings(
+                release: "test", clientTimeout: .seconds(10), bodyLimit: bodyLimit, idleTimeout: idle, maximumRequests: maximumRequests),
+            responder: ScriptedResponder(), now: start)
+    }
+
+    /// The requests an action list hands out.
+    static func handedOut(_ actions: [ServeConnection.Action]) -> [HTTPRequest] {
+        actions.compactMap { if case .respond(let request) = $0 { request } else { nil } }
+    }
+
+    static func tap(_ body: String, connection: String? = nil) -> [UInt8] {
+        let option = connection.map { "Connection: \($0)\r\n" } ?? ""
+        return Array("POST /api/tap HTTP/1.1\r\nHost: h\r\n\(option)Content-Length: \(body.utf8.count)\r\n\r\n\(body)".utf8)
+    }
+
+    @Test("two taps on one connection: each answered `Connection: keep-alive`, otherwise the same bytes; the connection stays open")
+    func twoTaps() throws {
+        var client = Self.client()
+        let first = Self.handedOut(client.receive(Self.tap("one"), now: start))
+        #expect(first.map(\.body) == [Array("one".utf8)])
+        #expect(client.reply(HTTPResponse(status: 200, body: "ok 1\n"), now: start).isEmpty)
+        let answer = client.drain()
+        var closing = HTTPResponse(status: 200, body: "ok 1\n")
+        closing.headOnly = false
+        #expect(
+            answer
+                == String(decoding: closing.bytes, as: UTF8.self).replacingOccurrences(
+                    of: "Connection: close", with: "Connection: keep-alive"))
+        #expect(!client.isFinished)
+        #expect(client.deadline == start.advanced(by: Self.idle), "kept: it waits idleTimeout for the next request")
+        let later = start.advanced(by: .seconds(3))
+        let second = Self.handedOut(client.receive(Self.tap("two"), now: later))
+        #expect(second.map(\.body) == [Array("two".utf8)])
+        _ = client.reply(HTTPResponse(status: 200, body: "ok 2\n"), now: later)
+        #expect(client.drain().hasSuffix("Connection: keep-alive\r\n\r\nok 2\n"))
+        #expect(client.answered == 2)
+        #expect(!client.isFinished)
+    }
+
+    @Test(
+        "who asks to close is closed: HTTP/1.1 with Connection: close, HTTP/1.0 without keep-alive; HTTP/1.0 with keep-alive is kept",
+        arguments: [
+            ("GET / HTTP/1.1\r\nConnection: close\r\n\r\n", false), ("GET / HTTP/1.1\r\nConnection: Upgrade, CLOSE\r\n\r\n", false),
+            ("GET / HTTP/1.0\r\n\r\n", false), ("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", true),
+            ("GET / HTTP/1.1\r\n\r\n", true), ("GET / HTTP/1.1\r\nConnection: keep-alive\r\n\r\n", true),
+        ])
+    func connectionHeader(head: String, kept: Bool) {
+        var client = Self.client()
+        #expect(Self.handedOut(client.receive(Array(head.utf8), now: start)).count == 1)
+        _ = client.reply(HTTPResponse(status: 200, body: "ok\n"), now: start)
+        #expect(client.drain().contains(kept ? "\r\nConnection: keep-alive\r\n" : "\r\nConnection: close\r\n"))
+        #expect(client.isFinished == !kept)
+        #expect(client.receive(Array("GET / HTTP/1.1\r\n\r\n".utf8), now: start).count == (kept ? 1 : 0))
+    }
+
+    @Test("an error answer (status 400 or more) closes a connection that asked to be kept")
+    func errorsClose() {
+        var client = Self.client()
+        _ = client.receive(Array("GET /nothing HTTP/1.1\r\n\r\n".utf8), now: start)
+        _ = client.reply(HTTPResponse(status: 404, body: "no\n"), now: start)
+        #expect(client.drain().contains("\r\nConnection: close\r\n"))
+        #expect(client.isFinished)
+    }
+
+    @Test("a kept connection idle for idleTimeout is closed without a word, not before; a request begun in time is due from its first byte")
+    func idleTimeout() {
+        var client = Self.client()
+        _ = client.receive(Array("GET / HTTP/1.1\r\n\r\n".utf8), now: start)
+        let answered = start.advanced(by: .seconds(2))
+        _ = client.reply(HTTPResponse(status: 200, body: "ok\n"), now: answered)
+        _ = client.drain()
+        #expect(client.expire(now: answered.advanced(by: Self.idle - .seconds(1))).isEmpty)
+        #expect(!client.isFinished)
+        #expect(client.expire(now: answered.advanced(by: Self.idle)).isEmpty, "an idle close is not logged")
+        #expect(client.unsent == 0, "nothing is said to an idle connection")
+        #expect(client.isFinished)
+
+        var slow = Self.client()
+        _ = slow.receive(Array("GET / HTTP/1.1\r\n\r\n".utf8), now: start)
+        _ = slow.reply(HTTPResponse(status: 200, body: "ok\n"), now: start)
+        _ = slow.drain()
+        let begun = start.advanced(by: .seconds(14))
+        #expect(slow.receive(Array("GET /sl".utf8), now: begun).isEmpty)
+        #expect(slow.deadline == begun.advanced(by: .seconds(10)), "the next head is due clientTimeout from its first byte")
+        #expect(slow.expire(now: start.advanced(by: Self.idle)).isEmpty)
+        #expect(!slow.isFinished, "closed as idle while its request was coming")
+        _ = slow.expire(now: begun.advanced(by: .seconds(10)))
+        #expect(slow.drain().hasPrefix("HTTP/1.1 408 "))
+        #expect(slow.isFinished)
+    }
+
+    @Test("the per-connection cap: the maximumRequests-th answer says Connection: close and the connection is closed")
+    func requestCap() {
+        var client = Self.client(maximumRequests: 3)
+        for index in 1...3 {
+            #expect(Self.handedOut(client.receive(Array("GET / HTTP/1.1\r\n\r\n".utf8), now: start)).count == 1, "request \(index)")
+            _ = client.reply(HTTPResponse(status: 200, body: "ok\n"), now: start)
+            let text = client.drain()
+            #expect(text.contains(index < 3 ? "Connection: keep-alive" : "Connection: close"), "answer \(index)")
+            #expect(client.isFinished == (index == 3))
+        }
+        #expect(client.receive(Array("GET / HTTP/1.1\r\n\r\n".utf8), now: start).isEmpty, "heard after its last answer")
+    }
+
+    @Test("garbage after a good request: the good one is answered and kept, the garbage gets 400 and the connection is closed")
+    func garbageAfter() {
+        var client = Self.client()
+        #expect(Self.handedOut(client.receive(Self.tap("one") + Array("\u{FF}\u{FE}junk\r\n\r\n".utf8), now: start)).count == 1)
+        #expect(client.reply(HTTPResponse(status: 200, body: "ok\n"), now: start).isEmpty, "the garbage is no request")
+        let text = client.drain()
+        #expect(text.hasPrefix("HTTP/1.1 200 OK\r\n"))
+        #expect(text.contains("\r\n\r\nok\nHTTP/1.1 400 Bad Request\r\n"), "\(text)")
+        #expect(client.isFinished)
+    }
+
+    @Test("pipelined requests (sent before the last answer) are served in order, each handed out once the one before is answered")
+    func pipelined() throws {
+        var client = Self.client()
+        let bytes = Self.tap("one") + Array("GET /two HTTP/1.1\r\n\r\n".utf8) + Self.tap("three", connection: "close")
+        for split in [0, 7, bytes.count / 2, bytes.count - 1] {
+            var client = Self.client()
+            var handed = Self.handedOut(client.receive(bytes[..<split], now: start))
+            handed += Self.handedOut(client.receive(bytes[split...], now: start))
+            #expect(handed.map(\.body) == [Array("one".utf8)], "split at \(split)")
+        }
+        var handed = Self.handedOut(client.receive(bytes, now: start))
+        #expect(handed.map(\.path) == ["/api/tap"])
+        handed = Self.handedOut(client.reply(HTTPResponse(status: 200, body: "1\n"), now: start))
+        #expect(handed.map(\.path) == ["/two"])
+        handed = Self.handedOut(client.reply(HTTPResponse(status: 200, body: "2\n"), now: start))
+        #expect(handed.map(\.body) == [Array("three".utf8)])
+        #expect(client.reply(HTTPResponse(status: 200, body: "3\n"), now: start).isEmpty)
+        let text = client.drain()
+        #expect(text.components(separatedBy: "HTTP/1.1 200 OK").count == 4)
+        #expect(text.hasSuffix("Connection: close\r\n\r\n3\n"))
+        #expect(text.range(of: "\n1\n")!.lowerBound < text.range(of: "\n2\n")!.lowerBound)
+        #expect(client.isFinished)
+    }
+
+    @Test("a flood of pipelined requests is kept only up to a request's worth: the connection closes after the answer, the rest unread")
+    func pipelineFlood() {
+        var client = Self.client(bodyLimit: 1024)
+        let one = Array("GET / HTTP/1.1\r\n\r\n".utf8)
+        #expect(Self.handedOut(client.receive(one, now: start)).count == 1)
+        // While the first waits for its answer, a megabyte of requests more.
+        var flood: [UInt8] = []
+        for _ in 0..<(1 << 20) / one.count { flood += one }
+        for chunk in stride(from: 0, to: flood.count, by: 65_536) {
+            #expect(client.receive(flood[chunk..<min(flood.count, chunk + 65_536)], now: start).isEmpty)
+        }
+        let actions = client.reply(HTTPResponse(status: 200, body: "ok\n"), now: start)
+        #expect(actions.isEmpty, "a request of the flood was served: \(actions.count)")
+        #expect(client.drain().contains("Connection: close"))
+        #expect(client.isFinished)
+    }
+
+    @Test("a pipelined flood within the limit is served one answer at a time, and the cap still ends the connection")
+    func pipelinedCap() {
+        var client = Self.client(maximumRequests: 5)
+        let one = Array("GET / HTTP/1.1\r\n\r\n".utf8)
+        var handed = Self.handedOut(client.receive(Array((0..<50).map { _ in one }.joined()), now: start)).count
+        var answers = 0
+        while handed > 0 {
+            handed = Self.handedOut(client.reply(HTTPResponse(status: 200, body: "ok\n"), now: start)).count
+            answers += 1
+        }
+        #expect(answers == 5)
+        #expect(client.drain().components(separatedBy: "HTTP/1.1 200 OK").count == 6)
+        #expect(client.isFinished)
+    }
+
+    @Test("a server that stops while a kept connection's answer is pending answers it with Connection: close")
+    func stopping() {
+        var client = Self.client()
+        _ = client.receive(Array("GET / HTTP/1.1\r\n\r\n".utf8), now: start)
+        _ = client.shutdown(reason: "over")
+        _ = client.reply(HTTPResponse(status: 200, body: "ok\n"), now: start)
+        #expect(client.drain().contains("Connection: close"))
+        #expect(client.isFinished)
+    }
+}
+
+@Suite("HTTP request heads: the ASCII reading and the text reading agree")
+struct HTTPHeadReadingTests {
+    static func both(_ head: [UInt8]) -> (ascii: Result<HTTPRequest, ProtocolError>, text: Result<HTTPRequest, ProtocolError>) {
+        (
+            Result { () throws(ProtocolError) in try HTTPRequest(asciiHead: head) },
+            Result { () throws(ProtocolError) in try HTTPRequest(text: head) }
+        )
+    }
+
+    static func agree(_ head: [UInt8]) -> Bool {
+        switch both(head) {
+        case (.success(let a), .success(let b)): a == b
+        case (.failure(let a), .failure(let b)): a.message == b.message
+        default: false
+        }
+    }
+
+    @Test(
+        "the same fields or the same error",
+        arguments: [
+            "GET /api/verdicts?since=12&token=a%20b+c HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t0k\r\n\r\n",
+            "POST /api/tap HTTP/1.1\r\nHost: h\r\nCookie: tagfix_token=abc; x=y\r\nContent-Length: 3\r\n\r\n",
+            "GET / HTTP/1.0\nConnection:\tkeep-alive \t\n\n", "GET  /x   HTTP/1.1\r\r\nA: 1\rB:2\n\n", "get /X?a&b=&=c HTTP/1.1\r\n\r\n",
+            "GET / HTTP/1.1\r\nX-Dup: 1\r\nx-dup: 2\r\n: empty name\r\nV: a:b:c\r\n\r\n", "GET / HTTP/1.1\r\n  Spaced-Name  :  v  \r\n\r\n",
+            "GET\r\n\r\n", "GET / SMTP\r\n\r\n", "GET x HTTP/1.1\r\n\r\n", "GET / HTTP/1.1\r\nno colon\r\n\r\n", "\r\n\r\n", "",
+            "GET / HTTP/1.1 extra\r\n\r\n", "GET\t/ HTTP/1.1\r\n\r\n", "GET / HTTP/1.\r\nA:\u{0}\r\n\r\n",
+        ])
+    func fixed(head: String) {
+        #expect(Self.agree(Array(head.utf8)), "\(Self.both(Array(head.utf8)))")
+    }
+
+    @Test("random heads of ASCII fragments", arguments: 1...20)
+    func random(seed: Int) {
+        var random = ServeConnectionRandomInputTests.SplitMix(state: UInt64(seed))
+        let fragments = [
+            "GET", "POST", " ", "  ", "\t", "/", "/a", "?", "&", "=", "%20", "%zz", "+", "HTTP/1.1", "HTTP/1.0", "HTTP/2", "\r\n", "\n",
+            "\r",
+            ":", "Host", "Connection", "close", "X", "a", "Z",
+        ]
+        for _ in 0..<200 {
+            let head = (0..<Int.random(in: 1...24, using: &random)).map { _ in fragments.randomElement(using: &random)! }.joined()
+            #expect(Self.agree(Array(head.utf8)), "\(head.debugDescription): \(Self.both(Array(head.utf8)))")
+        }
     }
 }

@@ -41,7 +41,7 @@ struct ServeTransportTests {
         let server = try EventServer(configuration, responder: QuietResponder(), log: { _ in })
         server.start()
         let client = try SocketLineClient(port: server.httpPort)
-        client.send("get /HEALTHZ http/1.1\r\n\r\n")
+        client.send("get /HEALTHZ http/1.1\r\ncONNECTION: CLOSE\r\n\r\n")
         #expect(await eventually { client.closed })
         #expect(client.lines.first == "http/1.1 200 ok\r", "\(client.lines)")
         #expect(client.lines.contains("cONTENT-lENGTH: 3\r"))
