@@ -192,6 +192,7 @@ extension Verifier {
             return taps.map { phoneVerdict(url: $0.url, time: $0.time, position: $0.position, requireSUN: requireSUN, audit: $0.audit) }
         }
         let group = SUNCounterGroup(check.counters)
+        if check.counters.readsManyAtOnce { group.prefetch(readingCountersOf: taps.compactMap { sunTagUID(url: $0.url) }) }
         var grouped = self
         grouped.sun?.counters = group
         var verdicts: [Verdict] = []
@@ -237,12 +238,30 @@ extension Verifier {
     }
 }
 
+extension Verifier {
+    /// The UID enrolled for the SUN registry tag a phone tap's URL names, if it names one: whose
+    /// counter the tap's check will read (a tag whose SUN decrypts to another UID is read then).
+    func sunTagUID(url: String) -> TagUID? {
+        let scan = TagScan(
+            readerID: "phone", uid: .phoneUnknown, tagType: .unknown, url: url, time: Timestamp(nanosecondsSinceEpoch: 0), source: .phone)
+        guard let tagID = urlLocation(of: scan).0?.tagID,
+            let placement = try? registry.placement(forTagID: tagID, uid: scan.uid), placement.id == tagID,
+            placement.checks.contains(.sun)
+        else { return nil }
+        return placement.uid
+    }
+}
+
 /// The counters a group of taps accepts, kept in memory over the run's store until the group's
-/// one commit: a counter is above the last one the group accepted for its UID, else the store's.
+/// one commit: a counter is above the last one the group accepted for its UID, else the store's
+/// (read up front for the group's tags when the store reads many at once, else tag by tag).
 /// Used by one thread at a time (the group's), behind a lock all the same.
 final class SUNCounterGroup: SUNCounterStore {
     private struct State {
         var last: [TagUID: UInt32] = [:]
+        /// The store's counters, read up front: a UID here has `stored[uid]` (nil: none accepted).
+        var read: Set<TagUID> = []
+        var stored: [TagUID: UInt32] = [:]
         var pending: [SUNCounterAcceptance] = []
         /// The UID whose counter of the group's the tap being decided was judged against.
         var leaned: TagUID?
@@ -252,6 +271,16 @@ final class SUNCounterGroup: SUNCounterStore {
     private let state = Mutex(State())
 
     init(_ base: any SUNCounterStore) { self.base = base }
+
+    /// Reads the store's counters of `uids` in one call; a store that cannot is asked tag by tag
+    /// later, as without this.
+    func prefetch(readingCountersOf uids: [TagUID]) {
+        guard !uids.isEmpty, let stored = try? base.lastAccepted(uids: uids) else { return }
+        state.withLock { state in
+            state.read.formUnion(uids)
+            state.stored.merge(stored) { $1 }
+        }
+    }
 
     /// The counters to commit, in the order they were accepted.
     var pending: [SUNCounterAcceptance] { state.withLock { $0.pending } }
@@ -271,14 +300,26 @@ final class SUNCounterGroup: SUNCounterStore {
     }
 
     func lastAccepted(uid: TagUID) throws(RegistryError) -> UInt32? {
-        if let last = state.withLock({ state -> UInt32? in
-            let last = state.last[uid]
-            if last != nil { state.leaned = uid }
-            return last
-        }) {
+        enum Known { case group(UInt32), store(UInt32?), unread }
+        let known = state.withLock { state -> Known in
+            if let last = state.last[uid] {
+                state.leaned = uid
+                return .group(last)
+            }
+            return state.read.contains(uid) ? .store(state.stored[uid]) : .unread
+        }
+        switch known {
+        case .group(let last): return last
+        case .store(let last): return last
+        case .unread:
+            // Read once a group: the tap's check and its accept ask for it in turn.
+            let last = try base.lastAccepted(uid: uid)
+            state.withLock { state in
+                state.read.insert(uid)
+                state.stored[uid] = last
+            }
             return last
         }
-        return try base.lastAccepted(uid: uid)
     }
 
     func accept(uid: TagUID, counter: UInt32, tagID: String) throws(RegistryError) -> Bool {

@@ -111,6 +111,13 @@ public protocol SUNCounterStore: Sendable {
     /// Default: one `accept` each.
     /// - Throws: when they could not be stored; then none may be taken as accepted.
     func acceptAll(_ counters: [SUNCounterAcceptance]) throws(RegistryError) -> [Bool]
+    /// The highest counter accepted for each of `uids` (a tag none was accepted for is absent).
+    /// Default: one `lastAccepted(uid:)` each.
+    func lastAccepted(uids: [TagUID]) throws(RegistryError) -> [TagUID: UInt32]
+    /// Whether `lastAccepted(uids:)` costs much less than a `lastAccepted(uid:)` each (a store
+    /// across the network answers many in one round trip), so a group of taps reads its tags'
+    /// counters up front. Default: false.
+    var readsManyAtOnce: Bool { get }
 }
 
 /// One counter for `SUNCounterStore.acceptAll`: what `accept` takes.
@@ -127,6 +134,14 @@ public struct SUNCounterAcceptance: Sendable, Hashable {
 }
 
 extension SUNCounterStore {
+    public func lastAccepted(uids: [TagUID]) throws(RegistryError) -> [TagUID: UInt32] {
+        var last: [TagUID: UInt32] = [:]
+        for uid in uids { if let counter = try lastAccepted(uid: uid) { last[uid] = counter } }
+        return last
+    }
+
+    public var readsManyAtOnce: Bool { false }
+
     public func acceptAll(_ counters: [SUNCounterAcceptance]) throws(RegistryError) -> [Bool] {
         var accepted: [Bool] = []
         accepted.reserveCapacity(counters.count)

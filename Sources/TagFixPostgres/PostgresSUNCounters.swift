@@ -81,7 +81,10 @@ public final class PostgresSUNCounters: SUNCounterStore {
 
     /// The highest counter accepted for each of `uids`, in one statement (one round trip where
     /// `lastAccepted(uid:)` makes one a tag); a tag none was accepted for is absent.
-    public func lastAccepted(uids: some Sequence<TagUID>) throws(RegistryError) -> [TagUID: UInt32] {
+    /// One round trip for a group's tags, where `lastAccepted(uid:)` makes one a tag.
+    public var readsManyAtOnce: Bool { true }
+
+    public func lastAccepted(uids: [TagUID]) throws(RegistryError) -> [TagUID: UInt32] {
         var byHex: [String: TagUID] = [:]
         for uid in uids { byHex[uid.hex] = uid }
         guard !byHex.isEmpty else { return [:] }

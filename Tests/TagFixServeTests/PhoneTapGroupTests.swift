@@ -109,6 +109,64 @@ struct PhoneTapGroupTests {
         #expect(grouped.map(\.json) == oneByOne.map(\.json))
     }
 
+    /// Counters in memory that read many at once (as PostgreSQL's do), counting the reads.
+    final class BatchReadCounters: SUNCounterStore {
+        let base: InMemorySUNCounters
+        let reads = Mutex((oneTag: 0, many: [[TagUID]]()))
+
+        init(_ initial: [TagUID: UInt32]) { base = InMemorySUNCounters(initial) }
+
+        var readsManyAtOnce: Bool { true }
+
+        func lastAccepted(uid: TagUID) throws(RegistryError) -> UInt32? {
+            reads.withLock { $0.oneTag += 1 }
+            return base.lastAccepted(uid: uid)
+        }
+
+        func lastAccepted(uids: [TagUID]) throws(RegistryError) -> [TagUID: UInt32] {
+            reads.withLock { $0.many.append(uids) }
+            return try base.lastAccepted(uids: uids)
+        }
+
+        func accept(uid: TagUID, counter: UInt32, tagID: String) throws(RegistryError) -> Bool {
+            base.accept(uid: uid, counter: counter, tagID: tagID)
+        }
+    }
+
+    /// S1 and S2 enrolled with the UIDs `CounterInURL` decrypts for them; S3 without one.
+    static func enrolledHandler(_ counters: any SUNCounterStore) throws -> PhoneTapHandler<ManualClock> {
+        let names = SUNParameterNames(piccData: "picc_data", cmac: "cmac")
+        let entries = try ["S1", "S2", "S3"].map { id in
+            RegistryEntry(
+                id: id, uid: id == "S3" ? nil : try TagUID(bytes: [0x04, 0x5A, 0x00, 0x01, 0x9C, 0x3D, id.utf8.last!]),
+                region: try CircularRegion(center: centre, radius: 25, identifier: id), name: nil,
+                sun: SUNSettings(keyName: "site", names: names))
+        }
+        let verifier = Verifier(
+            registry: try InMemoryRegistry(entries), sun: Verifier.SUNCheck(authenticator: CounterInURL(), counters: counters))
+        return PhoneTapHandler(verifier: verifier, clock: ManualClock())
+    }
+
+    @Test(
+        "a store that reads many at once is read once for a group's enrolled tags, up front; the verdicts are those of one by one",
+        arguments: [[5, 5, 4, 9, 9, 10], [3, 4], [4], [7, 6, 8, 8]])
+    func countersReadUpFront(_ counters: [Int]) throws {
+        let s1 = try TagUID(bytes: [0x04, 0x5A, 0x00, 0x01, 0x9C, 0x3D, UInt8(ascii: "1")])
+        let taps = counters.map { Self.tap(counter: UInt32($0)) } + [Self.tap("S2", counter: 1), Self.tap("S3", counter: 2)]
+        let store = BatchReadCounters([s1: 4])
+        let grouped = try Self.enrolledHandler(store).handle(taps)
+        let single = try Self.enrolledHandler(InMemorySUNCounters([s1: 4]))
+        let oneByOne = taps.map { single.handle($0.request, token: $0.token, client: $0.client, userAgent: $0.userAgent) }
+        #expect(Self.kinds(grouped) == Self.kinds(oneByOne))
+        #expect(grouped.map(\.json) == oneByOne.map(\.json))
+        let reads = store.reads.withLock { $0 }
+        #expect(reads.many.count == 1, "one read for the group: \(reads.many)")
+        #expect(Set(reads.many.first ?? []).count == 2, "S1 and S2, the enrolled SUN tags")
+        // S3 has no enrolled UID, so it is read when its tap is decided: once (its check and its
+        // accept both ask; the group keeps the first answer).
+        #expect(reads.oneTag == 1, "only the tag with no enrolled UID is read on its own, once")
+    }
+
     @Test("counters that cannot be committed: every tap that needed one is inconclusive, never confirmed; a plain answer stays")
     func counterCommitFails() throws {
         let region = try CircularRegion(center: Self.centre, radius: 25, identifier: "P1")
