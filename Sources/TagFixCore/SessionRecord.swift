@@ -324,3 +324,19 @@ extension Verdict {
         }
     }
 }
+
+/// A verdict with its session record and the record's JSON line, made once for every sink that
+/// writes the record (the session log's line; `serve`'s VERDICT line, which is the same object
+/// with `class` and `id` in front): a verdict is encoded once, not once per sink.
+public struct RecordedVerdict: Sendable {
+    public let verdict: Verdict
+    public let record: SessionRecord
+    /// `record.encoded()`: the session log's line, without its newline.
+    public let line: String
+
+    public init(_ verdict: Verdict) {
+        self.verdict = verdict
+        record = SessionRecord(verdict)
+        line = record.encoded()
+    }
+}

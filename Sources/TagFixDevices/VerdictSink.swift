@@ -24,6 +24,21 @@ public protocol VerdictSink: Sendable {
     /// - Throws: `VerdictSinkError` when they could not all be kept.
     func receive(_ verdicts: [Verdict], now: Timestamp?) throws(VerdictSinkError)
 
+    /// Whether this sink writes verdicts' session records (`SessionRecord.encoded()`): the fan-out
+    /// then encodes each verdict's record once (`RecordedVerdict`) and hands the same line to
+    /// every such sink through `receive(recorded:now:)`. Default: `false`.
+    var usesRecords: Bool { get }
+
+    /// `receive(_:now:)` with the verdict's record already encoded, for a sink that
+    /// `usesRecords`. Default: `receive(recorded.verdict, now:)`.
+    /// - Throws: `VerdictSinkError` as `receive(_:now:)` does.
+    func receive(recorded: RecordedVerdict, now: Timestamp?) throws(VerdictSinkError)
+
+    /// `receive(_:now:)` of verdicts decided together, with their records already encoded, for a
+    /// sink that `usesRecords`. Default: `receive(recorded.map(\.verdict), now:)`.
+    /// - Throws: `VerdictSinkError` as `receive(_:now:)` does.
+    func receive(recorded: [RecordedVerdict], now: Timestamp?) throws(VerdictSinkError)
+
     /// A reader, GPS or clock event, for a sink that shows the devices' state. Default: ignored.
     func observe(_ event: VerifierEvent, now: Timestamp?)
 
@@ -35,6 +50,13 @@ extension VerdictSink {
     public var isDurable: Bool { false }
     public func receive(_ verdicts: [Verdict], now: Timestamp?) throws(VerdictSinkError) {
         for verdict in verdicts { try receive(verdict, now: now) }
+    }
+    public var usesRecords: Bool { false }
+    public func receive(recorded: RecordedVerdict, now: Timestamp?) throws(VerdictSinkError) {
+        try receive(recorded.verdict, now: now)
+    }
+    public func receive(recorded: [RecordedVerdict], now: Timestamp?) throws(VerdictSinkError) {
+        try receive(recorded.map(\.verdict), now: now)
     }
     public func observe(_ event: VerifierEvent, now: Timestamp?) {}
     public func finish() {}
@@ -69,6 +91,8 @@ public enum VerdictSinkFailure: Sendable, Hashable {
 /// others (in the order given). Each verdict goes to all of them before the next one goes to any.
 public final class VerdictFanOut: Sendable {
     private let sinks: [any VerdictSink]
+    /// Whether any sink writes records: then each verdict's is encoded once, for all of them.
+    private let usesRecords: Bool
     private let onFailure: @Sendable (VerdictSinkFailure) -> Void
     private let state = Mutex(State())
 
@@ -80,6 +104,7 @@ public final class VerdictFanOut: Sendable {
     /// - Parameter onFailure: told, once per failing sink, what the fan-out did about it.
     public init(_ sinks: [any VerdictSink], onFailure: @escaping @Sendable (VerdictSinkFailure) -> Void = { _ in }) {
         self.sinks = sinks.filter(\.isDurable) + sinks.filter { !$0.isDurable }
+        usesRecords = sinks.contains { $0.usesRecords }
         self.onFailure = onFailure
     }
 
@@ -93,13 +118,19 @@ public final class VerdictFanOut: Sendable {
             for sink in sinks { sink.observe(event, now: now) }
             return
         }
+        // Encoded once, outside the lock, for every sink that writes the record.
+        let recorded = usesRecords ? RecordedVerdict(verdict) : nil
         // One verdict at a time, to every sink, in order.
         let failures = state.withLock { state -> [VerdictSinkFailure] in
             guard state.stopped == nil else { return [] }
             var failures: [VerdictSinkFailure] = []
             for (index, sink) in sinks.enumerated() where !state.dropped.contains(index) {
                 do throws(VerdictSinkError) {
-                    try sink.receive(verdict, now: now)
+                    if let recorded, sink.usesRecords {
+                        try sink.receive(recorded: recorded, now: now)
+                    } else {
+                        try sink.receive(verdict, now: now)
+                    }
                 } catch {
                     if sink.isDurable {
                         state.stopped = error
@@ -122,21 +153,31 @@ public final class VerdictFanOut: Sendable {
     @discardableResult
     public func send(verdicts: [Verdict], now: Timestamp? = nil) -> Bool {
         guard !verdicts.isEmpty else { return stopped == nil }
+        // Encoded once, outside the lock, for every sink that writes the records.
+        let recorded = usesRecords ? verdicts.map(RecordedVerdict.init) : []
         let (kept, failures) = state.withLock { state -> (Bool, [VerdictSinkFailure]) in
             guard state.stopped == nil else { return (false, []) }
             var failures: [VerdictSinkFailure] = []
             for sink in sinks where sink.isDurable {
                 do throws(VerdictSinkError) {
-                    try sink.receive(verdicts, now: now)
+                    if sink.usesRecords {
+                        try sink.receive(recorded: recorded, now: now)
+                    } else {
+                        try sink.receive(verdicts, now: now)
+                    }
                 } catch {
                     state.stopped = error
                     return (false, [.stopped(error)])
                 }
             }
-            for verdict in verdicts {
+            for (position, verdict) in verdicts.enumerated() {
                 for (index, sink) in sinks.enumerated() where !sink.isDurable && !state.dropped.contains(index) {
                     do throws(VerdictSinkError) {
-                        try sink.receive(verdict, now: now)
+                        if sink.usesRecords {
+                            try sink.receive(recorded: recorded[position], now: now)
+                        } else {
+                            try sink.receive(verdict, now: now)
+                        }
                     } catch {
                         state.dropped.insert(index)
                         failures.append(.dropped(error))
@@ -163,19 +204,30 @@ public struct SessionLogSink: VerdictSink {
     public init(_ log: SessionLog) { self.log = log }
 
     public var isDurable: Bool { true }
+    public var usesRecords: Bool { true }
 
     public func receive(_ verdict: Verdict, now: Timestamp?) throws(VerdictSinkError) {
+        try receive(recorded: RecordedVerdict(verdict), now: now)
+    }
+
+    /// The verdicts' records with one write and one fsync (`SessionLog.append(contentsOf:)`).
+    public func receive(_ verdicts: [Verdict], now: Timestamp?) throws(VerdictSinkError) {
+        try receive(recorded: verdicts.map(RecordedVerdict.init), now: now)
+    }
+
+    /// The record's line, encoded by the fan-out once for every sink that writes it.
+    public func receive(recorded: RecordedVerdict, now: Timestamp?) throws(VerdictSinkError) {
         do {
-            try log.append(SessionRecord(verdict).encoded())
+            try log.append(recorded.line)
         } catch {
             throw VerdictSinkError(sink: "the session log \(log.path)", message: error.description)
         }
     }
 
-    /// The verdicts' records with one write and one fsync (`SessionLog.append(contentsOf:)`).
-    public func receive(_ verdicts: [Verdict], now: Timestamp?) throws(VerdictSinkError) {
+    /// The records' lines with one write and one fsync (`SessionLog.append(contentsOf:)`).
+    public func receive(recorded: [RecordedVerdict], now: Timestamp?) throws(VerdictSinkError) {
         do {
-            try log.append(contentsOf: verdicts.map { SessionRecord($0).encoded() })
+            try log.append(contentsOf: recorded.map(\.line))
         } catch {
             throw VerdictSinkError(sink: "the session log \(log.path)", message: error.description)
         }

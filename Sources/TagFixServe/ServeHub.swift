@@ -50,8 +50,15 @@ public final class ServeHub: VerdictSink {
     /// A copy of the state now.
     public var snapshot: ServeState { state.value.withLock { $0 } }
 
+    public var usesRecords: Bool { true }
+
     public func receive(_ verdict: Verdict, now: Timestamp?) {
-        let event = state.value.withLock { $0.receive(verdict) }
+        receive(recorded: RecordedVerdict(verdict), now: now)
+    }
+
+    /// The VERDICT line made from the record's line the fan-out encoded for the session log too.
+    public func receive(recorded: RecordedVerdict, now: Timestamp?) {
+        let event = state.value.withLock { $0.receive(recorded) }
         server.broadcast([event])
     }
 

@@ -293,7 +293,8 @@ public enum ServeMessage {
     /// `{"class":…,` + the rest of `object`'s members.
     static func splice(_ head: JSONObjectWriter, _ object: String) -> String {
         let text = head.text
-        guard object.count > 2 else { return text }
+        // Bytes, not characters: counting a record's characters walks all of it (`{}` is 2 either way).
+        guard object.utf8.count > 2 else { return text }
         return String(text.dropLast()) + "," + object.dropFirst()
     }
 }

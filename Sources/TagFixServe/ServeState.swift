@@ -60,9 +60,15 @@ public struct ServeState: Sendable {
 
     /// Takes one verdict: numbered, kept, and returned as the VERDICT line.
     public mutating func receive(_ verdict: Verdict) -> ServeEvent {
+        receive(RecordedVerdict(verdict))
+    }
+
+    /// `receive(_:)` with the record already encoded (the session log's line, made once for it
+    /// and for this).
+    public mutating func receive(_ recorded: RecordedVerdict) -> ServeEvent {
         lastID += 1
-        let record = SessionRecord(verdict)
-        let line = ServeMessage.verdict(id: lastID, record: record.encoded())
+        let record = recorded.record
+        let line = ServeMessage.verdict(id: lastID, record: recorded.line)
         let logged = Logged(id: lastID, line: line, record: record)
         history.append(logged)
         if history.count > 2 * historyLimit { history.removeFirst(history.count - historyLimit) }
