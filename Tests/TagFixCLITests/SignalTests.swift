@@ -312,8 +312,15 @@ struct SignalTests {
             try await PrivateGPSD.with(device: receiver.path) { gpsd in
                 #expect(gpsd.isRunning)
                 let pid = try #require(EmulatorCommandTests.gpsd(servingPort: gpsd.port))
-                let watchdog = Self.pids { $0.contains("tagfix-gpsd-watchdog") && $0.contains(String(pid)) }.first
-                #expect(watchdog != nil)
+                // Looked for until it shows: posix_spawn returns once the child is in execve, and for a
+                // moment after that its /proc/PID/cmdline is empty (the kernel sets the new program's
+                // arguments after it lets the parent go), so a look at once missed it 1 time in 5.
+                var watchdog: pid_t?
+                _ = await RunningProgram.poll(upTo: .seconds(10)) {
+                    watchdog = Self.pids { $0.contains("tagfix-gpsd-watchdog") && $0.contains(String(pid)) }.first
+                    return watchdog != nil
+                }
+                #expect(watchdog != nil, "no watchdog guards gpsd \(pid)")
                 for child in [pid] + (watchdog.map { [$0] } ?? []) {
                     let status = try String(contentsOfFile: "/proc/\(child)/status", encoding: .utf8)
                     let blocked = try #require(Self.mask("SigBlk", in: status))
