@@ -103,14 +103,25 @@ enum Socket {
         } catch {
             throw ServeError(.unavailable, "cannot make a socket: \(error)")
         }
-        let bound = FileSystem.withCreationMask(FilePermissions(rawValue: 0o777 & ~mode)) {
-            Result { () throws(Errno) in try fd.bind(to: address) }
-        }
-        if case .failure(let why) = bound {
+        // Bound with the process's umask, then given its mode (and group) before it listens: until
+        // then a connection is refused, so nobody gets in under a looser mode. (The umask is the
+        // process's: set around the bind, two servers binding at once in one process restored
+        // each other's, and every file made after that, by any thread, had the socket's mask.)
+        do throws(Errno) {
+            try fd.bind(to: address)
+        } catch {
             _ = try? fd.close()
-            throw ServeError(.unavailable, "cannot bind --socket \(path): \(why) (does its folder exist and may this user write it?)")
+            throw ServeError(.unavailable, "cannot bind --socket \(path): \(error) (does its folder exist and may this user write it?)")
         }
-        _ = try? FileSystem.setPermissions(FilePermissions(rawValue: mode), of: path)
+        if !path.hasPrefix("@"),
+            case .failure(let why) = Result(catching: { () throws(Errno) in
+                try FileSystem.setPermissions(FilePermissions(rawValue: mode), of: path)
+            })
+        {
+            _ = try? fd.close()
+            _ = try? FileSystem.removeFile(path)
+            throw ServeError(.unavailable, "cannot set the mode of --socket \(path): \(why)")
+        }
         if let group, !path.hasPrefix("@"),
             case .failure(let why) = Result(catching: { () throws(Errno) in try FileSystem.setOwner(group: group.id, of: path) })
         {

@@ -3,14 +3,6 @@ import Glibc
 /// The calls on a path rather than a descriptor: make a folder, remove, rename, read a link, set
 /// permissions and owner. Each throws `Errno` (retried on `EINTR` by `valueOrErrno`).
 public enum FileSystem {
-    /// Runs `body` with the process's file-creation mask set to `mask` (`umask(2)`), then sets
-    /// the old one back. The mask is the process's: no other thread should create files meanwhile.
-    public static func withCreationMask<R, E: Error>(_ mask: FilePermissions, _ body: () throws(E) -> R) throws(E) -> R {
-        let old = umask(mask.rawValue)
-        defer { umask(old) }
-        return try body()
-    }
-
     /// Whether this process may do `access` to `path` (`access(2)`: `R_OK`, `W_OK`, `X_OK`).
     public static func check(_ access: Int32, of path: String) throws(Errno) {
         try nothingOrErrno { Glibc.access(path, access) }

@@ -3,7 +3,7 @@ import Glibc
 import TagFixSystem
 import Testing
 
-@Suite("the system layer: files' status, terminals, the creation mask, processes and IPv4 addresses")
+@Suite("the system layer: files' status, terminals, access, processes and IPv4 addresses")
 struct SystemLayerCallsTests {
     @Test("Stat names a device file's device: /dev/null is character device 1,3; a regular file is none")
     func deviceNumbers() throws {
@@ -13,23 +13,6 @@ struct SystemLayerCallsTests {
         let file = try Stat("/etc/hostname")
         #expect(file.type == .regular)
         #expect(throws: Errno.noSuchFileOrDirectory) { try Stat("/nonexistent/tagfix") }
-    }
-
-    @Test("a file made under withCreationMask has the mask's bits off, and the old mask is back after")
-    func creationMask() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tagfix-mask-\(UUID().uuidString)").path
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: folder) }
-        let before = umask(0o022)
-        umask(before)
-        let made = try FileSystem.withCreationMask(FilePermissions(rawValue: 0o077)) { () throws(Errno) in
-            try FileDescriptor.open(
-                folder + "/f", .writeOnly, options: [.create, .closeOnExec], permissions: FilePermissions(rawValue: 0o666))
-        }
-        try made.close()
-        #expect(try Stat(folder + "/f").mode & 0o777 == 0o600)
-        let after = umask(before)
-        #expect(after == before)
     }
 
     @Test("access: a readable file passes, a missing one is .noSuchFileOrDirectory")
