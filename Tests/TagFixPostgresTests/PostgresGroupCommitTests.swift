@@ -98,7 +98,7 @@ struct PostgresGroupCommitTests {
     func randomGroups() async throws {
         try await PostgresFixture.with { pg in
             try await pg.withCounters { store, db in
-                var random = SplitMix(seed: 35)
+                var random = SeededGenerator(seed: 35)
                 let oneByOne = InMemorySUNCounters()
                 var names: [TagUID: String] = [:]
                 for round in 0..<200 {
@@ -223,7 +223,7 @@ struct PostgresGroupCommitTests {
         try await PostgresFixture.with { pg in
             let one = try await pg.counters()
             let two = try await pg.counters()
-            var random = SplitMix(seed: 7)
+            var random = SeededGenerator(seed: 7)
             for round in 0..<30 {
                 // The same taps at both servers, each in an order of its own; some tags twice.
                 var items = (0..<6).map {
@@ -260,18 +260,5 @@ extension [SUNCounterAcceptance] {
             next[item.uid] = index + 1
             return SUNCounterAcceptance(uid: item.uid, counter: byTag[item.uid]![index], tagID: item.tagID)
         }
-    }
-}
-
-/// A seeded generator: the same groups on every run.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
