@@ -1,4 +1,4 @@
-// `TagFixBench phone-tap [TAPS] [--serve TAGFIX] [--rate R] [--sweep R1,R2,…|none] [--only serve]`: phone taps the
+// `TagFixBench phone-tap [TAPS] [--serve TAGFIX] [--rate R] [--sweep R1,R2,…|none] [--only serve] [--loads L1,L2]`: phone taps the
 // server verifies per second (the body parsed, the SUN and the position checked, the counter and
 // the verdict on the disk before the answer), and the time from the POST to the answer, p50/p99,
 // with N phones (200) tapping at once; beside a peer built the way the open SUN backends are
@@ -139,16 +139,24 @@ struct TapTimes {
 /// Runs `phones` threads at once, each tapping its own URLs in order through `tap` (true when
 /// the answer was `confirmed`), after all have started: back to back, or with `rate`, at taps
 /// per second for all the phones together, each phone's taps on a schedule of its own (open loop:
-/// a tap's time runs from when it was due, so a server that falls behind is charged for it).
-func tapAtOnce(phones: Int, urls: [[String]], rate: Double? = nil, tap: @escaping @Sendable (Int, String) -> Bool?) -> TapTimes {
+/// a tap's time runs from when it was due, so a server that falls behind is charged for it);
+/// or, with `bursts`, in rounds: all the phones tap once together (each its next URL), and the
+/// next round begins when every phone has its answer (200 phones tapping at once, again and again).
+func tapAtOnce(
+    phones: Int, urls: [[String]], rate: Double? = nil, bursts: Bool = false, tap: @escaping @Sendable (Int, String) -> Bool?
+) -> TapTimes {
     let ready = DispatchSemaphore(value: 0)
     let go = DispatchSemaphore(value: 0)
     let finished = DispatchSemaphore(value: 0)
+    // Bursts: a phone's go for each round, and the round's answers counted back.
+    let roundGo = (0..<phones).map { _ in DispatchSemaphore(value: 0) }
+    let roundDone = DispatchSemaphore(value: 0)
+    let rounds = urls.map(\.count).min() ?? 0
     let results = Mutex<(latencies: [Double], answered: Int, confirmed: Int)>(([], 0, 0))
     let clock = ContinuousClock()
     let base = Mutex<ContinuousClock.Instant>(clock.now)
     for phone in 0..<phones {
-        let mine = urls[phone]
+        let mine = bursts ? Array(urls[phone].prefix(rounds)) : urls[phone]
         DeviceThread.detach(name: "phone \(phone)") {
             ready.signal()
             go.wait()
@@ -157,6 +165,7 @@ func tapAtOnce(phones: Int, urls: [[String]], rate: Double? = nil, tap: @escapin
             var answered = 0
             var confirmed = 0
             for (index, url) in mine.enumerated() {
+                if bursts { roundGo[phone].wait() }
                 var start = clock.now
                 if let rate {
                     let due = begun.advanced(by: .seconds((Double(phone) / Double(phones) + Double(index)) * Double(phones) / rate))
@@ -170,6 +179,7 @@ func tapAtOnce(phones: Int, urls: [[String]], rate: Double? = nil, tap: @escapin
                     answered += 1
                     if result { confirmed += 1 }
                 }
+                if bursts { roundDone.signal() }
             }
             results.withLock {
                 $0.latencies += times
@@ -183,6 +193,12 @@ func tapAtOnce(phones: Int, urls: [[String]], rate: Double? = nil, tap: @escapin
     let start = clock.now
     base.withLock { $0 = start }
     for _ in 0..<phones { go.signal() }
+    if bursts {
+        for _ in 0..<rounds {
+            for next in roundGo { next.signal() }
+            for _ in 0..<phones { roundDone.wait() }
+        }
+    }
     for _ in 0..<phones { finished.wait() }
     let took = start.duration(to: clock.now)
     let elapsed = Double(took.components.seconds) + Double(took.components.attoseconds) * 1e-18
@@ -289,10 +305,25 @@ final class LoopbackHTTPClient {
         case failed
     }
 
+    // The request's bytes up to its Content-Length's value, made once for a path and a cookie.
+    private var head: (path: String, cookie: String, bytes: [UInt8])?
+    // What a read takes into, kept from exchange to exchange.
+    private var chunk = [UInt8](repeating: 0, count: 8192)
+
+    // The client works on bytes, as a browser's network stack does: its own string handling
+    // (Foundation's case-insensitive searches and trimming) was a tenth of the machine's CPU in
+    // the phone-tap profile, taken from the server under test.
     private func exchange(_ path: String, body: String, cookie: String) -> Exchange {
-        let request = Array(
-            ("POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nOrigin: http://127.0.0.1:\(port)\r\nCookie: \(cookie)\r\n"
-                + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)").utf8)
+        if head == nil || head!.path != path || head!.cookie != cookie {
+            let text =
+                "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nOrigin: http://127.0.0.1:\(port)\r\nCookie: \(cookie)\r\n"
+                + "Content-Type: application/json\r\nContent-Length: "
+            head = (path, cookie, Array(text.utf8))
+        }
+        var request = head!.bytes
+        request.reserveCapacity(request.count + body.utf8.count + 16)
+        request += "\(body.utf8.count)\r\n\r\n".utf8
+        request += body.utf8
         var sent = 0
         while sent < request.count {
             let wrote = request[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -303,22 +334,13 @@ final class LoopbackHTTPClient {
         var contentLength = 0
         var status = 0
         var keepAlive = true
-        var chunk = [UInt8](repeating: 0, count: 8192)
+        var scanned = 0
         while true {
-            if headerEnd == nil, let end = find(Array("\r\n\r\n".utf8)) {
+            if headerEnd == nil, let end = Self.headEnd(buffer, from: max(0, scanned - 3)) {
                 headerEnd = end + 4
-                let head = String(decoding: buffer[..<end], as: UTF8.self)
-                let lines = head.split(separator: "\r\n")
-                status = lines.first.flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
-                for line in lines.dropFirst() {
-                    let lower = line.lowercased()
-                    if lower.hasPrefix("content-length:") {
-                        contentLength = Int(line.dropFirst("content-length:".count).trimmingCharacters(in: .whitespaces)) ?? 0
-                    } else if lower.hasPrefix("connection:"), lower.contains("close") {
-                        keepAlive = false
-                    }
-                }
+                (status, contentLength, keepAlive) = Self.parseHead(buffer[..<end])
             }
+            scanned = buffer.count
             if let headerEnd, buffer.count >= headerEnd + contentLength {
                 let answer = String(decoding: buffer[headerEnd..<headerEnd + contentLength], as: UTF8.self)
                 buffer.removeFirst(headerEnd + contentLength)
@@ -330,12 +352,64 @@ final class LoopbackHTTPClient {
         }
     }
 
-    private func find(_ needle: [UInt8]) -> Int? {
-        guard buffer.count >= needle.count else { return nil }
-        for index in 0...(buffer.count - needle.count) where buffer[index..<index + needle.count].elementsEqual(needle) {
-            return index
+    /// Where "\r\n\r\n" begins in `bytes`, looking from `from`.
+    static func headEnd(_ bytes: [UInt8], from: Int) -> Int? {
+        guard bytes.count >= 4 else { return nil }
+        var index = from
+        while index + 3 < bytes.count {
+            if bytes[index] == 13, bytes[index + 1] == 10, bytes[index + 2] == 13, bytes[index + 3] == 10 { return index }
+            index += 1
         }
         return nil
+    }
+
+    /// An answer's head (its bytes before the blank line): the status, the Content-Length (0
+    /// without one), and false when it says `Connection: close`.
+    static func parseHead(_ head: ArraySlice<UInt8>) -> (status: Int, contentLength: Int, keepAlive: Bool) {
+        func lower(_ byte: UInt8) -> UInt8 { byte >= 65 && byte <= 90 ? byte + 32 : byte }
+        func number(_ bytes: ArraySlice<UInt8>) -> Int {
+            var value = 0
+            for byte in bytes where byte >= 48 && byte <= 57 { value = value * 10 + Int(byte - 48) }
+            return value
+        }
+        func hasPrefix(_ line: ArraySlice<UInt8>, _ name: String) -> Bool {
+            line.count >= name.utf8.count && zip(line, name.utf8).allSatisfy { lower($0) == $1 }
+        }
+        var status = 0
+        var contentLength = 0
+        var keepAlive = true
+        var lineStart = head.startIndex
+        var first = true
+        while lineStart < head.endIndex {
+            var lineEnd = lineStart
+            while lineEnd < head.endIndex, head[lineEnd] != 13 { lineEnd += 1 }
+            let line = head[lineStart..<lineEnd]
+            if first {
+                // "HTTP/1.1 200 OK": the digits after the first space.
+                if let space = line.firstIndex(of: 32) { status = number(line[(space + 1)..<min(space + 4, line.endIndex)]) }
+                first = false
+            } else if hasPrefix(line, "content-length:") {
+                contentLength = number(line.dropFirst(15))
+            } else if hasPrefix(line, "connection:") {
+                let value = line.dropFirst(11).map(lower)
+                keepAlive = !value.indices.contains { value[$0...].starts(with: "close".utf8) }
+            }
+            lineStart = min(lineEnd + 2, head.endIndex)
+        }
+        return (status, contentLength, keepAlive)
+    }
+}
+
+/// Whether an answer's body holds `"verdict":"confirmed"`, looked for in its bytes.
+func answerConfirmed(_ body: String) -> Bool {
+    let needle = Array(#""verdict":"confirmed""#.utf8)
+    var text = body
+    return text.withUTF8 { bytes in
+        guard bytes.count >= needle.count else { return false }
+        for start in 0...(bytes.count - needle.count) where bytes[start] == needle[0] {
+            if (1..<needle.count).allSatisfy({ bytes[start + $0] == needle[$0] }) { return true }
+        }
+        return false
     }
 }
 
@@ -521,7 +595,7 @@ func phoneTapBenchmark(arguments: [String]) {
     let urlsFile = "\(folder)/urls.txt"
     try! site.urls.joined().joined(separator: "\n").write(toFile: urlsFile, atomically: true, encoding: .utf8)
 
-    func peer(rate: Double? = nil) -> String {
+    func peer(rate: Double? = nil, bursts: Bool = false) -> String {
         guard let peer = FlaskPeer(python: python, arguments: ["serve", tagsFile]) else {
             return phoneTapLine(["bench": "\"phone-tap\"", "side": "\"peer\"", "error": "\"\(python) could not be started\""])
         }
@@ -530,13 +604,14 @@ func phoneTapBenchmark(arguments: [String]) {
             return phoneTapLine(["bench": "\"phone-tap\"", "side": "\"peer\"", "error": "\"bench/sun_peer_flask.py did not start\""])
         }
         let clients = PhoneClients(phones: phones, port: port)
-        let times = tapAtOnce(phones: phones, urls: bodies, rate: rate) { phone, body in
+        let times = tapAtOnce(phones: phones, urls: bodies, rate: rate, bursts: bursts) { phone, body in
             guard let answer = clients.post(phone: phone, body: body), answer.status == 200 else { return nil }
-            return answer.body.contains(#""verdict":"confirmed""#)
+            return answerConfirmed(answer.body)
         }
+        var extra = ["not_200": clients.refusedJSON, "connections": "\(clients.connections)"]
+        if bursts { extra["load"] = "\"bursts\"" }
         return phoneTapRow(
-            side: "peer", path: "http", commits: "none: no counter kept, nothing written", times: times, rate: rate,
-            extra: ["not_200": clients.refusedJSON, "connections": "\(clients.connections)"])
+            side: "peer", path: "http", commits: "none: no counter kept, nothing written", times: times, rate: rate, extra: extra)
     }
 
     // tagfix serve, started once; its runs between the peer's, so both share the machine's minutes.
@@ -546,13 +621,17 @@ func phoneTapBenchmark(arguments: [String]) {
     defer { rig?.stop() }
     // `--only serve`: tagfix serve's rows alone (for a profile of serve).
     let others = option("--only") != "serve"
+    // `--loads back-to-back,paced,bursts` (all three unless told): which of tagfix serve's runs.
+    let loads = Set((option("--loads") ?? "back-to-back,paced,bursts").split(separator: ",").map(String.init))
     for run in 0..<2 {
         if others {
             print(inProcess(grouped: true, run: run))
             print(peer())
         }
         // Each run its own URLs: the counters must rise (the second run's are read from the tags now).
-        if let rig { print(rig.run(run == 0 ? bodies : site.bodies(tapsPerPhone: perPhone), rate: nil).line) }
+        if let rig, loads.contains("back-to-back") {
+            print(rig.run(run == 0 ? bodies : site.bodies(tapsPerPhone: perPhone), rate: nil).line)
+        }
     }
     if others {
         print(inProcess(grouped: false, run: 0))
@@ -560,11 +639,22 @@ func phoneTapBenchmark(arguments: [String]) {
         print(inProcess(grouped: true, run: 2, rate: rate))
         print(peer(rate: rate))
     }
-    if let rig { print(rig.run(site.bodies(tapsPerPhone: perPhone), rate: rate).line) }
+    if let rig, loads.contains("paced") { print(rig.run(site.bodies(tapsPerPhone: perPhone), rate: rate).line) }
+    // Bursts: the 200 phones tap at the same moment, once each, round after round (each round
+    // starts when the last has every answer): the time a tap waits when all the phones tap at once.
+    if others { print(peer(bursts: true)) }
+    if let rig, loads.contains("bursts") { print(rig.run(site.bodies(tapsPerPhone: perPhone), rate: nil, bursts: true).line) }
     // The peer's check alone, in its own process, on the same URLs.
     if others, let check = FlaskPeer(python: python, arguments: ["loop", tagsFile, urlsFile, "2"]) {
         if let line = check.line() { print(line) }
         blockUntilExit(check.process)
+    }
+    // The floor (`--floor PROGRAM`): the same phones, back to back and in bursts, against a
+    // server that does nothing but answer.
+    if let program = option("--floor"), let floor = ServeUnderTest.startFloor(program: program, phones: phones) {
+        defer { floor.stop() }
+        print(floor.run(bodies, rate: nil).line)
+        print(floor.run(bodies, rate: nil, bursts: true).line)
     }
     // The sweep (tagfix serve only): paced at rising rates, for the highest whose p99 holds within 10 ms.
     let sweep: [Double] =
@@ -584,6 +674,21 @@ func sweepTaps(rate: Double, phones: Int) -> Int {
 /// POSTed to /api/tap; a `skipped` line when there is no TAGFIX to run or its serve has no
 /// /api/tap (it does not start with these options, or answers the route 404). Started once, its
 /// runs made between the peer's (the same minutes of the machine for both), stopped at the end.
+/// A free port on 127.0.0.1: bound, read, released.
+func freeLoopbackPort() -> UInt16 {
+    let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, length) } }
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) }
+    }
+    close(probe)
+    return UInt16(bigEndian: address.sin_port)
+}
+
 final class ServeUnderTest {
     /// Why there is no serve to measure, as a result line.
     struct Skipped: Error {
@@ -593,11 +698,47 @@ final class ServeUnderTest {
     private let process: ChildProcess
     private let port: UInt16
     private let phones: Int
+    /// Its rows' `side` and `commits`: tagfix serve's, or the floor's.
+    private let side: String
+    private let commits: String
 
-    private init(process: ChildProcess, port: UInt16, phones: Int) {
+    private init(
+        process: ChildProcess, port: UInt16, phones: Int, side: String = "tagfix",
+        commits: String = "grouped: serve's own (PhoneTapGroups), its --sun-counters and --log"
+    ) {
         self.process = process
         self.port = port
         self.phones = phones
+        self.side = side
+        self.commits = commits
+    }
+
+    /// A process's CPU time so far, user + system, in clock ticks (/proc/PID/stat).
+    static func cpuTicks(_ pid: Int32) -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = text.lastIndex(of: ")")
+        else { return nil }
+        let rest = text[text.index(close, offsetBy: 2)...].split(separator: " ")
+        guard rest.count > 12, let user = Int(rest[11]), let system = Int(rest[12]) else { return nil }
+        return user + system
+    }
+
+    /// The floor (`--floor PROGRAM`, bench/floor.c): PROGRAM PORT answers every POST at once with
+    /// a fixed verdict on a kept connection, one epoll thread, no parsing beyond the head: what
+    /// the machine and these phones cost before any server does any work.
+    static func startFloor(program: String, phones: Int) -> ServeUnderTest? {
+        let port = freeLoopbackPort()
+        guard let process = try? ChildProcess(executable: program, arguments: ["\(port)"]) else { return nil }
+        let client = LoopbackHTTPClient(port: port)
+        for _ in 0..<100 {
+            if client.post(PhoneTapRoute.postPath, body: "{}", cookie: "")?.status == 200 {
+                return ServeUnderTest(
+                    process: process, port: port, phones: phones, side: "floor", commits: "none: a fixed answer, nothing checked or written"
+                )
+            }
+            usleep(50_000)
+        }
+        blockingStop(process)
+        return nil
     }
 
     static func start(serve: String?, site: PhoneTapSite, folder: String) -> Result<ServeUnderTest, Skipped> {
@@ -620,18 +761,7 @@ final class ServeUnderTest {
         var tokens = TokenFile()
         try? tokens.add(name: "bench", token: PhoneTapSite.token)
         try? tokens.write(to: tokensPath)
-        // A free port: bound, read, released.
-        let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) }
-        }
-        close(probe)
-        let port = UInt16(bigEndian: address.sin_port)
+        let port = freeLoopbackPort()
         let errorsPath = "\(folder)/serve.stderr"
         _ = FileManager.default.createFile(atPath: errorsPath, contents: nil)
         let errors = FileHandle(forWritingAtPath: errorsPath)!
@@ -678,17 +808,23 @@ final class ServeUnderTest {
 
     /// The phones tap `bodies` (back to back, or paced at `rate`): a result line (`load` says
     /// which, `sweep` for a step of the sweep).
-    func run(_ bodies: [[String]], rate: Double?, load: String? = nil) -> (line: String, times: TapTimes) {
+    func run(_ bodies: [[String]], rate: Double?, bursts: Bool = false, load: String? = nil) -> (line: String, times: TapTimes) {
         let clients = PhoneClients(phones: phones, port: port)
-        let times = tapAtOnce(phones: phones, urls: bodies, rate: rate) { phone, body in
+        let cpuBefore = Self.cpuTicks(process.pid)
+        let times = tapAtOnce(phones: phones, urls: bodies, rate: rate, bursts: bursts) { phone, body in
             guard let answer = clients.post(phone: phone, body: body), answer.status == 200 else { return nil }
-            return answer.body.contains(#""verdict":"confirmed""#)
+            return answerConfirmed(answer.body)
         }
         var extra = ["not_200": clients.refusedJSON, "connections": "\(clients.connections)"]
+        // The server's own CPU (user + system, all its threads) a tap answered: steady under
+        // other load where the rates are not, so a change to serve's work shows in it.
+        if let before = cpuBefore, let after = Self.cpuTicks(process.pid), times.answered > 0 {
+            let seconds = Double(after - before) / Double(sysconf(Int32(_SC_CLK_TCK)))
+            extra["server_cpu_us_per_tap"] = String(format: "%.1f", seconds * 1e6 / Double(times.answered))
+        }
+        if bursts { extra["load"] = "\"bursts\"" }
         if let load { extra["load"] = "\"\(load)\"" }
-        let line = phoneTapRow(
-            side: "tagfix", path: "http", commits: "grouped: serve's own (PhoneTapGroups), its --sun-counters and --log", times: times,
-            rate: rate, extra: extra)
+        let line = phoneTapRow(side: side, path: "http", commits: commits, times: times, rate: rate, extra: extra)
         return (line, times)
     }
 
