@@ -102,6 +102,11 @@ struct ServeCommand: Subcommand {
                     "How long a client has to finish what it began sending, seconds (default 10): an HTTP request's head, a socket command; then 408 or an ERROR object and the connection is closed. Clients that only read are never cut off by it."
             ),
             .init(
+                name: "keep-alive", valueName: "S[,REQUESTS]",
+                help:
+                    "How long a kept HTTP connection waits for its next request, seconds (default 15), and the most requests one connection is answered (default 1000; the last answer says Connection: close). Behind a reverse proxy that keeps its connections to serve open (Caddy keeps them 2 minutes), make it longer than the proxy's own idle time, so serve never closes a connection the proxy is about to reuse for a tap."
+            ),
+            .init(
                 name: "tiles", valueName: "FILE|URL",
                 help:
                     "The live map's base map: an MBTiles file (served as /tiles/Z/X/Y, so the page works without a network) or an XYZ tile server's https://…/{z}/{x}/{y}.png (the browser reads it; mind its usage policy)."
@@ -197,6 +202,9 @@ struct ServeCommand: Subcommand {
             throw .usage(error.message, command: name)
         }
         if let timeout = try arguments.seconds("client-timeout", in: 0.1...3600, command: name) { configuration.clientTimeout = timeout }
+        if let keepAlive = arguments.value("keep-alive") {
+            (configuration.keepAliveTimeout, configuration.keepAliveRequests) = try Self.keepAlive(keepAlive, command: name)
+        }
     }
 
     func run(_ io: some TerminalOutput) async throws(CLIError) {
@@ -329,6 +337,20 @@ struct ServeCommand: Subcommand {
                 command: command)
         }
         return PhoneRateLimiter(burst: burst, interval: .seconds(1 / perSecond))
+    }
+
+    /// `--keep-alive S[,REQUESTS]`: a kept connection's idle time, and its cap of requests (1000
+    /// when not given).
+    static func keepAlive(_ text: String, command: String) throws(CLIError) -> (Duration, Int) {
+        let parts = text.split(separator: ",", omittingEmptySubsequences: false)
+        guard (1...2).contains(parts.count), let seconds = Double(parts[0]), (1...3600).contains(seconds),
+            let requests = parts.count == 2 ? Int(parts[1]) : 1000, (1...1_000_000).contains(requests)
+        else {
+            throw .usage(
+                "--keep-alive takes S[,REQUESTS]: seconds a kept connection waits for its next request (1 to 3600), then, if given, the most requests a connection is answered (1 to 1000000), e.g. 150 or 150,1000",
+                command: command)
+        }
+        return (.seconds(seconds), requests)
     }
 
     /// The token file: one token, or named ones.

@@ -312,6 +312,35 @@ struct ServePhoneTests {
     }
 
     @Test(
+        "--keep-alive S,REQUESTS caps a kept connection's requests (its last answer says Connection: close, then it closes); a value that is not S[,REQUESTS] is a usage error",
+        .enabled(if: runnable, "needs the built tagfix"))
+    func keepAliveOption() async throws {
+        let request = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        func answers(_ client: SocketLineClient) -> (ok: Int, closing: Int) {
+            (client.lines.filter { $0.hasPrefix("HTTP/1.1 200") }.count, client.lines.filter { $0.hasPrefix("Connection: close") }.count)
+        }
+        // Two requests a connection: three sent at once get two answers, the second closing.
+        let capped = try await PhoneRig(extra: ["--keep-alive", "150,2"])
+        let client = try SocketLineClient(port: capped.port)
+        client.send(request + request + request)
+        #expect(await RunningTagFix.poll { client.closed })
+        #expect(answers(client) == (2, 1), "\(client.lines)")
+        #expect(await capped.stop())
+        // Without it, 1000 a connection: all three are answered, the connection stays until the
+        // client's own Connection: close.
+        let plain = try await PhoneRig()
+        let kept = try SocketLineClient(port: plain.port)
+        kept.send(request + request + "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        #expect(await RunningTagFix.poll { kept.closed })
+        #expect(answers(kept) == (3, 1), "\(kept.lines)")
+        #expect(await plain.stop())
+        for bad in ["0", "3601", "15,0", "15,1000001", "fifteen", "15,2,3", "15,", ",2"] {
+            let refused = await run(["serve", "--http", "127.0.0.1:0", "--token", "/nonexistent", "--keep-alive", bad])
+            #expect(refused.code == 64 && refused.err.joined().contains("--keep-alive takes S[,REQUESTS]"), "\(bad): \(refused)")
+        }
+    }
+
+    @Test(
         "behind a TLS proxy on this machine: X-Forwarded-Proto https makes the https origin this server's, X-Forwarded-For names the phone; from elsewhere neither is believed",
         .enabled(if: runnable, "needs the built tagfix"))
     func behindProxy() async throws {
