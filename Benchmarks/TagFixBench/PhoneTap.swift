@@ -1,4 +1,5 @@
-// `TagFixBench phone-tap [TAPS] [--serve TAGFIX] [--rate R] [--sweep R1,R2,…|none] [--only serve] [--loads L1,L2]`: phone taps the
+// `TagFixBench phone-tap [TAPS] [--serve TAGFIX] [--rate R] [--sweep R1,R2,…|none] [--only serve]
+// [--loads back-to-back,paced,bursts] [--floor PROGRAM]`: phone taps the
 // server verifies per second (the body parsed, the SUN and the position checked, the counter and
 // the verdict on the disk before the answer), and the time from the POST to the answer, p50/p99,
 // with N phones (200) tapping at once; beside a peer built the way the open SUN backends are
@@ -367,9 +368,13 @@ final class LoopbackHTTPClient {
     /// without one), and false when it says `Connection: close`.
     static func parseHead(_ head: ArraySlice<UInt8>) -> (status: Int, contentLength: Int, keepAlive: Bool) {
         func lower(_ byte: UInt8) -> UInt8 { byte >= 65 && byte <= 90 ? byte + 32 : byte }
+        // The leading digits (at most 9: a length this client would never wait for is cut short).
         func number(_ bytes: ArraySlice<UInt8>) -> Int {
             var value = 0
-            for byte in bytes where byte >= 48 && byte <= 57 { value = value * 10 + Int(byte - 48) }
+            for byte in bytes.drop(while: { $0 == 32 || $0 == 9 }).prefix(9) {
+                guard byte >= 48 && byte <= 57 else { break }
+                value = value * 10 + Int(byte - 48)
+            }
             return value
         }
         func hasPrefix(_ line: ArraySlice<UInt8>, _ name: String) -> Bool {
@@ -392,7 +397,7 @@ final class LoopbackHTTPClient {
                 contentLength = number(line.dropFirst(15))
             } else if hasPrefix(line, "connection:") {
                 let value = line.dropFirst(11).map(lower)
-                keepAlive = !value.indices.contains { value[$0...].starts(with: "close".utf8) }
+                if value.indices.contains(where: { value[$0...].starts(with: "close".utf8) }) { keepAlive = false }
             }
             lineStart = min(lineEnd + 2, head.endIndex)
         }
@@ -623,6 +628,10 @@ func phoneTapBenchmark(arguments: [String]) {
     let others = option("--only") != "serve"
     // `--loads back-to-back,paced,bursts` (all three unless told): which of tagfix serve's runs.
     let loads = Set((option("--loads") ?? "back-to-back,paced,bursts").split(separator: ",").map(String.init))
+    if let unknown = loads.first(where: { !["back-to-back", "paced", "bursts"].contains($0) }) {
+        print(phoneTapLine(["bench": "\"phone-tap\"", "error": "\"--loads takes back-to-back, paced and bursts, not \(unknown)\""]))
+        return
+    }
     for run in 0..<2 {
         if others {
             print(inProcess(grouped: true, run: run))
@@ -670,10 +679,6 @@ func sweepTaps(rate: Double, phones: Int) -> Int {
 
 // MARK: - The real server
 
-/// `tagfix serve --http` on a free port with the site's registry, keys and token, the same bodies
-/// POSTed to /api/tap; a `skipped` line when there is no TAGFIX to run or its serve has no
-/// /api/tap (it does not start with these options, or answers the route 404). Started once, its
-/// runs made between the peer's (the same minutes of the machine for both), stopped at the end.
 /// A free port on 127.0.0.1: bound, read, released.
 func freeLoopbackPort() -> UInt16 {
     let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -689,6 +694,10 @@ func freeLoopbackPort() -> UInt16 {
     return UInt16(bigEndian: address.sin_port)
 }
 
+/// `tagfix serve --http` on a free port with the site's registry, keys and token, the same bodies
+/// POSTed to /api/tap; a `skipped` line when there is no TAGFIX to run or its serve has no
+/// /api/tap (it does not start with these options, or answers the route 404). Started once, its
+/// runs made between the peer's (the same minutes of the machine for both), stopped at the end.
 final class ServeUnderTest {
     /// Why there is no serve to measure, as a result line.
     struct Skipped: Error {
@@ -729,7 +738,7 @@ final class ServeUnderTest {
         let port = freeLoopbackPort()
         guard let process = try? ChildProcess(executable: program, arguments: ["\(port)"]) else { return nil }
         let client = LoopbackHTTPClient(port: port)
-        for _ in 0..<100 {
+        for _ in 0..<100 where process.isRunning {
             if client.post(PhoneTapRoute.postPath, body: "{}", cookie: "")?.status == 200 {
                 return ServeUnderTest(
                     process: process, port: port, phones: phones, side: "floor", commits: "none: a fixed answer, nothing checked or written"
@@ -816,8 +825,9 @@ final class ServeUnderTest {
             return answerConfirmed(answer.body)
         }
         var extra = ["not_200": clients.refusedJSON, "connections": "\(clients.connections)"]
-        // The server's own CPU (user + system, all its threads) a tap answered: steady under
-        // other load where the rates are not, so a change to serve's work shows in it.
+        // The server's own CPU (user + system, all its threads) a tap answered: it leaves out
+        // the time a tap waits, so it shows a change to serve's work where a rate mixes it with
+        // the machine's other load (not immune to it: caches, migrations; clock ticks of 10 ms).
         if let before = cpuBefore, let after = Self.cpuTicks(process.pid), times.answered > 0 {
             let seconds = Double(after - before) / Double(sysconf(Int32(_SC_CLK_TCK)))
             extra["server_cpu_us_per_tap"] = String(format: "%.1f", seconds * 1e6 / Double(times.answered))

@@ -8,9 +8,10 @@
 //                                     TPV fan-out; clients on threads here, or in one poll loop in a child (both by default)
 //   TagFixBench sun [ROUNDS]          checking one NTAG 424 DNA SUN URL (AES, CMAC), µs per URL
 //   TagFixBench sun-tap [ROUNDS]      an NTAG 424 DNA SUN tap → verdict on the PN532 emulator at 115200 baud
-//   TagFixBench phone-tap [TAPS] [--serve TAGFIX] [--rate N]  phone taps verified per second and POST → answer
-//                                     p50/p99, 200 phones at once (back to back, and paced at N taps/s), beside
-//                                     bench/sun_peer_flask.py (Flask) on the same SUN URLs
+//   TagFixBench phone-tap [TAPS] [--serve TAGFIX] [--rate N] [--loads L,…] [--floor PROGRAM]  phone taps verified
+//                                     per second and POST → answer p50/p99, 200 phones at once (back to back, in
+//                                     bursts, and paced at N taps/s), beside bench/sun_peer_flask.py (Flask) on the
+//                                     same SUN URLs and, with --floor, a server that only answers (bench/floor.c)
 //   TagFixBench sun-state [TAPS]      SUN counter commits per second on one PostgreSQL --state, from one and two servers
 //   TagFixBench fleet [VERDICTS] [ROUNDS]  MQTT: collector vs mosquitto_sub, publisher CPU, verdict → stored
 //   TagFixBench fleet-postgres [VERDICTS] [ROUNDS]  one and two collectors into PostgreSQL vs mosquitto_sub, verdict → row
