@@ -202,11 +202,15 @@ public final class PrivateDaemon: Sendable {
             } catch {
                 return .failure(DaemonError(daemon: configuration.name, reason: error.description, heading: heading))
             }
+            // Guarded from the moment it runs, not once it is ready: an owner that dies while the
+            // daemon starts (up to `readiness`, seconds under load) must not leave it behind. Two
+            // test processes that crashed did, each with the gpsd it was starting. Dismissed only
+            // after a failed start has stopped the daemon.
+            let watchdog = ProcessWatchdog(
+                guarding: process.pid, named: configuration.name, sharedMemoryKey: configuration.sharedMemoryKey?(port))
             let looks = max(1, Int(configuration.readiness / .milliseconds(50)))
             for _ in 0..<looks {
                 if configuration.ready(port, process.pid) {
-                    let watchdog = ProcessWatchdog(
-                        guarding: process.pid, named: configuration.name, sharedMemoryKey: configuration.sharedMemoryKey?(port))
                     return .success(Running(process: process, port: port, watchdog: watchdog))
                 }
                 guard process.isRunning else { break }
@@ -215,6 +219,7 @@ public final class PrivateDaemon: Sendable {
                 } catch {
                     await process.stop(grace: .seconds(1))
                     configuration.removeLeftovers(port: port)
+                    await watchdog?.dismiss()
                     return .failure(
                         DaemonError(daemon: configuration.name, reason: "the start was cancelled before it was ready", heading: heading))
                 }
@@ -222,6 +227,7 @@ public final class PrivateDaemon: Sendable {
             let exited = !process.isRunning
             await process.stop(grace: .seconds(1))
             configuration.removeLeftovers(port: port)
+            await watchdog?.dismiss()
             failure = configuration.notReady(port, exited)
             // The port may still be held by the daemon just stopped: wait a little and try again.
             if attempt + 1 < attempts { try? await clock.sleep(for: .milliseconds(50)) }

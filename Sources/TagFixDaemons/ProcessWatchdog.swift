@@ -9,7 +9,10 @@ import TagFixSystem
 ///
 /// `sh` waiting on a pipe for `done`: anything else, end of file included, means the owner
 /// is gone, and it sends the daemon SIGTERM, then SIGKILL. It checks the pid's name first, so a pid
-/// the kernel has given to another program since the daemon exited is left alone. Once the daemon
+/// the kernel has given to another program since the daemon exited is left alone; a pid that is
+/// there under another name is looked at again for up to a second, since the watchdog starts as
+/// soon as the daemon is spawned and an owner that dies at once may find it still in its exec
+/// (`setpriv` becoming `postgres`). Once the daemon
 /// has gone it removes the shared-memory segment the daemon leaves behind, if it has one.
 final class ProcessWatchdog: Sendable {
     /// The pipe's write end; closed once, by `dismiss()`.
@@ -30,6 +33,7 @@ final class ProcessWatchdog: Sendable {
             [ "$word" = done ] && exit 0
             alive() { [ "$(cat /proc/$1/comm 2>/dev/null)" = "$2" ]; }
             gone() { [ -n "$3" ] && ipcrm -M "$3" 2>/dev/null; exit 0; }
+            for _ in 1 2 3 4 5 6 7 8 9 10; do alive "$1" "$2" && break; [ -d "/proc/$1" ] || gone "$@"; sleep 0.1; done
             alive "$1" "$2" || gone "$@"
             kill -TERM "$1"
             for _ in 1 2 3 4 5 6 7 8 9 10; do sleep 0.1; alive "$1" "$2" || gone "$@"; done
