@@ -51,15 +51,9 @@ struct CPUSample {
         var parent: [Int32: Int32] = [:]
         var ticks: [Int32: (String, Int)] = [:]
         for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
-            guard let pid = Int32(entry), let text = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
-                let open = text.firstIndex(of: "("), let close = text.lastIndex(of: ")")
-            else { continue }
-            let name = String(text[text.index(after: open)..<close])
-            let rest = text[text.index(close, offsetBy: 2)...].split(separator: " ")
-            // After the name: state, ppid, …; utime and stime are fields 14 and 15 of the line.
-            guard rest.count > 13, let ppid = Int32(rest[1]), let user = Int(rest[11]), let system = Int(rest[12]) else { continue }
-            parent[pid] = ppid
-            ticks[pid] = (name, user + system)
+            guard let pid = Int32(entry), let process = process(entry) else { continue }
+            parent[pid] = process.parent
+            ticks[pid] = (process.name, process.ticks)
         }
         let me = getpid()
         for (pid, (name, used)) in ticks {
@@ -70,6 +64,18 @@ struct CPUSample {
             if ancestor == me || pid == me { sample.byName[part, default: 0] += used }
         }
         return sample
+    }
+
+    /// A process's name, its parent, and its CPU time so far (user + system, clock ticks), from
+    /// /proc/PID/stat; `nil` once it has gone.
+    static func process(_ pid: String) -> (name: String, parent: Int32, ticks: Int)? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let open = text.firstIndex(of: "("),
+            let close = text.lastIndex(of: ")")
+        else { return nil }
+        let rest = text[text.index(close, offsetBy: 2)...].split(separator: " ")
+        // After the name: state, ppid, …; utime and stime are fields 14 and 15 of the line.
+        guard rest.count > 13, let parent = Int32(rest[1]), let user = Int(rest[11]), let system = Int(rest[12]) else { return nil }
+        return (String(text[text.index(after: open)..<close]), parent, user + system)
     }
 
     /// The cores each part kept busy between `self` and `later`, `seconds` apart.

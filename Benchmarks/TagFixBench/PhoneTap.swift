@@ -31,6 +31,7 @@ import Glibc
 import Synchronization
 import TagFixCore
 import TagFixCrypto
+import TagFixDaemons
 import TagFixDevices
 import TagFixEmulators
 import TagFixNDEF
@@ -679,21 +680,6 @@ func sweepTaps(rate: Double, phones: Int) -> Int {
 
 // MARK: - The real server
 
-/// A free port on 127.0.0.1: bound, read, released.
-func freeLoopbackPort() -> UInt16 {
-    let probe = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(probe, $0, length) } }
-    _ = withUnsafeMutablePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(probe, $0, &length) }
-    }
-    close(probe)
-    return UInt16(bigEndian: address.sin_port)
-}
-
 /// `tagfix serve --http` on a free port with the site's registry, keys and token, the same bodies
 /// POSTed to /api/tap; a `skipped` line when there is no TAGFIX to run or its serve has no
 /// /api/tap (it does not start with these options, or answers the route 404). Started once, its
@@ -722,20 +708,11 @@ final class ServeUnderTest {
         self.commits = commits
     }
 
-    /// A process's CPU time so far, user + system, in clock ticks (/proc/PID/stat).
-    static func cpuTicks(_ pid: Int32) -> Int? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = text.lastIndex(of: ")")
-        else { return nil }
-        let rest = text[text.index(close, offsetBy: 2)...].split(separator: " ")
-        guard rest.count > 12, let user = Int(rest[11]), let system = Int(rest[12]) else { return nil }
-        return user + system
-    }
-
     /// The floor (`--floor PROGRAM`, bench/floor.c): PROGRAM PORT answers every POST at once with
     /// a fixed verdict on a kept connection, one epoll thread, no parsing beyond the head: what
     /// the machine and these phones cost before any server does any work.
     static func startFloor(program: String, phones: Int) -> ServeUnderTest? {
-        let port = freeLoopbackPort()
+        let port = UInt16(PrivateDaemon.freePort())
         guard let process = try? ChildProcess(executable: program, arguments: ["\(port)"]) else { return nil }
         let client = LoopbackHTTPClient(port: port)
         for _ in 0..<100 where process.isRunning {
@@ -770,7 +747,7 @@ final class ServeUnderTest {
         var tokens = TokenFile()
         try? tokens.add(name: "bench", token: PhoneTapSite.token)
         try? tokens.write(to: tokensPath)
-        let port = freeLoopbackPort()
+        let port = UInt16(PrivateDaemon.freePort())
         let errorsPath = "\(folder)/serve.stderr"
         _ = FileManager.default.createFile(atPath: errorsPath, contents: nil)
         let errors = FileHandle(forWritingAtPath: errorsPath)!
@@ -819,7 +796,7 @@ final class ServeUnderTest {
     /// which, `sweep` for a step of the sweep).
     func run(_ bodies: [[String]], rate: Double?, bursts: Bool = false, load: String? = nil) -> (line: String, times: TapTimes) {
         let clients = PhoneClients(phones: phones, port: port)
-        let cpuBefore = Self.cpuTicks(process.pid)
+        let cpuBefore = CPUSample.process("\(process.pid)")?.ticks
         let times = tapAtOnce(phones: phones, urls: bodies, rate: rate, bursts: bursts) { phone, body in
             guard let answer = clients.post(phone: phone, body: body), answer.status == 200 else { return nil }
             return answerConfirmed(answer.body)
@@ -828,7 +805,7 @@ final class ServeUnderTest {
         // The server's own CPU (user + system, all its threads) a tap answered: it leaves out
         // the time a tap waits, so it shows a change to serve's work where a rate mixes it with
         // the machine's other load (not immune to it: caches, migrations; clock ticks of 10 ms).
-        if let before = cpuBefore, let after = Self.cpuTicks(process.pid), times.answered > 0 {
+        if let before = cpuBefore, let after = CPUSample.process("\(process.pid)")?.ticks, times.answered > 0 {
             let seconds = Double(after - before) / Double(sysconf(Int32(_SC_CLK_TCK)))
             extra["server_cpu_us_per_tap"] = String(format: "%.1f", seconds * 1e6 / Double(times.answered))
         }

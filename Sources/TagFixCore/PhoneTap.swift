@@ -259,9 +259,9 @@ extension Verifier {
 final class SUNCounterGroup: SUNCounterStore {
     private struct State {
         var last: [TagUID: UInt32] = [:]
-        /// The store's counters, read up front: a UID here has `stored[uid]` (nil: none accepted).
-        var read: Set<TagUID> = []
-        var stored: [TagUID: UInt32] = [:]
+        /// The store's counters of the UIDs read from it (up front, or at a tap's first ask): a
+        /// UID present has been read; `.some(nil)`: none accepted.
+        var stored: [TagUID: UInt32?] = [:]
         var pending: [SUNCounterAcceptance] = []
         /// The UID whose counter of the group's the tap being decided was judged against.
         var leaned: TagUID?
@@ -277,8 +277,7 @@ final class SUNCounterGroup: SUNCounterStore {
     func prefetch(readingCountersOf uids: [TagUID]) {
         guard !uids.isEmpty, let stored = try? base.lastAccepted(uids: uids) else { return }
         state.withLock { state in
-            state.read.formUnion(uids)
-            state.stored.merge(stored) { $1 }
+            for uid in uids { state.stored[uid] = .some(stored[uid]) }
         }
     }
 
@@ -306,7 +305,7 @@ final class SUNCounterGroup: SUNCounterStore {
                 state.leaned = uid
                 return .group(last)
             }
-            return state.read.contains(uid) ? .store(state.stored[uid]) : .unread
+            return state.stored[uid].map { .store($0) } ?? .unread
         }
         switch known {
         case .group(let last): return last
@@ -314,10 +313,7 @@ final class SUNCounterGroup: SUNCounterStore {
         case .unread:
             // Read once a group: the tap's check and its accept ask for it in turn.
             let last = try base.lastAccepted(uid: uid)
-            state.withLock { state in
-                state.read.insert(uid)
-                state.stored[uid] = last
-            }
+            state.withLock { $0.stored[uid] = .some(last) }
             return last
         }
     }

@@ -12,8 +12,8 @@ import TagFixSystem
 /// the kernel has given to another program since the daemon exited is left alone; a pid that is
 /// there under another name is looked at again for up to a second, since the watchdog starts as
 /// soon as the daemon is spawned and an owner that dies at once may find it still in its exec
-/// (`setpriv` becoming `postgres`). Once the daemon
-/// has gone it removes the shared-memory segment the daemon leaves behind, if it has one.
+/// (`setpriv` becoming `postgres`). Once the daemon has gone it removes the shared-memory segment
+/// the daemon leaves behind, if it has one.
 final class ProcessWatchdog: Sendable {
     /// The pipe's write end; closed once, by `dismiss()`.
     private let writer: Mutex<FileDescriptor?>

@@ -79,11 +79,11 @@ public final class PostgresSUNCounters: SUNCounterStore {
         }
     }
 
-    /// The highest counter accepted for each of `uids`, in one statement (one round trip where
-    /// `lastAccepted(uid:)` makes one a tag); a tag none was accepted for is absent.
     /// One round trip for a group's tags, where `lastAccepted(uid:)` makes one a tag.
     public var readsManyAtOnce: Bool { true }
 
+    /// The highest counter accepted for each of `uids`, in one statement (one round trip where
+    /// `lastAccepted(uid:)` makes one a tag); a tag none was accepted for is absent.
     public func lastAccepted(uids: [TagUID]) throws(RegistryError) -> [TagUID: UInt32] {
         var byHex: [String: TagUID] = [:]
         for uid in uids { byHex[uid.hex] = uid }

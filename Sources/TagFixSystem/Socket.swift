@@ -38,23 +38,23 @@ public struct SocketAddress: Sendable {
         }
     }
 
-    /// 127.0.0.1:`port` (0: the kernel picks a free port when it is bound).
     /// `host` (dotted IPv4, `inet_pton(3)`) and `port`; `nil` for a host that is not one.
     public static func ipv4(_ host: String, port: Int) -> SocketAddress? {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(truncatingIfNeeded: port).bigEndian)
-        guard inet_pton(AF_INET, host, &address.sin_addr) == 1 else { return nil }
-        return withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress($0, length: socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
+        var address = in_addr()
+        guard inet_pton(AF_INET, host, &address) == 1 else { return nil }
+        return ipv4(address, port: port)
     }
 
+    /// 127.0.0.1:`port` (0: the kernel picks a free port when it is bound).
     public static func loopback(port: Int) -> SocketAddress {
+        ipv4(in_addr(s_addr: UInt32(0x7F00_0001).bigEndian), port: port)
+    }
+
+    private static func ipv4(_ host: in_addr, port: Int) -> SocketAddress {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
-        address.sin_port = UInt16(truncatingIfNeeded: port).bigEndian
+        address.sin_addr = host
+        address.sin_port = in_port_t(UInt16(truncatingIfNeeded: port).bigEndian)
         return withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { SocketAddress($0, length: socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
