@@ -266,6 +266,44 @@ public final class PrivateDaemon: Sendable {
             }, grace: .zero, signal: SIGKILL)
     }
 
+    /// Kills the daemon and every process it forked (SIGKILL to all: a power cut), and leaves it
+    /// down until `restart()`. A forking server's children outlive a killed parent for a while:
+    /// PostgreSQL's backend notices its postmaster's death only when it next waits, so a query
+    /// already on its socket may still be run and committed after `kill()` returned. Here the
+    /// parent is stopped first (it forks no more), each child is killed and awaited until it
+    /// has exited (a zombie of the stopped parent), and only then is the parent killed.
+    public func crash() async {
+        if let pid {
+            signal(SIGSTOP)
+            let children = Self.children(of: pid)
+            for child in children { Glibc.kill(child, SIGKILL) }
+            for _ in 0..<200 where children.contains(where: Self.alive) {
+                try? await clock.sleep(for: .milliseconds(10))
+            }
+        }
+        await kill()
+    }
+
+    /// The processes whose parent is `pid`, from /proc.
+    public static func children(of pid: Int32) -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap(Int32.init).filter { status(of: $0)?.parent == pid }
+    }
+
+    /// Whether `pid` still runs: it exists and is not a zombie.
+    public static func alive(_ pid: Int32) -> Bool {
+        guard let status = status(of: pid) else { return false }
+        return status.state != "Z" && status.state != "X"
+    }
+
+    /// The state (field 3) and parent (field 4) of `pid` in /proc/PID/stat; `nil` once gone.
+    static func status(of pid: Int32) -> (state: Substring, parent: Int32)? {
+        guard let text = readToEnd("/proc/\(pid)/stat"), let close = text.lastIndex(of: ")") else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ", maxSplits: 3)
+        guard fields.count >= 2, let parent = Int32(fields[1]) else { return nil }
+        return (fields[0], parent)
+    }
+
     private func end(_ running: Running?, grace: Duration, signal: Int32) async {
         guard let running else { return }
         await running.process.stop(grace: grace, signal: signal)

@@ -129,8 +129,11 @@ public final class PrivatePostgres: Sendable {
         try await psql("SELECT 1")
     }
 
-    /// Kills the server at once (SIGKILL): a crash, a power cut. What it committed stays.
-    public func kill() async { await daemon.kill() }
+    /// Kills the server at once, the postmaster and every backend (SIGKILL): a crash, a power
+    /// cut. What it committed stays. Killing the postmaster alone is not that: its backends
+    /// live on until they next wait, and one that already holds a client's query runs and
+    /// commits it (a CI run saw a store "into a killed server" succeed).
+    public func kill() async { await daemon.crash() }
 
     /// Runs one statement through psql on the server's socket, as the user `tagfix` on the
     /// database `postgres`, trying again for up to 30 s while the server is still starting up.
