@@ -276,12 +276,12 @@ public final class PrivateDaemon: Sendable {
         if let pid {
             signal(SIGSTOP)
             let children = Self.children(of: pid)
-            for child in children { Glibc.kill(child, SIGKILL) }
+            for child in children { try? Processes.signal(SIGKILL, to: child) }
             for _ in 0..<200 where children.contains(where: Self.alive) {
                 try? await clock.sleep(for: .milliseconds(10))
             }
         }
-        await kill()
+        await self.kill()
     }
 
     /// The processes whose parent is `pid`, from /proc.

@@ -1,10 +1,11 @@
 import Foundation
 import Glibc
 import TagFixDaemons
+import TagFixSystem
 import Testing
 
-/// `crash()` is a power cut for a daemon that forks: its children go with it. `kill()` alone
-/// leaves them running, and PostgreSQL's backends then answer a query after "the server was
+/// A crash is a power cut for a daemon that forks: its children go with it. Killing the daemon
+/// alone leaves them running, and PostgreSQL's backends then answer a query after "the server was
 /// killed" (a store into a killed server succeeded in a CI run).
 @Suite("a crashed private daemon takes the processes it forked with it")
 struct PrivateDaemonCrashTests {
@@ -24,7 +25,7 @@ struct PrivateDaemonCrashTests {
         var testDescription: String { rawValue }
     }
 
-    @Test("crash() leaves none of the daemon's children running; kill() alone leaves both", arguments: End.allCases)
+    @Test("a crash leaves none of the daemon's children running; a kill leaves both", arguments: End.allCases)
     func children(end: End) async throws {
         let daemon = try await PrivateDaemon.start(Self.forking, port: 1)
         let pid = try #require(daemon.pid)
@@ -36,8 +37,8 @@ struct PrivateDaemonCrashTests {
             #expect(!children.contains(where: PrivateDaemon.alive), "a child outlived the crash")
         case .kill:
             await daemon.kill()
-            #expect(children.allSatisfy(PrivateDaemon.alive), "kill() is the parent alone")
-            for child in children { Glibc.kill(child, SIGKILL) }
+            #expect(children.allSatisfy(PrivateDaemon.alive), "a kill is of the parent alone")
+            for child in children { try? Processes.signal(SIGKILL, to: child) }
         }
         #expect(!daemon.isRunning)
     }
