@@ -453,6 +453,33 @@ final class PhoneClients: Sendable {
     }
 }
 
+// MARK: - The phones over HTTP
+
+/// Whether the phones are a thread each (`TAGFIX_BENCH_PHONE_THREADS=1`), as before the loop.
+let phonesOnThreads = ProcessInfo.processInfo.environment["TAGFIX_BENCH_PHONE_THREADS"] == "1"
+
+/// `phones` phones tap `bodies` at the server on `port`: on one event loop (`LoopPhones`), or a
+/// thread each. The times, the answers that were not 200 as JSON, and the connections opened.
+func tapOverHTTP(port: UInt16, phones: Int, bodies: [[String]], rate: Double?, bursts: Bool) -> (
+    times: TapTimes, refused: String, connections: Int
+) {
+    func json(_ refused: [Int: Int]) -> String {
+        "{" + refused.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",") + "}"
+    }
+    guard phonesOnThreads else {
+        let loop = try! LoopPhones(phones: phones, port: port)
+        defer { loop.close() }
+        let (times, refused) = loop.run(bodies, load: bursts ? .bursts : rate.map { .paced($0) } ?? .backToBack)
+        return (times, json(refused), loop.connections)
+    }
+    let clients = PhoneClients(phones: phones, port: port)
+    let times = tapAtOnce(phones: phones, urls: bodies, rate: rate, bursts: bursts) { phone, body in
+        guard let answer = clients.post(phone: phone, body: body), answer.status == 200 else { return nil }
+        return answerConfirmed(answer.body)
+    }
+    return (times, clients.refusedJSON, clients.connections)
+}
+
 // MARK: - The peer
 
 /// bench/sun_peer_flask.py in a child process: started, its first line read, then stopped and
@@ -548,7 +575,7 @@ func phoneTapBenchmark(arguments: [String]) {
             clock: MonotonicClock())
         // Grouped: serve's own PhoneTapGroups, its verdicts to a fan-out of the log alone (one
         // write and one fsync a group), each phone waiting for its answer.
-        let groups = PhoneTapGroups { handler.handle($0) }
+        let groups = PhoneTapGroups { handler.group() }
         let fanOut = VerdictFanOut([SessionLogSink(log)])
         groups.deliver { fanOut.send(verdicts: $0) }
         let times = tapAtOnce(phones: phones, urls: bodies, rate: rate) { _, body in
@@ -609,12 +636,8 @@ func phoneTapBenchmark(arguments: [String]) {
         guard let ready = peer.line(), ready.hasPrefix("ready "), let port = UInt16(ready.dropFirst(6)) else {
             return phoneTapLine(["bench": "\"phone-tap\"", "side": "\"peer\"", "error": "\"bench/sun_peer_flask.py did not start\""])
         }
-        let clients = PhoneClients(phones: phones, port: port)
-        let times = tapAtOnce(phones: phones, urls: bodies, rate: rate, bursts: bursts) { phone, body in
-            guard let answer = clients.post(phone: phone, body: body), answer.status == 200 else { return nil }
-            return answerConfirmed(answer.body)
-        }
-        var extra = ["not_200": clients.refusedJSON, "connections": "\(clients.connections)"]
+        let (times, refused, connections) = tapOverHTTP(port: port, phones: phones, bodies: bodies, rate: rate, bursts: bursts)
+        var extra = ["not_200": refused, "connections": "\(connections)"]
         if bursts { extra["load"] = "\"bursts\"" }
         return phoneTapRow(
             side: "peer", path: "http", commits: "none: no counter kept, nothing written", times: times, rate: rate, extra: extra)
@@ -795,13 +818,9 @@ final class ServeUnderTest {
     /// The phones tap `bodies` (back to back, or paced at `rate`): a result line (`load` says
     /// which, `sweep` for a step of the sweep).
     func run(_ bodies: [[String]], rate: Double?, bursts: Bool = false, load: String? = nil) -> (line: String, times: TapTimes) {
-        let clients = PhoneClients(phones: phones, port: port)
         let cpuBefore = CPUSample.process("\(process.pid)")?.ticks
-        let times = tapAtOnce(phones: phones, urls: bodies, rate: rate, bursts: bursts) { phone, body in
-            guard let answer = clients.post(phone: phone, body: body), answer.status == 200 else { return nil }
-            return answerConfirmed(answer.body)
-        }
-        var extra = ["not_200": clients.refusedJSON, "connections": "\(clients.connections)"]
+        let (times, refused, connections) = tapOverHTTP(port: port, phones: phones, bodies: bodies, rate: rate, bursts: bursts)
+        var extra = ["not_200": refused, "connections": "\(connections)"]
         // The server's own CPU (user + system, all its threads) a tap answered: it leaves out
         // the time a tap waits, so it shows a change to serve's work where a rate mixes it with
         // the machine's other load (not immune to it: caches, migrations; clock ticks of 10 ms).

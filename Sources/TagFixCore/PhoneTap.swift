@@ -188,21 +188,68 @@ extension Verifier {
     /// its tap a replay; a commit that fails makes every tap that accepted a counter, or was
     /// judged against one the group accepted, `inconclusive(registry_unavailable)`, never confirmed.
     public func phoneVerdicts(_ taps: [PhoneTapInput], requireSUN: Bool = false) -> [Verdict] {
-        guard let check = sun else {
-            return taps.map { phoneVerdict(url: $0.url, time: $0.time, position: $0.position, requireSUN: requireSUN, audit: $0.audit) }
+        let group = phoneVerdictGroup(requireSUN: requireSUN)
+        group.add(taps)
+        return group.commit()
+    }
+
+    /// A group of phone taps decided batch by batch as they come (`add`), their counters
+    /// committed together at the end (`commit`): `phoneVerdicts` for a committer that takes the
+    /// taps arriving while it decides into the same commit.
+    public func phoneVerdictGroup(requireSUN: Bool = false) -> PhoneVerdictGroup {
+        PhoneVerdictGroup(self, requireSUN: requireSUN)
+    }
+}
+
+/// Phone taps decided as they come and committed together (`Verifier.phoneVerdictGroup`): each
+/// `add` decides its taps against the counters the group has accepted so far (over the store's),
+/// and `commit` accepts the group's counters in one `acceptAll` and gives every verdict, final.
+/// Used by one thread (the group's committer), and committed once.
+public final class PhoneVerdictGroup {
+    private let verifier: Verifier
+    private let requireSUN: Bool
+    /// The run's SUN check and the group's counters over its store (nil without SUN keys).
+    private let check: Verifier.SUNCheck?
+    private let group: SUNCounterGroup?
+    private var verdicts: [Verdict] = []
+    /// Which tap accepted each counter, and which taps were judged against one of the group's.
+    private var owners: [Int] = []
+    private var leaning: [(index: Int, uid: TagUID, counter: UInt32)] = []
+
+    init(_ verifier: Verifier, requireSUN: Bool) {
+        self.requireSUN = requireSUN
+        check = verifier.sun
+        guard let check = verifier.sun else {
+            self.verifier = verifier
+            group = nil
+            return
         }
         let group = SUNCounterGroup(check.counters)
-        if check.counters.readsManyAtOnce { group.prefetch(readingCountersOf: taps.compactMap { sunTagUID(url: $0.url) }) }
-        var grouped = self
+        var grouped = verifier
         grouped.sun?.counters = group
-        var verdicts: [Verdict] = []
-        verdicts.reserveCapacity(taps.count)
-        // Which tap accepted each counter, and which taps were judged against one of the group's.
-        var owners: [Int] = []
-        var leaning: [(index: Int, uid: TagUID, counter: UInt32)] = []
-        for (index, tap) in taps.enumerated() {
+        self.verifier = grouped
+        self.group = group
+    }
+
+    /// The taps decided so far.
+    public var count: Int { verdicts.count }
+
+    /// Decides `taps`, after those added before, in their order (a counter store that reads
+    /// many at once is asked for their tags' counters in one call first).
+    public func add(_ taps: [PhoneTapInput]) {
+        verdicts.reserveCapacity(verdicts.count + taps.count)
+        guard let group, let check else {
+            for tap in taps {
+                verdicts.append(
+                    verifier.phoneVerdict(url: tap.url, time: tap.time, position: tap.position, requireSUN: requireSUN, audit: tap.audit))
+            }
+            return
+        }
+        if check.counters.readsManyAtOnce { group.prefetch(readingCountersOf: taps.compactMap { verifier.sunTagUID(url: $0.url) }) }
+        for tap in taps {
+            let index = verdicts.count
             let before = group.beginTap()
-            let verdict = grouped.phoneVerdict(
+            let verdict = verifier.phoneVerdict(
                 url: tap.url, time: tap.time, position: tap.position, requireSUN: requireSUN, audit: tap.audit)
             verdicts.append(verdict)
             let (accepted, leaned) = group.endTap(since: before)
@@ -211,6 +258,12 @@ extension Verifier {
                 leaning.append((index, leaned, counter))
             }
         }
+    }
+
+    /// Commits the counters the group accepted (one `acceptAll`) and gives every tap's verdict,
+    /// in order; call it once, after the last `add`.
+    public func commit() -> [Verdict] {
+        guard let group, let check else { return verdicts }
         let pending = group.pending
         guard !pending.isEmpty else { return verdicts }
         do {

@@ -4,12 +4,15 @@ import TagFixDevices
 
 /// Phone taps committed in groups (issue 34: "group commits, not one fsync a tap").
 ///
-/// A tap is queued on the server's loop (`submit`, which never waits). One committer at a time
-/// takes every tap waiting, in arrival order, and on a thread of its own (`DeviceThread`: it
-/// blocks on SQLite and fsync) decides them (`PhoneTapHandler.handle(_:)`: their SUN counters in
-/// one transaction), hands their verdicts to the session (`deliver`: the log, one write and one
-/// fsync) and only then answers them. Taps that arrive meanwhile wait for the next group, so a
-/// commit's cost is shared by every tap waiting on it, and nothing waits on a timer: a lone tap
+/// A tap is queued on the server's loop (`submit`, which never waits). One committer at a time,
+/// on a thread of its own (`DeviceThread`: it blocks on SQLite and fsync), takes every tap
+/// waiting, in arrival order, and decides them (`PhoneTapDecision.add`); taps that arrived while
+/// it decided join the group, again and again, until none is waiting (or the group holds
+/// `largestGroup`). Then it commits their SUN counters (`commit`: one transaction), hands their
+/// verdicts to the session (`deliver`: the log, one write and one fsync) and only then answers
+/// them. Taps that arrive during the commits wait for the next group. So a commit's cost is
+/// shared by every tap that came while the group was decided (200 phones tapping at once are
+/// one group, not a lone first tap and then the rest), and nothing waits on a timer: a lone tap
 /// is committed at once. When the queue is empty the committer's thread ends; the next tap
 /// starts another.
 ///
@@ -40,13 +43,16 @@ public final class PhoneTapGroups: Sendable {
         var counts = Counts()
     }
 
-    private let decide: @Sendable ([PhoneTap]) -> [PhoneTapAnswer]
+    private let start: @Sendable () -> any PhoneTapDecision
     private let state = Mutex(State())
 
-    /// - Parameter decide: the group's verdicts, in order, their SUN counters committed
-    ///   (`PhoneTapHandler.handle(_:)`).
-    public init(decide: @escaping @Sendable ([PhoneTap]) -> [PhoneTapAnswer]) {
-        self.decide = decide
+    /// The most taps one group takes: a committer that always finds more taps waiting still
+    /// commits, and answers, at this many.
+    public static var largestGroup: Int { 512 }
+
+    /// - Parameter start: a new group's decision (`PhoneTapHandler.group()`).
+    public init(_ start: @escaping @Sendable () -> any PhoneTapDecision) {
+        self.start = start
     }
 
     /// Where a group's verdicts go (the session's fan-out, the log first); it says whether they
@@ -83,23 +89,39 @@ public final class PhoneTapGroups: Sendable {
     /// Commits group after group until no tap is waiting.
     private func commitWhileWaiting() {
         while true {
-            let next = state.withLock { state -> (group: [Waiting], sink: @Sendable ([Verdict]) -> Bool)? in
-                guard !state.waiting.isEmpty, let sink = state.sink else {
-                    state.committing = false
-                    return nil
-                }
-                let group = state.waiting
-                state.waiting.removeAll(keepingCapacity: true)
-                return (group, sink)
+            guard let first = take(ending: true), let sink = state.withLock({ $0.sink }) else { return }
+            let decision = start()
+            var group = first
+            decision.add(first.map(\.tap))
+            // The taps that came while these were decided join them, until none is waiting.
+            while group.count < Self.largestGroup, let more = take(ending: false, room: Self.largestGroup - group.count) {
+                decision.add(more.map(\.tap))
+                group += more
             }
-            guard let next else { return }
-            commit(next.group, sink: next.sink)
+            commit(group, decision: decision, sink: sink)
         }
     }
 
-    /// One group: decided with its counters committed, recorded, then answered, in order.
-    private func commit(_ group: [Waiting], sink: @Sendable ([Verdict]) -> Bool) {
-        let answers = decide(group.map(\.tap))
+    /// The taps waiting, in order, as many as a group has room for; `nil` when none waits (and,
+    /// `ending`, the committer ends: the next `submit` starts another).
+    private func take(ending: Bool, room: Int = largestGroup) -> [Waiting]? {
+        state.withLock { state in
+            guard !state.waiting.isEmpty, state.sink != nil else {
+                if ending { state.committing = false }
+                return nil
+            }
+            guard state.waiting.count > room else {
+                defer { state.waiting.removeAll(keepingCapacity: true) }
+                return state.waiting
+            }
+            defer { state.waiting.removeFirst(room) }
+            return Array(state.waiting.prefix(room))
+        }
+    }
+
+    /// One group: its counters committed, recorded, then answered, in order.
+    private func commit(_ group: [Waiting], decision: any PhoneTapDecision, sink: @Sendable ([Verdict]) -> Bool) {
+        let answers = decision.commit()
         let recorded = sink(answers.map(\.verdict))
         state.withLock { state in
             state.counts.taps += group.count

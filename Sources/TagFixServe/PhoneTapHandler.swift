@@ -58,6 +58,25 @@ public struct PhoneTapHandler<C: Clock>: Sendable where C.Instant == Timestamp, 
         verifier.phoneVerdicts(taps.map(input), requireSUN: policy.requireSUN).map(answer)
     }
 
+    /// A group of taps decided as they come and committed together (`PhoneTapGroups`: the taps
+    /// that arrive while a group is decided join it): `handle(_:)` in steps.
+    public func group() -> any PhoneTapDecision {
+        Group(handler: self, decision: verifier.phoneVerdictGroup(requireSUN: policy.requireSUN))
+    }
+
+    private final class Group: PhoneTapDecision {
+        let handler: PhoneTapHandler
+        let decision: PhoneVerdictGroup
+
+        init(handler: PhoneTapHandler, decision: PhoneVerdictGroup) {
+            self.handler = handler
+            self.decision = decision
+        }
+
+        func add(_ taps: [PhoneTap]) { decision.add(taps.map(handler.input)) }
+        func commit() -> [PhoneTapAnswer] { decision.commit().map(handler.answer) }
+    }
+
     /// A tap as the verifier takes it: the time now, the browser's position on the verifier's axis.
     private func input(_ tap: PhoneTap) -> PhoneTapInput {
         let now = clock.now
@@ -88,6 +107,15 @@ public struct PhoneTapHandler<C: Clock>: Sendable where C.Instant == Timestamp, 
         let offset = stamp.duration(to: now)
         return offset <= policy.clockSkew && offset >= .zero - policy.clockSkew ? now : stamp
     }
+}
+
+/// Taps decided as they come, their SUN counters committed together at the end
+/// (`PhoneTapHandler.group()`); used by one thread, committed once.
+public protocol PhoneTapDecision: AnyObject {
+    /// Decides `taps`, after those added before (their counters not yet committed).
+    func add(_ taps: [PhoneTap])
+    /// Commits the group's counters and gives each tap's answer, in order.
+    func commit() -> [PhoneTapAnswer]
 }
 
 /// One tap for `PhoneTapHandler.handle(_:)`: the parsed request and who sent it.

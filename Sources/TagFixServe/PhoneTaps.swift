@@ -54,7 +54,7 @@ public final class PhoneTaps: Sendable {
         self.tokens = tokens
         self.secure = secure
         keepPositions = handler.policy.keepPositions
-        groups = PhoneTapGroups { handler.handle($0) }
+        groups = PhoneTapGroups { handler.group() }
         self.clock = clock
         self.limiter = Mutex(limiter)
     }

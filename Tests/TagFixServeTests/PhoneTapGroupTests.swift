@@ -216,7 +216,7 @@ struct PhoneTapGroupTests {
     func durableBeforeAnswer() async throws {
         let events = CommitEvents()
         let handler = try Self.handler(RecordedCounters(events: events))
-        let groups = PhoneTapGroups { handler.handle($0) }
+        let groups = PhoneTapGroups { handler.group() }
         // The first group's log write is held until the next taps are queued: they must wait and
         // go together, in one commit, and nobody is answered before the log has them.
         let (entered, enteredContinuation) = AsyncStream<Void>.makeStream()
@@ -246,11 +246,49 @@ struct PhoneTapGroupTests {
         #expect(groups.counts == PhoneTapGroups.Counts(taps: 3, groups: 2, largest: 2))
     }
 
+    @Test("taps that come while a group is decided join it: one counter commit and one log write for all, then every answer")
+    func joinWhileDeciding() async throws {
+        let events = CommitEvents()
+        let handler = try Self.handler(RecordedCounters(events: events))
+        // The first tap's decision is held until two more taps are queued: before, they waited
+        // for a group of their own (two counter commits, two log writes for three taps).
+        let (entered, enteredContinuation) = AsyncStream<Void>.makeStream()
+        let gate = Gate()
+        let first = Mutex(true)
+        let groups = PhoneTapGroups {
+            let held = first.withLock { first in
+                defer { first = false }
+                return first
+            }
+            return HeldDecision(handler.group()) {
+                guard held else { return }
+                enteredContinuation.yield()
+                gate.block()
+            }
+        }
+        groups.deliver { verdicts in
+            events.add("logged " + verdicts.map { "\($0.kind.name)" }.joined(separator: ","))
+            return true
+        }
+        let (handles, stream) = Self.replies(events, count: 3)
+        groups.submit(Self.tap(counter: 1), reply: handles[0])
+        var waiting = entered.makeAsyncIterator()
+        _ = await waiting.next()
+        groups.submit(Self.tap(counter: 2), reply: handles[1])
+        groups.submit(Self.tap(counter: 2), reply: handles[2])
+        gate.open()
+        let answers = await Self.collect(stream, count: 3)
+        #expect(
+            events.all == ["counters 1,2", "logged confirmed,confirmed,untrusted", "answer 0 200", "answer 1 200", "answer 2 200"])
+        #expect(String(decoding: answers[2]!.body, as: UTF8.self).contains(#""reason":"sun_replayed""#))
+        #expect(groups.counts == PhoneTapGroups.Counts(taps: 3, groups: 1, largest: 3))
+    }
+
     @Test("a group the log cannot keep: every tap of it is answered 503, none confirmed, and later groups are tried again")
     func logFails() async throws {
         let events = CommitEvents()
         let handler = try Self.handler(RecordedCounters(events: events))
-        let groups = PhoneTapGroups { handler.handle($0) }
+        let groups = PhoneTapGroups { handler.group() }
         let (handles, stream) = Self.replies(events, count: 2)
         // A tap before there is somewhere to deliver waits (the server listens before the log is
         // open), and is committed with the first group.
@@ -282,4 +320,23 @@ final class Gate: Sendable {
         opened.withLock { $0 = true }
         semaphore.signal()
     }
+}
+
+/// A group's decision whose first `add` runs `hold` first (a test holds the committer there).
+final class HeldDecision: PhoneTapDecision {
+    private let decision: any PhoneTapDecision
+    private var hold: (() -> Void)?
+
+    init(_ decision: any PhoneTapDecision, hold: @escaping () -> Void) {
+        self.decision = decision
+        self.hold = hold
+    }
+
+    func add(_ taps: [PhoneTap]) {
+        hold?()
+        hold = nil
+        decision.add(taps)
+    }
+
+    func commit() -> [PhoneTapAnswer] { decision.commit() }
 }
