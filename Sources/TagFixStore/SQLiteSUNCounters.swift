@@ -12,9 +12,18 @@ public import TagFixCore
 /// accepts a counter before the verdict is logged or shown, so a crash or a power cut at any
 /// point either keeps the counter (the URL is never accepted again; the tech's next tap carries a
 /// higher counter) or loses the tap unshown (nothing was acknowledged).
+///
+/// The counters read or accepted are kept in memory too, and a tap's check reads them there (a
+/// read of the file took a lock of its own, a tenth of `serve`'s work on a phone tap). That is
+/// safe with another process on the same file: what is kept is never above the file's counter
+/// (only what the file said or took is kept), and the upsert is what decides; a counter kept
+/// too low only lets a replay pass the check, and its upsert then refuses it (`false`: a
+/// replay), and the file's counter is read again.
 public final class SQLiteSUNCounters: SUNCounterStore {
     public let path: String
     private let connection: Mutex<SQLiteConnection>
+    /// The last counter per UID as this store last read or wrote it (`.some(nil)`: none accepted).
+    private let known = Mutex<[TagUID: UInt32?]>([:])
 
     /// Opens the counters in the registry file at `path`, creating the file (an empty registry)
     /// when `create` and it is missing; an older registry schema is migrated.
@@ -38,12 +47,19 @@ public final class SQLiteSUNCounters: SUNCounterStore {
     }
 
     public func lastAccepted(uid: TagUID) throws(RegistryError) -> UInt32? {
+        if let last = known.withLock({ $0[uid] }) { return last }
+        return try read(uid)
+    }
+
+    /// The file's counter for `uid`, kept.
+    private func read(_ uid: TagUID) throws(RegistryError) -> UInt32? {
         do {
             return try connection.withConnection { db throws(SQLiteError) -> UInt32? in
                 var counter: UInt32?
                 try db.query("SELECT counter FROM sun_counter WHERE uid = ?1", [.text(uid.hex)]) {
                     counter = UInt32(clamping: $0.integer(0))
                 }
+                known.withLock { $0[uid] = .some(counter) }
                 return counter
             }
         } catch {
@@ -51,11 +67,24 @@ public final class SQLiteSUNCounters: SUNCounterStore {
         }
     }
 
+    /// What an upsert said: a counter taken is kept; one refused means the file holds one at
+    /// least as high, which is read again.
+    private func note(_ uid: TagUID, counter: UInt32, accepted: Bool) {
+        if accepted {
+            known.withLock { $0[uid] = .some(counter) }
+        } else {
+            known.withLock { $0[uid] = nil }
+            _ = try? read(uid)
+        }
+    }
+
     public func accept(uid: TagUID, counter: UInt32, tagID: String) throws(RegistryError) -> Bool {
         do {
-            return try connection.withConnection { db throws(SQLiteError) -> Bool in
+            let accepted = try connection.withConnection { db throws(SQLiteError) -> Bool in
                 try Self.upsert(db, uid: uid, counter: counter, tagID: tagID)
             }
+            note(uid, counter: counter, accepted: accepted)
+            return accepted
         } catch {
             throw RegistryError(RegistryStoreError(error, path: path).description)
         }
@@ -69,7 +98,7 @@ public final class SQLiteSUNCounters: SUNCounterStore {
             return try counters.map { item throws(RegistryError) in try accept(uid: item.uid, counter: item.counter, tagID: item.tagID) }
         }
         do {
-            return try connection.withConnection { db throws(SQLiteError) -> [Bool] in
+            let accepted = try connection.withConnection { db throws(SQLiteError) -> [Bool] in
                 try db.execute("BEGIN IMMEDIATE")
                 do throws(SQLiteError) {
                     let accepted = try counters.map { item throws(SQLiteError) in
@@ -82,6 +111,8 @@ public final class SQLiteSUNCounters: SUNCounterStore {
                     throw error
                 }
             }
+            for (item, taken) in zip(counters, accepted) { note(item.uid, counter: item.counter, accepted: taken) }
+            return accepted
         } catch {
             throw RegistryError(RegistryStoreError(error, path: path).description)
         }

@@ -28,6 +28,27 @@ import Testing
         #expect(try reopened.lastAccepted(uid: Self.other) == 1)
     }
 
+    @Test(
+        "two stores on one file: a counter the other took passes this one's check (kept in memory, never above the file's) and is refused by the upsert, a replay; the file's counter is read again"
+    )
+    func anotherWriter() throws {
+        let path = Self.temporaryPath()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let counters = try SQLiteSUNCounters(path: path, create: true)
+        let other = try SQLiteSUNCounters(path: path, create: false)
+        #expect(try counters.accept(uid: Self.uid, counter: 5, tagID: "T1"))
+        #expect(try other.accept(uid: Self.uid, counter: 7, tagID: "T1"))
+        #expect(try counters.lastAccepted(uid: Self.uid) == 5, "what this store took, kept: the file is not read for it")
+        #expect(try !counters.accept(uid: Self.uid, counter: 6, tagID: "T1"), "6 is a replay: the other store took 7")
+        #expect(try counters.lastAccepted(uid: Self.uid) == 7, "read again after the refusal")
+        #expect(
+            try counters.acceptAll([
+                SUNCounterAcceptance(uid: Self.uid, counter: 7, tagID: "T1"), SUNCounterAcceptance(uid: Self.uid, counter: 8, tagID: "T1"),
+            ]) == [false, true])
+        #expect(try SQLiteSUNCounters(path: path, create: false).lastAccepted(uid: Self.uid) == 8)
+        #expect(try !other.accept(uid: Self.uid, counter: 8, tagID: "T1"), "the other store's kept 7 does not let 8 in twice")
+    }
+
     @Test("a group that fails part way (the disk refuses a row) is rolled back whole: none of its counters kept, and the store goes on")
     func failureRollsBack() throws {
         let path = Self.temporaryPath()
