@@ -89,6 +89,32 @@ extension DeviceThread {
     }
 }
 
+extension DeviceThread {
+    /// `transform` of each of `items`, in order, computed by the calling thread (one that may
+    /// block: a committer's) and, for `splitFrom` items or more on a machine of more than one
+    /// core, by a thread of its own for the second half, which it waits for. A group of 200
+    /// phone taps' records is encoded on both cores while the rest of the server waits for
+    /// their answers. Fewer items are not worth a thread's start (tens of microseconds).
+    public static func map<Item: Sendable, Value: Sendable>(
+        _ items: [Item], splitFrom threshold: Int, _ transform: @escaping @Sendable (Item) -> Value
+    ) -> [Value] {
+        guard items.count >= max(2, threshold), ProcessInfo.processInfo.activeProcessorCount > 1 else { return items.map(transform) }
+        let middle = items.count / 2
+        let second = Array(items[middle...])
+        let result = Mutex<[Value]>([])
+        let done = Wakeup()
+        mustStart("tagfix-map") {
+            let values = second.map(transform)
+            result.withLock { $0 = values }
+            done.signal()
+        }
+        var values = items[..<middle].map(transform)
+        done.block()
+        values += result.withLock { $0 }
+        return values
+    }
+}
+
 /// Runs a blocking call (a child's exit, a daemon's start-up, a pipe read to its end) on a thread
 /// of its own and waits for it without holding a thread of the cooperative pool. The pool has one
 /// thread per core (two on a Pi): one `waitUntilExit()` on it stalls every task that shares it,

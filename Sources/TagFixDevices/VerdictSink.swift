@@ -153,8 +153,9 @@ public final class VerdictFanOut: Sendable {
     @discardableResult
     public func send(verdicts: [Verdict], now: Timestamp? = nil) -> Bool {
         guard !verdicts.isEmpty else { return stopped == nil }
-        // Encoded once, outside the lock, for every sink that writes the records.
-        let recorded = usesRecords ? verdicts.map(RecordedVerdict.init) : []
+        // Encoded once, outside the lock, for every sink that writes the records: a large group
+        // (phone taps that came together) on two threads.
+        let recorded = usesRecords ? DeviceThread.map(verdicts, splitFrom: 64, RecordedVerdict.init) : []
         let (kept, failures) = state.withLock { state -> (Bool, [VerdictSinkFailure]) in
             guard state.stopped == nil else { return (false, []) }
             var failures: [VerdictSinkFailure] = []
