@@ -24,7 +24,10 @@
 //     seconds' worth each, until one it cannot keep up with: the highest rate whose p99 holds.
 // Each phone keeps its connection from tap to tap (HTTP/1.1 persistent connections, as a browser
 // does) and connects again when the server closes it, for TagFix and the peer alike; a row's
-// `connections` counts the connections opened. The phones are N threads (TAGFIX_BENCH_PHONES, 200).
+// `connections` counts the connections opened. The phones (TAGFIX_BENCH_PHONES, 200) share one
+// event loop (PhoneLoad.swift), as a load generator such as wrk does, so they take as little of
+// the machine from the server as they can; TAGFIX_BENCH_PHONE_THREADS=1 gives each a thread of
+// its own, as before (the in-process rows always have a thread a phone).
 // Every line is JSON (`bench":"phone-tap"`); the peer's in-process check rate is a line too.
 import Foundation
 import Glibc
