@@ -209,10 +209,16 @@ public enum PhoneCookie {
     /// The token in a `Cookie` header, if it has ours (the first of that name).
     public static func token(cookieHeader: String?) -> String? {
         guard let cookieHeader else { return nil }
-        for pair in cookieHeader.split(separator: ";") {
-            let trimmed = pair.drop { $0 == " " || $0 == "\t" }
-            guard let equals = trimmed.firstIndex(of: "=") else { continue }
-            if trimmed[..<equals] == name { return String(trimmed[trimmed.index(after: equals)...]) }
+        // On the header's bytes: a split into Characters was 4 % of serve's work on a tap.
+        let bytes = cookieHeader.utf8
+        var start = bytes.startIndex
+        while start < bytes.endIndex {
+            let end = bytes[start...].firstIndex(of: UInt8(ascii: ";")) ?? bytes.endIndex
+            let pair = bytes[start..<end].drop { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }
+            if let equals = pair.firstIndex(of: UInt8(ascii: "=")), pair[..<equals].elementsEqual(name.utf8) {
+                return String(cookieHeader[bytes.index(after: equals)..<end])
+            }
+            start = end < bytes.endIndex ? bytes.index(after: end) : end
         }
         return nil
     }
