@@ -4,12 +4,13 @@ import TagFixDevices
 /// How verdicts are shown to a person (the JSON Lines record is `SessionRecord`, in TagFixCore).
 enum VerdictFormat {
     /// One line for a terminal or a log: time, symbol, verdict, tag, message.
-    static func line(_ verdict: Verdict) -> String {
+    /// - Parameter message: `verdict.message`, when the caller has it already (a record's).
+    static func line(_ verdict: Verdict, message: String? = nil) -> String {
         let symbol = verdict.kind.symbol
         let kind = verdict.kind.words
         var tag = verdict.tagID ?? verdict.scan.uid.hex
         if let name = verdict.regionName { tag += " (\(name))" }
-        return "\(clockTime(verdict.scan.time))  \(symbol) \(pad(kind, 14)) \(pad(tag, 24)) \(verdict.message)"
+        return "\(clockTime(verdict.scan.time))  \(symbol) \(pad(kind, 14)) \(pad(tag, 24)) \(message ?? verdict.message)"
     }
 
     static func clockTime(_ time: Timestamp) -> String {

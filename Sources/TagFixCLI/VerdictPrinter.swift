@@ -89,12 +89,25 @@ final class TerminalSink: VerdictSink {
     private var live: Bool { io.isTerminal && !style.json }
 
     func receive(_ verdict: Verdict, now: Timestamp?) {
+        receive(RecordedVerdict(verdict), now: now)
+    }
+
+    /// With the record the fan-out encoded once for every sink: its line is the JSON output,
+    /// and its message the human line's (neither made again here).
+    var usesRecords: Bool { true }
+
+    func receive(recorded: RecordedVerdict, now: Timestamp?) {
+        receive(recorded, now: now)
+    }
+
+    private func receive(_ recorded: RecordedVerdict, now: Timestamp?) {
         if style.json {
-            io.out(SessionRecord(verdict).encoded())
+            io.out(recorded.line)
             return
         }
+        let verdict = recorded.verdict
         io.status("")
-        io.out(live ? decorate(verdict) : VerdictFormat.line(verdict))
+        io.out(live ? decorate(verdict, message: recorded.record.message) : VerdictFormat.line(verdict, message: recorded.record.message))
         redraw(now: now ?? verdict.scan.time)
     }
 
@@ -140,8 +153,8 @@ final class TerminalSink: VerdictSink {
     /// Clears the status line before the closing summary.
     func finish() { if live { io.status("") } }
 
-    private func decorate(_ verdict: Verdict) -> String {
-        let text = VerdictFormat.line(verdict)
+    private func decorate(_ verdict: Verdict, message: String) -> String {
+        let text = VerdictFormat.line(verdict, message: message)
         let bell = style.bell ? "\u{7}" : ""
         guard style.colour else { return text + bell }
         let colour: String
