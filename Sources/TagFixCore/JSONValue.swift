@@ -203,10 +203,10 @@ private struct Reader {
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
                 throw error("expected a member name in double quotes")
             }
-            let keyError = error("duplicate member name")
+            let (keyLine, keyColumn) = (line, index - lineStart + 1)
             let key = try string()
             guard seen.insert(ExactID(key)).inserted else {
-                throw JSONSyntaxError(line: keyError.line, column: keyError.column, message: "duplicate member \"\(key)\"")
+                throw JSONSyntaxError(line: keyLine, column: keyColumn, message: "duplicate member \"\(key)\"")
             }
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':' after member name") }
@@ -254,6 +254,16 @@ private struct Reader {
 
     mutating func string() throws(JSONSyntaxError) -> String {
         index += 1
+        // Most strings have no escape: up to the closing quote at once, byte by byte only
+        // otherwise (from the start again).
+        var end = index
+        while end < bytes.count, bytes[end] != UInt8(ascii: "\""), bytes[end] != UInt8(ascii: "\\"), bytes[end] >= 0x20 { end += 1 }
+        if end < bytes.count, bytes[end] == UInt8(ascii: "\"") {
+            let start = index
+            index = end + 1
+            guard let text = String(validating: bytes[start..<end], as: UTF8.self) else { throw error("string is not valid UTF-8") }
+            return text
+        }
         var out: [UInt8] = []
         while true {
             guard index < bytes.count else { throw error("unterminated string") }
