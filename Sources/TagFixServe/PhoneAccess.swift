@@ -274,11 +274,10 @@ public enum SameOrigin {
     /// be present and be `http(s)://HOST` for the request's `Host` (the scheme the server speaks).
     /// A missing, `null` or foreign origin is refused.
     public static func allows(origin: String?, host: String?, secure: Bool) -> Bool {
-        guard let origin, let host, !host.isEmpty else { return false }
-        let expected = (secure ? "https://" : "http://") + host.lowercased()
-        return origin.lowercased() == expected
-            || origin.lowercased() == expected + (secure ? ":443" : ":80")
-            || (host.lowercased().hasSuffix(secure ? ":443" : ":80") && origin.lowercased() + (secure ? ":443" : ":80") == expected)
+        guard let origin = origin?.lowercased(), let host = host?.lowercased(), !host.isEmpty else { return false }
+        let expected = (secure ? "https://" : "http://") + host
+        let port = secure ? ":443" : ":80"
+        return origin == expected || origin == expected + port || (host.hasSuffix(port) && origin + port == expected)
     }
 }
 
