@@ -45,7 +45,11 @@ def render(rows):
              "commands, so every tap carries a fresh SUN and a higher counter), each POSTing its taps one after "
              "another on a connection it keeps (HTTP/1.1 persistent connections, as a browser does; it connects "
              "again when the server closes it, so the peer, whose werkzeug closes every connection, is connected "
-             "to anew for each tap); times are POST → answer, per tap (`TagFixBench phone-tap`). TagFix parses the body "
+             "to anew for each tap); the phones over HTTP share one event loop (`LoopPhones`, as a load generator such "
+             "as wrk keeps its connections), so they take as little of the machine's two cores from the server as they "
+             "can (`TAGFIX_BENCH_PHONE_THREADS=1` gives each a thread of its own, as before this round; the in-process "
+             "rows have a thread a phone); "
+             "times are POST → answer, per tap (`TagFixBench phone-tap`). TagFix parses the body "
              "(`PhoneTapRequest`), checks the SUN, the counter and the position (`PhoneTapHandler`, the verifier "
              "`verify` runs), and answers only once the counter (SQLite, `synchronous = FULL`) and the verdict "
              "(the `SessionLog`, fsync) are on the disk. *Grouped*: serve's own group commits (`PhoneTapGroups`): the "
@@ -61,7 +65,9 @@ def render(rows):
              "answer (the phones keep the server saturated; the faster of two runs of each is shown); *bursts*: "
              f"all {phones} phones tap at the same moment, once each, and the next round begins when the last has its "
              f"answer ({rounds} rounds: the wait of a tap when every phone taps at once); *paced*: "
-             "the phones together at a fixed rate, each tap timed from when it was due. *Floor*: the same phones "
+             "the phones together at a fixed rate, each tap timed from its send, or from when it was due if its phone "
+             "was still waiting for its last answer then (open loop: a server that falls behind is charged for it). "
+             "*Floor*: the same phones "
              "against `bench/floor.c`, a server in C that answers every POST at once with a fixed verdict (one "
              "epoll thread, nothing parsed past the head, nothing checked or written): what this machine, its "
              "kernel's TCP and the phones themselves cost before any server works. *Server CPU a tap*: the "
@@ -96,7 +102,11 @@ def render(rows):
                      f"it and nothing else. A rough budget, not a bound: if the floor's p99 stands for what the phones and "
                      f"the kernel take of a burst, a p99 within 10 ms leaves the server about "
                      f"{max(0.0, (10 - floor_bursts['p99_ms'])) * 2000 / phones:.0f} µs of CPU a tap on this machine's 2 cores "
-                     f"(serve's figure also holds the loopback sends that deliver its answers, which the floor's p99 counts too).\n")
+                     f"(serve's figure also holds the loopback sends that deliver its answers, which the floor's p99 counts too)."
+                     + (" Serve's CPU is within that budget and its p99 is not: what is left is the time its stages wait "
+                        "for each other and for the disk (see the notes below), not its CPU alone."
+                        if serve_cpu <= max(0.0, (10 - floor_bursts['p99_ms'])) * 2000 / phones and bursts_http['p99_ms'] > 10 else "")
+                     + "\n")
     sweep = sorted((r for r in rows if r.get("side") == "tagfix" and r.get("path") == "http" and r.get("load") == "sweep"),
                    key=lambda r: r["offered_per_second"])
     capacity = None

@@ -10,8 +10,9 @@ import TagFixSystem
 
 /// `phones` phones, each its own kept HTTP/1.1 connection from a loopback address of its own
 /// (127.0.x.y), on one `IOLoop`: a phone sends its next POST when its load says so and reads its
-/// answer when the loop says it is there. A tap's time runs from its send (back to back, bursts)
-/// or from when it was due (paced) to the answer read whole. A connection the server closed
+/// answer when the loop says it is there. A tap's time runs from its send to the answer read
+/// whole; paced, a tap that fell due while its phone still waited for its last answer is timed
+/// from when it was due (open loop: a server that falls behind is charged for it). A connection the server closed
 /// (`Connection: close`, or found closed before an answer began on a kept connection, once) is
 /// opened again, as `LoopbackHTTPClient` does.
 final class LoopPhones: Sendable {
@@ -134,7 +135,11 @@ final class LoopPhones: Sendable {
             send(phone, began: due, &state)
             return
         }
-        loop.schedule(after: now.duration(to: due)) { [self] in self.state.withLock { send(phone, began: due, &$0) } }
+        // Sent when the loop's timer fires (its epoll timeout is in whole milliseconds: up to a
+        // millisecond late), timed from then: that lateness is the phones', not the server's.
+        // A tap due while its phone still waited for the last answer is timed from when it was
+        // due (above): that wait is the server's.
+        loop.schedule(after: now.duration(to: due)) { [self] in self.state.withLock { send(phone, began: clock.now, &$0) } }
     }
 
     private func send(_ phone: Int, began: ContinuousClock.Instant, _ state: inout State) {

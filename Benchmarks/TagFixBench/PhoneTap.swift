@@ -20,7 +20,7 @@
 //   in-process, grouped: the same PhoneTapGroups, SQLiteSUNCounters and SessionLog, without HTTP.
 //   in-process, per tap: PhoneTapHandler.handle and SessionLog.append one tap at a time (a
 //     transaction and an fsync a tap: how serve committed before its group commits).
-//   http, sweep: the same serve paced at rising rates (--sweep, 500 to 10,000 taps/s), three
+//   http, sweep: the same serve paced at rising rates (--sweep, 500 to 16,000 taps/s), three
 //     seconds' worth each, until one it cannot keep up with: the highest rate whose p99 holds.
 // Each phone keeps its connection from tap to tap (HTTP/1.1 persistent connections, as a browser
 // does) and connects again when the server closes it, for TagFix and the peer alike; a row's
@@ -695,7 +695,10 @@ func phoneTapBenchmark(arguments: [String]) {
     // The sweep (tagfix serve only): paced at rising rates, for the highest whose p99 holds within 10 ms.
     let sweep: [Double] =
         option("--sweep") == "none"
-        ? [] : (option("--sweep") ?? "500,1000,2000,3000,4000,5000,6000,8000,10000").split(separator: ",").compactMap { Double($0) }
+        ? []
+        : (option("--sweep") ?? "500,1000,2000,3000,4000,5000,6000,8000,10000,12000,14000,16000").split(separator: ",").compactMap {
+            Double($0)
+        }
     if let rig { for line in rig.sweep(sweep, site: site) { print(line) } }
 }
 
