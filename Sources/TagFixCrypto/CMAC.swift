@@ -6,7 +6,6 @@ public enum CMAC {
     /// The 16-byte CMAC of `message` (any length, empty included) under `key`.
     public static func aes128(key: AES128Key, _ message: [UInt8]) throws(CryptoError) -> [UInt8] {
         guard let mac = contexts.withLock({ $0.popLast() }) ?? MACContext() else { throw CryptoError(operation: "CMAC context") }
-        defer { contexts.withLock { if $0.count < 8 { $0.append(mac) } } }
         var out = [UInt8](repeating: 0, count: 16)
         var written = 0
         let ok = key.bytes.withUnsafeBufferPointer { k in
@@ -14,7 +13,9 @@ public enum CMAC {
             guard message.isEmpty || EVP_MAC_update(mac.context, message, message.count) == 1 else { return false }
             return out.withUnsafeMutableBufferPointer { EVP_MAC_final(mac.context, $0.baseAddress, &written, 16) == 1 }
         }
+        // A context that failed is not kept (it is freed with its last reference).
         guard ok, written == 16 else { throw CryptoError(operation: "AES-128 CMAC") }
+        contexts.withLock { if $0.count < 8 { $0.append(mac) } }
         return out
     }
 

@@ -270,15 +270,25 @@ public final class PrivateDaemon: Sendable {
     /// down until `restart()`. A forking server's children outlive a killed parent for a while:
     /// PostgreSQL's backend notices its postmaster's death only when it next waits, so a query
     /// already on its socket may still be run and committed after `kill()` returned. Here the
-    /// parent is stopped first (it forks no more), each child is killed and awaited until it
-    /// has exited (a zombie of the stopped parent), and only then is the parent killed.
+    /// parent is stopped first and awaited until it shows as stopped (it forks no more), each
+    /// child is killed and awaited until it has exited (a zombie of the stopped parent), and only
+    /// then is the parent killed.
     public func crash() async {
         if let pid {
             signal(SIGSTOP)
+            // Stopped only when it next leaves the kernel: a fork under way still ends, so the
+            // children are listed once it shows as stopped (T), for up to 2 s.
+            var looks = 0
+            while Self.status(of: pid).map({ $0.state != "T" && $0.state != "Z" }) ?? false, looks < 200 {
+                try? await clock.sleep(for: .milliseconds(10))
+                looks += 1
+            }
             let children = Self.children(of: pid)
             for child in children { try? Processes.signal(SIGKILL, to: child) }
-            for _ in 0..<200 where children.contains(where: Self.alive) {
+            looks = 0
+            while children.contains(where: Self.alive), looks < 200 {
                 try? await clock.sleep(for: .milliseconds(10))
+                looks += 1
             }
         }
         await self.kill()

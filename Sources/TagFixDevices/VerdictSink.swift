@@ -149,7 +149,9 @@ public final class VerdictFanOut: Sendable {
     /// Hands on verdicts decided together (phone taps committed as a group), in order: every
     /// durable sink takes them all at once (the session log: one fsync), then the other sinks
     /// take them one at a time, each to all of them before the next. Returns whether the durable
-    /// sinks kept them (false: the session has stopped, and none was passed on).
+    /// sinks kept them (false: the session has stopped, and none was passed on). It blocks (the
+    /// log's fsync; a large group's records are encoded on a second thread it waits for): call
+    /// it from a thread that may block, never the cooperative pool.
     @discardableResult
     public func send(verdicts: [Verdict], now: Timestamp? = nil) -> Bool {
         guard !verdicts.isEmpty else { return stopped == nil }

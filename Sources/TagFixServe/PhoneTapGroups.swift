@@ -12,13 +12,13 @@ import TagFixDevices
 /// verdicts to the session (`deliver`: the log, one write and one fsync) and only then answers
 /// them. Taps that arrive during the commits wait for the next group. So a commit's cost is
 /// shared by every tap that came while the group was decided (200 phones tapping at once are
-/// one group, not a lone first tap and then the rest), and nothing waits on a timer: a lone tap
-/// is committed at once. When the queue is empty the committer's thread ends; the next tap
+/// one group or two, not a lone first tap and then the rest), and nothing waits on a timer: a
+/// lone tap is committed at once. When the queue is empty the committer's thread ends; the next tap
 /// starts another.
 ///
 /// A tap's answer never leaves before its counter and its record are durable. A group whose
 /// counters cannot be committed gets `inconclusive(registry_unavailable)` for each tap that
-/// needed one (`Verifier.phoneVerdicts`); a group the log could not keep is answered 503, every
+/// needed one (`PhoneVerdictGroup.commit`); a group the log could not keep is answered 503, every
 /// tap of it, and none is confirmed.
 public final class PhoneTapGroups: Sendable {
     /// What the groups have come to (for the tests and the benchmark).
@@ -47,7 +47,8 @@ public final class PhoneTapGroups: Sendable {
     private let state = Mutex(State())
 
     /// The most taps one group takes: a committer that always finds more taps waiting still
-    /// commits, and answers, at this many.
+    /// commits, and answers, at this many (so under a load that never lets up, a group's first
+    /// tap waits for up to this many taps' decisions before its commit).
     public static var largestGroup: Int { 512 }
 
     /// - Parameter start: a new group's decision (`PhoneTapHandler.group()`).

@@ -85,6 +85,15 @@ struct PhoneAccessTests {
         #expect(PhoneCookie.token(cookieHeader: "a=1; tagfix_token=\(Self.ben); b=2") == Self.ben)
         #expect(PhoneCookie.token(cookieHeader: "xtagfix_token=1") == nil)
         #expect(PhoneCookie.token(cookieHeader: nil) == nil)
+        // The header read as bytes (it was split into Characters): spaces and tabs before a
+        // name, empty pairs, an `=` in a value, a trailing `;`, the first of two, none at all.
+        for (header, token) in [
+            ("\ttagfix_token=abc", "abc"), ("a=1;;tagfix_token=abc;", "abc"), ("tagfix_token=a=b", "a=b"),
+            ("tagfix_token=first; tagfix_token=second", "first"), ("tagfix_token=", ""), (" ; ;", nil), ("tagfix_token", nil),
+            ("tagfix_tokens=abc", nil), ("a=tagfix_token=abc", nil), ("tagfix_token=é1", "é1"),
+        ] as [(String, String?)] {
+            #expect(PhoneCookie.token(cookieHeader: header) == token, "\(header)")
+        }
     }
 
     @Test("?token= once (cookie set, the token taken out of the address), then the cookie; others refused")

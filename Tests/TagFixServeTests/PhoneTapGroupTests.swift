@@ -284,6 +284,38 @@ struct PhoneTapGroupTests {
         #expect(groups.counts == PhoneTapGroups.Counts(taps: 3, groups: 1, largest: 3))
     }
 
+    @Test("a group takes at most largestGroup taps: the ones that came while it was decided beyond that are the next group")
+    func largestGroup() async throws {
+        let events = CommitEvents()
+        let handler = try Self.handler(RecordedCounters(events: events))
+        let (entered, enteredContinuation) = AsyncStream<Void>.makeStream()
+        let gate = Gate()
+        let first = Mutex(true)
+        let groups = PhoneTapGroups {
+            let held = first.withLock { first in
+                defer { first = false }
+                return first
+            }
+            return HeldDecision(handler.group()) {
+                guard held else { return }
+                enteredContinuation.yield()
+                gate.block()
+            }
+        }
+        groups.deliver { _ in true }
+        let count = PhoneTapGroups.largestGroup + 2
+        let (handles, stream) = Self.replies(events, count: count)
+        groups.submit(Self.tap("S0", counter: 1), reply: handles[0])
+        var waiting = entered.makeAsyncIterator()
+        _ = await waiting.next()
+        // Each tap another tag's, so none is a replay of another.
+        for index in 1..<count { groups.submit(Self.tap("S\(index)", counter: 1), reply: handles[index]) }
+        gate.open()
+        let answers = await Self.collect(stream, count: count)
+        #expect(answers.values.allSatisfy { $0.status == 200 })
+        #expect(groups.counts == PhoneTapGroups.Counts(taps: count, groups: 2, largest: PhoneTapGroups.largestGroup))
+    }
+
     @Test("a group the log cannot keep: every tap of it is answered 503, none confirmed, and later groups are tried again")
     func logFails() async throws {
         let events = CommitEvents()
