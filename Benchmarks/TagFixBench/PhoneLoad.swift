@@ -1,7 +1,11 @@
 // The benchmark's phones over HTTP on one event loop (`LoopPhones`): what a load generator such
 // as wrk does, one thread and a kept connection a phone, so the phones take as little of the
-// machine's two cores from the server under test as they can. `TAGFIX_BENCH_PHONE_THREADS=1`
-// puts them back on a thread each (`tapAtOnce` with `PhoneClients`), for a comparison.
+// machine's two cores from the server under test as they can, for the loads that saturate it
+// (back to back, bursts). Paced loads keep a thread a phone (`tapAtOnce`), each sleeping to its
+// tap's due time: one loop thread sharing the cores with a busy server is scheduled late, and
+// that lateness, charged to the server from the due time, was the loop's (the sweep's p99 went
+// from 9 to 13 ms at 8,000 taps/s with the same server). `TAGFIX_BENCH_PHONE_THREADS=1` puts
+// every load on threads, for a comparison.
 import Foundation
 import Glibc
 import Synchronization
@@ -11,15 +15,11 @@ import TagFixSystem
 /// `phones` phones, each its own kept HTTP/1.1 connection from a loopback address of its own
 /// (127.0.x.y), on one `IOLoop`: a phone sends its next POST when its load says so and reads its
 /// answer when the loop says it is there. A tap's time runs from its send to the answer read
-/// whole; paced, a tap that fell due while its phone still waited for its last answer is timed
-/// from when it was due (open loop: a server that falls behind is charged for it). A connection the server closed
-/// (`Connection: close`, or found closed before an answer began on a kept connection, once) is
-/// opened again, as `LoopbackHTTPClient` does.
+/// whole. A connection the server closed (`Connection: close`, or found closed before an answer
+/// began on a kept connection, once) is opened again, as `LoopbackHTTPClient` does.
 final class LoopPhones: Sendable {
     enum Load: Sendable {
         case backToBack
-        /// Taps per second from all the phones together, each phone on a schedule of its own.
-        case paced(Double)
         /// Every phone taps once; the next round when all have their answers.
         case bursts
     }
@@ -121,25 +121,9 @@ final class LoopPhones: Sendable {
 
     // MARK: - On the loop's thread
 
-    /// Phone `phone`'s next tap: now (back to back, bursts), or when it is due (paced).
+    /// Phone `phone`'s next tap, now.
     private func begin(_ phone: Int, _ state: inout State) {
-        let index = state.phones[phone].next
-        guard case .paced(let rate) = state.run.load else {
-            send(phone, began: clock.now, &state)
-            return
-        }
-        let offset = (Double(phone) / Double(count) + Double(index)) * Double(count) / rate
-        let due = state.run.start.advanced(by: .seconds(offset))
-        let now = clock.now
-        guard due > now else {
-            send(phone, began: due, &state)
-            return
-        }
-        // Sent when the loop's timer fires (its epoll timeout is in whole milliseconds: up to a
-        // millisecond late), timed from then: that lateness is the phones', not the server's.
-        // A tap due while its phone still waited for the last answer is timed from when it was
-        // due (above): that wait is the server's.
-        loop.schedule(after: now.duration(to: due)) { [self] in self.state.withLock { send(phone, began: clock.now, &$0) } }
+        send(phone, began: clock.now, &state)
     }
 
     private func send(_ phone: Int, began: ContinuousClock.Instant, _ state: inout State) {
@@ -239,7 +223,7 @@ final class LoopPhones: Sendable {
             return
         }
         switch state.run.load {
-        case .backToBack, .paced:
+        case .backToBack:
             if state.phones[phone].next < state.run.requests[phone].count { begin(phone, &state) }
         case .bursts:
             state.run.roundLeft -= 1

@@ -25,9 +25,10 @@
 // Each phone keeps its connection from tap to tap (HTTP/1.1 persistent connections, as a browser
 // does) and connects again when the server closes it, for TagFix and the peer alike; a row's
 // `connections` counts the connections opened. The phones (TAGFIX_BENCH_PHONES, 200) share one
-// event loop (PhoneLoad.swift), as a load generator such as wrk does, so they take as little of
-// the machine from the server as they can; TAGFIX_BENCH_PHONE_THREADS=1 gives each a thread of
-// its own, as before (the in-process rows always have a thread a phone).
+// event loop (PhoneLoad.swift) back to back and in bursts, as a load generator such as wrk does,
+// so they take as little of the machine from the server as they can; paced, each has a thread of
+// its own that sleeps to its tap's due time; TAGFIX_BENCH_PHONE_THREADS=1 puts every load on
+// threads (the in-process rows always have a thread a phone).
 // Every line is JSON (`bench":"phone-tap"`); the peer's in-process check rate is a line too.
 import Foundation
 import Glibc
@@ -461,18 +462,19 @@ final class PhoneClients: Sendable {
 /// Whether the phones are a thread each (`TAGFIX_BENCH_PHONE_THREADS=1`), as before the loop.
 let phonesOnThreads = ProcessInfo.processInfo.environment["TAGFIX_BENCH_PHONE_THREADS"] == "1"
 
-/// `phones` phones tap `bodies` at the server on `port`: on one event loop (`LoopPhones`), or a
-/// thread each. The times, the answers that were not 200 as JSON, and the connections opened.
+/// `phones` phones tap `bodies` at the server on `port`: back to back or in bursts on one event
+/// loop (`LoopPhones`), paced (or with `TAGFIX_BENCH_PHONE_THREADS=1`) a thread each. The times, the answers that were not 200 as JSON, and the connections opened.
 func tapOverHTTP(port: UInt16, phones: Int, bodies: [[String]], rate: Double?, bursts: Bool) -> (
     times: TapTimes, refused: String, connections: Int
 ) {
     func json(_ refused: [Int: Int]) -> String {
         "{" + refused.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",") + "}"
     }
-    guard phonesOnThreads else {
+    // Paced loads on threads (PhoneLoad.swift says why), the others on the loop.
+    guard phonesOnThreads || rate != nil else {
         let loop = try! LoopPhones(phones: phones, port: port)
         defer { loop.close() }
-        let (times, refused) = loop.run(bodies, load: bursts ? .bursts : rate.map { .paced($0) } ?? .backToBack)
+        let (times, refused) = loop.run(bodies, load: bursts ? .bursts : .backToBack)
         return (times, json(refused), loop.connections)
     }
     let clients = PhoneClients(phones: phones, port: port)
