@@ -243,9 +243,31 @@ struct JSONValueTests {
         #expect(throws: JSONSyntaxError.self) { try JSONValue.parse(text) }
     }
 
+    @Test(
+        "an error names the line and the column where the reader stopped, for strings with and without escapes",
+        arguments: [
+            ("{\"a\":1,\"a\":2}", 1, 8, "duplicate member"), ("{\n  \"a\": 1,\n  \"a\": 2\n}", 3, 3, "duplicate member"),
+            ("\"abc", 1, 5, "unterminated string"), ("[\"a\u{01}\"]", 1, 4, "control character"),
+            (#""a\x""#, 1, 5, "invalid escape"), ("[\"ok\",\n \"b\\n\u{02}\"]", 2, 6, "control character"),
+        ])
+    func errorPositions(text: String, line: Int, column: Int, message: String) {
+        do {
+            _ = try JSONValue.parse(text)
+            Issue.record("\(text) was read")
+        } catch {
+            #expect(error.line == line && error.column == column, "\(error)")
+            #expect(error.message.contains(message), "\(error)")
+        }
+    }
+
     @Test("invalid UTF-8 in a string is rejected")
     func invalidUTF8() {
-        #expect(throws: JSONSyntaxError.self) { try JSONValue.parse([0x22, 0xC3, 0x28, 0x22]) }
+        do {
+            _ = try JSONValue.parse([0x22, 0xC3, 0x28, 0x22])
+            Issue.record("invalid UTF-8 was read")
+        } catch {
+            #expect(error.line == 1 && error.column == 5 && error.message.contains("UTF-8"), "\(error)")
+        }
     }
 
     @Test("writing strings and numbers")
