@@ -246,12 +246,11 @@ struct PhoneTapGroupTests {
         #expect(groups.counts == PhoneTapGroups.Counts(taps: 3, groups: 2, largest: 2))
     }
 
-    @Test("taps that come while a group is decided join it: one counter commit and one log write for all, then every answer")
-    func joinWhileDeciding() async throws {
-        let events = CommitEvents()
-        let handler = try Self.handler(RecordedCounters(events: events))
-        // The first tap's decision is held until two more taps are queued: before, they waited
-        // for a group of their own (two counter commits, two log writes for three taps).
+    /// Groups whose first group's first decision waits at `gate` (`entered` says it has
+    /// begun): the taps submitted meanwhile are waiting when the committer goes on.
+    static func firstDecisionHeld(_ handler: PhoneTapHandler<ManualClock>) -> (
+        groups: PhoneTapGroups, entered: AsyncStream<Void>, gate: Gate
+    ) {
         let (entered, enteredContinuation) = AsyncStream<Void>.makeStream()
         let gate = Gate()
         let first = Mutex(true)
@@ -266,6 +265,16 @@ struct PhoneTapGroupTests {
                 gate.block()
             }
         }
+        return (groups, entered, gate)
+    }
+
+    @Test("taps that come while a group is decided join it: one counter commit and one log write for all, then every answer")
+    func joinWhileDeciding() async throws {
+        let events = CommitEvents()
+        let handler = try Self.handler(RecordedCounters(events: events))
+        // The first tap's decision is held until two more taps are queued: before, they waited
+        // for a group of their own (two counter commits, two log writes for three taps).
+        let (groups, entered, gate) = Self.firstDecisionHeld(handler)
         groups.deliver { verdicts in
             events.add("logged " + verdicts.map { "\($0.kind.name)" }.joined(separator: ","))
             return true
@@ -288,20 +297,7 @@ struct PhoneTapGroupTests {
     func largestGroup() async throws {
         let events = CommitEvents()
         let handler = try Self.handler(RecordedCounters(events: events))
-        let (entered, enteredContinuation) = AsyncStream<Void>.makeStream()
-        let gate = Gate()
-        let first = Mutex(true)
-        let groups = PhoneTapGroups {
-            let held = first.withLock { first in
-                defer { first = false }
-                return first
-            }
-            return HeldDecision(handler.group()) {
-                guard held else { return }
-                enteredContinuation.yield()
-                gate.block()
-            }
-        }
+        let (groups, entered, gate) = Self.firstDecisionHeld(handler)
         groups.deliver { _ in true }
         let count = PhoneTapGroups.largestGroup + 2
         let (handles, stream) = Self.replies(events, count: count)
