@@ -5,6 +5,7 @@ import TagFixDevices
 import TagFixMQTT
 import TagFixPostgres
 import TagFixStore
+import TagFixSystem
 import TagFixTestDaemons
 
 /// The fleet store on PostgreSQL (a private cluster and a private mosquitto, loopback): what one
@@ -69,13 +70,11 @@ struct CPUSample {
     /// A process's name, its parent, and its CPU time so far (user + system, clock ticks), from
     /// /proc/PID/stat; `nil` once it has gone.
     static func process(_ pid: String) -> (name: String, parent: Int32, ticks: Int)? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let open = text.firstIndex(of: "("),
-            let close = text.lastIndex(of: ")")
+        guard let status = Int32(pid).flatMap(Processes.status(of:)), status.fields.count > 13, let parent = status.parent,
+            // utime and stime are fields 14 and 15 of the line.
+            let user = Int(status.fields[11]), let system = Int(status.fields[12])
         else { return nil }
-        let rest = text[text.index(close, offsetBy: 2)...].split(separator: " ")
-        // After the name: state, ppid, …; utime and stime are fields 14 and 15 of the line.
-        guard rest.count > 13, let parent = Int32(rest[1]), let user = Int(rest[11]), let system = Int(rest[12]) else { return nil }
-        return (String(text[text.index(after: open)..<close]), parent, user + system)
+        return (status.name, parent, user + system)
     }
 
     /// The cores each part kept busy between `self` and `later`, `seconds` apart.

@@ -279,14 +279,14 @@ public final class PrivateDaemon: Sendable {
             // Stopped only when it next leaves the kernel: a fork under way still ends, so the
             // children are listed once it shows as stopped (T), for up to 2 s.
             var looks = 0
-            while Self.status(of: pid).map({ $0.state != "T" && $0.state != "Z" }) ?? false, looks < 200 {
+            while Processes.status(of: pid).map({ $0.state != "T" && $0.state != "Z" }) ?? false, looks < 200 {
                 try? await clock.sleep(for: .milliseconds(10))
                 looks += 1
             }
             let children = Self.children(of: pid)
             for child in children { try? Processes.signal(SIGKILL, to: child) }
             looks = 0
-            while children.contains(where: Self.alive), looks < 200 {
+            while children.contains(where: Processes.isRunning), looks < 200 {
                 try? await clock.sleep(for: .milliseconds(10))
                 looks += 1
             }
@@ -297,21 +297,7 @@ public final class PrivateDaemon: Sendable {
     /// The processes whose parent is `pid`, from /proc.
     public static func children(of pid: Int32) -> [Int32] {
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
-        return entries.compactMap(Int32.init).filter { status(of: $0)?.parent == pid }
-    }
-
-    /// Whether `pid` still runs: it exists and is not a zombie.
-    public static func alive(_ pid: Int32) -> Bool {
-        guard let status = status(of: pid) else { return false }
-        return status.state != "Z" && status.state != "X"
-    }
-
-    /// The state (field 3) and parent (field 4) of `pid` in /proc/PID/stat; `nil` once gone.
-    static func status(of pid: Int32) -> (state: Substring, parent: Int32)? {
-        guard let text = readToEnd("/proc/\(pid)/stat"), let close = text.lastIndex(of: ")") else { return nil }
-        let fields = text[text.index(after: close)...].split(separator: " ", maxSplits: 3)
-        guard fields.count >= 2, let parent = Int32(fields[1]) else { return nil }
-        return (fields[0], parent)
+        return entries.compactMap(Int32.init).filter { Processes.status(of: $0)?.parent == pid }
     }
 
     private func end(_ running: Running?, grace: Duration, signal: Int32) async {
@@ -337,7 +323,7 @@ public final class PrivateDaemon: Sendable {
     /// Whether `pid` (any process, when nil) listens on TCP `port` (IPv4), from /proc/net/tcp and
     /// the process's descriptors: no connection is made, so no server takes a probe for a client.
     public static func listening(port: Int, pid: Int32? = nil) -> Bool {
-        guard let table = readToEnd("/proc/net/tcp") else { return false }
+        guard let table = FileSystem.readToEnd("/proc/net/tcp") else { return false }
         let local = String(format: ":%04X", port)
         for line in table.split(separator: "\n").dropFirst() {
             let fields = line.split(separator: " ")
@@ -354,20 +340,6 @@ public final class PrivateDaemon: Sendable {
             }
         }
         return false
-    }
-
-    /// The whole of a /proc file (its size reads as 0, so it is read until end of file).
-    public static func readToEnd(_ path: String) -> String? {
-        guard let fd = try? FileDescriptor.open(path, .readOnly, options: .closeOnExec) else { return nil }
-        defer { try? fd.close() }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65536)
-        while true {
-            guard let n = try? fd.read(into: &chunk) else { return nil }
-            if n == 0 { break }
-            bytes += chunk[0..<n]
-        }
-        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// A port the kernel says is free on 127.0.0.1 (for a private daemon, or a test's gpsfake).

@@ -3,6 +3,21 @@ import Glibc
 /// The calls on a path rather than a descriptor: make a folder, remove, rename, read a link, set
 /// permissions and owner. Each throws `Errno` (retried on `EINTR` by `valueOrErrno`).
 public enum FileSystem {
+    /// The whole of a file read to its end, as text (a /proc file's size reads as 0, so it is
+    /// read until end of file, not to its size); `nil` when it cannot be opened or read.
+    public static func readToEnd(_ path: String) -> String? {
+        guard let fd = try? FileDescriptor.open(path, .readOnly, options: .closeOnExec) else { return nil }
+        defer { try? fd.close() }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            guard let n = try? fd.read(into: &chunk) else { return nil }
+            if n == 0 { break }
+            bytes += chunk[0..<n]
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
     /// Whether this process may do `access` to `path` (`access(2)`: `R_OK`, `W_OK`, `X_OK`).
     public static func check(_ access: Int32, of path: String) throws(Errno) {
         try nothingOrErrno { Glibc.access(path, access) }

@@ -17,3 +17,34 @@ public enum Processes {
         return result == pid ? status : nil
     }
 }
+
+/// A process as its /proc/PID/stat line shows it (proc(5)).
+public struct ProcessStatus: Sendable, Hashable {
+    /// Its command's name (field 2, without the parentheses; it may hold spaces and parentheses).
+    public let name: String
+    /// The fields after the name, from field 3: `fields[0]` is the state, `fields[1]` the
+    /// parent, `fields[11]` and `fields[12]` the user and system time in clock ticks,
+    /// `fields[19]` the start time (field 22).
+    public let fields: [String]
+
+    /// The state: `R`, `S`, `D`, `T` (stopped), `Z` (a zombie), `X` (dead), …
+    public var state: String { fields[0] }
+    public var parent: Int32? { Int32(fields[1]) }
+    /// Whether it has not exited: neither a zombie nor dead.
+    public var isRunning: Bool { state != "Z" && state != "X" }
+}
+
+extension Processes {
+    /// The process `pid` as /proc/PID/stat shows it now; `nil` once it has gone (and reaped).
+    public static func status(of pid: Int32) -> ProcessStatus? {
+        guard let text = FileSystem.readToEnd("/proc/\(pid)/stat"), let open = text.firstIndex(of: "("),
+            let close = text.lastIndex(of: ")"), open < close
+        else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ").map(String.init)
+        guard fields.count >= 2 else { return nil }
+        return ProcessStatus(name: String(text[text.index(after: open)..<close]), fields: fields)
+    }
+
+    /// Whether `pid` is a process that has not exited (a zombie has: it only waits to be reaped).
+    public static func isRunning(_ pid: Int32) -> Bool { status(of: pid)?.isRunning ?? false }
+}

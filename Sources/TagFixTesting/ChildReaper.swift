@@ -78,11 +78,8 @@ final class ChildReaper: Sendable {
 
     /// The kernel's start time of `pid` (field 22 of /proc/PID/stat), `nil` when it has gone.
     static func startTime(of pid: Int32) -> String? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = text.lastIndex(of: ")")
-        else { return nil }
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        return fields.count > 19 ? String(fields[19]) : nil
+        guard let fields = Processes.status(of: pid)?.fields, fields.count > 19 else { return nil }
+        return fields[19]
     }
 
     /// What this process's end does: the reaper's socket closed.

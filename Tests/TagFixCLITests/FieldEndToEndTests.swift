@@ -6,6 +6,7 @@ import TagFixDevices
 import TagFixEmulators
 import TagFixGPSD
 import TagFixNDEF
+import TagFixSystem
 import TagFixTesting
 import Testing
 
@@ -158,12 +159,7 @@ struct EmulatorCommandTests {
     }
 
     /// Whether `pid` is a live process (a zombie is not: it has exited, and only waits to be reaped).
-    static func isRunning(_ pid: pid_t) -> Bool {
-        guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/stat") else { return false }
-        let stat = String(decoding: data, as: UTF8.self)
-        guard let close = stat.lastIndex(of: ")") else { return false }
-        return stat[stat.index(after: close)...].split(separator: " ").first != "Z"
-    }
+    static func isRunning(_ pid: pid_t) -> Bool { Processes.isRunning(pid) }
 
     @Test(
         "tagfix emulate pn532 --link, then tagfix scan through the link",

@@ -34,10 +34,10 @@ struct PrivateDaemonCrashTests {
         switch end {
         case .crash:
             await daemon.crash()
-            #expect(!children.contains(where: PrivateDaemon.alive), "a child outlived the crash")
+            #expect(!children.contains(where: Processes.isRunning), "a child outlived the crash")
         case .kill:
             await daemon.kill()
-            #expect(children.allSatisfy(PrivateDaemon.alive), "a kill is of the parent alone")
+            #expect(children.allSatisfy(Processes.isRunning), "a kill is of the parent alone")
             for child in children { try? Processes.signal(SIGKILL, to: child) }
         }
         #expect(!daemon.isRunning)

@@ -67,6 +67,22 @@ struct SystemTests {
         #expect(calls == 1)
     }
 
+    @Test(
+        "a process's /proc status: this one runs, with its parent and its start time; a pid nothing has is nil; a /proc file is read whole"
+    )
+    func processStatus() throws {
+        let status = try #require(Processes.status(of: getpid()))
+        #expect(status.isRunning && ["R", "S", "D"].contains(status.state), "\(status.state)")
+        #expect(status.parent == getppid())
+        #expect(status.fields.count > 19 && UInt64(status.fields[19]) != nil, "the start time, field 22")
+        #expect(!status.name.isEmpty && !status.name.contains(")"))
+        #expect(Processes.isRunning(getpid()))
+        #expect(Processes.status(of: Int32.max) == nil && !Processes.isRunning(Int32.max))
+        let maps = try #require(FileSystem.readToEnd("/proc/self/maps"))
+        #expect(maps.split(separator: "\n").count > 10, "a /proc file whose size reads as 0, read to its end")
+        #expect(FileSystem.readToEnd("/nonexistent/file") == nil)
+    }
+
     @Test("a pipe carries bytes both ways round, close-on-exec at both ends")
     func pipeRoundTrip() throws {
         let (reader, writer) = try FileDescriptor.pipe()
