@@ -277,21 +277,21 @@ public final class PrivateDaemon: Sendable {
         if let pid {
             signal(SIGSTOP)
             // Stopped only when it next leaves the kernel: a fork under way still ends, so the
-            // children are listed once it shows as stopped (T), for up to 2 s.
-            var looks = 0
-            while Processes.status(of: pid).map({ $0.state != "T" && $0.state != "Z" }) ?? false, looks < 200 {
-                try? await clock.sleep(for: .milliseconds(10))
-                looks += 1
-            }
+            // children are listed once it shows as stopped (T).
+            await waitWhile { Processes.status(of: pid).map { $0.state != "T" && $0.state != "Z" } ?? false }
             let children = Self.children(of: pid)
             for child in children { try? Processes.signal(SIGKILL, to: child) }
-            looks = 0
-            while children.contains(where: Processes.isRunning), looks < 200 {
-                try? await clock.sleep(for: .milliseconds(10))
-                looks += 1
-            }
+            await waitWhile { children.contains(where: Processes.isRunning) }
         }
         await self.kill()
+    }
+
+    /// Looks every 10 ms, on the daemon's clock, while `condition` holds, for up to 2 s.
+    private func waitWhile(_ condition: () -> Bool) async {
+        for _ in 0..<200 {
+            guard condition() else { return }
+            try? await clock.sleep(for: .milliseconds(10))
+        }
     }
 
     /// The processes whose parent is `pid`, from /proc.
