@@ -208,9 +208,8 @@ extension Verifier {
 public final class PhoneVerdictGroup {
     private let verifier: Verifier
     private let requireSUN: Bool
-    /// The run's SUN check and the group's counters over its store (nil without SUN keys).
-    private let check: Verifier.SUNCheck?
-    private let group: SUNCounterGroup?
+    /// The run's counter store and the group's counters over it (nil without SUN keys).
+    private let counters: (store: any SUNCounterStore, group: SUNCounterGroup)?
     private var verdicts: [Verdict] = []
     /// Which tap accepted each counter, and which taps were judged against one of the group's.
     private var owners: [Int] = []
@@ -218,17 +217,16 @@ public final class PhoneVerdictGroup {
 
     init(_ verifier: Verifier, requireSUN: Bool) {
         self.requireSUN = requireSUN
-        check = verifier.sun
-        guard let check = verifier.sun else {
+        guard let store = verifier.sun?.counters else {
             self.verifier = verifier
-            group = nil
+            counters = nil
             return
         }
-        let group = SUNCounterGroup(check.counters)
+        let group = SUNCounterGroup(store)
         var grouped = verifier
         grouped.sun?.counters = group
         self.verifier = grouped
-        self.group = group
+        counters = (store, group)
     }
 
     /// The taps decided so far.
@@ -238,14 +236,14 @@ public final class PhoneVerdictGroup {
     /// many at once is asked for their tags' counters in one call first).
     public func add(_ taps: [PhoneTapInput]) {
         verdicts.reserveCapacity(verdicts.count + taps.count)
-        guard let group, let check else {
+        guard let (store, group) = counters else {
             for tap in taps {
                 verdicts.append(
                     verifier.phoneVerdict(url: tap.url, time: tap.time, position: tap.position, requireSUN: requireSUN, audit: tap.audit))
             }
             return
         }
-        if check.counters.readsManyAtOnce { group.prefetch(readingCountersOf: taps.compactMap { verifier.sunTagUID(url: $0.url) }) }
+        if store.readsManyAtOnce { group.prefetch(readingCountersOf: taps.compactMap { verifier.sunTagUID(url: $0.url) }) }
         for tap in taps {
             let index = verdicts.count
             let before = group.beginTap()
@@ -263,14 +261,14 @@ public final class PhoneVerdictGroup {
     /// Commits the counters the group accepted (one `acceptAll`) and gives every tap's verdict,
     /// in order; call it once, after the last `add`.
     public func commit() -> [Verdict] {
-        guard let group, let check else { return verdicts }
+        guard let (store, group) = counters else { return verdicts }
         let pending = group.pending
         guard !pending.isEmpty else { return verdicts }
         do {
-            let accepted = try check.counters.acceptAll(pending)
+            let accepted = try store.acceptAll(pending)
             for (item, (owner, taken)) in zip(pending, zip(owners, accepted)) where !taken {
                 // Another scan accepted this counter, or a higher one, meanwhile.
-                let last = (try? check.counters.lastAccepted(uid: item.uid)) ?? item.counter
+                let last = (try? store.lastAccepted(uid: item.uid)) ?? item.counter
                 verdicts[owner].kind = .untrusted(.sunReplayed(tag: item.tagID, counter: item.counter, last: last))
             }
         } catch {
@@ -278,7 +276,7 @@ public final class PhoneVerdictGroup {
             // A replay of a counter the group failed to store: still a replay if the store's own
             // last counter makes it one (as it would have, tap by tap), else inconclusive.
             for tap in leaning {
-                if let last = try? check.counters.lastAccepted(uid: tap.uid), tap.counter <= last,
+                if let last = try? store.lastAccepted(uid: tap.uid), tap.counter <= last,
                     case .untrusted(.sunReplayed(let tag, _, _)) = verdicts[tap.index].kind
                 {
                     verdicts[tap.index].kind = .untrusted(.sunReplayed(tag: tag, counter: tap.counter, last: last))
