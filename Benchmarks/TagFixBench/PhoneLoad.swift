@@ -76,9 +76,8 @@ final class LoopPhones: Sendable {
     /// The phones tap `bodies` (bodies[phone] in order) under `load`; returns when every tap has
     /// its answer or its failure.
     func run(_ bodies: [[String]], load: Load) -> (times: TapTimes, refused: [Int: Int]) {
-        let head = Array(
-            ("POST \(PhoneTapRoute.postPath) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nOrigin: http://127.0.0.1:\(port)\r\n"
-                + "Cookie: \(PhoneCookie.name)=\(PhoneTapSite.token)\r\nContent-Type: application/json\r\nContent-Length: ").utf8)
+        let head = LoopbackHTTPClient.requestHead(
+            path: PhoneTapRoute.postPath, port: port, cookie: "\(PhoneCookie.name)=\(PhoneTapSite.token)")
         let rounds = bodies.map(\.count).min() ?? 0
         var bursts = false
         if case .bursts = load { bursts = true }

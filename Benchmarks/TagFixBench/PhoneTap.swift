@@ -321,10 +321,7 @@ final class LoopbackHTTPClient {
     // the phone-tap profile, taken from the server under test.
     private func exchange(_ path: String, body: String, cookie: String) -> Exchange {
         if head == nil || head!.path != path || head!.cookie != cookie {
-            let text =
-                "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nOrigin: http://127.0.0.1:\(port)\r\nCookie: \(cookie)\r\n"
-                + "Content-Type: application/json\r\nContent-Length: "
-            head = (path, cookie, Array(text.utf8))
+            head = (path, cookie, Self.requestHead(path: path, port: port, cookie: cookie))
         }
         var request = head!.bytes
         request.reserveCapacity(request.count + body.utf8.count + 16)
@@ -356,6 +353,14 @@ final class LoopbackHTTPClient {
             guard got > 0 else { return buffer.isEmpty ? .closedBeforeAnswer : .failed }
             buffer += chunk[..<got]
         }
+    }
+
+    /// A JSON POST's bytes to 127.0.0.1:`port` up to its Content-Length's value (the body's
+    /// length, the blank line and the body follow), made once for a path and a cookie.
+    static func requestHead(path: String, port: UInt16, cookie: String) -> [UInt8] {
+        Array(
+            ("POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nOrigin: http://127.0.0.1:\(port)\r\nCookie: \(cookie)\r\n"
+                + "Content-Type: application/json\r\nContent-Length: ").utf8)
     }
 
     /// Where "\r\n\r\n" begins in `bytes`, looking from `from`.
@@ -411,17 +416,7 @@ final class LoopbackHTTPClient {
 }
 
 /// Whether an answer's body holds `"verdict":"confirmed"`, looked for in its bytes.
-func answerConfirmed(_ body: String) -> Bool {
-    let needle = Array(#""verdict":"confirmed""#.utf8)
-    var text = body
-    return text.withUTF8 { bytes in
-        guard bytes.count >= needle.count else { return false }
-        for start in 0...(bytes.count - needle.count) where bytes[start] == needle[0] {
-            if (1..<needle.count).allSatisfy({ bytes[start + $0] == needle[$0] }) { return true }
-        }
-        return false
-    }
-}
+func answerConfirmed(_ body: String) -> Bool { answerConfirmed(Array(body.utf8)[...]) }
 
 /// Each phone's own client, made on its thread at its first tap.
 final class PhoneClients: Sendable {
