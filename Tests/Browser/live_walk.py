@@ -2,9 +2,12 @@
 chromedriver and Selenium at a phone's viewport. Opens URL and prints a line STATE {json} each
 time what the page shows changes: the stream's state, the progress, the tags left to tap (in the
 page's order), how many verdicts the feed holds, the tiles loaded from /tiles/ and a pixel of
-the map where nothing is drawn (read from a screenshot, saved as SHOT-phone-N.png). Once the
-progress reads "N of N tapped" (or the feed holds FEED verdicts, when given) it saves
-SHOT-tablet.png at a tablet's viewport and exits; exits 1 after 90 s without.
+the map where nothing is drawn (read from a screenshot, saved as SHOT-phone-N.png). A STATE
+waits for the tiles and a screenshot, which can take a busy machine seconds, so each change of
+the page's text while the stream is live is also printed at once as a line SEEN {json} (stream,
+progress, left, feed, error; the page is read every 50 ms). Once the progress reads "N of N
+tapped" (or the feed holds FEED verdicts, when given) it saves SHOT-tablet.png at a tablet's
+viewport and exits; exits 1 after 90 s without.
 
 usage: python live_walk.py URL SHOT [FEED]"""
 import json, os, sys, time
@@ -33,6 +36,14 @@ return {stream: text("stream"), progress: text("progress"), error: document.docu
         tiles: tiles.length, tilesFromServer: tiles.every(i => new URL(i.src).pathname.startsWith("/tiles/")), empty: empty,
         box: [box.left, box.top, box.right, box.bottom].map(Math.round)};
 """
+def see(state, seen):
+    """Prints a SEEN line when the page's text differs from what was last seen; what is seen now."""
+    shown = {k: state[k] for k in ("stream", "progress", "left", "feed", "error")}
+    if shown != seen and state["stream"] == "live":
+        print("SEEN " + json.dumps(shown), flush=True)
+        return shown
+    return seen
+
 options = Options()
 for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars", "--force-device-scale-factor=1"):
     options.add_argument(flag)
@@ -41,10 +52,11 @@ driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opti
 try:
     driver.set_window_size(390, 844)
     driver.get(url)
-    deadline, last, count = time.time() + 90, None, 0
+    deadline, last, seen, count = time.time() + 90, None, None, 0
     while time.time() < deadline:
         state = driver.execute_script(READ)
         shown = {k: state[k] for k in ("stream", "progress", "left", "feed", "error")}
+        seen = see(state, seen)
         if shown != last and state["stream"] == "live" and (state["tiles"] > 0 or state["error"]):
             time.sleep(0.3)  # the tiles of the moment finish drawing
             # The point is read from the page and the pixel from a screenshot: they agree only when
@@ -64,6 +76,7 @@ try:
                     break
                 time.sleep(0.1)
             shown = {k: state[k] for k in ("stream", "progress", "left", "feed", "error")}
+            seen = see(state, seen)
             open("%s-phone-%d.png" % (shot, count), "wb").write(png)
             print("STATE " + json.dumps(state), flush=True)
             last, count = shown, count + 1

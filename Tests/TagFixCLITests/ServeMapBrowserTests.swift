@@ -126,9 +126,14 @@ struct ServeMapBrowserTests {
         let states = browser.lines.filter { $0.hasPrefix("STATE ") }.compactMap { try? JSONValue.parse(String($0.dropFirst(6))) }
         #expect(states.count >= 2, "\(browser.lines)")
         #expect(states.allSatisfy { $0["error"]?.isNull == true }, "a script error: \(states)")
-        let tapped = states.compactMap { $0["progress"]?.string.flatMap { Int($0.prefix { $0.isNumber }) } }
-        let feeds = states.map { $0["feed"]?.array?.count ?? -1 }
-        let left = states.map { $0["left"]?.array?.count ?? -1 }
+        // The walk starts as the page opens its stream, and a STATE waits for the tiles and a
+        // screenshot (seconds on a busy machine): the walk is followed by what the page showed
+        // at each change, read every 50 ms.
+        let seen = browser.lines.filter { $0.hasPrefix("SEEN ") }.compactMap { try? JSONValue.parse(String($0.dropFirst(5))) }
+        #expect(seen.allSatisfy { $0["error"]?.isNull == true }, "a script error: \(seen)")
+        let tapped = seen.compactMap { $0["progress"]?.string.flatMap { Int($0.prefix { $0.isNumber }) } }
+        let feeds = seen.map { $0["feed"]?.array?.count ?? -1 }
+        let left = seen.map { $0["left"]?.array?.count ?? -1 }
         #expect(tapped == tapped.sorted() && (tapped.last ?? 0) > (tapped.first ?? 0), "the progress did not go up: \(tapped)")
         #expect(feeds == feeds.sorted() && feeds.last == 9, "the feed did not grow to nine: \(feeds)")
         #expect(left == left.sorted(by: >) && (left.last ?? 0) < (left.first ?? 0), "the list did not shrink: \(left)")
