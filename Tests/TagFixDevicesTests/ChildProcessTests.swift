@@ -36,13 +36,11 @@ struct ChildProcessTests {
         // Ignored signals stay ignored across exec: sleep itself ignores SIGTERM. The shell says
         // when its trap is in place (a line on a pipe, awaited on the process's loop): signalled
         // before, it would simply have died of SIGTERM.
-        var ends: [Int32] = [-1, -1]
-        #expect(pipe(&ends) == 0)
-        let said = FileDescriptor(rawValue: ends[0])
+        let (said, shell) = try FileDescriptor.pipe()
         defer { try? said.close() }
         let child = try ChildProcess(
-            executable: "/bin/sh", arguments: ["-c", "trap '' TERM; echo trapped; exec sleep 30"], standardOutput: ends[1])
-        close(ends[1])
+            executable: "/bin/sh", arguments: ["-c", "trap '' TERM; echo trapped; exec sleep 30"], standardOutput: shell.rawValue)
+        try shell.close()
         #expect(try await ProcessLoop.shared.readable(said, within: nil))
         // Stops at all only by SIGKILL (the suite's time limit catches a stop that never comes).
         await child.stop(grace: .milliseconds(300))
