@@ -41,8 +41,10 @@ final class VerdictPrinter: Sendable {
     func print(_ event: VerifierEvent, now: Timestamp? = nil) { fanOut.send(event, now: now) }
 
     /// Hands on verdicts decided together (phone taps committed as a group): the log keeps them
-    /// with one fsync, then the other sinks take them in order. Whether the log kept them.
-    func print(verdicts: [Verdict], now: Timestamp? = nil) -> Bool { fanOut.send(verdicts: verdicts, now: now) }
+    /// with one fsync, `whenKept` is told whether it did, then the other sinks take them in order.
+    func print(verdicts: [Verdict], now: Timestamp? = nil, whenKept: (Bool) -> Void) {
+        fanOut.send(verdicts: verdicts, now: now, whenKept: whenKept)
+    }
 
     /// Redraws the status line (a terminal only).
     func redraw(now: Timestamp) { terminal.redraw(now: now) }

@@ -152,14 +152,26 @@ public final class VerdictFanOut: Sendable {
     /// sinks kept them (false: the session has stopped, and none was passed on). It blocks (the
     /// log's fsync; a large group's records are encoded on a second thread it waits for): call
     /// it from a thread that may block, never the cooperative pool.
+    ///
+    /// - Parameter whenKept: called once with that answer as soon as the durable sinks have
+    ///   it, before any other sink takes a verdict (so a tap is answered without waiting for the
+    ///   live page and the terminal). Called with the fan-out's lock held: it must not block,
+    ///   nor send to this fan-out.
     @discardableResult
-    public func send(verdicts: [Verdict], now: Timestamp? = nil) -> Bool {
-        guard !verdicts.isEmpty else { return stopped == nil }
+    public func send(verdicts: [Verdict], now: Timestamp? = nil, whenKept: (Bool) -> Void = { _ in }) -> Bool {
+        guard !verdicts.isEmpty else {
+            let kept = stopped == nil
+            whenKept(kept)
+            return kept
+        }
         // Encoded once, outside the lock, for every sink that writes the records: a large group
         // (phone taps that came together) on two threads.
         let recorded = usesRecords ? DeviceThread.map(verdicts, splitFrom: 64, RecordedVerdict.init) : []
         let (kept, failures) = state.withLock { state -> (Bool, [VerdictSinkFailure]) in
-            guard state.stopped == nil else { return (false, []) }
+            guard state.stopped == nil else {
+                whenKept(false)
+                return (false, [])
+            }
             var failures: [VerdictSinkFailure] = []
             for sink in sinks where sink.isDurable {
                 do throws(VerdictSinkError) {
@@ -170,9 +182,11 @@ public final class VerdictFanOut: Sendable {
                     }
                 } catch {
                     state.stopped = error
+                    whenKept(false)
                     return (false, [.stopped(error)])
                 }
             }
+            whenKept(true)
             for (position, verdict) in verdicts.enumerated() {
                 for (index, sink) in sinks.enumerated() where !sink.isDurable && !state.dropped.contains(index) {
                     do throws(VerdictSinkError) {

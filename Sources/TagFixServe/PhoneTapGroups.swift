@@ -9,8 +9,8 @@ import TagFixDevices
 /// waiting, in arrival order, and decides them (`PhoneTapDecision.add`); taps that arrived while
 /// it decided join the group, again and again, until none is waiting (or the group holds
 /// `largestGroup`). Then it commits their SUN counters (`commit`: one transaction), hands their
-/// verdicts to the session (`deliver`: the log, one write and one fsync) and only then answers
-/// them. Taps that arrive during the commits wait for the next group. So a commit's cost is
+/// verdicts to the session (`deliver`: the log, one write and one fsync) and answers them as soon
+/// as the log has them, before the live page and the terminal take them. Taps that arrive during the commits wait for the next group. So a commit's cost is
 /// shared by every tap that came while the group was decided (200 phones tapping at once are
 /// one group or two, not a lone first tap and then the rest), and nothing waits on a timer: a
 /// lone tap is committed at once. When the queue is empty the committer's thread ends; the next tap
@@ -39,7 +39,7 @@ public final class PhoneTapGroups: Sendable {
     private struct State: Sendable {
         var waiting: [Waiting] = []
         var committing = false
-        var sink: (@Sendable ([Verdict]) -> Bool)?
+        var sink: Sink?
         var counts = Counts()
     }
 
@@ -56,10 +56,15 @@ public final class PhoneTapGroups: Sendable {
         self.start = start
     }
 
-    /// Where a group's verdicts go (the session's fan-out, the log first); it says whether they
-    /// were recorded. Taps submitted before it is set (the server listens a moment before the
-    /// log is open) wait for it, and are committed once it is.
-    public func deliver(to sink: @escaping @Sendable ([Verdict]) -> Bool) {
+    /// Where a group's verdicts go: the session's fan-out (`VerdictFanOut.send(verdicts:now:whenKept:)`),
+    /// which says through its second argument, once, whether the durable sinks recorded them
+    /// (and may hand them to the others after that). That second argument must not block.
+    public typealias Sink = @Sendable (_ verdicts: [Verdict], _ whenKept: (Bool) -> Void) -> Void
+
+    /// Where a group's verdicts go (the session's fan-out, the log first). Taps submitted before
+    /// it is set (the server listens a moment before the log is open) wait for it, and are
+    /// committed once it is.
+    public func deliver(to sink: @escaping Sink) {
         let start = state.withLock { state -> Bool in
             state.sink = sink
             guard !state.waiting.isEmpty, !state.committing else { return false }
@@ -121,16 +126,24 @@ public final class PhoneTapGroups: Sendable {
     }
 
     /// One group: its counters committed, recorded, then answered, in order.
-    private func commit(_ group: [Waiting], decision: any PhoneTapDecision, sink: @Sendable ([Verdict]) -> Bool) {
+    private func commit(_ group: [Waiting], decision: any PhoneTapDecision, sink: Sink) {
         let answers = decision.commit()
-        let recorded = sink(answers.map(\.verdict))
-        state.withLock { state in
-            state.counts.taps += group.count
-            state.counts.groups += 1
-            state.counts.largest = max(state.counts.largest, group.count)
+        var answered = false
+        sink(answers.map(\.verdict)) { recorded in
+            guard !answered else { return }
+            answered = true
+            state.withLock { state in
+                state.counts.taps += group.count
+                state.counts.groups += 1
+                state.counts.largest = max(state.counts.largest, group.count)
+            }
+            for (waiting, answer) in zip(group, answers) {
+                waiting.reply.send(recorded ? Self.response(answer) : Self.notRecorded)
+            }
         }
-        for (waiting, answer) in zip(group, answers) {
-            waiting.reply.send(recorded ? Self.response(answer) : Self.notRecorded)
+        // A sink that never said: nothing is known to be recorded.
+        if !answered {
+            for waiting in group { waiting.reply.send(Self.notRecorded) }
         }
     }
 

@@ -63,17 +63,19 @@ public final class PhoneTaps: Sendable {
     /// the verdict was recorded. Until this (or `deliver(groupsTo:)`) is called, taps wait.
     /// The verdicts of taps that arrived together are handed on one by one.
     public func deliver(to sink: @escaping @Sendable (Verdict) -> Bool) {
-        deliver(groupsTo: { verdicts in
-            for verdict in verdicts { guard sink(verdict) else { return false } }
-            return true
+        deliver(groupsTo: { verdicts, whenKept in
+            var recorded = true
+            for verdict in verdicts where recorded { recorded = sink(verdict) }
+            whenKept(recorded)
         })
     }
 
     /// Where the verdicts of taps that arrived together go, in order: the session's fan-out
-    /// (`VerdictFanOut.send(verdicts:)`: the log first, one fsync for all). It says whether they
-    /// were recorded; no tap of the group is answered before it returns. Until this is called,
-    /// taps wait (the server listens a moment before the log is open).
-    public func deliver(groupsTo sink: @escaping @Sendable ([Verdict]) -> Bool) { groups.deliver(to: sink) }
+    /// (`VerdictFanOut.send(verdicts:now:whenKept:)`: the log first, one fsync for all). It says
+    /// through its second argument whether they were recorded; no tap of the group is answered
+    /// before it does. Until this is called, taps wait (the server listens a moment before the
+    /// log is open).
+    public func deliver(groupsTo sink: @escaping PhoneTapGroups.Sink) { groups.deliver(to: sink) }
 
     /// Whether the server leaves `request`'s credentials to this (a tap page or a tap), so the
     /// bearer token is not asked for.

@@ -30,7 +30,7 @@ private struct GroupFailingSink: VerdictSink {
 struct GroupedLogTests {
     static func temporaryLog() -> String { NSTemporaryDirectory() + "tagfix-group-\(UUID().uuidString).jsonl" }
 
-    @Test("the group's records are all on the disk, in order, before the first goes to another sink")
+    @Test("the group's records are all on the disk, in order, before the first goes to another sink; the sender is told in between")
     func allLoggedFirst() throws {
         let path = Self.temporaryLog()
         defer { try? FileManager.default.removeItem(atPath: path) }
@@ -39,7 +39,14 @@ struct GroupedLogTests {
         let fanOut = VerdictFanOut([watching, SessionLogSink(log)])
         let verdicts = try VerdictSinkTests.verdicts(4)
         fanOut.send(.verdict(verdicts[0]))
-        #expect(fanOut.send(verdicts: Array(verdicts.dropFirst())))
+        // Told once the log has the group, before the other sink has taken any of it.
+        var told: [(kept: Bool, shown: Int, logged: Int)] = []
+        #expect(
+            fanOut.send(verdicts: Array(verdicts.dropFirst())) { kept in
+                told.append((kept, watching.received.count, (try? SessionLog.read(path: path).records.count) ?? -1))
+            })
+        #expect(told.count == 1)
+        #expect(told.first.map { $0.kept && $0.shown == 1 && $0.logged == 4 } == true, "\(told)")
         let uids = verdicts.map(\.scan.uid.hex)
         #expect(watching.received.map(\.uid) == uids)
         #expect(watching.received[0].logged == [uids[0]])
@@ -89,12 +96,15 @@ struct GroupedLogTests {
         let watching = LogWatchingSink(logPath: "/dev/null")
         let told = Mutex<[VerdictSinkFailure]>([])
         let fanOut = VerdictFanOut([SessionLogSink(log), watching], onFailure: { failure in told.withLock { $0.append(failure) } })
-        #expect(!fanOut.send(verdicts: try VerdictSinkTests.verdicts(3)))
+        var kept: [Bool] = []
+        #expect(!fanOut.send(verdicts: try VerdictSinkTests.verdicts(3)) { kept.append($0) })
+        #expect(kept == [false])
         #expect(watching.received.isEmpty)
         #expect(fanOut.stopped != nil)
         #expect(told.withLock { $0.count } == 1)
         // Stopped: a later group is refused too, and still reaches nobody.
-        #expect(!fanOut.send(verdicts: try VerdictSinkTests.verdicts(1)))
+        #expect(!fanOut.send(verdicts: try VerdictSinkTests.verdicts(1)) { kept.append($0) })
+        #expect(kept == [false, false])
         #expect(watching.received.isEmpty)
     }
 }

@@ -221,11 +221,11 @@ struct PhoneTapGroupTests {
         // go together, in one commit, and nobody is answered before the log has them.
         let (entered, enteredContinuation) = AsyncStream<Void>.makeStream()
         let gate = Gate()
-        groups.deliver { verdicts in
+        groups.deliver { verdicts, whenKept in
             enteredContinuation.yield()
             gate.block()
             events.add("logged " + verdicts.map { "\($0.kind.name)" }.joined(separator: ","))
-            return true
+            whenKept(true)
         }
         let (handles, stream) = Self.replies(events, count: 3)
         groups.submit(Self.tap(counter: 1), reply: handles[0])
@@ -275,9 +275,9 @@ struct PhoneTapGroupTests {
         // The first tap's decision is held until two more taps are queued: before, they waited
         // for a group of their own (two counter commits, two log writes for three taps).
         let (groups, entered, gate) = Self.firstDecisionHeld(handler)
-        groups.deliver { verdicts in
+        groups.deliver { verdicts, whenKept in
             events.add("logged " + verdicts.map { "\($0.kind.name)" }.joined(separator: ","))
-            return true
+            whenKept(true)
         }
         let (handles, stream) = Self.replies(events, count: 3)
         groups.submit(Self.tap(counter: 1), reply: handles[0])
@@ -298,7 +298,7 @@ struct PhoneTapGroupTests {
         let events = CommitEvents()
         let handler = try Self.handler(RecordedCounters(events: events))
         let (groups, entered, gate) = Self.firstDecisionHeld(handler)
-        groups.deliver { _ in true }
+        groups.deliver { _, whenKept in whenKept(true) }
         let count = PhoneTapGroups.largestGroup + 2
         let (handles, stream) = Self.replies(events, count: count)
         groups.submit(Self.tap("S0", counter: 1), reply: handles[0])
@@ -322,7 +322,7 @@ struct PhoneTapGroupTests {
         // open), and is committed with the first group.
         groups.submit(Self.tap(counter: 1), reply: handles[0])
         #expect(events.all.isEmpty)
-        groups.deliver { _ in false }
+        groups.deliver { _, whenKept in whenKept(false) }
         groups.submit(Self.tap("S2", counter: 1), reply: handles[1])
         let answers = await Self.collect(stream, count: 2)
         for answer in answers.values {
@@ -330,6 +330,52 @@ struct PhoneTapGroupTests {
             let body = String(decoding: answer.body, as: UTF8.self)
             #expect(body.contains("could not record this tap") && !body.contains("confirmed\""))
         }
+    }
+
+    @Test("a sink that never says whether it recorded a group: its taps are answered 503, as not recorded")
+    func sinkNeverSays() async throws {
+        let events = CommitEvents()
+        let handler = try Self.handler(RecordedCounters(events: events))
+        let groups = PhoneTapGroups { handler.group() }
+        groups.deliver { _, _ in }
+        let (handles, stream) = Self.replies(events, count: 2)
+        groups.submit(Self.tap(counter: 1), reply: handles[0])
+        groups.submit(Self.tap("S2", counter: 1), reply: handles[1])
+        let answers = await Self.collect(stream, count: 2)
+        #expect(answers.values.allSatisfy { $0.status == 503 })
+    }
+
+    @Test("through the session's fan-out: a group is answered once the log holds it, before the live page and the terminal take it")
+    func answeredBeforeOtherSinks() async throws {
+        let events = CommitEvents()
+        let handler = try Self.handler(RecordedCounters(events: events))
+        let groups = PhoneTapGroups { handler.group() }
+        let path = NSTemporaryDirectory() + "tagfix-answered-\(UUID().uuidString).jsonl"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let log = try SessionLog(path: path)
+        defer { log.close() }
+        let fanOut = VerdictFanOut([ShownSink(events: events, logPath: path), SessionLogSink(log)])
+        let (handles, stream) = Self.replies(events, count: 2)
+        // Both wait for somewhere to deliver, so they are one group.
+        groups.submit(Self.tap(counter: 1), reply: handles[0])
+        groups.submit(Self.tap("S2", counter: 1), reply: handles[1])
+        groups.deliver { fanOut.send(verdicts: $0, whenKept: $1) }
+        _ = await Self.collect(stream, count: 2)
+        // The last event is added after the answers: wait for it on the fan-out's lock.
+        _ = fanOut.stopped
+        #expect(events.all == ["counters 1,1", "answer 0 200", "answer 1 200", "shown 2 logged", "shown 2 logged"])
+    }
+}
+
+/// A sink that is not durable (the live page, the terminal): notes each verdict it takes, with
+/// how many records the session log held then.
+private struct ShownSink: VerdictSink {
+    let events: CommitEvents
+    let logPath: String
+
+    func receive(_ verdict: Verdict, now: Timestamp?) {
+        let logged = (try? SessionLog.read(path: logPath))?.records.count ?? 0
+        events.add("shown \(logged) logged")
     }
 }
 
