@@ -105,8 +105,9 @@ def render(rows):
                      f"the kernel take of a burst, a p99 within 10 ms leaves the server about "
                      f"{max(0.0, (10 - floor_bursts['p99_ms'])) * 2000 / phones:.0f} µs of CPU a tap on this machine's 2 cores "
                      f"(serve's figure also holds the loopback sends that deliver its answers, which the floor's p99 counts too)."
-                     + (" Serve's CPU is within that budget and its p99 is not: what is left is the time its stages wait "
-                        "for each other and for the disk (see the notes below), not its CPU alone."
+                     + (" Serve's CPU is within that budget and its p99 is not: the budget gives the server both cores "
+                        "throughout, and the phones' loop and the kernel's loopback deliveries take part of them while a "
+                        "burst runs, and the server's own stages run partly in series (see the notes below)."
                         if serve_cpu <= max(0.0, (10 - floor_bursts['p99_ms'])) * 2000 / phones and bursts_http['p99_ms'] > 10 else "")
                      + "\n")
     sweep = sorted((r for r in rows if r.get("side") == "tagfix" and r.get("path") == "http" and r.get("load") == "sweep"),
