@@ -164,7 +164,8 @@ extension DeviceThread {
     /// block: a committer's) and, for `splitFrom` items or more on a machine of more than one
     /// core, by a worker thread for the second half (`Worker`, shared by every `map`), which it
     /// waits for. A group of 200 phone taps' records is encoded on both cores while the rest of
-    /// the server waits for their answers. Fewer items are not worth the hand-over.
+    /// the server waits for their answers. Fewer items are not worth the hand-over. `transform`
+    /// must not call `map` (the one worker would wait for itself).
     public static func map<Item: Sendable, Value: Sendable>(
         _ items: [Item], splitFrom threshold: Int, _ transform: @escaping @Sendable (Item) -> Value
     ) -> [Value] {

@@ -207,8 +207,10 @@ public final class VerdictFanOut: Sendable {
         return kept
     }
 
-    /// Tells every sink the session is over.
+    /// Tells every sink the session is over, once a `send` still handing verdicts on has done
+    /// (a phone tap is answered before the sinks that are not durable have its verdict).
     public func finish() {
+        state.withLock { _ in }
         for sink in sinks { sink.finish() }
     }
 }

@@ -5,16 +5,17 @@ import TagFixDevices
 /// Phone taps committed in groups (issue 34: "group commits, not one fsync a tap").
 ///
 /// A tap is queued on the server's loop (`submit`, which never waits). One committer at a time,
-/// on a thread of its own (`DeviceThread`: it blocks on SQLite and fsync), takes every tap
+/// on a thread that may block (`DeviceThread.Worker`: SQLite and fsync), takes every tap
 /// waiting, in arrival order, and decides them (`PhoneTapDecision.add`); taps that arrived while
 /// it decided join the group, again and again, until none is waiting (or the group holds
 /// `largestGroup`). Then it commits their SUN counters (`commit`: one transaction), hands their
-/// verdicts to the session (`deliver`: the log, one write and one fsync) and answers them as soon
-/// as the log has them, before the live page and the terminal take them. Taps that arrive during the commits wait for the next group. So a commit's cost is
-/// shared by every tap that came while the group was decided (200 phones tapping at once are
-/// one group or two, not a lone first tap and then the rest), and nothing waits on a timer: a
-/// lone tap is committed at once. When the queue is empty the committer is done; its thread
-/// (`DeviceThread.Worker`) waits for the next tap, and ends after a second without one.
+/// verdicts to the session (`deliver`: the log, one write and one fsync) and answers them as
+/// soon as the log has them, before the live page and the terminal take them. Taps that arrive
+/// during the commits wait for the next group. So a commit's cost is shared by every tap that
+/// came while the group was decided (200 phones tapping at once are one group or two, not a
+/// lone first tap and then the rest), and nothing waits on a timer: a lone tap is committed at
+/// once. When the queue is empty the committer is done; its thread waits for the next tap, and
+/// ends after a second without one.
 ///
 /// A tap's answer never leaves before its counter and its record are durable. A group whose
 /// counters cannot be committed gets `inconclusive(registry_unavailable)` for each tap that
@@ -132,17 +133,19 @@ public final class PhoneTapGroups: Sendable {
     /// One group: its counters committed, recorded, then answered, in order.
     private func commit(_ group: [Waiting], decision: any PhoneTapDecision, sink: Sink) {
         let answers = decision.commit()
+        // Made before the sink is called: it answers with the fan-out's lock held.
+        let responses = answers.map(Self.response)
+        state.withLock { state in
+            state.counts.taps += group.count
+            state.counts.groups += 1
+            state.counts.largest = max(state.counts.largest, group.count)
+        }
         var answered = false
         sink(answers.map(\.verdict)) { recorded in
             guard !answered else { return }
             answered = true
-            state.withLock { state in
-                state.counts.taps += group.count
-                state.counts.groups += 1
-                state.counts.largest = max(state.counts.largest, group.count)
-            }
-            for (waiting, answer) in zip(group, answers) {
-                waiting.reply.send(recorded ? Self.response(answer) : Self.notRecorded)
+            for (waiting, response) in zip(group, responses) {
+                waiting.reply.send(recorded ? response : Self.notRecorded)
             }
         }
         // A sink that never said: nothing is known to be recorded.

@@ -88,7 +88,7 @@ public final class PhoneTaps: Sendable {
     }
 
     /// Answers a request `authenticatesItself` took: a refused tap now; an admitted one later,
-    /// once its group is committed (`PhoneTapGroups`); a page later, from the pages' thread
+    /// once its group is committed (`PhoneTapGroups`); a page later, from a thread of its own
     /// (the registry is read). `fallback` answers a GET that is no tap page for a client with the
     /// bearer token (the server's own 404 or page).
     func respond(to request: HTTPRequest, reply: HTTPReplyHandle, fallback: @escaping @Sendable (HTTPRequest) -> HTTPResponse)
@@ -101,13 +101,11 @@ public final class PhoneTaps: Sendable {
             }
             return .later
         }
-        pages.run { [self] in reply.send(page(request, fallback: fallback)) }
+        // A thread of its own for each page: pages are made side by side, so one slow registry
+        // read holds up no other phone's page.
+        DeviceThread.detach(name: "tagfix-phone-page") { [self] in reply.send(page(request, fallback: fallback)) }
         return .later
     }
-
-    /// The thread tap pages are made on (the registry is read): one that waits between them,
-    /// not one started for each page (a busy machine ran a new thread milliseconds late).
-    private let pages = DeviceThread.Worker(name: "tagfix-phone-page")
 
     /// A refused tap's answer.
     struct Refusal: Error {

@@ -5,9 +5,9 @@ page's order), how many verdicts the feed holds, the tiles loaded from /tiles/ a
 the map where nothing is drawn (read from a screenshot, saved as SHOT-phone-N.png). A STATE
 waits for the tiles and a screenshot, which can take a busy machine seconds, so each change of
 the page's text while the stream is live is also printed at once as a line SEEN {json} (stream,
-progress, left, feed, error; the page is read every 50 ms). Once the progress reads "N of N
-tapped" (or the feed holds FEED verdicts, when given) it saves SHOT-tablet.png at a tablet's
-viewport and exits; exits 1 after 90 s without.
+progress, left, feed, error; the page is read every 50 ms, except while a screenshot is taken).
+Once the progress reads "N of N tapped" (or the feed holds FEED verdicts, when given) it saves
+SHOT-tablet.png at a tablet's viewport and exits; exits 1 after 90 s without.
 
 usage: python live_walk.py URL SHOT [FEED]"""
 import json, os, sys, time

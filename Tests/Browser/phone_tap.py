@@ -50,6 +50,7 @@ try:
             time.sleep(0.05)
         live = driver.current_window_handle
         driver.switch_to.new_window("tab")
+    verdicts = 0
     for step in plan["steps"]:
         name = step["name"]
         driver.get(origin + "/healthz")
@@ -82,12 +83,17 @@ try:
             time.sleep(0.05)
         driver.save_screenshot("%s/phone-%s.png" % (plan["shots"], name))
         print("STEP", name, line, flush=True)
+        if not line.startswith("refused"):
+            verdicts += 1
     if live:
         driver.switch_to.window(live)
+        # A tap is answered once its log has it, and the live page is told after that: wait for
+        # every verdict the phone was shown (its feed keeps the last 20).
         deadline = time.time() + 60
-        while not text("last"):
+        shown = "return document.querySelectorAll('#feed li').length"
+        while not text("last") or driver.execute_script(shown) < min(verdicts, 20):
             if time.time() > deadline:
-                sys.exit("the live page showed no verdict")
+                sys.exit("the live page showed %d of the %d verdicts" % (driver.execute_script(shown), verdicts))
             time.sleep(0.05)
         driver.save_screenshot("%s/phone-live-page.png" % plan["shots"])
         print("FEED", driver.execute_script("var li = document.querySelector('#feed li'); return li ? li.textContent : ''"), flush=True)

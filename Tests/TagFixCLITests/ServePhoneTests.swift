@@ -163,10 +163,15 @@ struct ServePhoneTests {
         let line = try #require(lines.first)
         #expect(line.contains(#""source":"phone""#) && line.contains(#""token":"alice""#) && line.contains(#""client":"127.0.0.2""#))
         #expect(line.contains(#""fix":null"#), "the position is dropped: \(line)")
-        let feed = try await HTTPExchange.send(
-            port: rig.port,
-            "GET /api/verdicts?since=0 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(PhoneRig.tokens["bob"]!)\r\n\r\n")
-        #expect(feed.status == 200 && feed.body.contains(#""source":"phone""#), "\(feed)")
+        // The tap is answered once the log has it; the live feed is told just after.
+        var feed: HTTPExchange?
+        _ = await RunningProgram.poll(upTo: .seconds(10)) {
+            feed = try? await HTTPExchange.send(
+                port: rig.port,
+                "GET /api/verdicts?since=0 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer \(PhoneRig.tokens["bob"]!)\r\n\r\n")
+            return feed.map { $0.status == 200 && $0.body.contains(#""source":"phone""#) } ?? false
+        }
+        #expect(feed.map { $0.status == 200 && $0.body.contains(#""source":"phone""#) } == true, "\(String(describing: feed))")
         #expect(await rig.stop())
         #expect(rig.serve.exitedCleanly, "\(rig.serve.ending)")
     }

@@ -21,50 +21,43 @@ import Testing
 }
 
 /// `DeviceThread.Worker`: jobs in order on one waiting thread, none lost as it ends and starts.
-@Suite struct DeviceThreadWorkerTests {
+/// A lost job would leave a wait unanswered: the suite's limit ends the test instead of the run.
+@Suite(.timeLimit(.minutes(1))) struct DeviceThreadWorkerTests {
     @Test("jobs handed from four threads all run, once each, each thread's in the order handed, while the worker ends and starts again")
-    func noneLost() {
+    func noneLost() async {
         // An idle of a microsecond: the worker ends between nearly every job, so a job handed as
         // its wait runs out (the race `work` settles) comes up again and again.
         let worker = DeviceThread.Worker(name: "tagfix-test", idle: .microseconds(1))
-        let ran = Mutex<[[Int]]>(Array(repeating: [], count: 4))
-        let all = DeviceThread.Wakeup()
         let perThread = 500
-        let started = DeviceThread.Wakeup()
+        let (ran, done) = AsyncStream<(sender: Int, index: Int)>.makeStream()
         for sender in 0..<4 {
             DeviceThread.detach(name: "tagfix-test-\(sender)") {
                 for index in 0..<perThread {
-                    worker.run {
-                        let count = ran.withLock { ran in
-                            ran[sender].append(index)
-                            return ran.reduce(0) { $0 + $1.count }
-                        }
-                        if count == 4 * perThread { all.signal() }
-                    }
+                    worker.run { done.yield((sender, index)) }
                     if index % 10 == 0 { sched_yield() }
                 }
-                started.signal()
             }
         }
-        for _ in 0..<4 { started.block() }
-        all.block()
-        #expect(ran.withLock { $0 } == Array(repeating: Array(0..<perThread), count: 4))
+        var seen = Array(repeating: [Int](), count: 4)
+        var count = 0
+        for await job in ran {
+            seen[job.sender].append(job.index)
+            count += 1
+            if count == 4 * perThread { break }
+        }
+        #expect(seen == Array(repeating: Array(0..<perThread), count: 4))
     }
 
     @Test("jobs handed while the worker is there run on its one thread")
-    func oneThread() {
+    func oneThread() async {
         let worker = DeviceThread.Worker(name: "tagfix-test", idle: .seconds(60))
-        let threads = Mutex<[UInt]>([])
-        let done = DeviceThread.Wakeup()
-        for index in 0..<100 {
-            worker.run {
-                threads.withLock { $0.append(UInt(pthread_self())) }
-                if index == 99 { done.signal() }
-            }
+        let (ran, done) = AsyncStream<UInt>.makeStream()
+        for _ in 0..<100 { worker.run { done.yield(UInt(pthread_self())) } }
+        var threads: [UInt] = []
+        for await thread in ran {
+            threads.append(thread)
+            if threads.count == 100 { break }
         }
-        done.block()
-        let seen = threads.withLock { $0 }
-        #expect(seen.count == 100)
-        #expect(Set(seen).count == 1)
+        #expect(Set(threads).count == 1)
     }
 }
