@@ -3,10 +3,10 @@ chromedriver and Selenium at a phone's viewport. Opens URL and prints a line STA
 time what the page shows changes: the stream's state, the progress, the tags left to tap (in the
 page's order), how many verdicts the feed holds, the tiles loaded from /tiles/ and a pixel of
 the map where nothing is drawn (read from a screenshot, saved as SHOT-phone-N.png). A STATE
-waits for the tiles and a screenshot, which can take a busy machine seconds, so each change of
-the page's text while the stream is live is also printed at once as a line SEEN {json} (stream,
-progress, left, feed, error; the page is read every 50 ms, except while a screenshot is taken).
-Once the progress reads "N of N tapped" (or the feed holds FEED verdicts, when given) it saves
+waits for the tiles and a screenshot, which can take a busy machine seconds, so the page also
+keeps its own text at every change while its stream is live (a script installed before the
+page's own), printed at the end as lines SEEN {json} (stream, progress, left, feed, error), in
+order. Once the progress reads "N of N tapped" (or the feed holds FEED verdicts, when given) it saves
 SHOT-tablet.png at a tablet's viewport and exits; exits 1 after 90 s without.
 
 usage: python live_walk.py URL SHOT [FEED]"""
@@ -36,13 +36,30 @@ return {stream: text("stream"), progress: text("progress"), error: document.docu
         tiles: tiles.length, tilesFromServer: tiles.every(i => new URL(i.src).pathname.startsWith("/tiles/")), empty: empty,
         box: [box.left, box.top, box.right, box.bottom].map(Math.round)};
 """
-def see(state, seen):
-    """Prints a SEEN line when the page's text differs from what was last seen; what is seen now."""
-    shown = {k: state[k] for k in ("stream", "progress", "left", "feed", "error")}
-    if shown != seen and state["stream"] == "live":
-        print("SEEN " + json.dumps(shown), flush=True)
-        return shown
-    return seen
+# Installed before the page's own scripts (DevTools: Page.addScriptToEvaluateOnNewDocument): the
+# page's text at every change while its stream is live, kept by the page itself, so that no
+# change is missed however late the polling below reads the page.
+HISTORY = r"""
+window.__tagfixSeen = [];
+document.addEventListener("DOMContentLoaded", () => {
+  const text = id => (document.getElementById(id) || {textContent: null}).textContent;
+  const note = () => {
+    const state = {stream: text("stream"), progress: text("progress"),
+                   left: [...document.querySelectorAll("#left li")].map(li => li.textContent),
+                   feed: [...document.querySelectorAll("#feed li")].map(li => li.textContent),
+                   error: document.documentElement.getAttribute("data-script-error")};
+    const seen = window.__tagfixSeen, last = seen[seen.length - 1];
+    if (state.stream === "live" && JSON.stringify(state) !== JSON.stringify(last)) seen.push(state);
+  };
+  new MutationObserver(note).observe(document.documentElement, {subtree: true, childList: true, characterData: true, attributes: true});
+  note();
+});
+"""
+
+def print_seen():
+    """Prints what the page kept: a line SEEN {json} for each of its states while live."""
+    for state in driver.execute_script("return window.__tagfixSeen || []"):
+        print("SEEN " + json.dumps(state), flush=True)
 
 options = Options()
 for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars", "--force-device-scale-factor=1"):
@@ -51,12 +68,12 @@ options.binary_location = "/usr/bin/chromium"
 driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
 try:
     driver.set_window_size(390, 844)
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": HISTORY})
     driver.get(url)
-    deadline, last, seen, count = time.time() + 90, None, None, 0
+    deadline, last, count = time.time() + 90, None, 0
     while time.time() < deadline:
         state = driver.execute_script(READ)
         shown = {k: state[k] for k in ("stream", "progress", "left", "feed", "error")}
-        seen = see(state, seen)
         if shown != last and state["stream"] == "live" and (state["tiles"] > 0 or state["error"]):
             time.sleep(0.3)  # the tiles of the moment finish drawing
             # The point is read from the page and the pixel from a screenshot: they agree only when
@@ -76,7 +93,6 @@ try:
                     break
                 time.sleep(0.1)
             shown = {k: state[k] for k in ("stream", "progress", "left", "feed", "error")}
-            seen = see(state, seen)
             open("%s-phone-%d.png" % (shot, count), "wb").write(png)
             print("STATE " + json.dumps(state), flush=True)
             last, count = shown, count + 1
@@ -86,8 +102,10 @@ try:
                 driver.set_window_size(820, 1180)
                 time.sleep(0.5)
                 driver.save_screenshot("%s-tablet.png" % shot)
+                print_seen()
                 sys.exit(0)
         time.sleep(0.05)
+    print_seen()
     sys.exit("the walk never finished: %r" % driver.execute_script(READ))
 finally:
     driver.quit()

@@ -124,12 +124,15 @@ struct ServeMapBrowserTests {
         #expect(await serve.waitFor("the walk is over", onStandardError: true), "\(serve.stderr)")
         #expect(await serve.stop(with: SIGTERM))
         let states = browser.lines.filter { $0.hasPrefix("STATE ") }.compactMap { try? JSONValue.parse(String($0.dropFirst(6))) }
-        #expect(states.count >= 2, "\(browser.lines)")
+        // A STATE waits for the tiles and a screenshot: on a busy machine the walk can be over
+        // by the first one (CI, 05 Dec: one STATE, the last). The tiles are checked on every STATE.
+        #expect(!states.isEmpty, "\(browser.lines)")
         #expect(states.allSatisfy { $0["error"]?.isNull == true }, "a script error: \(states)")
         // The walk starts as the page opens its stream, and a STATE waits for the tiles and a
         // screenshot (seconds on a busy machine): the walk is followed by what the page showed
-        // at each change, read every 50 ms.
+        // at each change, as the page itself kept it (SEEN).
         let seen = browser.lines.filter { $0.hasPrefix("SEEN ") }.compactMap { try? JSONValue.parse(String($0.dropFirst(5))) }
+        #expect(seen.count >= 2, "\(browser.lines)")
         #expect(seen.allSatisfy { $0["error"]?.isNull == true }, "a script error: \(seen)")
         let tapped = seen.compactMap { $0["progress"]?.string.flatMap { Int($0.prefix { $0.isNumber }) } }
         let feeds = seen.map { $0["feed"]?.array?.count ?? -1 }
