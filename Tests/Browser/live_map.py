@@ -7,6 +7,9 @@ the GPS's. Exits 1 with the page's state if any of these never comes.
 
 usage: python live_map.py URL TAG COLOUR SHOT"""
 import sys, time
+# A line in one write, even under PYTHONUNBUFFERED=1 (which writes print's pieces one by one): the
+# test reads the lines as they come, and a line read half-written was taken for the whole.
+sys.stdout.reconfigure(line_buffering=True, write_through=False)
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service

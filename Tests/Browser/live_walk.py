@@ -11,6 +11,9 @@ SHOT-tablet.png at a tablet's viewport and exits; exits 1 after 90 s without.
 
 usage: python live_walk.py URL SHOT [FEED]"""
 import json, os, sys, time
+# A line in one write, even under PYTHONUNBUFFERED=1 (which writes print's pieces one by one): the
+# test reads the lines as they come, and a line read half-written was taken for the whole.
+sys.stdout.reconfigure(line_buffering=True, write_through=False)
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service

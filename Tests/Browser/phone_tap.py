@@ -17,6 +17,9 @@ keeps a screenshot DIR/phone-NAME.png and prints one line:
 
 usage: python phone_tap.py PLAN"""
 import json, sys, time
+# A line in one write, even under PYTHONUNBUFFERED=1 (which writes print's pieces one by one): the
+# test reads the lines as they come, and a line read half-written was taken for the whole.
+sys.stdout.reconfigure(line_buffering=True, write_through=False)
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service

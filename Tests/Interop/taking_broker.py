@@ -9,6 +9,9 @@ Prints "port N" once it listens on 127.0.0.1, then "connection K" as each is acc
 
 usage: python3 taking_broker.py AFTER [AFTER ...]"""
 import socket, sys, threading, time
+# A line in one write, even under PYTHONUNBUFFERED=1 (which writes print's pieces one by one): the
+# test reads the lines as they come, and a line read half-written was taken for the whole.
+sys.stdout.reconfigure(line_buffering=True, write_through=False)
 
 delays = [float(a) for a in sys.argv[1:]] or [0.1]
 

@@ -509,16 +509,21 @@ struct ServeEndToEndTests {
                 shot,
             ])
         let text = { browser.transcript }
-        #expect(await RunningTagFix.poll { text().contains("READY") || !browser.isRunning }, "\(text())")
-        #expect(text().contains("READY \(SiteReport.colour(nil))"), "the circle was not grey before the tap: \(text())")
+        // The first whole line (one its newline ends) that starts with `prefix`: a line still
+        // being written is not yet what the script says.
+        let line = { (prefix: String) in
+            text().split(separator: "\n", omittingEmptySubsequences: false).dropLast().first { $0.hasPrefix(prefix) }.map(String.init)
+        }
+        #expect(await RunningTagFix.poll { line("READY") != nil || !browser.isRunning }, "\(text())")
+        #expect(line("READY") == "READY \(SiteReport.colour(nil))", "the circle was not grey before the tap: \(text())")
         #expect(await rig.tap(expecting: 1))
-        #expect(await RunningTagFix.poll { text().contains("CHANGED") || !browser.isRunning }, "\(text())")
-        #expect(text().contains("CHANGED \(SiteReport.colour("confirmed"))"), "\(text())")
+        #expect(await RunningTagFix.poll { line("CHANGED") != nil || !browser.isRunning }, "\(text())")
+        #expect(line("CHANGED") == "CHANGED \(SiteReport.colour("confirmed"))", "\(text())")
         // gpsd goes: the page says so in the GPS's place, and still says its stream is live (a
         // device's news once overwrote "live", and a page loaded as gpsd connected never said it).
         try await rig.gpsd(start: false)
-        #expect(await RunningTagFix.poll { text().contains("DEVICES") || !browser.isRunning }, "\(text())")
-        let devices = text().components(separatedBy: "DEVICES ").dropFirst().first?.prefix { $0 != "\n" } ?? ""
+        #expect(await RunningTagFix.poll { line("DEVICES") != nil || !browser.isRunning }, "\(text())")
+        let devices = line("DEVICES ")?.dropFirst("DEVICES ".count) ?? ""
         #expect(devices.hasPrefix("stream=live; readers=reader attached"), "\(text())")
         #expect(devices.contains("gps=GPS unavailable"), "\(text())")
         _ = await RunningTagFix.poll { !browser.isRunning }
