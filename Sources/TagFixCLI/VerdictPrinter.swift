@@ -91,7 +91,7 @@ final class TerminalSink: VerdictSink {
     private var live: Bool { io.isTerminal && !style.json }
 
     func receive(_ verdict: Verdict, now: Timestamp?) {
-        receive(RecordedVerdict(verdict), now: now)
+        receive(recorded: RecordedVerdict(verdict), now: now)
     }
 
     /// With the record the fan-out encoded once for every sink: its line is the JSON output,
@@ -99,10 +99,6 @@ final class TerminalSink: VerdictSink {
     var usesRecords: Bool { true }
 
     func receive(recorded: RecordedVerdict, now: Timestamp?) {
-        receive(recorded, now: now)
-    }
-
-    private func receive(_ recorded: RecordedVerdict, now: Timestamp?) {
         if style.json {
             io.out(recorded.line)
             return

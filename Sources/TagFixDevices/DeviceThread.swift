@@ -86,6 +86,11 @@ extension DeviceThread {
 
         /// Blocks the calling thread until a signal comes (at once for one that came before).
         public func block() { semaphore.wait() }
+
+        /// `block()` for at most `limit`: whether a signal came (and was taken).
+        public func block(upTo limit: Duration) -> Bool {
+            semaphore.wait(timeout: .now() + .nanoseconds(Int(limit.nanoseconds))) == .success
+        }
     }
 }
 
@@ -100,7 +105,7 @@ extension DeviceThread {
         public let name: String
         private let idle: Duration
         private let state = Mutex(State())
-        private let wakeup = DispatchSemaphore(value: 0)
+        private let wakeup = Wakeup()
 
         private struct State {
             var jobs: [@Sendable () -> Void] = []
@@ -142,7 +147,7 @@ extension DeviceThread {
                     for job in jobs { job() }
                     continue
                 }
-                if wakeup.wait(timeout: .now() + .nanoseconds(Int(idle.nanoseconds))) == .success { continue }
+                if wakeup.block(upTo: idle) { continue }
                 // Waited `idle` for nothing: the thread ends, unless a job came as the wait ran
                 // out (its `run` signalled: that signal is taken, and the job run).
                 let ends = state.withLock { state -> Bool in
@@ -152,7 +157,7 @@ extension DeviceThread {
                     return true
                 }
                 if ends { return }
-                wakeup.wait()
+                wakeup.block()
             }
         }
     }
