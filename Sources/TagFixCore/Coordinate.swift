@@ -33,10 +33,11 @@ public struct Coordinate: Sendable, Hashable, CustomStringConvertible {
     public static func format(_ value: Double, _ digits: Int) -> String {
         var scale = 1.0
         for _ in 0..<digits { scale *= 10 }
-        let rounded = (value * scale).rounded() / scale
-        var text = "\(rounded)"
-        if text.hasSuffix(".0") { text.removeLast(2) }
-        return text
+        let text = ((value * scale).rounded() / scale).description
+        // The bytes, not the characters: this runs for every number of every record.
+        let utf8 = text.utf8
+        guard utf8.count > 2, utf8.last == UInt8(ascii: "0"), utf8.dropLast().last == UInt8(ascii: ".") else { return text }
+        return String(decoding: utf8.dropLast(2), as: UTF8.self)
     }
 }
 

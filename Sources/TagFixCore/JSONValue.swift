@@ -364,6 +364,33 @@ extension JSONValue {
             ?? Array(text.utf8).withUnsafeBufferPointer { quoted(utf8: $0) }
     }
 
+    /// `quoted(text)`'s bytes appended to `output`, the runs between escapes copied whole.
+    public static func appendQuoted(_ text: String, to output: inout [UInt8]) {
+        var text = text
+        output.append(UInt8(ascii: "\""))
+        text.withUTF8 { bytes in
+            var run = 0
+            for index in bytes.indices where needsEscape(bytes[index]) {
+                output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run..<index]))
+                run = index + 1
+                output.append(UInt8(ascii: "\\"))
+                switch bytes[index] {
+                case UInt8(ascii: "\""): output.append(UInt8(ascii: "\""))
+                case UInt8(ascii: "\\"): output.append(UInt8(ascii: "\\"))
+                case 0x0A: output.append(UInt8(ascii: "n"))
+                case 0x0D: output.append(UInt8(ascii: "r"))
+                case 0x09: output.append(UInt8(ascii: "t"))
+                case let control:
+                    output.append(contentsOf: [
+                        UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hexDigit(control >> 4), hexDigit(control & 0x0F),
+                    ])
+                }
+            }
+            output.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[run...]))
+        }
+        output.append(UInt8(ascii: "\""))
+    }
+
     private static func needsEscape(_ byte: UInt8) -> Bool {
         byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\")
     }

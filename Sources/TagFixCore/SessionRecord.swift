@@ -144,7 +144,7 @@ public struct SessionRecord: Sendable, Hashable {
     /// (`SessionLog` recognises a log by it), numbers rounded (distances to the millimetre,
     /// coordinates to 1e-7°, the bearing to 0.1°) and never NaN (a non-finite number is `null`).
     public func encoded() -> String {
-        var object = JSONObjectWriter()
+        var object = JSONObjectWriter(capacity: 1024)
         object.add("time", time.iso8601)
         object.add("verdict", verdict)
         object.add("reason", reason)

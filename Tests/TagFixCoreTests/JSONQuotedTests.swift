@@ -59,7 +59,58 @@ struct JSONQuotedTests {
             }
             let string = String(text)
             #expect(Array(JSONValue.quoted(string).utf8) == Array(quotedReference(string).utf8), "\(Array(string.utf8))")
+            var appended: [UInt8] = []
+            JSONValue.appendQuoted(string, to: &appended)
+            #expect(appended == Array(quotedReference(string).utf8), "\(Array(string.utf8))")
         }
     }
 
+    @Test("a string appended in place is the same bytes as its quoted copy", arguments: hostileStrings)
+    func appended(_ text: String) {
+        var output = Array("prefix".utf8)
+        JSONValue.appendQuoted(text, to: &output)
+        #expect(output == Array(("prefix" + quotedReference(text)).utf8))
+    }
+
+    /// Numbers as `Coordinate.format` wrote them before it worked on bytes: `"\(rounded)"`
+    /// without a trailing `.0`.
+    private static func formatReference(_ value: Double, _ digits: Int) -> String {
+        var scale = 1.0
+        for _ in 0..<digits { scale *= 10 }
+        var text = "\((value * scale).rounded() / scale)"
+        if text.hasSuffix(".0") { text.removeLast(2) }
+        return text
+    }
+
+    static let numbers: [Double] = [
+        0, -0.0, 1, -1, 0.5, 2.9999, 2.99949, -2.0004, 1e15, 1e16, -1e300, 1e-7, 5e-8, 47.3977419, -122.0841239, 179.99999995,
+        123_456.789_5, .nan, .infinity, -.infinity, .ulpOfOne, .leastNonzeroMagnitude, .greatestFiniteMagnitude,
+    ]
+
+    @Test("an object written member by member is its members quoted and joined", arguments: [0, 1, 3, 7])
+    func writer(_ digits: Int) {
+        var writer = JSONObjectWriter()
+        var reference: [String] = []
+        for (index, text) in Self.hostileStrings.enumerated() {
+            writer.add(text, index % 3 == 0 ? nil : text)
+            reference.append(quotedReference(text) + ":" + (index % 3 == 0 ? "null" : quotedReference(text)))
+        }
+        for value in Self.numbers {
+            writer.add("n", value, digits: digits)
+            let expected =
+                !value.isFinite
+                ? "null" : value == value.rounded() && abs(value) < 1e15 ? "\(Int64(value))" : Self.formatReference(value, digits)
+            reference.append("\"n\":" + expected)
+            #expect(Coordinate.format(value, digits) == Self.formatReference(value, digits), "\(value)")
+        }
+        writer.add("i", Int.min)
+        writer.add("none", nil as Int?)
+        writer.add("yes", true)
+        writer.add("no", false)
+        writer.add("raw", raw: "[1,2]")
+        writer.add("missing", raw: nil)
+        reference += ["\"i\":\(Int.min)", "\"none\":null", "\"yes\":true", "\"no\":false", "\"raw\":[1,2]", "\"missing\":null"]
+        #expect(Array(writer.text.utf8) == Array(("{" + reference.joined(separator: ",") + "}").utf8))
+        #expect(JSONObjectWriter().text == "{}")
+    }
 }
