@@ -11,11 +11,16 @@ public protocol TerminalOutput: Sendable {
     var isTerminal: Bool { get }
     /// Redraws the status line at the bottom of a terminal (no newline); "" clears it.
     func status(_ text: String)
+    /// Lines written together, in order (a group of phone taps' verdicts). Default: `out` each.
+    func out(lines: [String])
 }
 
 extension TerminalOutput {
     public var isTerminal: Bool { false }
     public func status(_ text: String) {}
+    public func out(lines: [String]) {
+        for line in lines { out(line) }
+    }
 }
 
 /// The process's stdout and stderr, flushed per line so a verdict is visible the moment it is
@@ -30,6 +35,19 @@ public struct StandardOutput: TerminalOutput {
     public init() { isTerminal = FileDescriptor.standardOutput.isTerminal }
 
     public func out(_ line: String) { write(line + "\n", to: STDOUT_FILENO) }
+
+    /// One write for all of them: a group of 200 phone taps is one system call, not 200.
+    public func out(lines: [String]) {
+        guard !lines.isEmpty else { return }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(lines.reduce(0) { $0 + $1.utf8.count + 1 })
+        for line in lines {
+            bytes.append(contentsOf: line.utf8)
+            bytes.append(UInt8(ascii: "\n"))
+        }
+        guard let code = OutputFile.writeAll(STDOUT_FILENO, bytes) else { return }
+        Self.stdoutFailed(code)
+    }
     public func err(_ line: String) { write(line + "\n", to: STDERR_FILENO) }
 
     public func status(_ text: String) {

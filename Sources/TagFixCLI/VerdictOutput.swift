@@ -15,11 +15,14 @@ enum VerdictFormat {
 
     static func clockTime(_ time: Timestamp) -> String {
         let iso = time.formatted(fractionDigits: 0)
-        return String(iso.dropFirst(11).prefix(8))
+        return String(decoding: iso.utf8.dropFirst(11).prefix(8), as: UTF8.self)
     }
 
+    /// `text` padded with spaces to `width` characters. A printable ASCII text (nearly every tag id) is
+    /// measured in bytes: counting characters walks the grapheme rules, for every verdict line.
     static func pad(_ text: String, _ width: Int) -> String {
-        text.count >= width ? text : text + String(repeating: " ", count: width - text.count)
+        let count = text.utf8.allSatisfy { (0x20..<0x7F).contains($0) } ? text.utf8.count : text.count
+        return count >= width ? text : text + String(repeating: " ", count: width - count)
     }
 }
 

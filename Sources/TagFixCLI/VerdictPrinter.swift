@@ -109,6 +109,16 @@ final class TerminalSink: VerdictSink {
         redraw(now: now ?? verdict.scan.time)
     }
 
+    /// Verdicts decided together (a group of phone taps): through a pipe or into a file, their
+    /// lines in one write; on a terminal, one at a time (each clears and redraws the status line).
+    func receive(recorded: [RecordedVerdict], now: Timestamp?) {
+        guard !live else {
+            for verdict in recorded { receive(recorded: verdict, now: now) }
+            return
+        }
+        io.out(lines: recorded.map { style.json ? $0.line : VerdictFormat.line($0.verdict, message: $0.record.message) })
+    }
+
     func observe(_ event: VerifierEvent, now: Timestamp?) {
         switch event {
         case .verdict: return

@@ -78,14 +78,43 @@ extension Timestamp {
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let secondOfDay = seconds - days * 86_400
         let (year, month, day) = Self.civil(fromDays: days)
-        var text = "\(Self.pad(year, 4))-\(Self.pad(month, 2))-\(Self.pad(day, 2))"
-        text += "T\(Self.pad(secondOfDay / 3600, 2)):\(Self.pad(secondOfDay / 60 % 60, 2)):\(Self.pad(secondOfDay % 60, 2))"
-        if digits > 0 {
-            var scaled = fraction
-            for _ in digits..<9 { scaled /= 10 }
-            text += "." + Self.pad(scaled, digits)
+        // Written as bytes into one string (every record and terminal line has a time): the
+        // nanoseconds of an Int64 span the years 1677…2262, so the year has four digits.
+        let length = 20 + (digits > 0 ? digits + 1 : 0)
+        return String(unsafeUninitializedCapacity: length) { out in
+            var at = 0
+            func put(_ value: Int64, _ width: Int) {
+                var value = value
+                for index in stride(from: at + width - 1, through: at, by: -1) {
+                    out[index] = UInt8(ascii: "0") + UInt8(value % 10)
+                    value /= 10
+                }
+                at += width
+            }
+            func put(_ byte: Unicode.Scalar) {
+                out[at] = UInt8(ascii: byte)
+                at += 1
+            }
+            put(year, 4)
+            put("-")
+            put(month, 2)
+            put("-")
+            put(day, 2)
+            put("T")
+            put(secondOfDay / 3600, 2)
+            put(":")
+            put(secondOfDay / 60 % 60, 2)
+            put(":")
+            put(secondOfDay % 60, 2)
+            if digits > 0 {
+                var scaled = fraction
+                for _ in digits..<9 { scaled /= 10 }
+                put(".")
+                put(scaled, digits)
+            }
+            put("Z")
+            return at
         }
-        return text + "Z"
     }
 
     /// Parses RFC 3339 (`2026-05-14T08:00:00Z`, `…T08:00:00.123+02:00`), as gpsd and scenario files
@@ -133,11 +162,6 @@ extension Timestamp {
         let (total, overflow2) = scaled.addingReportingOverflow(nanos)
         guard !overflow2 else { return nil }
         self.nanosecondsSinceEpoch = total
-    }
-
-    private static func pad(_ value: Int64, _ width: Int) -> String {
-        let digits = String(value)
-        return digits.count >= width ? digits : String(repeating: "0", count: width - digits.count) + digits
     }
 
     private static func isLeap(_ year: Int64) -> Bool { (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 }

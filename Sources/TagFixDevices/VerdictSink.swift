@@ -35,7 +35,7 @@ public protocol VerdictSink: Sendable {
     func receive(recorded: RecordedVerdict, now: Timestamp?) throws(VerdictSinkError)
 
     /// `receive(_:now:)` of verdicts decided together, with their records already encoded, for a
-    /// sink that `usesRecords`. Default: `receive(recorded.map(\.verdict), now:)`.
+    /// sink that `usesRecords`. Default: `receive(recorded:now:)` each in turn.
     /// - Throws: `VerdictSinkError` as `receive(_:now:)` does.
     func receive(recorded: [RecordedVerdict], now: Timestamp?) throws(VerdictSinkError)
 
@@ -56,7 +56,7 @@ extension VerdictSink {
         try receive(recorded.verdict, now: now)
     }
     public func receive(recorded: [RecordedVerdict], now: Timestamp?) throws(VerdictSinkError) {
-        try receive(recorded.map(\.verdict), now: now)
+        for verdict in recorded { try receive(recorded: verdict, now: now) }
     }
     public func observe(_ event: VerifierEvent, now: Timestamp?) {}
     public func finish() {}
@@ -147,8 +147,9 @@ public final class VerdictFanOut: Sendable {
     }
 
     /// Hands on verdicts decided together (phone taps committed as a group), in order: every
-    /// durable sink takes them all at once (the session log: one fsync), then the other sinks
-    /// take them one at a time, each to all of them before the next. Returns whether the durable
+    /// durable sink takes them all at once (the session log: one fsync), then each other sink
+    /// takes them all at once in turn (`receive(recorded:now:)` with the group: the terminal's
+    /// lines in one write, the live page's in one broadcast). Returns whether the durable
     /// sinks kept them (false: the session has stopped, and none was passed on). It blocks (the
     /// log's fsync; a large group's records are encoded on a second thread it waits for): call
     /// it from a thread that may block, never the cooperative pool.
@@ -187,18 +188,18 @@ public final class VerdictFanOut: Sendable {
                 }
             }
             whenKept(true)
-            for (position, verdict) in verdicts.enumerated() {
-                for (index, sink) in sinks.enumerated() where !sink.isDurable && !state.dropped.contains(index) {
-                    do throws(VerdictSinkError) {
-                        if sink.usesRecords {
-                            try sink.receive(recorded: recorded[position], now: now)
-                        } else {
-                            try sink.receive(verdict, now: now)
-                        }
-                    } catch {
-                        state.dropped.insert(index)
-                        failures.append(.dropped(error))
+            // The group to each sink at once (the terminal's lines in one write, the live page's
+            // in one broadcast), in order; a sink that fails part-way is dropped from then on.
+            for (index, sink) in sinks.enumerated() where !sink.isDurable && !state.dropped.contains(index) {
+                do throws(VerdictSinkError) {
+                    if sink.usesRecords {
+                        try sink.receive(recorded: recorded, now: now)
+                    } else {
+                        try sink.receive(verdicts, now: now)
                     }
+                } catch {
+                    state.dropped.insert(index)
+                    failures.append(.dropped(error))
                 }
             }
             return (true, failures)

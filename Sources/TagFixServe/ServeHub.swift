@@ -62,6 +62,12 @@ public final class ServeHub: VerdictSink {
         server.broadcast([event])
     }
 
+    /// Verdicts decided together: one turn of the state's lock, one broadcast.
+    public func receive(recorded: [RecordedVerdict], now: Timestamp?) {
+        let events = state.value.withLock { state in recorded.map { state.receive($0) } }
+        server.broadcast(events)
+    }
+
     public func observe(_ event: VerifierEvent, now: Timestamp?) {
         let events = state.value.withLock { $0.observe(event, now: now) }
         server.broadcast(events)

@@ -79,6 +79,41 @@ struct TerminalOutputTests {
         #expect(output.stdout.allSatisfy { !$0.contains("\u{1B}") && !$0.contains("\u{7}") })
     }
 
+    /// Output through a pipe that keeps which lines were written together.
+    final class GroupedOutput: TerminalOutput {
+        private let writes = Mutex<[[String]]>([])
+        func out(_ line: String) { writes.withLock { $0.append([line]) } }
+        func err(_ line: String) {}
+        func out(lines: [String]) { writes.withLock { $0.append(lines) } }
+        var written: [[String]] { writes.withLock { $0 } }
+    }
+
+    static let group: [Verdict.Kind] = [.confirmed, .outside, .notRegistered, .disallowed(.positionDenied), .untrusted(.sunReplayed(tag: "t1", counter: 7, last: 9))]
+
+    @Test("a group of verdicts through a pipe: the lines printing them one by one gives, in order, in one write", arguments: [false, true])
+    func groupThroughPipe(json: Bool) throws {
+        let verdicts = try Self.group.map(Self.verdict)
+        let (one, together) = (GroupedOutput(), GroupedOutput())
+        let single = VerdictPrinter(io: one, style: .init(json: json, bell: true, colour: true))
+        for verdict in verdicts { single.print(.verdict(verdict)) }
+        var kept: [Bool] = []
+        VerdictPrinter(io: together, style: .init(json: json, bell: true, colour: true)).print(verdicts: verdicts) { kept.append($0) }
+        #expect(kept == [true])
+        #expect(one.written.count == verdicts.count)
+        #expect(together.written == [one.written.flatMap { $0 }])
+    }
+
+    @Test("a group of verdicts on a terminal: a coloured line each, the status line cleared before and redrawn after each")
+    func groupOnTerminal() throws {
+        let terminal = FakeTerminal()
+        let verdicts = try Self.group.map(Self.verdict)
+        VerdictPrinter(io: terminal, style: .init(json: false, bell: false, colour: true)).print(verdicts: verdicts) { _ in }
+        #expect(terminal.lines.count == verdicts.count)
+        #expect(terminal.lines.allSatisfy { $0.hasPrefix("\u{1B}[") })
+        #expect(terminal.statuses.count == 2 * verdicts.count)
+        #expect(terminal.statuses.enumerated().allSatisfy { $0.offset % 2 == 0 ? $0.element.isEmpty : $0.element.hasPrefix("reader:") })
+    }
+
     @Test("when the log cannot be written, the verdict is not shown")
     func logFailure() throws {
         let path = try temporaryFile("session.jsonl", "")

@@ -36,6 +36,32 @@ struct TimestampTests {
         #expect(Timestamp(iso8601: timestamp.formatted(fractionDigits: 9)) == timestamp)
     }
 
+    @Test(
+        "formatted as RFC 3339 in UTC",
+        arguments: [
+            (Int64(1_778_745_600_250_000_000), 3, "2026-05-14T08:00:00.250Z"), (0, 0, "1970-01-01T00:00:00Z"),
+            (-1, 9, "1969-12-31T23:59:59.999999999Z"), (951_868_799_999_999_999, 1, "2000-02-29T23:59:59.9Z"),
+            (.min, 9, "1677-09-21T00:12:43.145224192Z"), (.max, 9, "2262-04-11T23:47:16.854775807Z"),
+            (4_102_444_800_123_000_000, 12, "2100-01-01T00:00:00.123000000Z"), (1_500_000_000, -2, "1970-01-01T00:00:01Z"),
+        ])
+    func formatted(_ nanoseconds: Int64, _ digits: Int, _ text: String) {
+        #expect(Timestamp(nanosecondsSinceEpoch: nanoseconds).formatted(fractionDigits: digits) == text)
+    }
+
+    @Test("every instant's text parses back, and fewer digits are its fraction cut short")
+    func formattedEverywhere() throws {
+        var generator = SeededGenerator(seed: 0x7157_0034)
+        for _ in 0..<5_000 {
+            let timestamp = Timestamp(nanosecondsSinceEpoch: Int64.random(in: .min ... .max, using: &generator))
+            let full = timestamp.formatted(fractionDigits: 9)
+            #expect(Timestamp(iso8601: full) == timestamp, "\(full)")
+            for digits in 0..<9 {
+                let cut = String(full.prefix(digits == 0 ? 19 : 20 + digits)) + "Z"
+                #expect(timestamp.formatted(fractionDigits: digits) == cut)
+            }
+        }
+    }
+
     @Test("durations between timestamps")
     func arithmetic() {
         let t = Timestamp(nanosecondsSinceEpoch: 1_000_000_000)
