@@ -577,7 +577,7 @@ func phoneTapBenchmark(arguments: [String]) {
         // write and one fsync a group), each phone waiting for its answer.
         let groups = PhoneTapGroups { handler.group() }
         let fanOut = VerdictFanOut([SessionLogSink(log)])
-        groups.deliver { fanOut.send(verdicts: $0, whenKept: $1) }
+        groups.deliver { fanOut.send(recorded: $0, whenKept: $1) }
         let times = tapAtOnce(phones: phones, urls: bodies, rate: rate) { _, body in
             guard let request = try? PhoneTapRequest(body: Array(body.utf8)) else { return nil }
             guard grouped else {

@@ -304,7 +304,7 @@ struct ServeCommand: Subcommand {
                 // A phone's verdict goes through the same fan-out as a reader's: the log first,
                 // the taps that arrived together with one fsync.
                 let clock = MonotonicClock()
-                phones?.deliver(groupsTo: { verdicts, whenKept in printer.print(verdicts: verdicts, now: clock.now, whenKept: whenKept) })
+                phones?.deliver(groupsTo: { verdicts, whenKept in printer.print(recorded: verdicts, now: clock.now, whenKept: whenKept) })
                 guard let reader = readers.first else {
                     // Phones alone: the session lasts until SIGINT or SIGTERM.
                     _ = await stop.wait()

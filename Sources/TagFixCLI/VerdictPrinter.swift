@@ -46,6 +46,11 @@ final class VerdictPrinter: Sendable {
         fanOut.send(verdicts: verdicts, now: now, whenKept: whenKept)
     }
 
+    /// `print(verdicts:now:whenKept:)` of verdicts with their records made.
+    func print(recorded: [RecordedVerdict], now: Timestamp? = nil, whenKept: (Bool) -> Void) {
+        fanOut.send(recorded: recorded, now: now, whenKept: whenKept)
+    }
+
     /// Redraws the status line (a terminal only).
     func redraw(now: Timestamp) { terminal.redraw(now: now) }
 

@@ -162,32 +162,102 @@ extension DeviceThread {
         }
     }
 
-    /// The thread `map` computes second halves on.
+    /// The thread `map` and `startMap` share their items with.
     private static let mapWorker = Worker(name: "tagfix-map")
 
     /// `transform` of each of `items`, in order, computed by the calling thread (one that may
     /// block: a committer's) and, for `splitFrom` items or more on a machine of more than one
-    /// core, by a worker thread for the second half (`Worker`, shared by every `map`), which it
-    /// waits for. A group of 200 phone taps' records is encoded on both cores while the rest of
-    /// the server waits for their answers. Fewer items are not worth the hand-over. `transform`
-    /// must not call `map` (the one worker would wait for itself).
+    /// core, by a worker thread beside it (`startMap`). A group of 200 phone taps' records is
+    /// encoded on both cores while the rest of the server waits for their answers. Fewer items
+    /// are not worth the hand-over.
     public static func map<Item: Sendable, Value: Sendable>(
         _ items: [Item], splitFrom threshold: Int, _ transform: @escaping @Sendable (Item) -> Value
     ) -> [Value] {
         guard items.count >= max(2, threshold), ProcessInfo.processInfo.activeProcessorCount > 1 else { return items.map(transform) }
-        let middle = items.count / 2
-        let second = Array(items[middle...])
-        let result = Mutex<[Value]>([])
-        let done = Wakeup()
-        mapWorker.run {
-            let values = second.map(transform)
-            result.withLock { $0 = values }
+        return startMap(items, transform).finish()
+    }
+
+    /// Starts `transform` of each of `items` on the map worker, at once; `finish()` gives the
+    /// values, in order (`map` calls it straight away). The items are taken one at a time, by
+    /// the worker from the start and by the caller once it calls `finish()`, so the two share
+    /// what is left however late either comes. The caller waits only for an item the worker is
+    /// in the middle of, never for a worker that has not begun (busy with another map, or not
+    /// yet scheduled: a thread woken on a busy machine can run milliseconds late); what it has
+    /// not taken, the caller does. So `transform` may itself map.
+    static func startMap<Item: Sendable, Value: Sendable>(
+        _ items: [Item], _ transform: @escaping @Sendable (Item) -> Value
+    ) -> Mapping<Item, Value> {
+        let mapping = Mapping(items, transform)
+        mapWorker.run { mapping.work() }
+        return mapping
+    }
+
+    /// A map under way (`startMap`).
+    public final class Mapping<Item: Sendable, Value: Sendable>: Sendable {
+        /// Where the worker's part stands.
+        private enum Helper {
+            case waiting, working, done, abandoned
+        }
+        private struct State {
+            var next = 0
+            var worker = Helper.waiting
+            var values: [(Int, Value)] = []
+        }
+
+        private let items: [Item]
+        private let transform: @Sendable (Item) -> Value
+        private let state = Mutex(State())
+        private let done = Wakeup()
+
+        fileprivate init(_ items: [Item], _ transform: @escaping @Sendable (Item) -> Value) {
+            self.items = items
+            self.transform = transform
+        }
+
+        /// The next item nobody has taken.
+        private func take() -> Int? {
+            state.withLock { state in
+                guard state.next < items.count else { return nil }
+                defer { state.next += 1 }
+                return state.next
+            }
+        }
+
+        /// The worker's part: items until none is left, unless the caller has finished first.
+        fileprivate func work() {
+            let begins = state.withLock { state in
+                guard state.worker == .waiting else { return false }
+                state.worker = .working
+                return true
+            }
+            guard begins else { return }
+            var values: [(Int, Value)] = []
+            while let index = take() { values.append((index, transform(items[index]))) }
+            state.withLock { state in
+                state.values = values
+                state.worker = .done
+            }
             done.signal()
         }
-        var values = items[..<middle].map(transform)
-        done.block()
-        values += result.withLock { $0 }
-        return values
+
+        /// The values, in the items' order: the caller takes what is left, then waits for the
+        /// item the worker may still be on. Call it once.
+        public func finish() -> [Value] {
+            var values = [Value?](repeating: nil, count: items.count)
+            while let index = take() { values[index] = transform(items[index]) }
+            let waits = state.withLock { state in
+                switch state.worker {
+                case .waiting:
+                    state.worker = .abandoned
+                    return false
+                case .working: return true
+                case .done, .abandoned: return false
+                }
+            }
+            if waits { done.block() }
+            for (index, value) in state.withLock({ $0.values }) { values[index] = value }
+            return values.map { $0! }
+        }
     }
 }
 

@@ -160,14 +160,25 @@ public final class VerdictFanOut: Sendable {
     ///   nor send to this fan-out.
     @discardableResult
     public func send(verdicts: [Verdict], now: Timestamp? = nil, whenKept: (Bool) -> Void = { _ in }) -> Bool {
+        // Encoded once, outside the lock, for every sink that writes the records: a large group
+        // (phone taps that came together) on two threads.
+        let recorded = usesRecords ? DeviceThread.map(verdicts, splitFrom: 64, RecordedVerdict.init) : []
+        return send(verdicts: verdicts, recorded: recorded, now: now, whenKept: whenKept)
+    }
+
+    /// `send(verdicts:now:whenKept:)` of verdicts whose records the caller has made already
+    /// (`PhoneTapGroups` makes them beside each tap's response, on two threads).
+    @discardableResult
+    public func send(recorded: [RecordedVerdict], now: Timestamp? = nil, whenKept: (Bool) -> Void = { _ in }) -> Bool {
+        send(verdicts: recorded.map(\.verdict), recorded: recorded, now: now, whenKept: whenKept)
+    }
+
+    private func send(verdicts: [Verdict], recorded: [RecordedVerdict], now: Timestamp?, whenKept: (Bool) -> Void) -> Bool {
         guard !verdicts.isEmpty else {
             let kept = stopped == nil
             whenKept(kept)
             return kept
         }
-        // Encoded once, outside the lock, for every sink that writes the records: a large group
-        // (phone taps that came together) on two threads.
-        let recorded = usesRecords ? DeviceThread.map(verdicts, splitFrom: 64, RecordedVerdict.init) : []
         let (kept, failures) = state.withLock { state -> (Bool, [VerdictSinkFailure]) in
             guard state.stopped == nil else {
                 whenKept(false)

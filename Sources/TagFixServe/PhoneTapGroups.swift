@@ -57,10 +57,11 @@ public final class PhoneTapGroups: Sendable {
         self.start = start
     }
 
-    /// Where a group's verdicts go: the session's fan-out (`VerdictFanOut.send(verdicts:now:whenKept:)`),
-    /// which says through its second argument, once, whether the durable sinks recorded them
-    /// (and may hand them to the others after that). That second argument must not block.
-    public typealias Sink = @Sendable (_ verdicts: [Verdict], _ whenKept: (Bool) -> Void) -> Void
+    /// Where a group's verdicts go, with their records made: the session's fan-out
+    /// (`VerdictFanOut.send(recorded:now:whenKept:)`), which says through its second argument,
+    /// once, whether the durable sinks recorded them (and may hand them to the others after
+    /// that). That second argument must not block.
+    public typealias Sink = @Sendable (_ verdicts: [RecordedVerdict], _ whenKept: (Bool) -> Void) -> Void
 
     /// Where a group's verdicts go (the session's fan-out, the log first). Taps submitted before
     /// it is set (the server listens a moment before the log is open) wait for it, and are
@@ -130,18 +131,20 @@ public final class PhoneTapGroups: Sendable {
         }
     }
 
-    /// One group: its counters committed, recorded, then answered, in order.
+    /// One group: its counters committed, recorded, then answered, in order. Each tap's record
+    /// and response are made together, a large group's on two threads (`DeviceThread.map`), before
+    /// the sink is called: it answers with the fan-out's lock held.
     private func commit(_ group: [Waiting], decision: any PhoneTapDecision, sink: Sink) {
         let answers = decision.commit()
-        // Made before the sink is called: it answers with the fan-out's lock held.
-        let responses = answers.map(Self.response)
+        let prepared = DeviceThread.map(answers, splitFrom: 64) { answer in (RecordedVerdict(answer.verdict), Self.response(answer)) }
+        let responses = prepared.map(\.1)
         state.withLock { state in
             state.counts.taps += group.count
             state.counts.groups += 1
             state.counts.largest = max(state.counts.largest, group.count)
         }
         var answered = false
-        sink(answers.map(\.verdict)) { recorded in
+        sink(prepared.map(\.0)) { recorded in
             guard !answered else { return }
             answered = true
             for (waiting, response) in zip(group, responses) {

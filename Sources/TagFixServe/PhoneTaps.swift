@@ -65,13 +65,13 @@ public final class PhoneTaps: Sendable {
     public func deliver(to sink: @escaping @Sendable (Verdict) -> Bool) {
         deliver(groupsTo: { verdicts, whenKept in
             var recorded = true
-            for verdict in verdicts where recorded { recorded = sink(verdict) }
+            for verdict in verdicts where recorded { recorded = sink(verdict.verdict) }
             whenKept(recorded)
         })
     }
 
     /// Where the verdicts of taps that arrived together go, in order: the session's fan-out
-    /// (`VerdictFanOut.send(verdicts:now:whenKept:)`: the log first, one fsync for all). It says
+    /// (`VerdictFanOut.send(recorded:now:whenKept:)`: the log first, one fsync for all). It says
     /// through its second argument whether they were recorded; no tap of the group is answered
     /// before it does. Until this is called, taps wait (the server listens a moment before the
     /// log is open).

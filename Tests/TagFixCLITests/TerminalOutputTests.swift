@@ -88,7 +88,9 @@ struct TerminalOutputTests {
         var written: [[String]] { writes.withLock { $0 } }
     }
 
-    static let group: [Verdict.Kind] = [.confirmed, .outside, .notRegistered, .disallowed(.positionDenied), .untrusted(.sunReplayed(tag: "t1", counter: 7, last: 9))]
+    static let group: [Verdict.Kind] = [
+        .confirmed, .outside, .notRegistered, .disallowed(.positionDenied), .untrusted(.sunReplayed(tag: "t1", counter: 7, last: 9)),
+    ]
 
     @Test("a group of verdicts through a pipe: the lines printing them one by one gives, in order, in one write", arguments: [false, true])
     func groupThroughPipe(json: Bool) throws {

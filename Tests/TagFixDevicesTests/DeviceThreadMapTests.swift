@@ -1,12 +1,14 @@
 import Glibc
 import Synchronization
-import TagFixDevices
 import Testing
 
-/// `DeviceThread.map`: a large group's work on two threads, its results in order.
-@Suite struct DeviceThreadMapTests {
+@testable import TagFixDevices
+
+/// `DeviceThread.map` and `startMap`: a large group's work shared by two threads, its results in
+/// order. A wait nobody answers would hang: the suite's limit ends the test instead of the run.
+@Suite(.timeLimit(.minutes(1))) struct DeviceThreadMapTests {
     @Test(
-        "the results in the items' order, below the threshold, at it and above it, odd and even counts; above it, two threads",
+        "the results in the items' order, below the threshold, at it and above it, odd and even counts; below it, the caller's thread alone",
         arguments: [0, 1, 63, 64, 65, 201])
     func inOrder(count: Int) {
         let items = Array(0..<count)
@@ -16,7 +18,56 @@ import Testing
             return "item \(item)"
         }
         #expect(values == items.map { "item \($0)" })
-        #expect(threads.withLock { $0.count } == (count >= 64 ? 2 : min(count, 1)))
+        let used = threads.withLock { $0 }
+        #expect(count >= 64 ? (1...2).contains(used.count) : used == (count == 0 ? [] : [UInt(pthread_self())]))
+    }
+
+    @Test("a started map runs on the worker while the caller does something else; finish gives its values in order")
+    func startsAtOnce() async {
+        let (ran, done) = AsyncStream<UInt>.makeStream()
+        let mapping = DeviceThread.startMap(Array(0..<100)) { item -> Int in
+            done.yield(UInt(pthread_self()))
+            return item * 2
+        }
+        // The caller has not asked for the values: every item is the worker's.
+        var threads: Set<UInt> = []
+        var count = 0
+        for await thread in ran {
+            threads.insert(thread)
+            count += 1
+            if count == 100 { break }
+        }
+        #expect(threads.count == 1)
+        #expect(mapping.finish() == (0..<100).map { $0 * 2 })
+    }
+
+    @Test("a caller never waits for a worker that has not begun: with the worker held by another map, it does every item itself")
+    func workerBusy() {
+        let (entered, gate) = (DeviceThread.Wakeup(), DeviceThread.Wakeup())
+        let holding = DeviceThread.startMap([0]) { item -> Int in
+            entered.signal()
+            gate.block()
+            return item
+        }
+        entered.block()
+        let caller = UInt(pthread_self())
+        let threads = Mutex<Set<UInt>>([])
+        let values = DeviceThread.startMap(Array(0..<50)) { item -> Int in
+            threads.withLock { _ = $0.insert(UInt(pthread_self())) }
+            return item + 1
+        }.finish()
+        #expect(values == Array(1...50))
+        #expect(threads.withLock { $0 } == [caller])
+        gate.signal()
+        #expect(holding.finish() == [0])
+    }
+
+    @Test("a map inside a map's transform finishes (the inner one's worker may be the outer one's thread)")
+    func nested() {
+        let values = DeviceThread.map(Array(0..<100), splitFrom: 2) { outer in
+            DeviceThread.map(Array(0..<64), splitFrom: 2) { inner in outer * 100 + inner }.reduce(0, +)
+        }
+        #expect(values == (0..<100).map { outer in (0..<64).map { outer * 100 + $0 }.reduce(0, +) })
     }
 }
 

@@ -224,7 +224,7 @@ struct PhoneTapGroupTests {
         groups.deliver { verdicts, whenKept in
             enteredContinuation.yield()
             gate.block()
-            events.add("logged " + verdicts.map { "\($0.kind.name)" }.joined(separator: ","))
+            events.add("logged " + verdicts.map { "\($0.verdict.kind.name)" }.joined(separator: ","))
             whenKept(true)
         }
         let (handles, stream) = Self.replies(events, count: 3)
@@ -276,7 +276,7 @@ struct PhoneTapGroupTests {
         // for a group of their own (two counter commits, two log writes for three taps).
         let (groups, entered, gate) = Self.firstDecisionHeld(handler)
         groups.deliver { verdicts, whenKept in
-            events.add("logged " + verdicts.map { "\($0.kind.name)" }.joined(separator: ","))
+            events.add("logged " + verdicts.map { "\($0.verdict.kind.name)" }.joined(separator: ","))
             whenKept(true)
         }
         let (handles, stream) = Self.replies(events, count: 3)
@@ -359,7 +359,7 @@ struct PhoneTapGroupTests {
         // Both wait for somewhere to deliver, so they are one group.
         groups.submit(Self.tap(counter: 1), reply: handles[0])
         groups.submit(Self.tap("S2", counter: 1), reply: handles[1])
-        groups.deliver { fanOut.send(verdicts: $0, whenKept: $1) }
+        groups.deliver { fanOut.send(recorded: $0, whenKept: $1) }
         _ = await Self.collect(stream, count: 2)
         // The last event is added after the answers: wait for it on the fan-out's lock.
         _ = fanOut.stopped
