@@ -136,7 +136,10 @@ public final class PhoneTapGroups: Sendable {
     /// the sink is called: it answers with the fan-out's lock held.
     private func commit(_ group: [Waiting], decision: any PhoneTapDecision, sink: Sink) {
         let answers = decision.commit()
-        let prepared = DeviceThread.map(answers, splitFrom: 64) { answer in (RecordedVerdict(answer.verdict), Self.response(answer)) }
+        let prepared = DeviceThread.map(answers, splitFrom: 64) { answer in
+            let recorded = RecordedVerdict(answer.verdict)
+            return (recorded, Self.response(answer, message: recorded.record.message))
+        }
         let responses = prepared.map(\.1)
         state.withLock { state in
             state.counts.taps += group.count
@@ -158,8 +161,8 @@ public final class PhoneTapGroups: Sendable {
     }
 
     /// A recorded tap's answer: 200 with the verdict.
-    static func response(_ answer: PhoneTapAnswer) -> HTTPResponse {
-        HTTPResponse(status: 200, contentType: "application/json", body: answer.json + "\n")
+    static func response(_ answer: PhoneTapAnswer, message: String) -> HTTPResponse {
+        HTTPResponse(status: 200, contentType: "application/json", body: answer.json(message: message) + "\n")
     }
 
     /// The answer of every tap of a group the log could not keep.

@@ -150,14 +150,17 @@ public struct PhoneTapAnswer: Sendable {
 
     /// The POST's answer (200, `application/json`): the kind, its symbol and words, the tag and
     /// the message in `verify`'s words, the reason's code, and a SUN tag's accepted counter.
-    public var json: String {
-        var object = JSONObjectWriter()
+    public var json: String { json(message: verdict.message) }
+
+    /// `json` with the verdict's message made already (its session record's).
+    public func json(message: String) -> String {
+        var object = JSONObjectWriter(capacity: 512)
         object.add("verdict", verdict.kind.name)
         object.add("reason", verdict.kind.reasonCode)
         object.add("symbol", verdict.kind.symbol)
         object.add("words", verdict.kind.words)
         object.add("tag", tag)
-        object.add("message", verdict.message)
+        object.add("message", message)
         object.add("sun_counter", verdict.sun?.counter.map { Int($0) })
         return object.text
     }

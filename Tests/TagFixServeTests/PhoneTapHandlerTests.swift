@@ -40,6 +40,8 @@ struct PhoneTapHandlerTests {
         #expect(
             answer.json.hasPrefix(#"{"verdict":"confirmed","reason":null,"symbol":"✓","words":"confirmed","tag":"E1 (Gate)","message":"#))
         #expect(!answer.json.contains("53.5"))
+        // The server answers with its record's message (made once): the same bytes.
+        #expect(answer.json(message: record.message) == answer.json)
     }
 
     @Test("--keep-phone-positions keeps them")
