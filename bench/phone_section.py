@@ -75,7 +75,8 @@ def render(rows):
              "kernel's TCP and the phones themselves cost before any server works. *Server CPU a tap*: the "
              "server process's user + system time (/proc/PID/stat, all its threads) over the run, ÷ the taps "
              "answered; it leaves out the time a tap waits, so it shows a change in serve's own work better than a "
-             "rate does (it still moves with the machine: caches, migrations, and clock ticks of 10 ms).\n",
+             "rate does (it still moves with the machine: caches, migrations, and clock ticks of 10 ms); in brackets, "
+             "its user time alone, which moves less (the system time is mostly the kernel's loopback TCP).\n",
              "| who | path | load | commits | taps | confirmed | connections | taps/s | POST → answer p50 ms | p99 ms | taps a commit | server CPU µs a tap |",
              "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for label, r in (("TagFix", http), ("TagFix", grouped), ("TagFix", per_tap), ("peer (Flask)", peer),
@@ -91,7 +92,8 @@ def render(rows):
         lines.append(f"| {label} | {r['path']} | {load} | {commits} | {r['taps']} | {confirmed} | {r.get('connections', '–')} | "
                      f"{r['per_second']:,.0f} | "
                      f"{r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r.get('taps_per_commit', '–')} | "
-                     f"{r.get('server_cpu_us_per_tap', '–')} |")
+                     f"{r.get('server_cpu_us_per_tap', '–')}"
+                     + (f" ({r['server_user_us_per_tap']})" if "server_user_us_per_tap" in r else "") + " |")
     if http is None:
         lines.append(f"| TagFix | http (`tagfix serve`) | – | – | – | – | – | – | – | – | skipped: {skipped or 'not run'} | – |")
     lines.append("")

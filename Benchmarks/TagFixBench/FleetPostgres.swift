@@ -67,14 +67,14 @@ struct CPUSample {
         return sample
     }
 
-    /// A process's name, its parent, and its CPU time so far (user + system, clock ticks), from
-    /// /proc/PID/stat; `nil` once it has gone.
-    static func process(_ pid: String) -> (name: String, parent: Int32, ticks: Int)? {
+    /// A process's name, its parent, and its CPU time so far (user + system, and user alone:
+    /// clock ticks), from /proc/PID/stat; `nil` once it has gone.
+    static func process(_ pid: String) -> (name: String, parent: Int32, ticks: Int, user: Int)? {
         guard let status = Int32(pid).flatMap(Processes.status(of:)), status.fields.count > 13, let parent = status.parent,
             // utime and stime are fields 14 and 15 of the line.
             let user = Int(status.fields[11]), let system = Int(status.fields[12])
         else { return nil }
-        return (status.name, parent, user + system)
+        return (status.name, parent, user + system, user)
     }
 
     /// The cores each part kept busy between `self` and `later`, `seconds` apart.
