@@ -45,8 +45,7 @@ public struct StandardOutput: TerminalOutput {
             bytes.append(contentsOf: line.utf8)
             bytes.append(UInt8(ascii: "\n"))
         }
-        guard let code = OutputFile.writeAll(STDOUT_FILENO, bytes) else { return }
-        Self.stdoutFailed(code)
+        write(bytes, to: STDOUT_FILENO)
     }
     public func err(_ line: String) { write(line + "\n", to: STDERR_FILENO) }
 
@@ -56,8 +55,10 @@ public struct StandardOutput: TerminalOutput {
         write("\r\u{1B}[2K" + text, to: STDOUT_FILENO)
     }
 
-    private func write(_ text: String, to fd: Int32) {
-        guard let code = OutputFile.writeAll(fd, Array(text.utf8)), fd == STDOUT_FILENO else { return }
+    private func write(_ text: String, to fd: Int32) { write(Array(text.utf8), to: fd) }
+
+    private func write(_ bytes: [UInt8], to fd: Int32) {
+        guard let code = OutputFile.writeAll(fd, bytes), fd == STDOUT_FILENO else { return }
         Self.stdoutFailed(code)
     }
 

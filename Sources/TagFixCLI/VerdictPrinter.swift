@@ -40,13 +40,9 @@ final class VerdictPrinter: Sendable {
     /// Hands `event` to the sinks; `now` is the session clock's time on a live run.
     func print(_ event: VerifierEvent, now: Timestamp? = nil) { fanOut.send(event, now: now) }
 
-    /// Hands on verdicts decided together (phone taps committed as a group): the log keeps them
-    /// with one fsync, `whenKept` is told whether it did, then the other sinks take them in order.
-    func print(verdicts: [Verdict], now: Timestamp? = nil, whenKept: (Bool) -> Void) {
-        fanOut.send(verdicts: verdicts, now: now, whenKept: whenKept)
-    }
-
-    /// `print(verdicts:now:whenKept:)` of verdicts with their records made.
+    /// Hands on verdicts decided together, with their records made (phone taps committed as a
+    /// group): the log keeps them with one fsync, `whenKept` is told whether it did, then the
+    /// other sinks take them in order.
     func print(recorded: [RecordedVerdict], now: Timestamp? = nil, whenKept: (Bool) -> Void) {
         fanOut.send(recorded: recorded, now: now, whenKept: whenKept)
     }
@@ -104,24 +100,25 @@ final class TerminalSink: VerdictSink {
     var usesRecords: Bool { true }
 
     func receive(recorded: RecordedVerdict, now: Timestamp?) {
-        if style.json {
-            io.out(recorded.line)
-            return
-        }
-        let verdict = recorded.verdict
+        guard live else { return io.out(written(recorded)) }
         io.status("")
-        io.out(live ? decorate(verdict, message: recorded.record.message) : VerdictFormat.line(verdict, message: recorded.record.message))
-        redraw(now: now ?? verdict.scan.time)
+        io.out(written(recorded))
+        redraw(now: now ?? recorded.verdict.scan.time)
     }
 
     /// Verdicts decided together (a group of phone taps): through a pipe or into a file, their
     /// lines in one write; on a terminal, one at a time (each clears and redraws the status line).
     func receive(recorded: [RecordedVerdict], now: Timestamp?) {
-        guard !live else {
-            for verdict in recorded { receive(recorded: verdict, now: now) }
-            return
-        }
-        io.out(lines: recorded.map { style.json ? $0.line : VerdictFormat.line($0.verdict, message: $0.record.message) })
+        guard live else { return io.out(lines: recorded.map(written)) }
+        for verdict in recorded { receive(recorded: verdict, now: now) }
+    }
+
+    /// A verdict's line as it is written: its JSON record, or the line a person reads (coloured,
+    /// with a bell, on a terminal).
+    private func written(_ recorded: RecordedVerdict) -> String {
+        if style.json { return recorded.line }
+        let message = recorded.record.message
+        return live ? decorate(recorded.verdict, message: message) : VerdictFormat.line(recorded.verdict, message: message)
     }
 
     func observe(_ event: VerifierEvent, now: Timestamp?) {

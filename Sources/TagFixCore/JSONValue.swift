@@ -360,8 +360,10 @@ extension JSONValue {
     /// Works on the UTF-8 bytes: a byte of a multi-byte character is never below 0x80, so only
     /// ASCII bytes are looked at, and the runs between escapes are copied whole.
     public static func quoted(_ text: String) -> String {
-        text.utf8.withContiguousStorageIfAvailable { quoted(utf8: $0) }
-            ?? Array(text.utf8).withUnsafeBufferPointer { quoted(utf8: $0) }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(text.utf8.count + 2)
+        appendQuoted(text, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// `quoted(text)`'s bytes appended to `output`, the runs between escapes copied whole.
@@ -397,53 +399,6 @@ extension JSONValue {
 
     private static func hexDigit(_ nibble: UInt8) -> UInt8 {
         nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
-    }
-
-    private static func quoted(utf8 bytes: UnsafeBufferPointer<UInt8>) -> String {
-        var extra = 0
-        for byte in bytes where needsEscape(byte) {
-            switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"), 0x0A, 0x0D, 0x09: extra += 1
-            default: extra += 5
-            }
-        }
-        return String(unsafeUninitializedCapacity: bytes.count + extra + 2) { out in
-            var written = 0
-            func put(_ byte: UInt8) {
-                out[written] = byte
-                written += 1
-            }
-            func copy(_ range: Range<Int>) {
-                guard !range.isEmpty, let from = bytes.baseAddress, let to = out.baseAddress else { return }
-                (to + written).initialize(from: from + range.lowerBound, count: range.count)
-                written += range.count
-            }
-            put(UInt8(ascii: "\""))
-            var run = 0
-            if extra > 0 {
-                for index in bytes.indices where needsEscape(bytes[index]) {
-                    copy(run..<index)
-                    run = index + 1
-                    put(UInt8(ascii: "\\"))
-                    switch bytes[index] {
-                    case UInt8(ascii: "\""): put(UInt8(ascii: "\""))
-                    case UInt8(ascii: "\\"): put(UInt8(ascii: "\\"))
-                    case 0x0A: put(UInt8(ascii: "n"))
-                    case 0x0D: put(UInt8(ascii: "r"))
-                    case 0x09: put(UInt8(ascii: "t"))
-                    case let control:
-                        put(UInt8(ascii: "u"))
-                        put(UInt8(ascii: "0"))
-                        put(UInt8(ascii: "0"))
-                        put(hexDigit(control >> 4))
-                        put(hexDigit(control & 0x0F))
-                    }
-                }
-            }
-            copy(run..<bytes.count)
-            put(UInt8(ascii: "\""))
-            return written
-        }
     }
 
     /// A number as JSON: integers without a fraction, others with up to `digits` decimals;

@@ -193,7 +193,7 @@ extension DeviceThread {
     }
 
     /// A map under way (`startMap`).
-    public final class Mapping<Item: Sendable, Value: Sendable>: Sendable {
+    final class Mapping<Item: Sendable, Value: Sendable>: Sendable {
         /// Where the worker's part stands.
         private enum Helper {
             case waiting, working, done, abandoned
@@ -202,6 +202,7 @@ extension DeviceThread {
             var next = 0
             var worker = Helper.waiting
             var values: [(Int, Value)] = []
+            var finished = false
         }
 
         private let items: [Item]
@@ -242,7 +243,11 @@ extension DeviceThread {
 
         /// The values, in the items' order: the caller takes what is left, then waits for the
         /// item the worker may still be on. Call it once.
-        public func finish() -> [Value] {
+        func finish() -> [Value] {
+            state.withLock { state in
+                precondition(!state.finished, "DeviceThread.Mapping.finish() called twice")
+                state.finished = true
+            }
             var values = [Value?](repeating: nil, count: items.count)
             while let index = take() { values[index] = transform(items[index]) }
             let waits = state.withLock { state in

@@ -35,7 +35,9 @@ public protocol VerdictSink: Sendable {
     func receive(recorded: RecordedVerdict, now: Timestamp?) throws(VerdictSinkError)
 
     /// `receive(_:now:)` of verdicts decided together, with their records already encoded, for a
-    /// sink that `usesRecords`. Default: `receive(recorded:now:)` each in turn.
+    /// sink that `usesRecords`. Default: `receive(recorded:now:)` each in turn (not the group's
+    /// `receive(_:now:)` of verdicts: a sink that uses records and keeps a group together, as the
+    /// log does with one fsync, implements this one).
     /// - Throws: `VerdictSinkError` as `receive(_:now:)` does.
     func receive(recorded: [RecordedVerdict], now: Timestamp?) throws(VerdictSinkError)
 
@@ -88,7 +90,8 @@ public enum VerdictSinkFailure: Sendable, Hashable {
 }
 
 /// The sinks of a session, in order: every durable sink first (in the order given), then the
-/// others (in the order given). Each verdict goes to all of them before the next one goes to any.
+/// others (in the order given). A verdict sent alone goes to all of them before the next one goes
+/// to any; a group decided together goes to each of them whole, sink after sink, in order.
 public final class VerdictFanOut: Sendable {
     private let sinks: [any VerdictSink]
     /// Whether any sink writes records: then each verdict's is encoded once, for all of them.
@@ -151,8 +154,8 @@ public final class VerdictFanOut: Sendable {
     /// takes them all at once in turn (`receive(recorded:now:)` with the group: the terminal's
     /// lines in one write, the live page's in one broadcast). Returns whether the durable
     /// sinks kept them (false: the session has stopped, and none was passed on). It blocks (the
-    /// log's fsync; a large group's records are encoded on a second thread it waits for): call
-    /// it from a thread that may block, never the cooperative pool.
+    /// log's fsync; a large group's records are encoded on two threads, `DeviceThread.map`):
+    /// call it from a thread that may block, never the cooperative pool.
     ///
     /// - Parameter whenKept: called once with that answer as soon as the durable sinks have
     ///   it, before any other sink takes a verdict (so a tap is answered without waiting for the
@@ -166,8 +169,8 @@ public final class VerdictFanOut: Sendable {
         return send(verdicts: verdicts, recorded: recorded, now: now, whenKept: whenKept)
     }
 
-    /// `send(verdicts:now:whenKept:)` of verdicts whose records the caller has made already
-    /// (`PhoneTapGroups` makes them beside each tap's response, on two threads).
+    /// `send(verdicts:now:whenKept:)` of verdicts whose records the caller has made already:
+    /// `serve`'s phone taps (`PhoneTapGroups` makes each beside the tap's answer, on two threads).
     @discardableResult
     public func send(recorded: [RecordedVerdict], now: Timestamp? = nil, whenKept: (Bool) -> Void = { _ in }) -> Bool {
         send(verdicts: recorded.map(\.verdict), recorded: recorded, now: now, whenKept: whenKept)

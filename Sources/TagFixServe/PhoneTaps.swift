@@ -59,17 +59,6 @@ public final class PhoneTaps: Sendable {
         self.limiter = Mutex(limiter)
     }
 
-    /// Where each tap's verdict goes: the session's fan-out (the log first). It says whether
-    /// the verdict was recorded. Until this (or `deliver(groupsTo:)`) is called, taps wait.
-    /// The verdicts of taps that arrived together are handed on one by one.
-    public func deliver(to sink: @escaping @Sendable (Verdict) -> Bool) {
-        deliver(groupsTo: { verdicts, whenKept in
-            var recorded = true
-            for verdict in verdicts where recorded { recorded = sink(verdict.verdict) }
-            whenKept(recorded)
-        })
-    }
-
     /// Where the verdicts of taps that arrived together go, in order: the session's fan-out
     /// (`VerdictFanOut.send(recorded:now:whenKept:)`: the log first, one fsync for all). It says
     /// through its second argument whether they were recorded; no tap of the group is answered

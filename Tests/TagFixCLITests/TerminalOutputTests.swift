@@ -99,7 +99,8 @@ struct TerminalOutputTests {
         let single = VerdictPrinter(io: one, style: .init(json: json, bell: true, colour: true))
         for verdict in verdicts { single.print(.verdict(verdict)) }
         var kept: [Bool] = []
-        VerdictPrinter(io: together, style: .init(json: json, bell: true, colour: true)).print(verdicts: verdicts) { kept.append($0) }
+        VerdictPrinter(io: together, style: .init(json: json, bell: true, colour: true)).print(recorded: verdicts.map(RecordedVerdict.init))
+        { kept.append($0) }
         #expect(kept == [true])
         #expect(one.written.count == verdicts.count)
         #expect(together.written == [one.written.flatMap { $0 }])
@@ -109,7 +110,9 @@ struct TerminalOutputTests {
     func groupOnTerminal() throws {
         let terminal = FakeTerminal()
         let verdicts = try Self.group.map(Self.verdict)
-        VerdictPrinter(io: terminal, style: .init(json: false, bell: false, colour: true)).print(verdicts: verdicts) { _ in }
+        VerdictPrinter(io: terminal, style: .init(json: false, bell: false, colour: true)).print(
+            recorded: verdicts.map(RecordedVerdict.init)
+        ) { _ in }
         #expect(terminal.lines.count == verdicts.count)
         #expect(terminal.lines.allSatisfy { $0.hasPrefix("\u{1B}[") })
         #expect(terminal.statuses.count == 2 * verdicts.count)
