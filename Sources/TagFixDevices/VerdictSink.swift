@@ -190,11 +190,7 @@ public final class VerdictFanOut: Sendable {
             var failures: [VerdictSinkFailure] = []
             for sink in sinks where sink.isDurable {
                 do throws(VerdictSinkError) {
-                    if sink.usesRecords {
-                        try sink.receive(recorded: recorded, now: now)
-                    } else {
-                        try sink.receive(verdicts, now: now)
-                    }
+                    try hand(verdicts, recorded, to: sink, now: now)
                 } catch {
                     state.stopped = error
                     whenKept(false)
@@ -206,11 +202,7 @@ public final class VerdictFanOut: Sendable {
             // in one broadcast), in order; a sink that fails part-way is dropped from then on.
             for (index, sink) in sinks.enumerated() where !sink.isDurable && !state.dropped.contains(index) {
                 do throws(VerdictSinkError) {
-                    if sink.usesRecords {
-                        try sink.receive(recorded: recorded, now: now)
-                    } else {
-                        try sink.receive(verdicts, now: now)
-                    }
+                    try hand(verdicts, recorded, to: sink, now: now)
                 } catch {
                     state.dropped.insert(index)
                     failures.append(.dropped(error))
@@ -220,6 +212,17 @@ public final class VerdictFanOut: Sendable {
         }
         for failure in failures { onFailure(failure) }
         return kept
+    }
+
+    /// A group to one sink: with their records, when it writes them.
+    private func hand(
+        _ verdicts: [Verdict], _ recorded: [RecordedVerdict], to sink: any VerdictSink, now: Timestamp?
+    ) throws(VerdictSinkError) {
+        if sink.usesRecords {
+            try sink.receive(recorded: recorded, now: now)
+        } else {
+            try sink.receive(verdicts, now: now)
+        }
     }
 
     /// Tells every sink the session is over, once a `send` still handing verdicts on has done

@@ -58,8 +58,7 @@ public final class ServeHub: VerdictSink {
 
     /// The VERDICT line made from the record's line the fan-out encoded for the session log too.
     public func receive(recorded: RecordedVerdict, now: Timestamp?) {
-        let event = state.value.withLock { $0.receive(recorded) }
-        server.broadcast([event])
+        receive(recorded: [recorded], now: now)
     }
 
     /// Verdicts decided together: one turn of the state's lock, one broadcast.
