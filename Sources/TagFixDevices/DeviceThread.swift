@@ -95,6 +95,58 @@ extension DeviceThread {
 }
 
 extension DeviceThread {
+    /// The devices this process has open, one user each: a device thread claims its device
+    /// before it opens it and releases it once closed, and a second claim of the same device
+    /// waits for that. Two users of one serial reader in one process (a command that returned
+    /// while its reader was still closing, and the next one opening it) would otherwise talk
+    /// over each other on the line: the old one's field-off reset the tag under the new one's
+    /// read (libnfc's own claim of a serial port does not hold on a pty).
+    public final class Claims: Sendable {
+        /// The process's claims.
+        public static let shared = Claims()
+
+        /// Each claimed device, with whoever waits for it.
+        private let held = Mutex<[String: [Wakeup]]>([:])
+
+        public init() {}
+
+        /// Claims `device`: at once when no one in this process has it, or else once its user
+        /// releases it, waiting on the calling device thread while `wanted` holds (asked before
+        /// each wait of at most 50 ms). Returns whether it was claimed.
+        public func claim(_ device: String, while wanted: () -> Bool) -> Bool {
+            let wakeup = Wakeup()
+            while true {
+                let claimed = held.withLock { held -> Bool in
+                    guard var waiting = held[device] else {
+                        held[device] = []
+                        return true
+                    }
+                    if !waiting.contains(where: { $0 === wakeup }) {
+                        waiting.append(wakeup)
+                        held[device] = waiting
+                    }
+                    return false
+                }
+                if claimed { return true }
+                guard wanted() else { break }
+                _ = wakeup.block(upTo: .milliseconds(50))
+            }
+            held.withLock { held in held[device]?.removeAll { $0 === wakeup } }
+            return false
+        }
+
+        /// Releases `device`, claimed by the caller: the next claim of it goes ahead.
+        public func release(_ device: String) {
+            let waiting = held.withLock { $0.removeValue(forKey: device) ?? [] }
+            for wakeup in waiting { wakeup.signal() }
+        }
+
+        /// Whether `device` is claimed now.
+        public func isClaimed(_ device: String) -> Bool { held.withLock { $0[device] != nil } }
+    }
+}
+
+extension DeviceThread {
     /// A thread that runs the jobs handed to it (`run`), one after another in the order handed,
     /// and waits between them; it ends once it has waited `idle` with nothing to do, and the
     /// next job starts another. For work that comes in bursts and may block (a committer's):

@@ -1,6 +1,7 @@
 import CNFC
 import Synchronization
 import TagFixCore
+import TagFixDevices
 
 // MARK: - Every call into libnfc goes through this file.
 
@@ -83,16 +84,40 @@ final class NFCDeviceHandle: @unchecked Sendable {
     private let device: OpaquePointer
     private let closed = Mutex(false)
 
+    /// What this process claims while the device is open (`DeviceThread.Claims`).
+    private let claim: String
+
     /// nfc_open: `connstring` nil means libnfc's default (LIBNFC_DEVICE, libnfc.conf, first found).
-    init(context: NFCContext, connstring: String?) throws(NFCError) {
+    /// Waits first, while `wanted` holds, for another user of the same device in this process to
+    /// close it.
+    init(context: NFCContext, connstring: String?, while wanted: () -> Bool = { true }) throws(NFCError) {
         self.context = context
+        let claim = Self.claimKey(connstring)
+        guard DeviceThread.Claims.shared.claim(claim, while: wanted) else {
+            throw NFCError(
+                code: .aborted, operation: "open \(connstring ?? "the default reader")",
+                detail: "another user of this reader in this process has not let it go: stop it first")
+        }
         let opened: OpaquePointer? = connstring.map { nfc_open(context.pointer, $0) } ?? nfc_open(context.pointer, nil)
         guard let opened else {
+            DeviceThread.Claims.shared.release(claim)
             throw NFCError(
                 code: .noSuchDevice, operation: "open \(connstring ?? "the default reader")", detail: "nfc_open found no device there")
         }
         device = opened
+        self.claim = claim
         self.connstring = String(cString: nfc_device_get_connstring(opened))
+    }
+
+    /// The device a connstring names, whatever its speed: "pn532_uart:/dev/ttyUSB0:115200" and
+    /// "pn532_uart:/dev/ttyUSB0" are one reader (a serial or SPI driver's third part is its
+    /// speed); "pn53x_usb:001:004" and "pn53x_usb:001:005" are two (a USB one's is the device).
+    static func claimKey(_ connstring: String?) -> String {
+        guard let connstring else { return "libnfc default" }
+        let parts = connstring.split(separator: ":", omittingEmptySubsequences: false)
+        let speedLast: Set<Substring> = ["pn532_uart", "pn532_spi", "arygon", "acr122s"]
+        guard parts.count == 3, speedLast.contains(parts[0]) else { return "libnfc " + connstring }
+        return "libnfc " + parts.prefix(2).joined(separator: ":")
     }
 
     var name: String { String(cString: nfc_device_get_name(device)) }
@@ -174,7 +199,9 @@ final class NFCDeviceHandle: @unchecked Sendable {
             defer { value = true }
             return !value
         }
-        if first { nfc_close(device) }
+        guard first else { return }
+        nfc_close(device)
+        DeviceThread.Claims.shared.release(claim)
     }
 
     deinit { close() }

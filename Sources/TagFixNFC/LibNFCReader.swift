@@ -60,7 +60,7 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
         while !isStopped {
             let device: NFCDeviceHandle
             do {
-                device = try NFCDeviceHandle(context: context, connstring: connstring)
+                device = try NFCDeviceHandle(context: context, connstring: connstring, while: { !isStopped })
                 try device.initiatorInit()
             } catch {
                 if !reportedDown {
@@ -347,7 +347,12 @@ public enum LibNFC {
     public static func probe(_ connstring: String) async -> Result<String, NFCError> {
         let stream: AsyncStream<Result<String, NFCError>> = DeviceThread().start(name: "libnfc probe") { events in
             do throws(NFCError) {
-                let device = try NFCDeviceHandle(context: try NFCContext.shared(), connstring: connstring)
+                // A reader this process is closing is waited for, up to 2 s (40 waits of 50 ms).
+                var waits = 0
+                let device = try NFCDeviceHandle(context: try NFCContext.shared(), connstring: connstring) {
+                    waits += 1
+                    return waits <= 40
+                }
                 defer { device.close() }
                 try device.initiatorInit()
                 events.yield(.success(device.label))

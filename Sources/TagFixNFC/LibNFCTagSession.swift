@@ -32,7 +32,7 @@ public final class LibNFCTagSession<C: Clock>: TagSession, Sendable where C.Inst
     private func serve(_ request: TagSessionRequest, _ events: AsyncStream<TagSessionEvent>.Continuation) {
         let device: NFCDeviceHandle
         do {
-            device = try NFCDeviceHandle(context: try NFCContext.shared(), connstring: connstring)
+            device = try NFCDeviceHandle(context: try NFCContext.shared(), connstring: connstring, while: { !thread.isStopped })
             try device.initiatorInit()
         } catch {
             events.yield(.unavailable(LibNFCReader<C>.readerError(error)))

@@ -83,10 +83,14 @@ struct NTAG424ReadTests {
     }
 
     /// Through the real libnfc and the PN532 emulator: three `tagfix scan` runs (three taps) read
-    /// three different URLs, each verifying with a rising counter.
+    /// three different URLs, each verifying with a counter one higher: one read each. The runs
+    /// share a process, as a lab's script or these tests do, so each has the reader to itself:
+    /// a run's open (SAMConfiguration, 0x14) comes after the last one's close (PowerDown, 0x16).
+    /// A run that returned while its reader was still closing had the two interleave: the old
+    /// run's RF-off reset the tag under the new run's read, and its retry counted one more.
     @Test func libnfcScansVerifiedSUNs() async throws {
         let tag = try provisionedTag(uid: uid, master: master)
-        let emulator = try PN532Emulator(tags: [tag])
+        let emulator = try PN532Emulator(tags: [tag], options: .init(logCommands: true))
         defer { emulator.stop() }
         var counters: [UInt32] = []
         for _ in 0..<3 {
@@ -100,6 +104,11 @@ struct NTAG424ReadTests {
             counters.append(verified.counter ?? 0)
         }
         #expect(counters == [1, 2, 3])
+        // The last run's reader may still be closing: its PowerDown may not be there yet.
+        let openAndClose = emulator.traffic.log.map(\.command).filter { $0 == 0x14 || $0 == 0x16 }
+        #expect(
+            openAndClose.prefix(5) == [0x14, 0x16, 0x14, 0x16, 0x14] && openAndClose.count <= 6,
+            "each run's open after the last one's close: \(openAndClose.map { String($0, radix: 16) })")
     }
 
     /// The two NTAG 424 DNA examples in docs/tag-json.md: the factory-fresh tag reads an empty
