@@ -1,4 +1,5 @@
 import CNFC
+import Glibc
 import Synchronization
 import TagFixCore
 import TagFixDevices
@@ -107,6 +108,7 @@ final class NFCDeviceHandle: @unchecked Sendable {
         device = opened
         self.claim = claim
         self.connstring = String(cString: nfc_device_get_connstring(opened))
+        NFCActivity.shared.opened(self)
     }
 
     /// The device a connstring names, whatever its speed: "pn532_uart:/dev/ttyUSB0:115200" and
@@ -202,7 +204,52 @@ final class NFCDeviceHandle: @unchecked Sendable {
         guard first else { return }
         nfc_close(device)
         DeviceThread.Claims.shared.release(claim)
+        NFCActivity.shared.closed(self)
     }
 
     deinit { close() }
+}
+
+/// The libnfc devices this process has open, so that its end waits for them to close: a process
+/// that ended while its reader's thread was still closing the device (`tagfix scan --count 1`
+/// returns as soon as it has its tag) left the reader's RF field on and its tag powered until
+/// the next program opened it. At exit (an `atexit` handler) every open device's blocking call
+/// is aborted, device loops stop (`exiting`), and the exit waits, at most a second, for each to
+/// close: InRelease, the field off, PowerDown.
+final class NFCActivity: Sendable {
+    static let shared = NFCActivity()
+    private struct State {
+        var open: [ObjectIdentifier: @Sendable () -> Void] = [:]
+        var exiting = false
+        var installed = false
+    }
+    private let state = Mutex(State())
+
+    /// Whether the process is ending: device loops stop.
+    var exiting: Bool { state.withLock { $0.exiting } }
+
+    /// How many devices are open now.
+    var openCount: Int { state.withLock { $0.open.count } }
+
+    func opened(_ device: NFCDeviceHandle) {
+        let install = state.withLock { state -> Bool in
+            state.open[ObjectIdentifier(device)] = { [weak device] in device?.abort() }
+            defer { state.installed = true }
+            return !state.installed
+        }
+        if install { atexit { NFCActivity.shared.drain() } }
+    }
+
+    func closed(_ device: NFCDeviceHandle) {
+        _ = state.withLock { $0.open.removeValue(forKey: ObjectIdentifier(device)) }
+    }
+
+    private func drain() {
+        let aborts = state.withLock { state -> [@Sendable () -> Void] in
+            state.exiting = true
+            return Array(state.open.values)
+        }
+        for abort in aborts { abort() }
+        DeviceThread.blockAtExit(upTo: .seconds(1)) { state.withLock { $0.open.isEmpty } }
+    }
 }

@@ -42,7 +42,8 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
         }
     }
 
-    private var isStopped: Bool { thread.isStopped }
+    /// The consumer has gone, or the process is ending (`NFCActivity`).
+    private var isStopped: Bool { thread.isStopped || NFCActivity.shared.exiting }
     private func pause(_ duration: Duration) { thread.pause(duration) }
 
     // MARK: - The device thread

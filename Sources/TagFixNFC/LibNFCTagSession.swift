@@ -14,6 +14,8 @@ public final class LibNFCTagSession<C: Clock>: TagSession, Sendable where C.Inst
     private let clock: C
     private let pollInterval: Duration
     private let thread = DeviceThread()
+    /// The consumer has gone, or the process is ending (`NFCActivity`).
+    private var isStopped: Bool { thread.isStopped || NFCActivity.shared.exiting }
 
     public init(connstring: String?, clock: C, pollInterval: Duration = .milliseconds(50)) {
         self.connstring = connstring
@@ -32,7 +34,7 @@ public final class LibNFCTagSession<C: Clock>: TagSession, Sendable where C.Inst
     private func serve(_ request: TagSessionRequest, _ events: AsyncStream<TagSessionEvent>.Continuation) {
         let device: NFCDeviceHandle
         do {
-            device = try NFCDeviceHandle(context: try NFCContext.shared(), connstring: connstring, while: { !thread.isStopped })
+            device = try NFCDeviceHandle(context: try NFCContext.shared(), connstring: connstring, while: { !isStopped })
             try device.initiatorInit()
         } catch {
             events.yield(.unavailable(LibNFCReader<C>.readerError(error)))
@@ -40,7 +42,7 @@ public final class LibNFCTagSession<C: Clock>: TagSession, Sendable where C.Inst
         }
         defer { device.close() }
         events.yield(.ready(description: device.label))
-        while !thread.isStopped {
+        while !isStopped {
             let target: ISO14443ATarget
             do {
                 guard let found = try device.selectISO14443A() else {
@@ -92,7 +94,7 @@ public final class LibNFCTagSession<C: Clock>: TagSession, Sendable where C.Inst
             // is not the end when health reads were asked for: they say how badly it reads.
             var reads: [ReadEffort] = []
             var firstRead: Result<NDEFRead, NDEFReadError>?
-            for index in 0...max(0, request.healthReads) where !thread.isStopped {
+            for index in 0...max(0, request.healthReads) where !isStopped {
                 let readStarted = clock.now
                 let rfAtStart = link.failures.rfErrors
                 let (outcome, attempts) = ReadRetry.run(reselect: { link.reselectIfPresent(target) }) {
