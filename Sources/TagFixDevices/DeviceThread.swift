@@ -33,10 +33,11 @@ public final class DeviceThread: Sendable {
         return stream
     }
 
-    /// Sleeps `duration` on the device thread, in short steps, returning early once stopped.
-    public func pause(_ duration: Duration) {
+    /// Sleeps `duration` on the device thread, in short steps, returning early once stopped or
+    /// once `stop` holds (the process ending).
+    public func pause(_ duration: Duration, or stop: () -> Bool = { false }) {
         var remaining = duration
-        while remaining > .zero, !isStopped {
+        while remaining > .zero, !isStopped, !stop() {
             let step = min(remaining, .milliseconds(50))
             Thread.sleep(forTimeInterval: step.seconds)
             remaining -= step
@@ -143,6 +144,9 @@ extension DeviceThread {
 
         /// Whether `device` is claimed now.
         public func isClaimed(_ device: String) -> Bool { held.withLock { $0[device] != nil } }
+
+        /// How many claims wait for `device` now (for tests).
+        func waiting(_ device: String) -> Int { held.withLock { $0[device]?.count ?? 0 } }
     }
 }
 

@@ -89,37 +89,60 @@ final class NFCDeviceHandle: @unchecked Sendable {
     private let claim: String
 
     /// nfc_open: `connstring` nil means libnfc's default (LIBNFC_DEVICE, libnfc.conf, first found).
-    /// Waits first, while `wanted` holds, for another user of the same device in this process to
-    /// close it.
-    init(context: NFCContext, connstring: String?, while wanted: () -> Bool = { true }) throws(NFCError) {
+    /// Waits first, while `wanted` holds (asked every 50 ms) and the process is not ending, for
+    /// another user of the same device in this process to close it.
+    init(context: NFCContext, connstring: String?, while wanted: () -> Bool) throws(NFCError) {
         self.context = context
+        let operation = "open \(connstring ?? "the default reader")"
+        guard NFCActivity.shared.beginOpening() else {
+            throw NFCError(code: .aborted, operation: operation, detail: "the program is ending")
+        }
         let claim = Self.claimKey(connstring)
-        guard DeviceThread.Claims.shared.claim(claim, while: wanted) else {
+        guard DeviceThread.Claims.shared.claim(claim, while: { !NFCActivity.shared.exiting && wanted() }) else {
+            NFCActivity.shared.endOpening(nil)
             throw NFCError(
-                code: .aborted, operation: "open \(connstring ?? "the default reader")",
-                detail: "another user of this reader in this process has not let it go: stop it first")
+                code: .aborted, operation: operation, detail: "another user of this reader in this process has not let it go: stop it first"
+            )
         }
         let opened: OpaquePointer? = connstring.map { nfc_open(context.pointer, $0) } ?? nfc_open(context.pointer, nil)
         guard let opened else {
             DeviceThread.Claims.shared.release(claim)
-            throw NFCError(
-                code: .noSuchDevice, operation: "open \(connstring ?? "the default reader")", detail: "nfc_open found no device there")
+            NFCActivity.shared.endOpening(nil)
+            throw NFCError(code: .noSuchDevice, operation: operation, detail: "nfc_open found no device there")
         }
         device = opened
         self.claim = claim
         self.connstring = String(cString: nfc_device_get_connstring(opened))
-        NFCActivity.shared.opened(self)
+        NFCActivity.shared.endOpening(self)
     }
 
-    /// The device a connstring names, whatever its speed: "pn532_uart:/dev/ttyUSB0:115200" and
-    /// "pn532_uart:/dev/ttyUSB0" are one reader (a serial or SPI driver's third part is its
-    /// speed); "pn53x_usb:001:004" and "pn53x_usb:001:005" are two (a USB one's is the device).
+    /// The reader a connstring names, as one claim (`DeviceThread.Claims`): a serial or SPI
+    /// driver's port (a symlink resolved) whatever its speed, "pn532_uart:/dev/ttyUSB0:115200" and
+    /// "pn532_uart:/dev/ttyUSB0" being one reader; a USB driver's bus and device, whatever the
+    /// driver's name ("usb:001:004" is libnfc's alias for any), "pn53x_usb:001:004" and
+    /// "pn53x_usb:001:005" being two; anything else as written. libnfc's default reader (nil) is
+    /// a claim of its own, apart from the same reader named.
     static func claimKey(_ connstring: String?) -> String {
         guard let connstring else { return "libnfc default" }
-        let parts = connstring.split(separator: ":", omittingEmptySubsequences: false)
-        let speedLast: Set<Substring> = ["pn532_uart", "pn532_spi", "arygon", "acr122s"]
-        guard parts.count == 3, speedLast.contains(parts[0]) else { return "libnfc " + connstring }
-        return "libnfc " + parts.prefix(2).joined(separator: ":")
+        let parts = connstring.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        let driver = parts[0]
+        // Driver names as libnfc spells them (it matches them case-sensitively).
+        let portThenSpeed: Set<String> = ["pn532_uart", "pn532_spi", "pn532_i2c", "arygon", "ACR122S"]
+        if portThenSpeed.contains(driver), parts.count >= 2 {
+            return "libnfc \(driver):\(realPath(parts[1]))"
+        }
+        if driver == "usb" || driver.hasSuffix("_usb") {
+            return "libnfc usb:" + parts.dropFirst().joined(separator: ":")
+        }
+        return "libnfc " + connstring
+    }
+
+    /// `path` with its symlinks resolved (a udev link such as /dev/serial/by-id/… and the tty it
+    /// names are one port); as given when it cannot be resolved.
+    private static func realPath(_ path: String) -> String {
+        guard let resolved = realpath(path, nil) else { return path }
+        defer { free(resolved) }
+        return String(cString: resolved)
     }
 
     var name: String { String(cString: nfc_device_get_name(device)) }
@@ -189,10 +212,14 @@ final class NFCDeviceHandle: @unchecked Sendable {
     /// nfc_initiator_deselect_target.
     func deselect() { _ = nfc_initiator_deselect_target(device) }
 
-    /// nfc_abort_command: interrupts a blocking call on the owner thread. Any thread.
+    /// nfc_abort_command: interrupts a blocking call on the owner thread. Any thread. Under the
+    /// lock `close` takes first, so an abort never runs beside or after `nfc_close` (on
+    /// pn532_uart it closes and reopens the abort pipe; after the close, that is the freed
+    /// device's and perhaps another's descriptor).
     func abort() {
-        guard !closed.withLock({ $0 }) else { return }
-        _ = nfc_abort_command(device)
+        closed.withLock { closed in
+            if !closed { _ = nfc_abort_command(device) }
+        }
     }
 
     /// nfc_close. Once.
@@ -220,24 +247,34 @@ final class NFCActivity: Sendable {
     static let shared = NFCActivity()
     private struct State {
         var open: [ObjectIdentifier: @Sendable () -> Void] = [:]
+        /// Devices being opened (claimed, or inside nfc_open): the exit waits for them too.
+        var opening = 0
         var exiting = false
         var installed = false
     }
     private let state = Mutex(State())
 
-    /// Whether the process is ending: device loops stop.
+    /// Whether the process is ending: device loops stop, and no device opens.
     var exiting: Bool { state.withLock { $0.exiting } }
 
-    /// How many devices are open now.
-    var openCount: Int { state.withLock { $0.open.count } }
-
-    func opened(_ device: NFCDeviceHandle) {
-        let install = state.withLock { state -> Bool in
-            state.open[ObjectIdentifier(device)] = { [weak device] in device?.abort() }
+    /// A device is about to be opened: false once the process is ending (it must not be).
+    func beginOpening() -> Bool {
+        let (begun, install) = state.withLock { state -> (Bool, Bool) in
+            guard !state.exiting else { return (false, false) }
+            state.opening += 1
             defer { state.installed = true }
-            return !state.installed
+            return (true, !state.installed)
         }
         if install { atexit { NFCActivity.shared.drain() } }
+        return begun
+    }
+
+    /// The opening `beginOpening` announced is over: `device` is open, or nil when it failed.
+    func endOpening(_ device: NFCDeviceHandle?) {
+        state.withLock { state in
+            state.opening -= 1
+            if let device { state.open[ObjectIdentifier(device)] = { [weak device] in device?.abort() } }
+        }
     }
 
     func closed(_ device: NFCDeviceHandle) {
@@ -249,7 +286,10 @@ final class NFCActivity: Sendable {
             state.exiting = true
             return Array(state.open.values)
         }
+        // Once each: an abort is for a call that would wait long (a transceive has no time
+        // limit); one in a closing device's InRelease would leave its field on. A device opened
+        // meanwhile has its thread see `exiting` after its next call, and close.
         for abort in aborts { abort() }
-        DeviceThread.blockAtExit(upTo: .seconds(1)) { state.withLock { $0.open.isEmpty } }
+        DeviceThread.blockAtExit(upTo: .seconds(1)) { state.withLock { $0.open.isEmpty && $0.opening == 0 } }
     }
 }

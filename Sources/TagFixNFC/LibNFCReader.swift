@@ -44,7 +44,7 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
 
     /// The consumer has gone, or the process is ending (`NFCActivity`).
     private var isStopped: Bool { thread.isStopped || NFCActivity.shared.exiting }
-    private func pause(_ duration: Duration) { thread.pause(duration) }
+    private func pause(_ duration: Duration) { thread.pause(duration, or: { NFCActivity.shared.exiting }) }
 
     // MARK: - The device thread
 
@@ -61,8 +61,11 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
         while !isStopped {
             let device: NFCDeviceHandle
             do {
-                device = try NFCDeviceHandle(context: context, connstring: connstring, while: { !isStopped })
-                try device.initiatorInit()
+                device = try open(context) {
+                    guard !reportedDown else { return }
+                    events.yield(.disconnected($0))
+                    reportedDown = true
+                }
             } catch {
                 if !reportedDown {
                     events.yield(.disconnected(Self.readerError(error)))
@@ -89,6 +92,30 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
             device.close()
             if !isStopped { pause(backoff) }
         }
+    }
+
+    /// Opens the reader and makes it an initiator (closed again when that fails, so the reader is
+    /// not held through the backoff). While another user in this process holds it, waits, and
+    /// after 2 s says so once through `busy`.
+    private func open(_ context: NFCContext, busy: (ReaderError) -> Void) throws(NFCError) -> NFCDeviceHandle {
+        var waits = 0
+        let device = try NFCDeviceHandle(context: context, connstring: connstring) {
+            waits += 1
+            if waits == 40 {
+                busy(
+                    ReaderError(
+                        code: .busy, message: "\(readerID) is in use by another reader of this program",
+                        hint: "give each reader once (a speed or a link names the same port); waiting for it"))
+            }
+            return !isStopped
+        }
+        do throws(NFCError) {
+            try device.initiatorInit()
+        } catch {
+            device.close()
+            throw error
+        }
+        return device
     }
 
     /// Polls for tags, reads each, waits for it to leave. Returns when stopped; throws when the

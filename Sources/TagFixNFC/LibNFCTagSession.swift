@@ -46,7 +46,7 @@ public final class LibNFCTagSession<C: Clock>: TagSession, Sendable where C.Inst
             let target: ISO14443ATarget
             do {
                 guard let found = try device.selectISO14443A() else {
-                    thread.pause(pollInterval)
+                    thread.pause(pollInterval, or: { NFCActivity.shared.exiting })
                     continue
                 }
                 target = found

@@ -225,6 +225,45 @@ struct ReaderFaultTests {
         return nil
     }
 
+    @Test(
+        "a second reader of one port in one program waits for the first (a speed in its name changes nothing), says after 2 s that it is busy, and reads once the first stops"
+    )
+    func secondReaderWaits() async throws {
+        let url = "https://busy.example/t/B1"
+        let emulator = try PN532Emulator(tags: [ntag213(url: url)])
+        defer { emulator.stop() }
+        let first = LibNFCReader(connstring: "pn532_uart:\(emulator.path)", clock: MonotonicClock())
+        let (firstRead, read) = AsyncStream<String?>.makeStream()
+        let holder = Task {
+            for await event in first.events() {
+                if case .tagPresent(let scan) = event { read.yield(scan.url) }
+            }
+        }
+        defer { holder.cancel() }
+        for await got in firstRead {
+            #expect(got == url, "the first reader read something else")
+            break
+        }
+        let second = LibNFCReader(connstring: "pn532_uart:\(emulator.path):115200", clock: MonotonicClock())
+        var events = second.events().makeAsyncIterator()
+        guard case .disconnected(let error) = await next(&events) else {
+            Issue.record("the second reader did not say it waits")
+            return
+        }
+        #expect(error.code == .busy, "\(error)")
+        #expect(error.message.contains(emulator.path))
+        holder.cancel()
+        guard case .ready = await next(&events) else {
+            Issue.record("the second reader did not open once the first stopped")
+            return
+        }
+        guard case .tagPresent(let scan) = await next(&events) else {
+            Issue.record("the second reader read nothing")
+            return
+        }
+        #expect(scan.url == url)
+    }
+
     @Test("a tag pulled mid-read: incomplete read, then a clean read when re-presented")
     func pulledMidRead() async throws {
         let url = "https://pulled.example/" + String(repeating: "z", count: 200)

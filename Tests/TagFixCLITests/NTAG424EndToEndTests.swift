@@ -87,10 +87,12 @@ struct NTAG424ReadTests {
     /// share a process, as a lab's script or these tests do, so each has the reader to itself:
     /// a run's open (SAMConfiguration, 0x14) comes after the last one's close (PowerDown, 0x16).
     /// A run that returned while its reader was still closing had the two interleave: the old
-    /// run's RF-off reset the tag under the new run's read, and its retry counted one more.
+    /// run's RF-off reset the tag under the new run's read, and its retry counted one more. The
+    /// line runs at 9600 baud, so a close (three commands) takes longer than the 50 ms libnfc
+    /// waits at an open before it speaks: without the claim, the two always overlap here.
     @Test func libnfcScansVerifiedSUNs() async throws {
         let tag = try provisionedTag(uid: uid, master: master)
-        let emulator = try PN532Emulator(tags: [tag], options: .init(logCommands: true))
+        let emulator = try PN532Emulator(tags: [tag], options: .init(baud: 9600, logCommands: true))
         defer { emulator.stop() }
         var counters: [UInt32] = []
         for _ in 0..<3 {
@@ -104,10 +106,11 @@ struct NTAG424ReadTests {
             counters.append(verified.counter ?? 0)
         }
         #expect(counters == [1, 2, 3])
-        // The last run's reader may still be closing: its PowerDown may not be there yet.
+        // Opens and closes alternate (a run may open again after a failed poll on a loaded
+        // machine); the last run's reader may still be closing, its PowerDown not there yet.
         let openAndClose = emulator.traffic.log.map(\.command).filter { $0 == 0x14 || $0 == 0x16 }
         #expect(
-            openAndClose.prefix(5) == [0x14, 0x16, 0x14, 0x16, 0x14] && openAndClose.count <= 6,
+            openAndClose.count >= 5 && openAndClose.enumerated().allSatisfy { $1 == ($0 % 2 == 0 ? 0x14 : 0x16) },
             "each run's open after the last one's close: \(openAndClose.map { String($0, radix: 16) })")
     }
 
