@@ -1,4 +1,5 @@
 import Foundation
+import Glibc
 import Synchronization
 import TagFixCore
 import TagFixSystem
@@ -147,6 +148,112 @@ extension DeviceThread {
 
         /// How many claims wait for `device` now (for tests).
         func waiting(_ device: String) -> Int { held.withLock { $0[device]?.count ?? 0 } }
+    }
+}
+
+extension DeviceThread {
+    /// What device threads hold of a C library, so that the process's end waits for them to let
+    /// go: a library whose destructors free what a thread still uses (pcsc-lite's contexts), or
+    /// a device left half closed (a libnfc reader's field left on), needs its threads done
+    /// first. At exit (one `atexit` handler for every library, run before the libraries'
+    /// destructors) each held thing's blocking call is interrupted once, device loops stop
+    /// (`exiting`), nothing more is taken, and the exit waits, at most a second for them all,
+    /// until each is let go.
+    public final class HeldAtExit<Key: Hashable & Sendable>: Sendable {
+        private struct Holding {
+            var count: Int
+            let interrupt: @Sendable () -> Void
+        }
+        private struct State {
+            var held: [Key: Holding] = [:]
+            /// Things being taken (a device being opened): the exit waits for them too.
+            var taking = 0
+            var exiting = false
+            var registered = false
+        }
+        private let state = Mutex(State())
+
+        public init() {}
+
+        /// Whether the process is ending: device loops stop, and nothing more is taken.
+        public var exiting: Bool { state.withLock { $0.exiting } }
+
+        /// Something is about to be taken (a device opened): false once the process is ending,
+        /// when it must not be. `took` or `failedToTake` follows a true.
+        public func willTake() -> Bool {
+            let (taking, register) = state.withLock { state -> (Bool, Bool) in
+                guard !state.exiting else { return (false, false) }
+                state.taking += 1
+                defer { state.registered = true }
+                return (true, !state.registered)
+            }
+            if register { HeldAtExitDrain.add(self) }
+            return taking
+        }
+
+        /// What `willTake` announced was not taken.
+        public func failedToTake() { state.withLock { $0.taking -= 1 } }
+
+        /// What `willTake` announced is held as `key`; `interrupt` ends its blocking call.
+        public func took(_ key: Key, interrupt: @escaping @Sendable () -> Void) {
+            state.withLock { $0.taking -= 1 }
+            hold(key, interrupt: interrupt)
+        }
+
+        /// `key` is held once more (taken without `willTake`: a call that cannot be refused).
+        public func hold(_ key: Key, interrupt: @escaping @Sendable () -> Void) {
+            let register = state.withLock { state -> Bool in
+                state.held[key, default: Holding(count: 0, interrupt: interrupt)].count += 1
+                defer { state.registered = true }
+                return !state.registered
+            }
+            if register { HeldAtExitDrain.add(self) }
+        }
+
+        /// `key` is let go once.
+        public func release(_ key: Key) {
+            state.withLock { state in
+                guard let holding = state.held[key] else { return }
+                state.held[key] = holding.count > 1 ? Holding(count: holding.count - 1, interrupt: holding.interrupt) : nil
+            }
+        }
+
+        /// The process is ending: nothing more is taken, and each blocking call is interrupted,
+        /// once (a second interrupt could cut short what a thread does to let go).
+        fileprivate func beginExit() {
+            let interrupts = state.withLock { state -> [@Sendable () -> Void] in
+                state.exiting = true
+                return state.held.values.map(\.interrupt)
+            }
+            for interrupt in interrupts { interrupt() }
+        }
+
+        /// Whether everything is let go.
+        fileprivate var isLetGo: Bool { state.withLock { $0.held.isEmpty && $0.taking == 0 } }
+    }
+}
+
+/// Every `HeldAtExit` in use, drained together by one `atexit` handler.
+private enum HeldAtExitDrain {
+    private struct Part: Sendable {
+        let beginExit: @Sendable () -> Void
+        let isLetGo: @Sendable () -> Bool
+    }
+    private static let parts = Mutex<(installed: Bool, parts: [Part])>((false, []))
+
+    static func add<Key>(_ held: DeviceThread.HeldAtExit<Key>) {
+        let install = parts.withLock { state -> Bool in
+            state.parts.append(Part(beginExit: { held.beginExit() }, isLetGo: { held.isLetGo }))
+            defer { state.installed = true }
+            return !state.installed
+        }
+        if install { atexit { HeldAtExitDrain.drain() } }
+    }
+
+    private static func drain() {
+        let all = parts.withLock { $0.parts }
+        for part in all { part.beginExit() }
+        DeviceThread.blockAtExit(upTo: .seconds(1)) { all.allSatisfy { $0.isLetGo() } }
     }
 }
 

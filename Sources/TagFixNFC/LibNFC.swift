@@ -94,12 +94,12 @@ final class NFCDeviceHandle: @unchecked Sendable {
     init(context: NFCContext, connstring: String?, while wanted: () -> Bool) throws(NFCError) {
         self.context = context
         let operation = "open \(connstring ?? "the default reader")"
-        guard NFCActivity.shared.beginOpening() else {
+        guard NFCActivity.shared.willTake() else {
             throw NFCError(code: .aborted, operation: operation, detail: "the program is ending")
         }
         let claim = Self.claimKey(connstring)
         guard DeviceThread.Claims.shared.claim(claim, while: { !NFCActivity.shared.exiting && wanted() }) else {
-            NFCActivity.shared.endOpening(nil)
+            NFCActivity.shared.failedToTake()
             throw NFCError(
                 code: .aborted, operation: operation, detail: "another user of this reader in this process has not let it go: stop it first"
             )
@@ -107,13 +107,13 @@ final class NFCDeviceHandle: @unchecked Sendable {
         let opened: OpaquePointer? = connstring.map { nfc_open(context.pointer, $0) } ?? nfc_open(context.pointer, nil)
         guard let opened else {
             DeviceThread.Claims.shared.release(claim)
-            NFCActivity.shared.endOpening(nil)
+            NFCActivity.shared.failedToTake()
             throw NFCError(code: .noSuchDevice, operation: operation, detail: "nfc_open found no device there")
         }
         device = opened
         self.claim = claim
         self.connstring = String(cString: nfc_device_get_connstring(opened))
-        NFCActivity.shared.endOpening(self)
+        NFCActivity.shared.took(ObjectIdentifier(self)) { [weak self] in self?.abort() }
     }
 
     /// The reader a connstring names, as one claim (`DeviceThread.Claims`): a serial or SPI
@@ -231,7 +231,7 @@ final class NFCDeviceHandle: @unchecked Sendable {
         guard first else { return }
         nfc_close(device)
         DeviceThread.Claims.shared.release(claim)
-        NFCActivity.shared.closed(self)
+        NFCActivity.shared.release(ObjectIdentifier(self))
     }
 
     deinit { close() }
@@ -240,56 +240,9 @@ final class NFCDeviceHandle: @unchecked Sendable {
 /// The libnfc devices this process has open, so that its end waits for them to close: a process
 /// that ended while its reader's thread was still closing the device (`tagfix scan --count 1`
 /// returns as soon as it has its tag) left the reader's RF field on and its tag powered until
-/// the next program opened it. At exit (an `atexit` handler) every open device's blocking call
-/// is aborted, device loops stop (`exiting`), and the exit waits, at most a second, for each to
-/// close: InRelease, the field off, PowerDown.
-final class NFCActivity: Sendable {
-    static let shared = NFCActivity()
-    private struct State {
-        var open: [ObjectIdentifier: @Sendable () -> Void] = [:]
-        /// Devices being opened (claimed, or inside nfc_open): the exit waits for them too.
-        var opening = 0
-        var exiting = false
-        var installed = false
-    }
-    private let state = Mutex(State())
-
-    /// Whether the process is ending: device loops stop, and no device opens.
-    var exiting: Bool { state.withLock { $0.exiting } }
-
-    /// A device is about to be opened: false once the process is ending (it must not be).
-    func beginOpening() -> Bool {
-        let (begun, install) = state.withLock { state -> (Bool, Bool) in
-            guard !state.exiting else { return (false, false) }
-            state.opening += 1
-            defer { state.installed = true }
-            return (true, !state.installed)
-        }
-        if install { atexit { NFCActivity.shared.drain() } }
-        return begun
-    }
-
-    /// The opening `beginOpening` announced is over: `device` is open, or nil when it failed.
-    func endOpening(_ device: NFCDeviceHandle?) {
-        state.withLock { state in
-            state.opening -= 1
-            if let device { state.open[ObjectIdentifier(device)] = { [weak device] in device?.abort() } }
-        }
-    }
-
-    func closed(_ device: NFCDeviceHandle) {
-        _ = state.withLock { $0.open.removeValue(forKey: ObjectIdentifier(device)) }
-    }
-
-    private func drain() {
-        let aborts = state.withLock { state -> [@Sendable () -> Void] in
-            state.exiting = true
-            return Array(state.open.values)
-        }
-        // Once each: an abort is for a call that would wait long (a transceive has no time
-        // limit); one in a closing device's InRelease would leave its field on. A device opened
-        // meanwhile has its thread see `exiting` after its next call, and close.
-        for abort in aborts { abort() }
-        DeviceThread.blockAtExit(upTo: .seconds(1)) { state.withLock { $0.open.isEmpty && $0.opening == 0 } }
-    }
+/// the next program opened it. At exit each open device's blocking call is aborted once, device
+/// loops stop, no device opens, and the exit waits for each to close: InRelease, the field off,
+/// PowerDown (`DeviceThread.HeldAtExit`).
+enum NFCActivity {
+    static let shared = DeviceThread.HeldAtExit<ObjectIdentifier>()
 }

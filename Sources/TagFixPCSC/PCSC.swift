@@ -124,12 +124,12 @@ struct PCSCContext: Sendable {
         let result = SCardEstablishContext(DWORD(SCARD_SCOPE_SYSTEM), nil, nil, &context)
         guard result == SCARD_S_SUCCESS else { throw PCSCError(code: Int(result), operation: "SCardEstablishContext") }
         handle = context
-        PCSCActivity.shared.opened(self)
+        PCSCActivity.shared.hold(context) { [context] in _ = SCardCancel(context) }
     }
 
     func release() {
         _ = SCardReleaseContext(handle)
-        PCSCActivity.shared.released(self)
+        PCSCActivity.shared.release(handle)
     }
 
     /// Ends a running `waitForChange` at once (from any thread).
@@ -188,44 +188,10 @@ struct PCSCContext: Sendable {
 /// The pcsc-lite contexts this process has open, so that its end waits for them: libpcsclite's
 /// destructor frees its contexts when the process exits, and a device thread still inside
 /// `SCardGetStatusChange` then crashed (SIGSEGV at the end of `verify --count 1`, once in a
-/// while). At exit (an `atexit` handler, which runs before the libraries' destructors) every
-/// open context is cancelled and the exit waits, at most a second, for its thread to release it.
-final class PCSCActivity: Sendable {
-    static let shared = PCSCActivity()
-    private struct State {
-        var open: [SCARDCONTEXT: Int] = [:]
-        var exiting = false
-        var installed = false
-    }
-    private let state = Mutex(State())
-
-    /// Whether the process is ending: device loops stop.
-    var exiting: Bool { state.withLock { $0.exiting } }
-
-    func opened(_ context: PCSCContext) {
-        let install = state.withLock { state -> Bool in
-            state.open[context.handle, default: 0] += 1
-            defer { state.installed = true }
-            return !state.installed
-        }
-        if install { atexit { PCSCActivity.shared.drain() } }
-    }
-
-    func released(_ context: PCSCContext) {
-        state.withLock { state in
-            state.open[context.handle, default: 1] -= 1
-            if state.open[context.handle] == 0 { state.open[context.handle] = nil }
-        }
-    }
-
-    private func drain() {
-        let open = state.withLock { state -> [SCARDCONTEXT] in
-            state.exiting = true
-            return Array(state.open.keys)
-        }
-        for handle in open { _ = SCardCancel(handle) }
-        DeviceThread.blockAtExit(upTo: .seconds(1)) { state.withLock { $0.open.isEmpty } }
-    }
+/// while). At exit every open context is cancelled once and the exit waits for its thread to
+/// release it (`DeviceThread.HeldAtExit`).
+enum PCSCActivity {
+    static let shared = DeviceThread.HeldAtExit<SCARDCONTEXT>()
 }
 
 /// One reader's state for `SCardGetStatusChange`.
