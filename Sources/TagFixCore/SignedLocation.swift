@@ -128,8 +128,17 @@ public enum SignedLocation {
     /// `text` with the value of every `sig=` query parameter replaced by `…`: for output and logs,
     /// which carry no signature bytes.
     public static func redacted(_ text: String) -> String {
-        let bytes = Array(text.utf8)
         let name = Array((parameter + "=").utf8)
+        // Most URLs have no signature: they are given back as they are, without a copy.
+        let signed =
+            text.utf8.withContiguousStorageIfAvailable { bytes in
+                bytes.indices.contains { index in
+                    (bytes[index] == UInt8(ascii: "?") || bytes[index] == UInt8(ascii: "&"))
+                        && UnsafeBufferPointer(rebasing: bytes[(index + 1)...]).starts(with: name)
+                }
+            } ?? true
+        guard signed else { return text }
+        let bytes = Array(text.utf8)
         var out: [UInt8] = []
         var index = 0
         var changed = false

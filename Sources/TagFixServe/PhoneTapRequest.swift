@@ -55,37 +55,203 @@ public struct PhoneTapRequest: Sendable, Hashable {
     static let members: Set<String> = ["url", "lat", "lon", "accuracy_m", "error", "timestamp_ms"]
 
     /// Parses a POST body.
+    ///
+    /// A body as the page sends it (the six members at most, once each, strings without escapes,
+    /// numbers) is read straight from its bytes (`Fields.plain`); anything else (an escape, a
+    /// member of another type or name, a repeat, a syntax error) is read by the strict JSON
+    /// reader, which says what is wrong. Both give the same `Fields`, checked by one `init`.
     /// - Throws: `PhoneTapRequestError` saying which member is wrong and why.
     public init(body: some Collection<UInt8>) throws(PhoneTapRequestError) {
         guard body.count <= Self.maximumBody else { throw .tooLarge(body.count) }
-        let value: JSONValue
-        do {
-            value = try JSONValue.parse(body)
-        } catch {
-            throw .notJSON(error.description)
+        let plain = body.withContiguousStorageIfAvailable { Fields.plain($0) } ?? Array(body).withUnsafeBufferPointer { Fields.plain($0) }
+        if let plain {
+            try self.init(fields: plain)
+        } else {
+            try self.init(fields: try Fields.parsed(body))
         }
-        guard let members = value.members else { throw .notAnObject(value.kindName) }
-        var seen: Set<String> = []
-        for (key, _) in members {
-            guard Self.members.contains(key) else { throw .unknownMember(Self.printable(key)) }
-            guard seen.insert(key).inserted else { throw .repeatedMember(key) }
+    }
+
+    /// The members of a body, each as its JSON kind.
+    struct Fields: Equatable {
+        enum Member: Equatable {
+            case string(String)
+            case number(Double)
+            /// Any other kind, by its name for the message ("an object", "null"…).
+            case other(String)
+
+            var kindName: String {
+                switch self {
+                case .string: "a string"
+                case .number: "a number"
+                case .other(let name): name
+                }
+            }
         }
-        func number(_ key: String) throws(PhoneTapRequestError) -> Double? {
-            guard let member = value[key] else { return nil }
-            guard let number = member.double else { throw .wrongType(member: key, expected: "a number", found: member.kindName) }
+
+        var url: Member?
+        var lat: Member?
+        var lon: Member?
+        var accuracy: Member?
+        var error: Member?
+        var timestamp: Member?
+
+        /// The member named by `key`'s bytes, if it is one of the six.
+        fileprivate subscript(name key: UnsafeBufferPointer<UInt8>) -> WritableKeyPath<Fields, Member?>? {
+            switch key.count {
+            case 3:
+                if key.elementsEqual("url".utf8) { return \.url }
+                if key.elementsEqual("lat".utf8) { return \.lat }
+                if key.elementsEqual("lon".utf8) { return \.lon }
+            case 5: if key.elementsEqual("error".utf8) { return \.error }
+            case 10: if key.elementsEqual("accuracy_m".utf8) { return \.accuracy }
+            case 12: if key.elementsEqual("timestamp_ms".utf8) { return \.timestamp }
+            default: break
+            }
+            return nil
+        }
+
+        /// A body read by the strict JSON reader; names it does not take are refused here.
+        static func parsed(_ body: some Collection<UInt8>) throws(PhoneTapRequestError) -> Fields {
+            let value: JSONValue
+            do {
+                value = try JSONValue.parse(body)
+            } catch {
+                throw .notJSON(error.description)
+            }
+            guard let members = value.members else { throw .notAnObject(value.kindName) }
+            var seen: Set<String> = []
+            for (key, _) in members {
+                guard PhoneTapRequest.members.contains(key) else { throw .unknownMember(PhoneTapRequest.printable(key)) }
+                guard seen.insert(key).inserted else { throw .repeatedMember(key) }
+            }
+            func member(_ key: String) -> Member? {
+                guard let member = value[key] else { return nil }
+                if let text = member.string { return .string(text) }
+                if let number = member.double { return .number(number) }
+                return .other(member.kindName)
+            }
+            return Fields(
+                url: member("url"), lat: member("lat"), lon: member("lon"), accuracy: member("accuracy_m"), error: member("error"),
+                timestamp: member("timestamp_ms"))
+        }
+
+        /// A body as the page sends it, read from its bytes; nil for anything else (the strict
+        /// reader then reads it, and refuses it if it must). What it gives is what `parsed` gives.
+        static func plain(_ bytes: UnsafeBufferPointer<UInt8>) -> Fields? {
+            var index = 0
+            let end = bytes.count
+            func skipWhitespace() {
+                while index < end, bytes[index] == 0x20 || bytes[index] == 0x09 || bytes[index] == 0x0A || bytes[index] == 0x0D {
+                    index += 1
+                }
+            }
+            func isDigit(_ i: Int) -> Bool { i < end && bytes[i] >= 0x30 && bytes[i] <= 0x39 }
+            /// A string with no escape or control character, as valid UTF-8, after its opening quote.
+            func string() -> String? {
+                let start = index
+                while index < end, bytes[index] != UInt8(ascii: "\""), bytes[index] != UInt8(ascii: "\\"), bytes[index] >= 0x20 {
+                    index += 1
+                }
+                guard index < end, bytes[index] == UInt8(ascii: "\"") else { return nil }
+                defer { index += 1 }
+                return String(validating: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+            }
+            /// A number by RFC 8259's grammar, read as the strict reader reads it.
+            func number() -> Double? {
+                let start = index
+                if bytes[index] == UInt8(ascii: "-") { index += 1 }
+                guard isDigit(index) else { return nil }
+                if bytes[index] == UInt8(ascii: "0") {
+                    index += 1
+                    if isDigit(index) { return nil }
+                } else {
+                    while isDigit(index) { index += 1 }
+                }
+                if index < end, bytes[index] == UInt8(ascii: ".") {
+                    index += 1
+                    guard isDigit(index) else { return nil }
+                    while isDigit(index) { index += 1 }
+                }
+                if index < end, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
+                    index += 1
+                    if index < end, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+                    guard isDigit(index) else { return nil }
+                    while isDigit(index) { index += 1 }
+                }
+                guard let value = Double(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)),
+                    value.isFinite
+                else { return nil }
+                return value
+            }
+
+            var fields = Fields()
+            skipWhitespace()
+            guard index < end, bytes[index] == UInt8(ascii: "{") else { return nil }
+            index += 1
+            while true {
+                skipWhitespace()
+                guard index < end, bytes[index] == UInt8(ascii: "\"") else { return nil }
+                index += 1
+                let keyStart = index
+                while index < end, bytes[index] > 0x20, bytes[index] < 0x7F, bytes[index] != UInt8(ascii: "\""),
+                    bytes[index] != UInt8(ascii: "\\")
+                {
+                    index += 1
+                }
+                guard index < end, bytes[index] == UInt8(ascii: "\""),
+                    let field = fields[name: UnsafeBufferPointer(rebasing: bytes[keyStart..<index])], fields[keyPath: field] == nil
+                else { return nil }
+                index += 1
+                skipWhitespace()
+                guard index < end, bytes[index] == UInt8(ascii: ":") else { return nil }
+                index += 1
+                skipWhitespace()
+                guard index < end else { return nil }
+                switch bytes[index] {
+                case UInt8(ascii: "\""):
+                    index += 1
+                    guard let text = string() else { return nil }
+                    fields[keyPath: field] = .string(text)
+                case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                    guard let value = number() else { return nil }
+                    fields[keyPath: field] = .number(value)
+                default:
+                    return nil
+                }
+                skipWhitespace()
+                guard index < end else { return nil }
+                if bytes[index] == UInt8(ascii: ",") {
+                    index += 1
+                    continue
+                }
+                guard bytes[index] == UInt8(ascii: "}") else { return nil }
+                index += 1
+                skipWhitespace()
+                return index == end ? fields : nil
+            }
+        }
+    }
+
+    /// A request from its members, each checked in turn.
+    init(fields: Fields) throws(PhoneTapRequestError) {
+        func number(_ member: Fields.Member?, _ key: String) throws(PhoneTapRequestError) -> Double? {
+            guard let member else { return nil }
+            guard case .number(let number) = member else { throw .wrongType(member: key, expected: "a number", found: member.kindName) }
             guard number.isFinite else { throw .notFinite(member: key) }
             return number
         }
-        guard let urlMember = value["url"] else { throw .missingMember("url") }
-        guard let url = urlMember.string else { throw .wrongType(member: "url", expected: "a string", found: urlMember.kindName) }
+        guard let urlMember = fields.url else { throw .missingMember("url") }
+        guard case .string(let url) = urlMember else {
+            throw .wrongType(member: "url", expected: "a string", found: urlMember.kindName)
+        }
         guard !url.isEmpty, url.utf8.count <= Self.maximumURL else { throw .badURL("it is empty or longer than \(Self.maximumURL) bytes") }
         guard url.hasPrefix("https://") || url.hasPrefix("http://") else { throw .badURL("it is not an http(s) URL") }
-        guard url.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F }) else {
+        guard url.utf8.allSatisfy({ $0 > 0x20 && $0 != 0x7F }) else {
             throw .badURL("it holds spaces or control characters")
         }
         self.url = url
 
-        if let stamp = try number("timestamp_ms") {
+        if let stamp = try number(fields.timestamp, "timestamp_ms") {
             // 2000-01-01 to 2100-01-01: anything else is not a browser's clock.
             guard stamp >= 946_684_800_000, stamp < 4_102_444_800_000 else { throw .outOfRange(member: "timestamp_ms", value: stamp) }
             timestamp = Timestamp(nanosecondsSinceEpoch: Int64(stamp.rounded()) * 1_000_000)
@@ -93,12 +259,12 @@ public struct PhoneTapRequest: Sendable, Hashable {
             timestamp = nil
         }
 
-        let lat = try number("lat")
-        let lon = try number("lon")
-        let accuracy = try number("accuracy_m")
-        if let errorMember = value["error"] {
+        let lat = try number(fields.lat, "lat")
+        let lon = try number(fields.lon, "lon")
+        let accuracy = try number(fields.accuracy, "accuracy_m")
+        if let errorMember = fields.error {
             guard lat == nil, lon == nil, accuracy == nil else { throw .positionAndError }
-            guard let text = errorMember.string else {
+            guard case .string(let text) = errorMember else {
                 throw .wrongType(member: "error", expected: "a string", found: errorMember.kindName)
             }
             guard let error = PositionError(rawValue: text) else { throw .unknownError(Self.printable(text)) }
