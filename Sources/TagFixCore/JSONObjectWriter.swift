@@ -52,4 +52,18 @@ public struct JSONObjectWriter: Sendable {
             return bytes.count + 1
         }
     }
+
+    /// This object's members and then the members of `object` (the text of a JSON object with
+    /// at least one member), as one object: made in one string, as every VERDICT line is.
+    public func text(followedByMembersOf object: String) -> String {
+        var object = object
+        return object.withUTF8 { members in
+            String(unsafeUninitializedCapacity: bytes.count + members.count) { output in
+                _ = output.initialize(from: bytes)
+                output[bytes.count] = UInt8(ascii: ",")
+                _ = UnsafeMutableBufferPointer(rebasing: output[(bytes.count + 1)...]).initialize(from: members.dropFirst())
+                return bytes.count + members.count
+            }
+        }
+    }
 }

@@ -80,15 +80,35 @@ public struct HTTPRequest: Sendable, Hashable {
     /// request line's parts are split at spaces, a header's name and value are trimmed of spaces
     /// and tabs (what `.whitespaces` is in ASCII) and its name lower-cased.
     init(asciiHead bytes: [UInt8]) throws(ProtocolError) {
-        let lines = bytes.split(omittingEmptySubsequences: true) { $0 == 10 || $0 == 13 }
-        guard let first = lines.first else { throw ProtocolError("an empty request") }
-        let requestLine = first.split(separator: 0x20, omittingEmptySubsequences: true)
-        guard requestLine.count == 3, requestLine[2].starts(with: "HTTP/1.".utf8) else {
+        // One pass over the bytes, line by line, with no array of lines or of parts.
+        let count = bytes.count
+        var index = 0
+        func nextLine() -> Range<Int>? {
+            while index < count, bytes[index] == 10 || bytes[index] == 13 { index += 1 }
+            guard index < count else { return nil }
+            let start = index
+            while index < count, bytes[index] != 10, bytes[index] != 13 { index += 1 }
+            return start..<index
+        }
+        guard let first = nextLine() else { throw ProtocolError("an empty request") }
+        // The request line's parts at spaces: exactly three.
+        var parts: [Range<Int>] = []
+        parts.reserveCapacity(3)
+        var at = first.lowerBound
+        while at < first.upperBound {
+            while at < first.upperBound, bytes[at] == 0x20 { at += 1 }
+            guard at < first.upperBound else { break }
+            let start = at
+            while at < first.upperBound, bytes[at] != 0x20 { at += 1 }
+            parts.append(start..<at)
+            if parts.count > 3 { break }
+        }
+        guard parts.count == 3, bytes[parts[2]].starts(with: "HTTP/1.".utf8) else {
             throw ProtocolError("not an HTTP/1.x request line")
         }
-        method = String(decoding: requestLine[0], as: UTF8.self)
-        version = String(decoding: requestLine[2], as: UTF8.self)
-        let target = requestLine[1]
+        method = String(decoding: bytes[parts[0]], as: UTF8.self)
+        version = String(decoding: bytes[parts[2]], as: UTF8.self)
+        let target = bytes[parts[1]]
         guard target.first == UInt8(ascii: "/") else { throw ProtocolError("the request target must be a path") }
         self.target = String(decoding: target, as: UTF8.self)
         if let mark = target.firstIndex(of: UInt8(ascii: "?")) {
@@ -98,17 +118,21 @@ public struct HTTPRequest: Sendable, Hashable {
             path = self.target
             query = [:]
         }
-        func trimmed(_ part: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
-            var part = part
-            while let byte = part.first, byte == 0x20 || byte == 0x09 { part = part.dropFirst() }
-            while let byte = part.last, byte == 0x20 || byte == 0x09 { part = part.dropLast() }
-            return part
+        func trimmed(_ range: Range<Int>) -> Range<Int> {
+            var (lower, upper) = (range.lowerBound, range.upperBound)
+            while lower < upper, bytes[lower] == 0x20 || bytes[lower] == 0x09 { lower += 1 }
+            while upper > lower, bytes[upper - 1] == 0x20 || bytes[upper - 1] == 0x09 { upper -= 1 }
+            return lower..<upper
         }
-        headers = Dictionary(minimumCapacity: lines.count)
-        for line in lines.dropFirst() {
-            guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { throw ProtocolError("a header line without a colon") }
-            let name = trimmed(line[..<colon]).map { $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }
-            headers[String(decoding: name, as: UTF8.self)] = String(decoding: trimmed(line[(colon + 1)...]), as: UTF8.self)
+        headers = Dictionary(minimumCapacity: 12)
+        while let line = nextLine() {
+            guard let colon = bytes[line].firstIndex(of: UInt8(ascii: ":")) else { throw ProtocolError("a header line without a colon") }
+            let name = trimmed(line.lowerBound..<colon)
+            let lowered = String(unsafeUninitializedCapacity: name.count) { out in
+                for (offset, byte) in bytes[name].enumerated() { out[offset] = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte }
+                return name.count
+            }
+            headers[lowered] = String(decoding: bytes[trimmed((colon + 1)..<line.upperBound)], as: UTF8.self)
         }
     }
 
@@ -250,10 +274,29 @@ public struct HTTPResponse: Sendable {
     /// The bytes on the wire: `Connection: keep-alive` (the connection is kept for the next
     /// request) or `Connection: close`; otherwise the same.
     public func bytes(keepAlive: Bool) -> [UInt8] {
-        var head = "HTTP/1.1 \(status) \(Self.reason(status))\r\nContent-Type: \(contentType)\r\nContent-Length: \(body.count)\r\n"
-        head += "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: \(keepAlive ? "keep-alive" : "close")\r\n"
-        for (name, value) in extraHeaders { head += "\(name): \(value)\r\n" }
-        return Array((head + "\r\n").utf8) + (headOnly ? [] : body)
+        // Into one array: an answer to every tap is made this way.
+        var out: [UInt8] = []
+        out.reserveCapacity(200 + extraHeaders.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count + 4 } + (headOnly ? 0 : body.count))
+        func put(_ text: String) { out.append(contentsOf: text.utf8) }
+        put("HTTP/1.1 ")
+        put(String(status))
+        put(" ")
+        put(Self.reason(status))
+        put("\r\nContent-Type: ")
+        put(contentType)
+        put("\r\nContent-Length: ")
+        put(String(body.count))
+        put("\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\nConnection: ")
+        put(keepAlive ? "keep-alive\r\n" : "close\r\n")
+        for (name, value) in extraHeaders {
+            put(name)
+            put(": ")
+            put(value)
+            put("\r\n")
+        }
+        put("\r\n")
+        if !headOnly { out.append(contentsOf: body) }
+        return out
     }
 
     /// 405 for a method the server (or its responder) does not take.

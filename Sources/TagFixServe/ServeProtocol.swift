@@ -292,10 +292,9 @@ public enum ServeMessage {
 
     /// `{"class":…,` + the rest of `object`'s members.
     static func splice(_ head: JSONObjectWriter, _ object: String) -> String {
-        let text = head.text
         // Bytes, not characters: counting a record's characters walks all of it (`{}` is 2 either way).
-        guard object.utf8.count > 2 else { return text }
-        return String(text.dropLast()) + "," + object.dropFirst()
+        guard object.utf8.count > 2 else { return head.text }
+        return head.text(followedByMembersOf: object)
     }
 }
 

@@ -113,4 +113,18 @@ struct JSONQuotedTests {
         #expect(Array(writer.text.utf8) == Array(("{" + reference.joined(separator: ",") + "}").utf8))
         #expect(JSONObjectWriter().text == "{}")
     }
+
+    @Test("an object followed by another's members is the two joined at a comma", arguments: hostileStrings)
+    func followedBy(_ text: String) {
+        var head = JSONObjectWriter()
+        head.add("class", "VERDICT")
+        head.add("id", 7)
+        var record = JSONObjectWriter()
+        record.add(text, text)
+        record.add("n", 1.5)
+        let object = record.text
+        let joined = head.text(followedByMembersOf: object)
+        #expect(Array(joined.utf8) == Array((String(head.text.dropLast()) + "," + object.dropFirst()).utf8))
+        #expect((try? JSONValue.parse(joined))?.members?.map(\.key) == ["class", "id", text, "n"])
+    }
 }
