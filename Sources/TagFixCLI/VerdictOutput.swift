@@ -6,16 +6,22 @@ enum VerdictFormat {
     /// One line for a terminal or a log: time, symbol, verdict, tag, message.
     /// - Parameter message: `verdict.message`, when the caller has it already (a record's).
     static func line(_ verdict: Verdict, message: String? = nil) -> String {
-        let symbol = verdict.kind.symbol
-        let kind = verdict.kind.words
         var tag = verdict.tagID ?? verdict.scan.uid.hex
         if let name = verdict.regionName { tag += " (\(name))" }
-        return "\(clockTime(verdict.scan.time))  \(symbol) \(pad(kind, 14)) \(pad(tag, 24)) \(message ?? verdict.message)"
-    }
-
-    static func clockTime(_ time: Timestamp) -> String {
-        let iso = time.formatted(fractionDigits: 0)
-        return String(decoding: iso.utf8.dropFirst(11).prefix(8), as: UTF8.self)
+        let message = message ?? verdict.message
+        // Into one array of bytes: `serve` writes a line for every phone tap.
+        var line: [UInt8] = []
+        line.reserveCapacity(56 + tag.utf8.count + message.utf8.count)
+        line += verdict.scan.time.formatted(fractionDigits: 0).utf8.dropFirst(11).prefix(8)
+        line += "  ".utf8
+        line += verdict.kind.symbol.utf8
+        line.append(0x20)
+        pad(verdict.kind.words, 14, into: &line)
+        line.append(0x20)
+        pad(tag, 24, into: &line)
+        line.append(0x20)
+        line += message.utf8
+        return String(decoding: line, as: UTF8.self)
     }
 
     /// `text` padded with spaces to `width` characters. A printable ASCII text (nearly every tag id) is
@@ -23,6 +29,13 @@ enum VerdictFormat {
     static func pad(_ text: String, _ width: Int) -> String {
         let count = text.utf8.allSatisfy { (0x20..<0x7F).contains($0) } ? text.utf8.count : text.count
         return count >= width ? text : text + String(repeating: " ", count: width - count)
+    }
+
+    /// `pad(text, width)`'s bytes appended to `bytes`.
+    static func pad(_ text: String, _ width: Int, into bytes: inout [UInt8]) {
+        let count = text.utf8.allSatisfy { (0x20..<0x7F).contains($0) } ? text.utf8.count : text.count
+        bytes += text.utf8
+        if count < width { bytes += repeatElement(0x20, count: width - count) }
     }
 }
 

@@ -328,6 +328,10 @@ extension DeviceThread {
     /// The thread `map` and `startMap` share their items with.
     private static let mapWorker = Worker(name: "tagfix-map")
 
+    /// Whether the machine has more than one core to run a map's two halves on: asked once
+    /// (Foundation reads it from the system at every call, a group's map at a time).
+    private static let severalCores = ProcessInfo.processInfo.activeProcessorCount > 1
+
     /// `transform` of each of `items`, in order, computed by the calling thread (one that may
     /// block: a committer's) and, for `splitFrom` items or more on a machine of more than one
     /// core, by a worker thread beside it (`startMap`). A group of 200 phone taps' records is
@@ -336,7 +340,7 @@ extension DeviceThread {
     public static func map<Item: Sendable, Value: Sendable>(
         _ items: [Item], splitFrom threshold: Int, _ transform: @escaping @Sendable (Item) -> Value
     ) -> [Value] {
-        guard items.count >= max(2, threshold), ProcessInfo.processInfo.activeProcessorCount > 1 else { return items.map(transform) }
+        guard items.count >= max(2, threshold), severalCores else { return items.map(transform) }
         return startMap(items, transform).finish()
     }
 

@@ -132,3 +132,49 @@ struct TerminalOutputTests {
         #expect(output.stderr.first?.contains("no verdict is shown that is not in the log") == true)
     }
 }
+
+@Suite("A verdict's terminal line")
+struct VerdictLineTests {
+    static let now = Timestamp(iso8601: "2026-06-01T23:59:59.9Z")!
+    static let centre = Coordinate(validLatitude: 53.545, longitude: 9.966)
+
+    /// The line as it was written before it was made of bytes: the same text, padded by characters.
+    static func reference(_ verdict: Verdict, message: String?) -> String {
+        let iso = verdict.scan.time.formatted(fractionDigits: 0)
+        let clock = String(decoding: iso.utf8.dropFirst(11).prefix(8), as: UTF8.self)
+        var tag = verdict.tagID ?? verdict.scan.uid.hex
+        if let name = verdict.regionName { tag += " (\(name))" }
+        return
+            "\(clock)  \(verdict.kind.symbol) \(VerdictFormat.pad(verdict.kind.words, 14)) \(VerdictFormat.pad(tag, 24)) \(message ?? verdict.message)"
+    }
+
+    @Test(
+        "the same text as the reference, for all six kinds, any region name and tag",
+        arguments: ["", "Pump 4", "日本語の名前", "🏳️‍🌈 e\u{301}", "a very long region name that overflows the column", "\u{7F}\t"])
+    func sameText(_ name: String) throws {
+        let region = try CircularRegion(center: Self.centre, radius: 25, identifier: "E1")
+        let verifier = Verifier(registry: try InMemoryRegistry([RegistryEntry(id: "E1", uid: nil, region: region, name: name)]))
+        func at(_ metres: Double, accuracy: Double = 8) -> PhonePosition {
+            .fix(
+                Coordinate(validLatitude: Self.centre.latitude + metres / 111_320, longitude: Self.centre.longitude), accuracy: accuracy,
+                time: Self.now)
+        }
+        let taps: [(String, PhonePosition, Bool)] = [
+            ("https://t.example/t/E1", at(3), false), ("https://t.example/t/E1", at(200), false),
+            ("https://t.example/t/E1", at(3, accuracy: 800), false), ("https://t.example/t/E1", .denied, false),
+            ("https://t.example/t/E1", at(3), true), ("https://t.example/t/\(name.isEmpty ? "Z" : "Z\(name)")", at(3), false),
+        ]
+        var verdicts = taps.map { verifier.phoneVerdict(url: $0.0, time: Self.now, position: $0.1, requireSUN: $0.2) }
+        let scan = TagScan(
+            readerID: "pn532", uid: try TagUID(bytes: [4, 0xA2, 0x24, 0xB2, 0xC5, 0x64, 0x80]), tagType: .ntag213,
+            url: "https://t.example/\(name)", time: Self.now)
+        if case .decided(let verdict) = verifier.expectation(for: scan) { verdicts.append(verdict) }
+        #expect(Set(verdicts.map(\.kind.name)).count == 6, "all six kinds")
+        for verdict in verdicts {
+            for message in [nil, "said once", name] {
+                #expect(VerdictFormat.line(verdict, message: message) == Self.reference(verdict, message: message))
+            }
+        }
+        #expect(VerdictFormat.line(verdicts[0]).hasPrefix("23:59:59  "))
+    }
+}
