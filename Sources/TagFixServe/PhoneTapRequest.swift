@@ -95,19 +95,44 @@ public struct PhoneTapRequest: Sendable, Hashable {
         var error: Member?
         var timestamp: Member?
 
-        /// The member named by `key`'s bytes, if it is one of the six.
-        fileprivate subscript(name key: UnsafeBufferPointer<UInt8>) -> WritableKeyPath<Fields, Member?>? {
-            switch key.count {
-            case 3:
-                if key.elementsEqual("url".utf8) { return \.url }
-                if key.elementsEqual("lat".utf8) { return \.lat }
-                if key.elementsEqual("lon".utf8) { return \.lon }
-            case 5: if key.elementsEqual("error".utf8) { return \.error }
-            case 10: if key.elementsEqual("accuracy_m".utf8) { return \.accuracy }
-            case 12: if key.elementsEqual("timestamp_ms".utf8) { return \.timestamp }
-            default: break
+        /// The six names, as `plain` reads them.
+        fileprivate enum Name {
+            case url, lat, lon, accuracy, error, timestamp
+
+            /// The name `key`'s bytes spell, if it is one of the six.
+            init?(_ key: UnsafeBufferPointer<UInt8>) {
+                func spells(_ name: StaticString) -> Bool {
+                    guard name.utf8CodeUnitCount == key.count else { return false }
+                    for offset in 0..<key.count where name.utf8Start[offset] != key[offset] { return false }
+                    return true
+                }
+                switch key.count {
+                case 3 where spells("url"): self = .url
+                case 3 where spells("lat"): self = .lat
+                case 3 where spells("lon"): self = .lon
+                case 5 where spells("error"): self = .error
+                case 10 where spells("accuracy_m"): self = .accuracy
+                case 12 where spells("timestamp_ms"): self = .timestamp
+                default: return nil
+                }
             }
-            return nil
+        }
+
+        /// Sets the member `name` unless it was set (a repeat): whether it was set.
+        fileprivate mutating func set(_ name: Name, _ member: Member) -> Bool {
+            func set(_ field: inout Member?) -> Bool {
+                guard field == nil else { return false }
+                field = member
+                return true
+            }
+            switch name {
+            case .url: return set(&url)
+            case .lat: return set(&lat)
+            case .lon: return set(&lon)
+            case .accuracy: return set(&accuracy)
+            case .error: return set(&error)
+            case .timestamp: return set(&timestamp)
+            }
         }
 
         /// A body read by the strict JSON reader; names it does not take are refused here.
@@ -198,8 +223,8 @@ public struct PhoneTapRequest: Sendable, Hashable {
                 {
                     index += 1
                 }
-                guard index < end, bytes[index] == UInt8(ascii: "\""),
-                    let field = fields[name: UnsafeBufferPointer(rebasing: bytes[keyStart..<index])], fields[keyPath: field] == nil
+                guard index < end, bytes[index] == UInt8(ascii: "\""), index > keyStart,
+                    let name = Name(UnsafeBufferPointer(rebasing: bytes[keyStart..<index]))
                 else { return nil }
                 index += 1
                 skipWhitespace()
@@ -210,11 +235,9 @@ public struct PhoneTapRequest: Sendable, Hashable {
                 switch bytes[index] {
                 case UInt8(ascii: "\""):
                     index += 1
-                    guard let text = string() else { return nil }
-                    fields[keyPath: field] = .string(text)
+                    guard let text = string(), fields.set(name, .string(text)) else { return nil }
                 case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-                    guard let value = number() else { return nil }
-                    fields[keyPath: field] = .number(value)
+                    guard let value = number(), fields.set(name, .number(value)) else { return nil }
                 default:
                     return nil
                 }
