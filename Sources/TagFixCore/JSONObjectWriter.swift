@@ -6,6 +6,8 @@
 /// `String` piece by piece, or joining a list of pieces, costs more than the bytes themselves.
 public struct JSONObjectWriter: Sendable {
     private var bytes: [UInt8] = [UInt8(ascii: "{")]
+    /// No member is written yet in the innermost object open (`add(_:object:)` writes one inside).
+    private var empty = true
 
     /// - Parameter capacity: bytes to reserve, when the caller knows about how long the object is.
     public init(capacity: Int = 0) {
@@ -13,9 +15,30 @@ public struct JSONObjectWriter: Sendable {
     }
 
     private mutating func key(_ key: String) {
-        if bytes.count > 1 { bytes.append(UInt8(ascii: ",")) }
-        JSONValue.appendQuoted(key, to: &bytes)
+        if !empty { bytes.append(UInt8(ascii: ",")) }
+        empty = false
+        // A name is nearly always a plain ASCII word: copied whole, without the escaper's runs.
+        var key = key
+        let plain = key.withUTF8 { name -> Bool in
+            guard !name.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else { return false }
+            bytes.append(UInt8(ascii: "\""))
+            bytes.append(contentsOf: name)
+            bytes.append(UInt8(ascii: "\""))
+            return true
+        }
+        if !plain { JSONValue.appendQuoted(key, to: &bytes) }
         bytes.append(UInt8(ascii: ":"))
+    }
+
+    /// A member whose value is an object, its members written by `members` straight into this
+    /// one's bytes.
+    public mutating func add(_ key: String, object members: (inout JSONObjectWriter) -> Void) {
+        self.key(key)
+        bytes.append(UInt8(ascii: "{"))
+        empty = true
+        members(&self)
+        bytes.append(UInt8(ascii: "}"))
+        empty = false
     }
 
     private mutating func null() { bytes.append(contentsOf: "null".utf8) }

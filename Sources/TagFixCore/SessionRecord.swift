@@ -157,24 +157,22 @@ public struct SessionRecord: Sendable, Hashable {
         object.add("distance_m", distance)
         object.add("accuracy_m", accuracy)
         object.add("bearing_deg", bearing, digits: 1)
-        object.add(
-            "region",
-            raw: region.map { region in
-                var r = JSONObjectWriter()
+        if let region {
+            object.add("region") { r in
                 r.add("id", region.id)
                 r.add("name", region.name)
                 r.add("lat", region.center.latitude, digits: 7)
                 r.add("lon", region.center.longitude, digits: 7)
                 r.add("radius_m", region.radius)
                 r.add("source", region.source)
-                return r.text
-            })
+            }
+        } else {
+            object.add("region", raw: nil)
+        }
         object.add("fix_age_s", fixAge)
         object.add("interpolated", interpolated)
-        object.add(
-            "fix",
-            raw: loggedFix.map { fix in
-                var f = JSONObjectWriter()
+        if let fix = loggedFix {
+            object.add("fix") { f in
                 f.add("time", fix.time?.iso8601)
                 f.add("mode", fix.mode)
                 f.add("lat", fix.coordinate?.latitude, digits: 7)
@@ -182,8 +180,10 @@ public struct SessionRecord: Sendable, Hashable {
                 f.add("accuracy_m", fix.accuracy)
                 f.add("status", fix.status)
                 f.add("satellites_used", fix.satellitesUsed)
-                return f.text
-            })
+            }
+        } else {
+            object.add("fix", raw: nil)
+        }
         if let clock {
             object.add("time_source", clock.source)
             object.add("clock_offset_s", clock.offset, digits: 3)
@@ -191,20 +191,20 @@ public struct SessionRecord: Sendable, Hashable {
         if let sunCounter { object.add("sun_counter", sunCounter) }
         // Last, and only when the reader knew: records without it are what they always were.
         if let read {
-            var r = JSONObjectWriter()
-            r.add("attempts", read.attempts)
-            r.add("rf_errors", read.rfErrors)
-            r.add("time_ms", read.duration.seconds * 1000, digits: 1)
-            object.add("read", raw: r.text)
+            object.add("read") { r in
+                r.add("attempts", read.attempts)
+                r.add("rf_errors", read.rfErrors)
+                r.add("time_ms", read.duration.seconds * 1000, digits: 1)
+            }
         }
         // After it, and only for a phone's tap: a reader's records keep their bytes.
         if let source { object.add("source", source) }
         if let phone {
-            var p = JSONObjectWriter()
-            p.add("token", phone.token)
-            p.add("client", phone.client)
-            p.add("user_agent", phone.userAgent)
-            object.add("phone", raw: p.text)
+            object.add("phone") { p in
+                p.add("token", phone.token)
+                p.add("client", phone.client)
+                p.add("user_agent", phone.userAgent)
+            }
         }
         return object.text
     }

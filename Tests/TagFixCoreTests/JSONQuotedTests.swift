@@ -114,6 +114,30 @@ struct JSONQuotedTests {
         #expect(JSONObjectWriter().text == "{}")
     }
 
+    @Test("an object written inside another is the same bytes as its text added raw", arguments: hostileStrings)
+    func nested(_ text: String) {
+        var inner = JSONObjectWriter()
+        inner.add(text, text)
+        inner.add("n", 2.5)
+        var empty = JSONObjectWriter()
+        var raw = JSONObjectWriter()
+        raw.add("a", raw: inner.text)
+        raw.add("none", raw: nil)
+        raw.add("empty", raw: empty.text)
+        raw.add(text, 1)
+        var inPlace = JSONObjectWriter()
+        inPlace.add("a") { object in
+            object.add(text, text)
+            object.add("n", 2.5)
+        }
+        inPlace.add("none", raw: nil)
+        inPlace.add("empty") { _ in }
+        inPlace.add(text, 1)
+        #expect(Array(inPlace.text.utf8) == Array(raw.text.utf8))
+        empty.add("x", 1)
+        #expect(empty.text == #"{"x":1}"#)
+    }
+
     @Test("an object followed by another's members is the two joined at a comma", arguments: hostileStrings)
     func followedBy(_ text: String) {
         var head = JSONObjectWriter()
