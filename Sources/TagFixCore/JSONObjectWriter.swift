@@ -81,7 +81,8 @@ public struct JSONObjectWriter: Sendable {
     public func text(followedByMembersOf object: String) -> String {
         var object = object
         return object.withUTF8 { members in
-            String(unsafeUninitializedCapacity: bytes.count + members.count) { output in
+            precondition(members.count > 2 && members.first == UInt8(ascii: "{"), "not the text of an object with members")
+            return String(unsafeUninitializedCapacity: bytes.count + members.count) { output in
                 _ = output.initialize(from: bytes)
                 output[bytes.count] = UInt8(ascii: ",")
                 _ = UnsafeMutableBufferPointer(rebasing: output[(bytes.count + 1)...]).initialize(from: members.dropFirst())

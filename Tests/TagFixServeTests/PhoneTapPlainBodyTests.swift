@@ -48,6 +48,11 @@ struct PhoneTapPlainBodyTests {
         }
     }
 
+    @Test("the fuzz target's corpus is there to start from")
+    func corpus() {
+        #expect(Self.seeds.count >= 12, "Fuzz/corpus/phone-tap was not found beside the tests")
+    }
+
     @Test("a body either reader takes means the same to both", arguments: 0..<8)
     func agree(_ round: Int) throws {
         // Each seed mutated byte by byte (JSON's own characters, whitespace, escapes, bytes of
@@ -76,7 +81,10 @@ struct PhoneTapPlainBodyTests {
                 if parsed != nil { both += 1 }
                 guard let fields = Self.plain(bytes) else { continue }
                 readPlainly += 1
-                #expect(parsed == fields, "\(String(decoding: bytes, as: UTF8.self)) read from its bytes as \(fields)")
+                // Compared as values, and as text (which tells -0.0 from 0.0).
+                #expect(
+                    parsed == fields && "\(String(describing: parsed))" == "\(String(describing: fields as PhoneTapRequest.Fields?))",
+                    "\(String(decoding: bytes, as: UTF8.self)) read from its bytes as \(fields)")
             }
         }
         // Enough mutants were read both ways for the comparison to mean something.
