@@ -85,11 +85,11 @@ struct NTAG424ReadTests {
     /// Through the real libnfc and the PN532 emulator: three `tagfix scan` runs (three taps) read
     /// three different URLs, each verifying with a counter one higher: one read each. The runs
     /// share a process, as a lab's script or these tests do, so each has the reader to itself:
-    /// a run's open (SAMConfiguration, 0x14) comes after the last one's close (PowerDown, 0x16).
+    /// a run's reader speaks only once the last one's has closed.
     /// A run that returned while its reader was still closing had the two interleave: the old
     /// run's RF-off reset the tag under the new run's read, and its retry counted one more. The
     /// line runs at 9600 baud, so a close (three commands) takes longer than the 50 ms libnfc
-    /// waits at an open before it speaks: without the claim, the two always overlap here.
+    /// waits at an open before it speaks: without the claim, the two overlap here.
     @Test func libnfcScansVerifiedSUNs() async throws {
         let tag = try provisionedTag(uid: uid, master: master)
         let emulator = try PN532Emulator(tags: [tag], options: .init(baud: 9600, logCommands: true))
@@ -106,12 +106,26 @@ struct NTAG424ReadTests {
             counters.append(verified.counter ?? 0)
         }
         #expect(counters == [1, 2, 3])
-        // Opens and closes alternate (a run may open again after a failed poll on a loaded
-        // machine); the last run's reader may still be closing, its PowerDown not there yet.
-        let openAndClose = emulator.traffic.log.map(\.command).filter { $0 == 0x14 || $0 == 0x16 }
+        // No run's reader spoke while another's was still closing: no close command (InRelease
+        // 0x52, InDeselect 0x44, PowerDown 0x16) comes between an open (SAMConfiguration, 0x14)
+        // and that reader's first poll (InListPassiveTarget, 0x4A), where the last run's close
+        // lands when the two overlap (without the claim: 14, 52, 52, 32, 14, the PowerDown lost).
+        // On a loaded machine a close can time out before its PowerDown, and a reader whose
+        // set-up failed opens again, so opens and PowerDowns need not alternate.
+        let commands = emulator.traffic.log.map(\.command)
+        var openedNotPolled = false
+        var overlaps: [Int] = []
+        for (index, command) in commands.enumerated() {
+            switch command {
+            case 0x14: openedNotPolled = true
+            case 0x4A: openedNotPolled = false
+            case 0x52, 0x44, 0x16: if openedNotPolled { overlaps.append(index) }
+            default: break
+            }
+        }
         #expect(
-            openAndClose.count >= 5 && openAndClose.enumerated().allSatisfy { $1 == ($0 % 2 == 0 ? 0x14 : 0x16) },
-            "each run's open after the last one's close: \(openAndClose.map { String($0, radix: 16) })")
+            commands.filter { $0 == 0x14 }.count >= 3 && overlaps.isEmpty,
+            "a close among another reader's opening, at \(overlaps): \(commands.map { String($0, radix: 16) })")
     }
 
     /// The two NTAG 424 DNA examples in docs/tag-json.md: the factory-fresh tag reads an empty
