@@ -323,29 +323,42 @@ private struct Reader {
 
     mutating func number() throws(JSONSyntaxError) -> JSONValue.Kind {
         let start = index
+        let (end, fault) = bytes.withUnsafeBufferPointer { JSONValue.scanNumber($0, from: start) }
+        index = end
+        if let fault { throw error(fault) }
+        let text = String(decoding: bytes[start..<index], as: UTF8.self)
+        guard let value = Double(text), value.isFinite else { throw error("number \(text) is out of range") }
+        return .number(text, value)
+    }
+}
+
+extension JSONValue {
+    /// Where the number that starts at `start` in `bytes` ends, by RFC 8259's grammar, or where
+    /// and why it is not one (`fault`: `end` is then the byte at fault). The strict reader and
+    /// `serve`'s reader of a phone tap's body read numbers by this one grammar.
+    public static func scanNumber(_ bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> (end: Int, fault: String?) {
+        var index = start
         func isDigit(_ i: Int) -> Bool { i < bytes.count && bytes[i] >= 0x30 && bytes[i] <= 0x39 }
-        if bytes[index] == UInt8(ascii: "-") { index += 1 }
-        guard isDigit(index) else { throw error("invalid number") }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "-") { index += 1 }
+        guard isDigit(index) else { return (index, "invalid number") }
         if bytes[index] == UInt8(ascii: "0") {
             index += 1
-            if isDigit(index) { throw error("invalid number: leading zero") }
+            if isDigit(index) { return (index, "invalid number: leading zero") }
         } else {
             while isDigit(index) { index += 1 }
         }
         if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
             index += 1
-            guard isDigit(index) else { throw error("invalid number: digits must follow '.'") }
+            guard isDigit(index) else { return (index, "invalid number: digits must follow '.'") }
             while isDigit(index) { index += 1 }
         }
         if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
             index += 1
             if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
-            guard isDigit(index) else { throw error("invalid number: digits must follow the exponent") }
+            guard isDigit(index) else { return (index, "invalid number: digits must follow the exponent") }
             while isDigit(index) { index += 1 }
         }
-        let text = String(decoding: bytes[start..<index], as: UTF8.self)
-        guard let value = Double(text), value.isFinite else { throw error("number \(text) is out of range") }
-        return .number(text, value)
+        return (index, nil)
     }
 }
 

@@ -51,9 +51,6 @@ public struct PhoneTapRequest: Sendable, Hashable {
     /// its IP address says some kilometres; beyond this the number is not a position.
     public static let maximumAccuracy = 100_000.0
 
-    /// The members a body may carry.
-    static let members: Set<String> = ["url", "lat", "lon", "accuracy_m", "error", "timestamp_ms"]
-
     /// Parses a POST body.
     ///
     /// A body as the page sends it (the six members at most, once each, strings without escapes,
@@ -95,9 +92,16 @@ public struct PhoneTapRequest: Sendable, Hashable {
         var error: Member?
         var timestamp: Member?
 
-        /// The six names, as `plain` reads them.
+        /// The six names a body may carry.
         fileprivate enum Name {
             case url, lat, lon, accuracy, error, timestamp
+
+            /// The name `key` spells, if it is one of the six (compared byte for byte).
+            init?(_ key: String) {
+                var key = key
+                guard let name = key.withUTF8({ Name($0) }) else { return nil }
+                self = name
+            }
 
             /// The name `key`'s bytes spell, if it is one of the six.
             init?(_ key: UnsafeBufferPointer<UInt8>) {
@@ -144,20 +148,16 @@ public struct PhoneTapRequest: Sendable, Hashable {
                 throw .notJSON(error.description)
             }
             guard let members = value.members else { throw .notAnObject(value.kindName) }
-            var seen: Set<String> = []
-            for (key, _) in members {
-                guard PhoneTapRequest.members.contains(key) else { throw .unknownMember(PhoneTapRequest.printable(key)) }
-                guard seen.insert(key).inserted else { throw .repeatedMember(key) }
+            var fields = Fields()
+            for (key, value) in members {
+                guard let name = Name(key) else { throw .unknownMember(PhoneTapRequest.printable(key)) }
+                let member: Member =
+                    if let text = value.string { .string(text) } else if let number = value.double { .number(number) } else {
+                        .other(value.kindName)
+                    }
+                guard fields.set(name, member) else { throw .repeatedMember(key) }
             }
-            func member(_ key: String) -> Member? {
-                guard let member = value[key] else { return nil }
-                if let text = member.string { return .string(text) }
-                if let number = member.double { return .number(number) }
-                return .other(member.kindName)
-            }
-            return Fields(
-                url: member("url"), lat: member("lat"), lon: member("lon"), accuracy: member("accuracy_m"), error: member("error"),
-                timestamp: member("timestamp_ms"))
+            return fields
         }
 
         /// A body as the page sends it, read from its bytes; nil for anything else (the strict
@@ -170,7 +170,6 @@ public struct PhoneTapRequest: Sendable, Hashable {
                     index += 1
                 }
             }
-            func isDigit(_ i: Int) -> Bool { i < end && bytes[i] >= 0x30 && bytes[i] <= 0x39 }
             /// A string with no escape or control character, as valid UTF-8, after its opening quote.
             func string() -> String? {
                 let start = index
@@ -181,29 +180,12 @@ public struct PhoneTapRequest: Sendable, Hashable {
                 defer { index += 1 }
                 return String(validating: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
             }
-            /// A number by RFC 8259's grammar, read as the strict reader reads it.
+            /// A number by the strict reader's grammar (`JSONValue.scanNumber`), read as it reads it.
             func number() -> Double? {
-                let start = index
-                if bytes[index] == UInt8(ascii: "-") { index += 1 }
-                guard isDigit(index) else { return nil }
-                if bytes[index] == UInt8(ascii: "0") {
-                    index += 1
-                    if isDigit(index) { return nil }
-                } else {
-                    while isDigit(index) { index += 1 }
-                }
-                if index < end, bytes[index] == UInt8(ascii: ".") {
-                    index += 1
-                    guard isDigit(index) else { return nil }
-                    while isDigit(index) { index += 1 }
-                }
-                if index < end, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
-                    index += 1
-                    if index < end, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
-                    guard isDigit(index) else { return nil }
-                    while isDigit(index) { index += 1 }
-                }
-                guard let value = Double(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)),
+                let (numberEnd, fault) = JSONValue.scanNumber(bytes, from: index)
+                guard fault == nil else { return nil }
+                defer { index = numberEnd }
+                guard let value = Double(String(decoding: UnsafeBufferPointer(rebasing: bytes[index..<numberEnd]), as: UTF8.self)),
                     value.isFinite
                 else { return nil }
                 return value
