@@ -24,14 +24,9 @@ enum VerdictFormat {
         return String(decoding: line, as: UTF8.self)
     }
 
-    /// `text` padded with spaces to `width` characters. A printable ASCII text (nearly every tag id) is
-    /// measured in bytes: counting characters walks the grapheme rules, for every verdict line.
-    static func pad(_ text: String, _ width: Int) -> String {
-        let count = text.utf8.allSatisfy { (0x20..<0x7F).contains($0) } ? text.utf8.count : text.count
-        return count >= width ? text : text + String(repeating: " ", count: width - count)
-    }
-
-    /// `pad(text, width)`'s bytes appended to `bytes`.
+    /// `text`'s bytes appended to `bytes`, padded with spaces to `width` characters. A printable
+    /// ASCII text (nearly every tag id) is measured in bytes: counting characters walks the
+    /// grapheme rules, for every verdict line.
     static func pad(_ text: String, _ width: Int, into bytes: inout [UInt8]) {
         let count = text.utf8.allSatisfy { (0x20..<0x7F).contains($0) } ? text.utf8.count : text.count
         bytes += text.utf8

@@ -17,16 +17,7 @@ public struct JSONObjectWriter: Sendable {
     private mutating func key(_ key: String) {
         if !empty { bytes.append(UInt8(ascii: ",")) }
         empty = false
-        // A name is nearly always a plain ASCII word: copied whole, without the escaper's runs.
-        var key = key
-        let plain = key.withUTF8 { name -> Bool in
-            guard !name.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else { return false }
-            bytes.append(UInt8(ascii: "\""))
-            bytes.append(contentsOf: name)
-            bytes.append(UInt8(ascii: "\""))
-            return true
-        }
-        if !plain { JSONValue.appendQuoted(key, to: &bytes) }
+        JSONValue.appendQuoted(key, to: &bytes)
         bytes.append(UInt8(ascii: ":"))
     }
 

@@ -138,6 +138,12 @@ struct VerdictLineTests {
     static let now = Timestamp(iso8601: "2026-06-01T23:59:59.9Z")!
     static let centre = Coordinate(validLatitude: 53.545, longitude: 9.966)
 
+    /// A text padded with spaces to `width` characters, as the line did it before it was bytes.
+    static func pad(_ text: String, _ width: Int) -> String {
+        let count = text.utf8.allSatisfy { (0x20..<0x7F).contains($0) } ? text.utf8.count : text.count
+        return count >= width ? text : text + String(repeating: " ", count: width - count)
+    }
+
     /// The line as it was written before it was made of bytes: the same text, padded by characters.
     static func reference(_ verdict: Verdict, message: String?) -> String {
         let iso = verdict.scan.time.formatted(fractionDigits: 0)
@@ -145,7 +151,7 @@ struct VerdictLineTests {
         var tag = verdict.tagID ?? verdict.scan.uid.hex
         if let name = verdict.regionName { tag += " (\(name))" }
         return
-            "\(clock)  \(verdict.kind.symbol) \(VerdictFormat.pad(verdict.kind.words, 14)) \(VerdictFormat.pad(tag, 24)) \(message ?? verdict.message)"
+            "\(clock)  \(verdict.kind.symbol) \(pad(verdict.kind.words, 14)) \(pad(tag, 24)) \(message ?? verdict.message)"
     }
 
     @Test(
