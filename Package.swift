@@ -47,6 +47,8 @@ let package = Package(
         .library(name: "TagFixPostgres", targets: ["TagFixPostgres"]),
         .library(name: "TagFixTLS", targets: ["TagFixTLS"]),
         .executable(name: "tagfix", targets: ["tagfix"]),
+        // Test tooling, not the product: a slow disk for LD_PRELOAD (Tests/SlowFsync).
+        .library(name: "TagFixSlowFsync", type: .dynamic, targets: ["SlowFsync"]),
     ],
     targets: [
         .target(name: "TagFixCore"),
@@ -95,6 +97,9 @@ let package = Package(
         // Test-only daemons (the private mosquitto broker), for the tests and the benchmarks:
         // not in the product.
         .target(name: "TagFixTestDaemons", dependencies: ["TagFixDaemons", "TagFixDevices"], path: "Tests/TagFixTestDaemons"),
+        // fsync made slow off RAM file systems, loaded with LD_PRELOAD into a test's daemon:
+        // libTagFixSlowFsync.so beside the test runner. Test tooling, not in the product.
+        .target(name: "SlowFsync", path: "Tests/SlowFsync"),
         // The shipped scenario format and its scripted devices (`--scenario`, the demo's mock GPS);
         // TagFixTesting is for tests only (the manual clock, the reference data).
         .target(name: "TagFixScenarios", dependencies: ["TagFixCore", "TagFixDevices"]),

@@ -91,6 +91,12 @@ public final class PrivateDaemon: Sendable {
         /// by `stop()`, `kill()`, a start that failed, and the watchdog. Left, one a run, they
         /// filled the system's 4,096 segments and initdb failed.
         public var sharedMemoryKey: (@Sendable (_ port: Int) -> Int32)?
+        /// A folder of the daemon's own (its configuration, state, socket), made by its owner
+        /// for this daemon alone. The watchdog removes it once the daemon has gone if the owner
+        /// died without stopping it (a `kill -9`ed `tagfix emulate`, a crashed test run); an
+        /// owner that lives removes it itself, after its last `stop()` (a `restart()` runs in it
+        /// again).
+        public var folder: String?
 
         public init(
             name: String, heading: String, noFreePort: DaemonError,
@@ -207,7 +213,8 @@ public final class PrivateDaemon: Sendable {
             // test processes that crashed did, each with the gpsd it was starting. Dismissed only
             // after a failed start has stopped the daemon.
             let watchdog = ProcessWatchdog(
-                guarding: process.pid, named: configuration.name, sharedMemoryKey: configuration.sharedMemoryKey?(port))
+                guarding: process.pid, named: configuration.name, sharedMemoryKey: configuration.sharedMemoryKey?(port),
+                folder: configuration.folder)
             let looks = max(1, Int(configuration.readiness / .milliseconds(50)))
             for _ in 0..<looks {
                 if configuration.ready(port, process.pid) {

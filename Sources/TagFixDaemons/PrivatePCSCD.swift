@@ -85,7 +85,7 @@ public final class PrivatePCSCD: Sendable {
         } catch {
             throw DaemonError(daemon: "pcscd", reason: "cannot make \(folder): \(error.localizedDescription)", heading: heading)
         }
-        let configuration = PrivateDaemon.Configuration(
+        var configuration = PrivateDaemon.Configuration(
             name: "pcscd", heading: heading,
             noFreePort: DaemonError(daemon: "pcscd", reason: "no free TCP port for vpcd", heading: heading),
             launch: { port throws(DaemonError) in
@@ -102,6 +102,7 @@ public final class PrivatePCSCD: Sendable {
                         ? "pcscd exited at once: it runs in a mount namespace of its own (unshare --mount), which this system may not allow"
                         : "pcscd did not start listening for vpcd on port \(port)", heading: heading)
             })
+        configuration.folder = folder
         do {
             let daemon = try await PrivateDaemon.start(configuration, port: port)
             return PrivatePCSCD(

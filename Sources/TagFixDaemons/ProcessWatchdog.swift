@@ -13,7 +13,7 @@ import TagFixSystem
 /// there under another name is looked at again for up to a second, since the watchdog starts as
 /// soon as the daemon is spawned and an owner that dies at once may find it still in its exec
 /// (`setpriv` becoming `postgres`). Once the daemon has gone it removes the shared-memory segment
-/// the daemon leaves behind, if it has one.
+/// the daemon leaves behind and the daemon's folder, if it has them.
 final class ProcessWatchdog: Sendable {
     /// The pipe's write end; closed once, by `dismiss()`.
     private let writer: Mutex<FileDescriptor?>
@@ -21,7 +21,7 @@ final class ProcessWatchdog: Sendable {
 
     /// `nil` when the pipe or the shell cannot be had: the daemon then runs as before, stopped
     /// only by `stop()`.
-    init?(guarding pid: Int32, named name: String, sharedMemoryKey: Int32? = nil) {
+    init?(guarding pid: Int32, named name: String, sharedMemoryKey: Int32? = nil, folder: String? = nil) {
         // Close-on-exec on both ends (FileDescriptor.pipe): no program spawned later, by this
         // process or by another thread, inherits the write end and keeps the pipe open after the
         // owner dies. The read end reaches the shell as its standard input, which the spawn
@@ -32,7 +32,7 @@ final class ProcessWatchdog: Sendable {
             read -r word
             [ "$word" = done ] && exit 0
             alive() { [ "$(cat /proc/$1/comm 2>/dev/null)" = "$2" ]; }
-            gone() { [ -n "$3" ] && ipcrm -M "$3" 2>/dev/null; exit 0; }
+            gone() { [ -n "$3" ] && ipcrm -M "$3" 2>/dev/null; [ -n "$4" ] && rm -rf -- "$4"; exit 0; }
             for _ in 1 2 3 4 5 6 7 8 9 10; do alive "$1" "$2" && break; [ -d "/proc/$1" ] || gone "$@"; sleep 0.1; done
             alive "$1" "$2" || gone "$@"
             kill -TERM "$1"
@@ -48,7 +48,7 @@ final class ProcessWatchdog: Sendable {
                 executable: "/bin/sh",
                 arguments: [
                     "-c", script, "tagfix-\(name.prefix(15))-watchdog", String(pid), String(name.prefix(15)),
-                    sharedMemoryKey.map { "0x" + String(UInt32(bitPattern: $0), radix: 16) } ?? "",
+                    sharedMemoryKey.map { "0x" + String(UInt32(bitPattern: $0), radix: 16) } ?? "", folder ?? "",
                 ],
                 standardInput: readEnd.rawValue)
         } catch {

@@ -7,6 +7,7 @@ import TagFixEmulators
 import TagFixNDEF
 import TagFixPCSC
 import TagFixStore
+import TagFixSystem
 import TagFixTesting
 import Testing
 
@@ -430,6 +431,34 @@ struct PCSCEndToEndTests {
         // Read each time the script puts it back.
         #expect(lines.count == 2, "\(lines)")
         for line in lines { #expect(try JSONValue.parse(line)["uid"]?.string == image.uid?.hex) }
+    }
+
+    @Test(
+        "tagfix emulate pcsc --pcscd stopped as it should be (SIGTERM) or killed at once (SIGKILL): its pcscd is gone, and so is pcscd's folder",
+        .enabled(if: !flipperDumps.isEmpty, skip), arguments: [SIGTERM, SIGKILL])
+    func emulatorLeavesNoFolder(signal: Int32) async throws {
+        let dump = try #require(flipperDumps.first)
+        let emulator = try RunningProgram(binary, ["emulate", "pcsc", "--tag", dump, "--pcscd"], standardError: .discard)
+        defer { emulator.terminate() }
+        _ = await RunningProgram.poll(upTo: .seconds(120)) { emulator.stdout.contains("reader: ") || emulator.outputClosed }
+        let text = emulator.stdout
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix("pcscd: PCSCLITE_CSOCK_NAME=") }) else {
+            throw EmulateOutput.noSocket(text)
+        }
+        // FOLDER/run/pcscd.comm: the folder PrivatePCSCD made for this pcscd.
+        let socket = String(line.dropFirst("pcscd: PCSCLITE_CSOCK_NAME=".count))
+        let folder = ((socket as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent
+        #expect((folder as NSString).lastPathComponent.hasPrefix("tagfix-pcscd-"), "\(socket)")
+        #expect(FileManager.default.fileExists(atPath: folder))
+        let pcscd = try #require(
+            PrivateDaemon.children(of: emulator.pid).first { Processes.status(of: $0)?.name == "pcscd" }, "no pcscd is tagfix's child")
+        emulator.child.signal(signal)
+        _ = await RunningProgram.poll(upTo: .seconds(30)) { emulator.outputClosed }
+        #expect(await RunningProgram.poll(upTo: .seconds(10)) { !Processes.isRunning(pcscd) }, "pcscd outlived tagfix")
+        // The watchdog removes it once pcscd has gone, when the emulator was killed; before, a
+        // killed emulator left it, one a run, in the temporary folder.
+        #expect(
+            await RunningProgram.poll(upTo: .seconds(10)) { !FileManager.default.fileExists(atPath: folder) }, "\(folder) was left behind")
     }
 
     @Test(

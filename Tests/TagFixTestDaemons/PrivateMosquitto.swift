@@ -6,8 +6,17 @@ public import TagFixDaemons
 /// `mosquitto -c CONFIG` with a configuration of its own in a folder of its own (listener on
 /// 127.0.0.1 and a free port, persistence saved on every change, so a broker killed and started
 /// again keeps its sessions), never the system service. A `PrivateDaemon`, like `PrivateGPSD`,
-/// so it stops when its owner ends, however the owner ends. Scoped:
-/// `PrivateMosquitto.with(options:) { broker in … }`, which removes its folder at the end.
+/// so it stops when its owner ends, however the owner ends, and its watchdog then removes the
+/// folder. Scoped: `PrivateMosquitto.with(options:) { broker in … }`, which removes its folder at
+/// the end.
+///
+/// The folder is on a RAM file system (/dev/shm) where there is one. Saving on every change,
+/// mosquitto writes its whole state and fsyncs it after each pass of its loop that changed
+/// something, a packet or two: on a disk whose fsync takes 10 ms it handled about 100 packets a
+/// second, and a test's burst of 4,800 verdicts outlasted the publisher's minute (CI failed so;
+/// a shim that makes fsync take 10 ms off RAM file systems, `Tests/SlowFsync`, shows it). What the
+/// tests kill is the broker's process, not the machine's power: a file it wrote, flushed or not,
+/// is there for the broker started again.
 public final class PrivateMosquitto: Sendable {
     /// What the broker asks of its clients.
     public struct Options: Sendable, Hashable {
@@ -29,8 +38,19 @@ public final class PrivateMosquitto: Sendable {
         /// again keeps them. (Measured with mosquitto 2.0.11: a kept session read back from the
         /// saved state may get a QoS 1 message it acknowledged once more, as QoS 1 allows.)
         public var persistence = true
+        /// Variables added to this process's environment for the broker: `LD_PRELOAD` of a test's
+        /// shim (`slowDisk`).
+        public var environment: [String: String] = [:]
 
         public init() {}
+
+        /// A disk whose fsync takes `milliseconds` (off RAM file systems), for the broker alone:
+        /// libTagFixSlowFsync.so (Tests/SlowFsync) preloaded from `buildDirectory`.
+        public static func slowDisk(milliseconds: Int = 10, buildDirectory: String) -> Options {
+            var options = Options()
+            options.environment = ["LD_PRELOAD": buildDirectory + "/libTagFixSlowFsync.so", "SLOW_FSYNC_MS": String(milliseconds)]
+            return options
+        }
     }
 
     public let port: Int
@@ -55,30 +75,46 @@ public final class PrivateMosquitto: Sendable {
 
     private static let heading = "cannot create the link: "
 
+    /// Where brokers' folders go: /dev/shm when it is a RAM file system this process may write
+    /// in, else the temporary folder.
+    public static let stateRoot: String = {
+        // /proc/mounts: "tmpfs /dev/shm tmpfs rw,… 0 0".
+        let mounts = (try? String(contentsOfFile: "/proc/mounts", encoding: .utf8)) ?? ""
+        let shm = mounts.split(separator: "\n").contains { line in
+            let fields = line.split(separator: " ")
+            return fields.count > 2 && fields[1] == "/dev/shm" && fields[2] == "tmpfs"
+        }
+        return shm && access("/dev/shm", W_OK | X_OK) == 0 ? "/dev/shm" : FileManager.default.temporaryDirectory.path
+    }()
+
     /// Starts a broker and waits until it listens; `finish()` stops it and removes its folder.
     /// - Throws: `DaemonError`: mosquitto is not installed, or did not start listening.
     public static func start(options: Options = Options()) async throws(DaemonError) -> PrivateMosquitto {
         guard let mosquitto = installedPath else {
             throw DaemonError(daemon: "mosquitto", reason: "mosquitto is not installed (apt-get install mosquitto)", heading: heading)
         }
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("tagfix-mosquitto-\(UUID().uuidString)").path
+        let folder = stateRoot + "/tagfix-mosquitto-\(UUID().uuidString)"
         do {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         } catch {
             throw DaemonError(daemon: "mosquitto", reason: "cannot create \(folder): \(error)", heading: heading)
         }
-        let configuration = PrivateDaemon.Configuration(
+        var configuration = PrivateDaemon.Configuration(
             name: "mosquitto", heading: heading,
             noFreePort: DaemonError(daemon: "mosquitto", reason: "no free TCP port on 127.0.0.1", heading: heading),
             launch: { port throws(DaemonError) in
                 let config = try writeConfiguration(directory: folder, port: port, options: options)
-                return PrivateDaemon.Launch(executable: mosquitto, arguments: ["-c", config])
+                return PrivateDaemon.Launch(
+                    executable: mosquitto, arguments: ["-c", config],
+                    environment: options.environment.isEmpty
+                        ? nil : ProcessInfo.processInfo.environment.merging(options.environment) { $1 })
             },
             notReady: { port, _ in
                 DaemonError(
                     daemon: "mosquitto", reason: "mosquitto did not start listening on port \(port) (see \(folder)/mosquitto.log)",
                     heading: heading)
             })
+        configuration.folder = folder
         do {
             return PrivateMosquitto(daemon: try await PrivateDaemon.start(configuration), directory: folder, options: options)
         } catch {

@@ -76,6 +76,10 @@ public final class PrivatePostgres: Sendable {
                     [
                         "-D", directory + "/data", "-p", String(port), "-k", directory, "-c", "listen_addresses=127.0.0.1", "-c",
                         "max_connections=50",
+                        // Its dynamic shared memory in files of its data folder (pg_dynshmem), gone
+                        // with the folder: as POSIX segments, the default, a cluster killed by a
+                        // test (`kill()`) left two in /dev/shm, 1 MB and 17 kB, a few each run.
+                        "-c", "dynamic_shared_memory_type=mmap",
                     ])
                 return .init(executable: executable, arguments: arguments, log: directory + "/postgres.log")
             },
@@ -88,6 +92,7 @@ public final class PrivatePostgres: Sendable {
                     heading: heading)
             })
         configuration.readiness = .seconds(30)
+        configuration.folder = directory
         return configuration
     }
 
