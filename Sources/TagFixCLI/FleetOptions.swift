@@ -88,6 +88,7 @@ enum FleetOptions {
         let outcome = await publisher.finish(linger: request.linger, clock: MonotonicClock()) {
             if !interrupted { _ = await again.wait() }
         }
-        return outcome.summary(address: request.address, log: publisher.logPath, linger: request.linger)
+        return outcome.summary(
+            address: request.address, log: publisher.logPath, linger: request.linger, interrupted: interrupted || again.received != nil)
     }
 }

@@ -300,7 +300,7 @@ struct ServeCommand: Subcommand {
         SystemdNotify.send("READY=1\nSTATUS=serving \(registryName)")
         var failure: CLIError?
         do {
-            try await verify.withPrinter(io, sinks: [hub]) { printer throws(CLIError) in
+            try await verify.withPrinter(io, sinks: [hub]) { printer, _ throws(CLIError) in
                 // A phone's verdict goes through the same fan-out as a reader's: the log first,
                 // the taps that arrived together with one fsync.
                 let clock = MonotonicClock()
@@ -404,7 +404,7 @@ struct ServeCommand: Subcommand {
         if opened == true {
             io.err("tagfix serve --demo: the page is open: walking the Harbour Works example site (\(ExampleSite.stops.count) taps)")
             do {
-                try await verify.withPrinter(io, sinks: [hub]) { printer throws(CLIError) in
+                try await verify.withPrinter(io, sinks: [hub]) { printer, _ throws(CLIError) in
                     do throws(DemoError) {
                         try await DemoRun(stop: stop, note: { io.err($0) }, onEvent: { printer.print($0, now: $1) }).run()
                     } catch {

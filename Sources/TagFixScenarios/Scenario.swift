@@ -86,7 +86,13 @@ public struct Scenario: Sendable {
 /// verdicts `LiveVerifier` gives on the scenario's mock devices, because the session decides by
 /// timestamps alone.
 public enum ScenarioReplay {
-    public static func run(_ scenario: Scenario, verifier: Verifier, onEvent: (VerifierEvent) -> Void) {
+    /// Replays `scenario` through `verifier`, handing each event to `onEvent`. `stopped` is asked
+    /// before each of the scenario's events: once it says yes (a Ctrl-C), the rest are not
+    /// replayed, and the session ends as a live one does, a scan still waiting for a fix given
+    /// its verdict.
+    public static func run(
+        _ scenario: Scenario, verifier: Verifier, stopped: () -> Bool = { false }, onEvent: (VerifierEvent) -> Void
+    ) {
         var session = VerificationSession(verifier: verifier)
         enum Item {
             case gps(FixEvent)
@@ -100,6 +106,10 @@ public enum ScenarioReplay {
 
         func emit(_ verdicts: [Verdict]) { verdicts.forEach { onEvent(.verdict($0)) } }
         for (at, _, _, item) in items {
+            if stopped() {
+                emit(session.finish())
+                return
+            }
             while let deadline = session.nextDeadline, deadline < at {
                 emit(session.advance(to: deadline))
             }
