@@ -12,8 +12,8 @@ def render(rows):
     runs = [r for r in rows if r["bench"] == "fleet-postgres"]
     latency = [r for r in rows if r["bench"] == "fleet-postgres-latency"]
     lines = ["## 8b. The fleet store on PostgreSQL (a private cluster and a private mosquitto on loopback)\n",
-             "`TagFixBench fleet-postgres`: a private PostgreSQL 15 cluster (`PrivatePostgres`: initdb, default settings, "
-             "fsync on) and a private mosquitto (no persistence) on this machine. The same stream of verdicts (the example "
+             "`TagFixBench fleet-postgres`: a private PostgreSQL 15 cluster (`PrivatePostgres`: initdb, default settings "
+             "but dynamic shared memory in files of its folder, fsync on) and a private mosquitto (no persistence) on this machine. The same stream of verdicts (the example "
              "site's records, repeated) is queued in the broker for kept sessions, then drained in turn, in the same run: "
              "by `mosquitto_sub -q 1 -C N` writing to a file; by one collector, a `tagfix collect --db postgresql://…` "
              "process (storing what each read of the socket brought as one multi-row `INSERT … ON CONFLICT (id) DO NOTHING`); "

@@ -32,9 +32,10 @@ struct VerifyCommand: Subcommand {
             before it is shown (tagfix report reads it). --demo walks the built-in example site \
             through the emulators. With --scenario the whole pipeline runs on mock devices; the \
             scenario format is in docs/scenarios.md.
-            SIGINT (Ctrl-C) or SIGTERM (systemd's stop) ends a session normally: a scan still \
-            waiting for a fix gets its verdict, the log is complete, the summary is printed, the \
-            emulators and the private gpsd of --demo stop, and the exit code is 0.
+            SIGINT (Ctrl-C) or SIGTERM (systemd's stop) ends a live session, the demo or a \
+            publishing replay normally: a scan still waiting for a fix gets its verdict, the log \
+            is complete, the summary is printed, the emulators and the private gpsd of --demo \
+            stop, and the exit code is 0 (a replay without --publish is simply stopped).
             """,
         options: [
             .init(
@@ -115,7 +116,9 @@ struct VerifyCommand: Subcommand {
                 name: "device-id", valueName: "ID", help: "With --publish: this device in topics and message ids; default the host name."),
             .init(
                 name: "publish-linger", valueName: "S",
-                help: "With --publish: at the end, wait up to S s for the broker (a second Ctrl-C ends it); default 10."),
+                help:
+                    "With --publish: at the end, wait up to S s for the broker (a second Ctrl-C ends it; a replay's first Ctrl-C ends both); default 10."
+            ),
         ] + FleetOptions.mqtt,
         examples: [
             "tagfix verify --demo",

@@ -28,13 +28,18 @@ final class ProcessWatchdog: Sendable {
         // duplicates.
         guard let (readEnd, writeEnd) = try? FileDescriptor.pipe() else { return nil }
         writer = Mutex(writeEnd)
+        // A Ctrl-C reaches the whole foreground group, the watchdog with it: it ignores SIGINT, so
+        // it outlives its owner and still cleans up. A pid that is there under another name after
+        // a second (not the daemon any more, or not yet) is left alone, and so is the folder.
         let script = """
+            trap '' INT
             read -r word
             [ "$word" = done ] && exit 0
             alive() { [ "$(cat /proc/$1/comm 2>/dev/null)" = "$2" ]; }
             gone() { [ -n "$3" ] && ipcrm -M "$3" 2>/dev/null; [ -n "$4" ] && rm -rf -- "$4"; exit 0; }
+            other() { [ -n "$3" ] && ipcrm -M "$3" 2>/dev/null; exit 0; }
             for _ in 1 2 3 4 5 6 7 8 9 10; do alive "$1" "$2" && break; [ -d "/proc/$1" ] || gone "$@"; sleep 0.1; done
-            alive "$1" "$2" || gone "$@"
+            alive "$1" "$2" || other "$@"
             kill -TERM "$1"
             for _ in 1 2 3 4 5 6 7 8 9 10; do sleep 0.1; alive "$1" "$2" || gone "$@"; done
             kill -KILL "$1"

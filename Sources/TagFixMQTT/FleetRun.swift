@@ -65,12 +65,13 @@ public struct FleetPublishRequest: Sendable {
 
 extension FleetPublisher.Outcome {
     /// The closing line: what reached the broker, and what waits in the log.
-    /// `interrupted`: a stop signal ended the wait before `linger` (or came before it began).
+    /// `interrupted`: a stop signal ended the wait before `linger`, or came before it began (a
+    /// publishing replay's Ctrl-C: no wait).
     public func summary(address: String, log: String, linger: Duration, interrupted: Bool = false) -> String {
         let acknowledged = "\(acknowledged) verdict\(acknowledged == 1 ? "" : "s") acknowledged by \(address)"
         guard unsent > 0 else { return "published: \(acknowledged); none unsent" }
         let seconds = Coordinate.format(linger.seconds, 0)
-        let wait = interrupted ? ", the \(seconds) s wait for the broker cut short by a signal" : " after waiting \(seconds) s"
+        let wait = interrupted ? ", a signal ended the run before the broker had them" : " after waiting \(seconds) s"
         return "published: \(acknowledged); \(unsent) unsent\(wait)"
             + (problem.map { " (\($0))" } ?? "") + ": they stay in \(log) and go with the next run on it (verify --publish … --log \(log))"
     }

@@ -5,33 +5,36 @@
 // machines tests run on mostly do not, and a test that holds there only because fsync is cheap
 // fails on the next one. Used by FleetBrokerTests's restart under a slow disk.
 #define _GNU_SOURCE
-#include <dlfcn.h>
+#include <errno.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <sys/vfs.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "slowfsync.h"
 
 #define TAGFIX_TMPFS_MAGIC 0x01021994
 
+/// Waits before the flush unless `fd` is on a RAM file system; errno is left as it was.
 static void tagfix_slow_fsync_wait(int fd) {
+    int saved = errno;
     struct statfs info;
-    if (fstatfs(fd, &info) == 0 && info.f_type == TAGFIX_TMPFS_MAGIC) return;
     const char *text = getenv("SLOW_FSYNC_MS");
     long milliseconds = text ? atol(text) : 10;
-    if (milliseconds <= 0) return;
-    struct timespec wait = {milliseconds / 1000, (milliseconds % 1000) * 1000000L};
-    while (nanosleep(&wait, &wait) != 0) {}
+    if (milliseconds > 0 && !(fstatfs(fd, &info) == 0 && info.f_type == TAGFIX_TMPFS_MAGIC)) {
+        struct timespec wait = {milliseconds / 1000, (milliseconds % 1000) * 1000000L};
+        while (nanosleep(&wait, &wait) != 0 && errno == EINTR) {}
+    }
+    errno = saved;
 }
 
 int fsync(int fd) {
-    int (*real)(int) = (int (*)(int))dlsym(RTLD_NEXT, "fsync");
     tagfix_slow_fsync_wait(fd);
-    return real(fd);
+    return (int)syscall(SYS_fsync, fd);
 }
 
 int fdatasync(int fd) {
-    int (*real)(int) = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
     tagfix_slow_fsync_wait(fd);
-    return real(fd);
+    return (int)syscall(SYS_fdatasync, fd);
 }

@@ -13,10 +13,6 @@ struct PrivateClusterTests {
             let folder = server.directory + "/data/pg_dynshmem"
             let segments = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
             #expect(!segments.isEmpty, "no segment in \(folder): they went to /dev/shm, and a killed cluster leaves them there")
-            // Killed (SIGKILL to the postmaster and its children, as the fault tests do): what it
-            // made is still only in its folder, removed with it.
-            await server.kill()
-            #expect(((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).count >= segments.count)
         }
     }
 }

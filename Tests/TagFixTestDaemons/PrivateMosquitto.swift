@@ -78,13 +78,15 @@ public final class PrivateMosquitto: Sendable {
     /// Where brokers' folders go: /dev/shm when it is a RAM file system this process may write
     /// in, else the temporary folder.
     public static let stateRoot: String = {
-        // /proc/mounts: "tmpfs /dev/shm tmpfs rw,… 0 0".
+        // /proc/mounts: "tmpfs /dev/shm tmpfs rw,… 0 0", under the path /dev/shm leads to (a
+        // system may link it to /run/shm).
+        let shm = URL(fileURLWithPath: "/dev/shm").resolvingSymlinksInPath().path
         let mounts = (try? String(contentsOfFile: "/proc/mounts", encoding: .utf8)) ?? ""
-        let shm = mounts.split(separator: "\n").contains { line in
+        let ram = mounts.split(separator: "\n").contains { line in
             let fields = line.split(separator: " ")
-            return fields.count > 2 && fields[1] == "/dev/shm" && fields[2] == "tmpfs"
+            return fields.count > 2 && fields[1] == shm && fields[2] == "tmpfs"
         }
-        return shm && access("/dev/shm", W_OK | X_OK) == 0 ? "/dev/shm" : FileManager.default.temporaryDirectory.path
+        return ram && access(shm, W_OK | X_OK) == 0 ? shm : FileManager.default.temporaryDirectory.path
     }()
 
     /// Starts a broker and waits until it listens; `finish()` stops it and removes its folder.
@@ -107,7 +109,11 @@ public final class PrivateMosquitto: Sendable {
                 return PrivateDaemon.Launch(
                     executable: mosquitto, arguments: ["-c", config],
                     environment: options.environment.isEmpty
-                        ? nil : ProcessInfo.processInfo.environment.merging(options.environment) { $1 })
+                        ? nil
+                        : ProcessInfo.processInfo.environment.merging(options.environment) { mine, added in
+                            // LD_PRELOAD: the shim after what this process preloads already.
+                            mine.isEmpty || mine == added ? added : mine + ":" + added
+                        })
             },
             notReady: { port, _ in
                 DaemonError(
