@@ -28,11 +28,11 @@ final class ProcessWatchdog: Sendable {
         // duplicates.
         guard let (readEnd, writeEnd) = try? FileDescriptor.pipe() else { return nil }
         writer = Mutex(writeEnd)
-        // A Ctrl-C reaches the whole foreground group, the watchdog with it: it ignores SIGINT, so
-        // it outlives its owner and still cleans up. A pid that is there under another name after
-        // a second (not the daemon any more, or not yet) is left alone, and so is the folder.
+        // A pid that is there under another name after a second (not the daemon any more, or not
+        // yet) is left alone, and so is the folder. (A Ctrl-C to the whole foreground group ends
+        // the watchdog with its owner: `scripts/test` keeps the brokers' folders in a RAM folder
+        // of its run, which it removes.)
         let script = """
-            trap '' INT
             read -r word
             [ "$word" = done ] && exit 0
             alive() { [ "$(cat /proc/$1/comm 2>/dev/null)" = "$2" ]; }

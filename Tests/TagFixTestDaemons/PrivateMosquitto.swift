@@ -75,9 +75,11 @@ public final class PrivateMosquitto: Sendable {
 
     private static let heading = "cannot create the link: "
 
-    /// Where brokers' folders go: /dev/shm when it is a RAM file system this process may write
-    /// in, else the temporary folder.
+    /// Where brokers' folders go: `TAGFIX_RAM_TMPDIR` when set (`scripts/test`'s folder on
+    /// /dev/shm for its run, removed however the run ends, a Ctrl-C included), else /dev/shm when
+    /// it is a RAM file system this process may write in, else the temporary folder.
     public static let stateRoot: String = {
+        if let folder = ProcessInfo.processInfo.environment["TAGFIX_RAM_TMPDIR"], !folder.isEmpty { return folder }
         // /proc/mounts: "tmpfs /dev/shm tmpfs rw,… 0 0", under the path /dev/shm leads to (a
         // system may link it to /run/shm).
         let shm = URL(fileURLWithPath: "/dev/shm").resolvingSymlinksInPath().path
