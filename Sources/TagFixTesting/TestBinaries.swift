@@ -25,4 +25,13 @@ public enum TestBinaries {
 
     /// Whether `tagfix` has been built (tests that run it are skipped when not).
     public static var isTagfixBuilt: Bool { FileManager.default.isExecutableFile(atPath: tagfix) }
+
+    /// The slow disk (Tests/SlowFsync): fsync and fdatasync made to wait, off RAM file systems.
+    public static let slowFsync = buildDirectory + "/libTagFixSlowFsync.so"
+
+    /// The environment that puts a program on a disk whose fsync takes `milliseconds`: `slowFsync`
+    /// preloaded, for the program alone (`TestProgram`'s or a private daemon's environment).
+    public static func slowDisk(milliseconds: Int = 10) -> [String: String] {
+        ["LD_PRELOAD": slowFsync, "SLOW_FSYNC_MS": String(milliseconds)]
+    }
 }

@@ -193,10 +193,10 @@ struct FleetBrokerTests {
         // A slow disk (fsync 10 ms) under the broker: CI failed so once, the broker saving and
         // fsyncing its state after each packet or two until the publisher's minute ran out, when
         // the broker's folder was on the disk (see PrivateMosquitto).
-        let options = slowDisk ? PrivateMosquitto.Options.slowDisk(buildDirectory: TestBinaries.buildDirectory) : .init()
+        var options = PrivateMosquitto.Options()
         if slowDisk {
-            try #require(
-                FileManager.default.fileExists(atPath: options.environment["LD_PRELOAD"] ?? ""), "libTagFixSlowFsync.so is not built")
+            try #require(FileManager.default.fileExists(atPath: TestBinaries.slowFsync), "libTagFixSlowFsync.so is not built")
+            options.environment = TestBinaries.slowDisk()
         }
         try await PrivateMosquitto.with(options: options) { broker in
             let folder = try temporaryFolder()

@@ -345,9 +345,8 @@ struct FleetCommandTests {
         ]
         // On a disk whose fsync takes 10 ms (each verdict is on the disk before it is shown) the
         // replay takes 30 s: the signal held until its end, before the fix.
-        let slow = ["LD_PRELOAD": TestBinaries.buildDirectory + "/libTagFixSlowFsync.so", "SLOW_FSYNC_MS": "10"]
-        if slowDisk { try #require(FileManager.default.fileExists(atPath: slow["LD_PRELOAD"]!), "libTagFixSlowFsync.so is not built") }
-        try await TestProgram.withRunning(tagfixBinary, arguments, environment: slowDisk ? slow : [:]) { run in
+        if slowDisk { try #require(FileManager.default.fileExists(atPath: TestBinaries.slowFsync), "libTagFixSlowFsync.so is not built") }
+        try await TestProgram.withRunning(tagfixBinary, arguments, environment: slowDisk ? TestBinaries.slowDisk() : [:]) { run in
             #expect(await RunningProgram.poll { !run.stdoutLines.isEmpty })
             run.signal(SIGINT)
             let ended = await run.exit(upTo: .seconds(30))

@@ -38,19 +38,11 @@ public final class PrivateMosquitto: Sendable {
         /// again keeps them. (Measured with mosquitto 2.0.11: a kept session read back from the
         /// saved state may get a QoS 1 message it acknowledged once more, as QoS 1 allows.)
         public var persistence = true
-        /// Variables added to this process's environment for the broker: `LD_PRELOAD` of a test's
-        /// shim (`slowDisk`).
+        /// Variables set in this process's environment for the broker alone (a test's slow disk:
+        /// `TestBinaries.slowDisk()`); an `LD_PRELOAD` goes after the one this process has.
         public var environment: [String: String] = [:]
 
         public init() {}
-
-        /// A disk whose fsync takes `milliseconds` (off RAM file systems), for the broker alone:
-        /// libTagFixSlowFsync.so (Tests/SlowFsync) preloaded from `buildDirectory`.
-        public static func slowDisk(milliseconds: Int = 10, buildDirectory: String) -> Options {
-            var options = Options()
-            options.environment = ["LD_PRELOAD": buildDirectory + "/libTagFixSlowFsync.so", "SLOW_FSYNC_MS": String(milliseconds)]
-            return options
-        }
     }
 
     public let port: Int
@@ -110,12 +102,7 @@ public final class PrivateMosquitto: Sendable {
                 let config = try writeConfiguration(directory: folder, port: port, options: options)
                 return PrivateDaemon.Launch(
                     executable: mosquitto, arguments: ["-c", config],
-                    environment: options.environment.isEmpty
-                        ? nil
-                        : ProcessInfo.processInfo.environment.merging(options.environment) { mine, added in
-                            // LD_PRELOAD: the shim after what this process preloads already.
-                            mine.isEmpty || mine == added ? added : mine + ":" + added
-                        })
+                    environment: options.environment.isEmpty ? nil : brokerEnvironment(options.environment))
             },
             notReady: { port, _ in
                 DaemonError(
@@ -169,6 +156,16 @@ public final class PrivateMosquitto: Sendable {
     /// - Throws: `DaemonError` when it did not start listening again (100 tries).
     public func restart() async throws(DaemonError) {
         try await daemon.restart(attempts: 100)
+    }
+
+    /// This process's environment with `added` set; an added `LD_PRELOAD` after this process's.
+    private static func brokerEnvironment(_ added: [String: String]) -> [String: String] {
+        var environment = ProcessInfo.processInfo.environment
+        for (name, value) in added {
+            let mine = environment[name] ?? ""
+            environment[name] = name == "LD_PRELOAD" && !mine.isEmpty && mine != value ? mine + ":" + value : value
+        }
+        return environment
     }
 
     /// Writes mosquitto.conf for `port` in `directory`; returns its path.
