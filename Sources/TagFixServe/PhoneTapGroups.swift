@@ -123,8 +123,12 @@ public final class PhoneTapGroups: Sendable {
                 return nil
             }
             guard state.waiting.count > room else {
-                defer { state.waiting.removeAll(keepingCapacity: true) }
-                return state.waiting
+                // The taps leave with their buffer: emptied in place, a buffer the caller still
+                // holds would be copied anew (a large allocation, and glibc's consolidation of
+                // its free lists, at every turn of a group's decision).
+                var taken: [Waiting] = []
+                swap(&taken, &state.waiting)
+                return taken
             }
             defer { state.waiting.removeFirst(room) }
             return Array(state.waiting.prefix(room))
