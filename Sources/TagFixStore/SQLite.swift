@@ -155,11 +155,13 @@ final class SQLiteConnection {
             case .null: result = sqlite3_bind_null(statement, position)
             case .integer(let number): result = sqlite3_bind_int64(statement, position, number)
             case .real(let number): result = sqlite3_bind_double(statement, position, number)
-            case .text(let text):
-                // utf8CString always ends in a NUL, so the buffer is never empty.
-                result = Array(text.utf8CString).withUnsafeBufferPointer { buffer in
-                    guard let base = buffer.baseAddress else { return sqlite3_bind_null(statement, position) }
-                    return csqlite_bind_text(statement, position, base, Int32(buffer.count - 1))
+            case .text(var text):
+                // The text's own UTF-8, with its length (SQLite copies it: SQLITE_TRANSIENT), where
+                // a copy into a C string made one or two allocations a parameter.
+                result = text.withUTF8 { bytes in
+                    bytes.withMemoryRebound(to: CChar.self) { chars in
+                        csqlite_bind_text(statement, position, chars.baseAddress ?? Self.emptyText, Int32(chars.count))
+                    }
                 }
             }
             try check(result, "bind parameter \(position) of \(sql)")
@@ -170,6 +172,12 @@ final class SQLiteConnection {
             try check(step, sql)
             try row(SQLiteRow(statement: statement))
         }
+    }
+
+    /// What an empty text is bound to (a buffer without an address has nothing to point at): a
+    /// literal's bytes, there for as long as the program.
+    private static var emptyText: UnsafePointer<CChar> {
+        UnsafeRawPointer(("" as StaticString).utf8Start).assumingMemoryBound(to: CChar.self)
     }
 
     /// sqlite3_changes: rows the last statement changed.
