@@ -244,8 +244,11 @@ public enum PhoneCookie {
         if let given = query.first(where: { $0.0 == "token" })?.1 {
             guard let name = tokens.name(forToken: given) else { return .refused }
             let rest = query.filter { $0.0 != "token" }
+            // The path as one absolute path on this server: a path that begins `//` or `/\`
+            // would be a browser's link to another host (an open redirect that plants a token).
             let location =
-                path + (rest.isEmpty ? "" : "?" + rest.map { percentEncoded($0.0) + "=" + percentEncoded($0.1) }.joined(separator: "&"))
+                "/" + path.drop(while: { $0 == "/" || $0 == "\\" })
+                + (rest.isEmpty ? "" : "?" + rest.map { percentEncoded($0.0) + "=" + percentEncoded($0.1) }.joined(separator: "&"))
             return .setCookie(name: name, setCookie: setCookie(token: given, secure: secure), location: location)
         }
         guard let cookie = token(cookieHeader: cookieHeader), let name = tokens.name(forToken: cookie) else { return .refused }

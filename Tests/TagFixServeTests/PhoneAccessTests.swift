@@ -76,6 +76,28 @@ struct PhoneAccessTests {
         #expect(throws: DataFileError.self) { try TokenFile.read(path) }
     }
 
+    /// A link's redirect stays on this server: a path that begins `//` or `/\` is a browser's
+    /// link to another host, and was sent there with the token's cookie set (an open redirect).
+    @Test(
+        "the link's redirect never leaves this server",
+        arguments: [
+            ("//evil.example/t/E1", "/evil.example/t/E1"), ("/\\evil.example/t/E1", "/evil.example/t/E1"),
+            ("///evil.example/t/E1", "/evil.example/t/E1"), ("/\\/\\evil.example/t/E1", "/evil.example/t/E1"),
+            ("/t/E1", "/t/E1"), ("/site/t/E1", "/site/t/E1"),
+        ])
+    func redirectStaysHere(_ path: String, _ expected: String) throws {
+        let tokens = try TokenFile(text: "anna \(Self.anna)\n")
+        guard
+            case .setCookie(_, _, let location) = PhoneCookie.access(
+                tokens: tokens, path: path, query: [("token", Self.anna)], cookieHeader: nil, secure: false)
+        else {
+            Issue.record("a known link's token sets the cookie")
+            return
+        }
+        #expect(location == expected)
+        #expect(location.hasPrefix("/") && !location.dropFirst().hasPrefix("/") && !location.dropFirst().hasPrefix("\\"))
+    }
+
     @Test("the cookie: HttpOnly, SameSite=Strict, Path=/, Secure only over TLS")
     func cookie() {
         #expect(
