@@ -72,8 +72,23 @@ public struct HTTPRequest: Sendable, Hashable {
         for line in lines {
             guard let colon = line.firstIndex(of: ":") else { throw ProtocolError("a header line without a colon") }
             let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
-            headers[name] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            if let last = line[..<colon].last, last == " " || last == "\t" { throw Self.spaceBeforeColon }
+            try Self.add(name, line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces), to: &headers)
         }
+    }
+
+    /// A header's name followed by a space or a tab (RFC 9112 §5.1: a server must refuse it, as
+    /// two readers of the head may not agree on the header's name).
+    static let spaceBeforeColon = ProtocolError("a space between a header's name and its colon")
+
+    /// Adds a header; a second `Content-Length` that says another length is refused (RFC 9112
+    /// §6.3: two readers of the stream could take different bodies, and the rest as a request of
+    /// its own). Other repeated headers: the last one counts.
+    static func add(_ name: String, _ value: String, to headers: inout [String: String]) throws(ProtocolError) {
+        if name == "content-length", let earlier = headers[name], earlier != value {
+            throw ProtocolError("two Content-Length headers that differ")
+        }
+        headers[name] = value
     }
 
     /// Reads an ASCII head from its bytes: lines end at any CR or LF (empty ones skipped), the
@@ -128,11 +143,12 @@ public struct HTTPRequest: Sendable, Hashable {
         while let line = nextLine() {
             guard let colon = bytes[line].firstIndex(of: UInt8(ascii: ":")) else { throw ProtocolError("a header line without a colon") }
             let name = trimmed(line.lowerBound..<colon)
+            if name.upperBound < colon { throw Self.spaceBeforeColon }
             let lowered = String(unsafeUninitializedCapacity: name.count) { out in
                 for (offset, byte) in bytes[name].enumerated() { out[offset] = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte }
                 return name.count
             }
-            headers[lowered] = String(decoding: bytes[trimmed((colon + 1)..<line.upperBound)], as: UTF8.self)
+            try Self.add(lowered, String(decoding: bytes[trimmed((colon + 1)..<line.upperBound)], as: UTF8.self), to: &headers)
         }
     }
 

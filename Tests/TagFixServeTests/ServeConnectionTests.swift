@@ -351,6 +351,36 @@ struct ServeConnectionBodyTests {
         #expect(client.unsent == 0)
     }
 
+    /// Framing two readers could take differently (a proxy in front, and serve) is refused with
+    /// 400 and the connection ends: a request smuggled after the body is never answered. Before,
+    /// the last `Content-Length` counted, and the bytes after the shorter body were served as a
+    /// request of their own.
+    @Test(
+        "two different Content-Lengths, or a space before a header's colon: 400, closed, nothing after it served",
+        arguments: [
+            "Content-Length: 70\r\nContent-Length: 2\r\n", "Content-Length: 2\r\nContent-Length: 70\r\n",
+            "Content-Length : 2\r\n", "Content-Length\t: 2\r\n", "Content-Length: 2\r\nTransfer-Encoding : chunked\r\n",
+        ])
+    func smuggling(_ framing: String) {
+        var client = connection(.http)
+        let smuggled = "GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n"
+        let actions = client.receive(Array(("POST /api/tap HTTP/1.1\r\nHost: h\r\n" + framing + "\r\n{}" + smuggled).utf8), now: start)
+        #expect(Self.handedOut(actions) == nil, "no request is handed out")
+        let sent = client.drain()
+        #expect(sent.hasPrefix("HTTP/1.1 400 "), "\(sent)")
+        #expect(sent.components(separatedBy: "HTTP/1.1 ").count == 2, "one answer, not one for the smuggled GET")
+        #expect(client.isFinished)
+    }
+
+    @Test("the same Content-Length twice is one length")
+    func repeatedLength() throws {
+        var client = connection(.http)
+        let request = try #require(
+            Self.handedOut(
+                client.receive(Array("POST /x HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}".utf8), now: start)))
+        #expect(request.body == Array("{}".utf8))
+    }
+
     @Test("bytes after the body are not read; a POST or PUT without Content-Length has an empty body")
     func bodyBounds() throws {
         var client = connection(.http)
@@ -765,6 +795,9 @@ struct HTTPHeadReadingTests {
             "GET / HTTP/1.1\r\nX-Dup: 1\r\nx-dup: 2\r\n: empty name\r\nV: a:b:c\r\n\r\n", "GET / HTTP/1.1\r\n  Spaced-Name  :  v  \r\n\r\n",
             "GET\r\n\r\n", "GET / SMTP\r\n\r\n", "GET x HTTP/1.1\r\n\r\n", "GET / HTTP/1.1\r\nno colon\r\n\r\n", "\r\n\r\n", "",
             "GET / HTTP/1.1 extra\r\n\r\n", "GET\t/ HTTP/1.1\r\n\r\n", "GET / HTTP/1.\r\nA:\u{0}\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 1\r\ncontent-length: 2\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length : 1\r\n\r\n",
         ])
     func fixed(head: String) {
         #expect(Self.agree(Array(head.utf8)), "\(Self.both(Array(head.utf8)))")
