@@ -268,8 +268,14 @@ struct ServeCommand: Subcommand {
         let reload: @Sendable () -> Void = {
             if let tokenPath, let tokens {
                 do throws(CLIError) {
-                    tokens.replace(with: try Self.readTokens(tokenPath))
-                    io.err("SIGHUP: tokens reloaded: \(tokens.current.entries.count) in \(tokenPath)")
+                    // A file with no token left is every token revoked (`tagfix tokens revoke`
+                    // of the last one): taken, so that each is refused, not kept as it was.
+                    tokens.replace(with: try Self.readTokens(tokenPath, allowEmpty: true))
+                    let count = tokens.current.entries.count
+                    io.err(
+                        count == 0
+                            ? "SIGHUP: tokens reloaded: none left in \(tokenPath): every phone and client is refused until tagfix tokens add NAME"
+                            : "SIGHUP: tokens reloaded: \(count) in \(tokenPath)")
                 } catch {
                     io.err("SIGHUP: the tokens were not reloaded (the previous ones stay): \(error.message)")
                 }
@@ -353,15 +359,16 @@ struct ServeCommand: Subcommand {
         return (.seconds(seconds), requests)
     }
 
-    /// The token file: one token, or named ones.
-    static func readTokens(_ path: String) throws(CLIError) -> TokenFile {
+    /// The token file: one token, or named ones; none only when `allowEmpty` (a reload after
+    /// the last was revoked; serve does not start with none).
+    static func readTokens(_ path: String, allowEmpty: Bool = false) throws(CLIError) -> TokenFile {
         let file: TokenFile
         do {
             file = try TokenFile.read(path)
         } catch {
             throw .file(error)
         }
-        guard !file.entries.isEmpty else {
+        guard allowEmpty || !file.entries.isEmpty else {
             throw .usage("--token \(path) is empty: tagfix tokens add NAME makes a token", command: spec.name)
         }
         return file

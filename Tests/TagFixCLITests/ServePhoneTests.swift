@@ -277,6 +277,13 @@ struct ServePhoneTests {
         #expect(try await rig.tap(rig.body(), token: "bob").status == 401)
         #expect(try await rig.tap(rig.body(), token: "alice").status == 200)
         #expect(rig.logLines.count == 1)
+        // The last token revoked: the file holds none, and alice is refused from then on (the
+        // reload had refused an empty file and kept every token as it was).
+        #expect(await run(["tokens", "revoke", "alice", "--file", rig.folder + "/tokens"]).code == 0)
+        rig.serve.process.signal(SIGHUP)
+        #expect(await rig.serve.waitFor("SIGHUP: tokens reloaded: none left", onStandardError: true), "\(rig.serve.stderr)")
+        #expect(try await rig.tap(rig.body(), token: "alice").status == 401)
+        #expect(rig.logLines.count == 1)
         #expect(await rig.stop())
     }
 
