@@ -9,6 +9,9 @@ enum TransportResult: Sendable, Hashable {
     case wouldBlock
     /// The peer has gone, or the connection failed: close it.
     case closed
+    /// The peer sent its last byte (a read reached the end of its side; it may still read):
+    /// nothing more will be read, and what it waits for may still be written.
+    case ended
 }
 
 /// How one connection's bytes move between its socket and its `ServeConnection`: the plain
@@ -51,7 +54,7 @@ struct PlainSocketTransport: ConnectionTransport {
     func read(into buffer: inout [UInt8]) -> TransportResult {
         do {
             let count = try descriptor.receive(into: &buffer)
-            return count > 0 ? .bytes(count) : .closed
+            return count > 0 ? .bytes(count) : .ended
         } catch .wouldBlock {
             return .wouldBlock
         } catch {

@@ -379,6 +379,8 @@ public final class EventServer: Sendable {
         var wantsWrite = false
         /// Closed: nothing more is done with it.
         var dropped = false
+        /// Its side reached its end: no longer watched for reading, kept to write its answer.
+        var inputEnded = false
 
         init(id: Int, transport: any ConnectionTransport, connection: ServeConnection) {
             self.id = id
@@ -728,6 +730,11 @@ public final class EventServer: Sendable {
                     return watchWritable(client)
                 case .closed:
                     return drop(client)
+                case .ended:
+                    // A client that half-closes after its request still gets the answer.
+                    guard !client.inputEnded, client.connection.inputEnded() else { return drop(client) }
+                    client.inputEnded = true
+                    return watch(client)
                 case .bytes(let count):
                     takeSetAside(client)
                     perform(client.connection.receive(buffer[0..<count], now: configuration.clock.timestamp), for: client)
@@ -755,7 +762,7 @@ public final class EventServer: Sendable {
                 while client.connection.unsent > 0 {
                     switch client.transport.write(client.connection.pending) {
                     case .wouldBlock: return watchWritable(client)
-                    case .closed: return drop(client)
+                    case .closed, .ended: return drop(client)
                     case .bytes(let count): client.connection.wrote(count)
                     }
                 }
@@ -781,10 +788,19 @@ public final class EventServer: Sendable {
         /// asks to be), or no longer.
         func watchWritable(_ client: Client) {
             let enable = client.connection.unsent > 0 || client.transport.wantsWritable
-            guard client.wantsWrite != enable, !client.dropped, let registration = client.registration else { return }
+            guard client.wantsWrite != enable else { return }
             client.wantsWrite = enable
+            watch(client)
+        }
+
+        /// Sets what the loop watches the client for: reading until its side ended, writing
+        /// while output waits.
+        func watch(_ client: Client) {
+            guard !client.dropped, let registration = client.registration else { return }
+            var interest: IOEvents = client.inputEnded ? [] : .readable
+            if client.wantsWrite { interest.insert(.writable) }
             do throws(IOLoopError) {
-                try loop.modify(registration, interest: enable ? [.readable, .writable] : .readable)
+                try loop.modify(registration, interest: interest)
             } catch {
                 server.log("serve: \(client.connection.name) closed: \(error)")
                 drop(client)

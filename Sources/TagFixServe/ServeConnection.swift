@@ -434,6 +434,26 @@ struct ServeConnection {
         append(response.bytes)
     }
 
+    /// The client's side reached its end (it half-closed, or closed after its last byte): nothing
+    /// more is heard from it. An HTTP request handed out and not yet answered still gets its
+    /// answer (`Connection: close`), and what is queued is still written, then the connection
+    /// closes: a phone whose tap was logged would otherwise never see its verdict. Returns whether
+    /// there is something to write before closing; `false`: close now.
+    mutating func inputEnded() -> Bool {
+        guard kind == .http, !isCutOff else { return false }
+        if respondingTo != nil {
+            requestDone = true
+            closeAfterAnswer = true
+            awaitingBody = nil
+            request = []
+            return true
+        }
+        guard unsent > 0 else { return false }
+        requestDone = true
+        closeWhenFlushed = true
+        return true
+    }
+
     /// A kept HTTP connection between requests: none begun, none being answered.
     var isIdle: Bool { idleSince != nil && !closeWhenFlushed && !isCutOff }
 

@@ -56,13 +56,14 @@ final class PhoneRig: Sendable {
     /// A POST /api/tap with `body`, the cookie of `token` (the name of one of `tokens`, or a
     /// token itself) and `origin`, from `source`.
     func tap(
-        _ body: String, token: String? = "alice", origin: String? = nil, source: String = "127.0.0.2", contentLength: Int? = nil
+        _ body: String, token: String? = "alice", origin: String? = nil, source: String = "127.0.0.2", contentLength: Int? = nil,
+        halfClose: Bool = false
     ) async throws -> HTTPExchange {
         var head = "POST /api/tap HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nContent-Type: application/json\r\n"
         head += "Content-Length: \(contentLength ?? body.utf8.count)\r\nUser-Agent: PhoneRig\r\n"
         if let origin = origin ?? Optional(self.origin) { head += "Origin: \(origin)\r\n" }
         if let token { head += "Cookie: tagfix_token=\(Self.tokens[token] ?? token)\r\n" }
-        return try await HTTPExchange.send(port: port, head + "\r\n" + body, from: source)
+        return try await HTTPExchange.send(port: port, head + "\r\n" + body, from: source, halfClose: halfClose)
     }
 
     /// A tap body at the tag's spot (or `north` metres north of it), ± `accuracy` m.
@@ -91,7 +92,11 @@ struct HTTPExchange: Sendable {
     var head: String
     var body: String
 
-    static func send(port: Int, _ request: String, from source: String = "127.0.0.1") async throws -> HTTPExchange {
+    /// - Parameter halfClose: the client shuts its side for writing once the request is sent
+    ///   (`shutdown(SHUT_WR)`), and reads the answer after.
+    static func send(port: Int, _ request: String, from source: String = "127.0.0.1", halfClose: Bool = false) async throws
+        -> HTTPExchange
+    {
         try await offThread {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             defer { close(fd) }
@@ -119,6 +124,7 @@ struct HTTPExchange: Sendable {
                 if sent <= 0 { break }
                 bytes = bytes.dropFirst(sent)
             }
+            if halfClose { shutdown(fd, Int32(SHUT_WR)) }
             var answer: [UInt8] = []
             var buffer = [UInt8](repeating: 0, count: 65_536)
             // To its close, or to the end of its body: serve keeps an HTTP/1.1 connection open
@@ -284,6 +290,24 @@ struct ServePhoneTests {
         #expect(await rig.serve.waitFor("SIGHUP: tokens reloaded: none left", onStandardError: true), "\(rig.serve.stderr)")
         #expect(try await rig.tap(rig.body(), token: "alice").status == 401)
         #expect(rig.logLines.count == 1)
+        #expect(await rig.stop())
+    }
+
+    @Test(
+        "a phone that half-closes after its tap still gets the verdict its tap was logged with",
+        .enabled(if: runnable, "needs the built tagfix"))
+    func halfClosed() async throws {
+        // The server read the end of the client's side while the tap was being committed, and
+        // closed the connection: the tap was logged, its answer never sent.
+        let rig = try await PhoneRig()
+        for attempt in 1...3 {
+            let answer = try await rig.tap(rig.body(), halfClose: true)
+            #expect(answer.status == 200 && answer.body.contains(#""verdict":"confirmed""#), "\(answer)")
+            #expect(answer.head.lowercased().contains("connection: close"), "\(answer.head)")
+            #expect(rig.logLines.count == attempt)
+        }
+        // And the server serves on.
+        #expect(try await rig.tap(rig.body()).status == 200)
         #expect(await rig.stop())
     }
 

@@ -372,6 +372,33 @@ struct ServeConnectionBodyTests {
         #expect(client.isFinished)
     }
 
+    @Test("a client's side that ends while its request is being answered: the answer is still written, then the connection closes")
+    func inputEndedWhileAnswering() throws {
+        var client = connection(.http)
+        _ = try #require(Self.handedOut(client.receive(Array("POST /x HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}".utf8), now: start)))
+        let kept = client.inputEnded()
+        #expect(kept, "kept for its answer")
+        #expect(!client.isFinished)
+        let more = client.receive(Array("GET / HTTP/1.1\r\n\r\n".utf8), now: start)
+        #expect(more.isEmpty, "nothing more is heard")
+        _ = client.reply(HTTPResponse(status: 200, body: "ok\n"), now: start)
+        let sent = client.drain()
+        #expect(sent.hasPrefix("HTTP/1.1 200 OK") && sent.contains("Connection: close"), "\(sent)")
+        #expect(client.isFinished)
+    }
+
+    @Test("a client's side that ends with nothing to answer or write: closed at once")
+    func inputEndedIdle() {
+        var idle = connection(.http)
+        let idleKept = idle.inputEnded()
+        #expect(!idleKept)
+        var midBody = connection(.http)
+        let handed = midBody.receive(Array("POST /x HTTP/1.1\r\nContent-Length: 9\r\n\r\n{}".utf8), now: start)
+        #expect(handed.isEmpty)
+        let midBodyKept = midBody.inputEnded()
+        #expect(!midBodyKept, "a request whose body never came is not answered")
+    }
+
     @Test("the same Content-Length twice is one length")
     func repeatedLength() throws {
         var client = connection(.http)
