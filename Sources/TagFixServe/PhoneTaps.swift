@@ -102,17 +102,10 @@ public final class PhoneTaps: Sendable {
     }
 
     /// The tap a POST carries, read once, or why it is refused (on the loop: nothing here waits):
-    /// a client over its rate, a tap without a known token, from another origin, a body too
+    /// a tap without a known token, from another origin, a client over its rate, a body too
     /// large or not a tap. Nothing refused is logged.
     func admit(_ request: HTTPRequest) -> Result<PhoneTap, Refusal> {
         let client = Self.client(request)
-        guard limiter.withLock({ $0.allow(client: client, now: clock.timestamp) }) else {
-            return .failure(
-                Refusal(
-                    response: HTTPResponse(
-                        status: 429, body: "too many taps from this phone: wait a second, then check again\n",
-                        headers: [("Retry-After", "1")])))
-        }
         guard case .allowed(let name) = access(request) else {
             return .failure(
                 Refusal(
@@ -129,6 +122,15 @@ public final class PhoneTaps: Sendable {
                         status: 403,
                         body: "a tap is posted by this server's own tap page only (its Origin must be this server); nothing was recorded\n"
                     )))
+        }
+        // Only a tech's taps count (a known token, this server's page): refused ones counted, a
+        // stranger behind the same address (a site's NAT) could use up the techs' limit.
+        guard limiter.withLock({ $0.allow(client: client, now: clock.timestamp) }) else {
+            return .failure(
+                Refusal(
+                    response: HTTPResponse(
+                        status: 429, body: "too many taps from this phone: wait a second, then check again\n",
+                        headers: [("Retry-After", "1")])))
         }
         guard request.body.count <= PhoneTapRequest.maximumBody else {
             return .failure(

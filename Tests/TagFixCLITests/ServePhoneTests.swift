@@ -318,6 +318,10 @@ struct ServePhoneTests {
         // The burst as by default, the refill slowed to one each 1000 s: however slowly this
         // machine sends the 40 taps, the 11th and every later one is over the limit.
         let rig = try await PhoneRig(extra: ["--tap-limit", "10,0.001"])
+        // Refused taps from the same address (no token, another site's page) use none of it: a
+        // stranger behind a site's NAT cannot lock its techs out.
+        for _ in 0..<15 { #expect(try await rig.tap(rig.body(), token: nil, source: "127.0.0.5").status == 401) }
+        for _ in 0..<15 { #expect(try await rig.tap(rig.body(), origin: "https://evil.example", source: "127.0.0.5").status == 403) }
         var statuses: [Int] = []
         for _ in 0..<40 { statuses.append(try await rig.tap(rig.body(), source: "127.0.0.5").status) }
         #expect(statuses.contains(429), "\(statuses)")
