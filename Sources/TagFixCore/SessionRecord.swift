@@ -307,9 +307,11 @@ extension Verdict {
         case .confirmed:
             return "\(metres(distance)) m ± \(metres(accuracy)) m from the centre, within \(radius)"
         case .outside:
-            let direction = bearing.map { " \(Geodesic.compassPoint(forAzimuth: $0))" } ?? ""
+            // "12 m NE of where it should be"; without a bearing (a phone's position not kept),
+            // "12 m from where it should be".
+            let direction = bearing.map { " \(Geodesic.compassPoint(forAzimuth: $0)) of" } ?? " from"
             return
-                "the tag is \(metres(distance)) m\(direction) of where it should be (± \(metres(accuracy)) m, radius \(radius)): was it moved?"
+                "the tag is \(metres(distance)) m\(direction) where it should be (± \(metres(accuracy)) m, radius \(radius)): was it moved?"
         case .inconclusive(let reason):
             if case .straddlesBoundary = reason {
                 return "\(metres(distance)) m ± \(metres(accuracy)) m against a radius of \(radius): \(reason)"

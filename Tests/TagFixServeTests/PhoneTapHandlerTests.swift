@@ -59,6 +59,9 @@ struct PhoneTapHandlerTests {
         let outside = handle(Self.request(north: 200), handler)
         #expect(outside.verdict.kind == .outside)
         #expect(!outside.verdict.message.contains(" N of"), "a bearing would say where the phone was")
+        #expect(
+            outside.verdict.message.hasPrefix("the tag is 200") && outside.verdict.message.contains(" m from where it should be"),
+            "\(outside.verdict.message)")
         #expect(handle(Self.request(accuracy: 800), handler).verdict.kind.reasonCode == "poor_accuracy")
         let denied = PhoneTapRequest(url: "https://tags.example.org/t/E1", position: .unavailable(.denied))
         #expect(handle(denied, handler).verdict.kind == .disallowed(.positionDenied))
