@@ -6,7 +6,8 @@ enum VerdictFormat {
     /// One line for a terminal or a log: time, symbol, verdict, tag, message.
     /// - Parameter message: `verdict.message`, when the caller has it already (a record's).
     static func line(_ verdict: Verdict, message: String? = nil) -> String {
-        var tag = verdict.tagID ?? verdict.scan.uid.hex
+        // A phone reads no UID (only a SUN proof gives one): its placeholder is no tag's.
+        var tag = verdict.tagID ?? (verdict.scan.uid == .phoneUnknown ? "–" : verdict.scan.uid.hex)
         if let name = verdict.regionName { tag += " (\(name))" }
         let message = message ?? verdict.message
         // Into one array of bytes: `serve` writes a line for every phone tap.

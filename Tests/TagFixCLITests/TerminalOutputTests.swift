@@ -148,7 +148,7 @@ struct VerdictLineTests {
     static func reference(_ verdict: Verdict, message: String?) -> String {
         let iso = verdict.scan.time.formatted(fractionDigits: 0)
         let clock = String(decoding: iso.utf8.dropFirst(11).prefix(8), as: UTF8.self)
-        var tag = verdict.tagID ?? verdict.scan.uid.hex
+        var tag = verdict.tagID ?? (verdict.scan.source == .phone && verdict.sun == nil ? "–" : verdict.scan.uid.hex)
         if let name = verdict.regionName { tag += " (\(name))" }
         return
             "\(clock)  \(verdict.kind.symbol) \(pad(verdict.kind.words, 14)) \(pad(tag, 24)) \(message ?? verdict.message)"
@@ -182,5 +182,18 @@ struct VerdictLineTests {
             }
         }
         #expect(VerdictFormat.line(verdicts[0]).hasPrefix("23:59:59  "))
+    }
+
+    /// A phone reads no UID: a tap whose URL names no tag showed the placeholder's zeros, a UID
+    /// no tag has (the log had `uid: null`).
+    @Test("a phone tap that names no tag shows no made-up UID")
+    func phoneWithoutID() throws {
+        let region = try CircularRegion(center: Self.centre, radius: 25, identifier: "E1")
+        let verifier = Verifier(registry: try InMemoryRegistry([RegistryEntry(id: "E1", uid: nil, region: region, name: nil)]))
+        let verdict = verifier.phoneVerdict(url: "https://t.example/?t=E1", time: Self.now, position: .denied, requireSUN: false)
+        #expect(verdict.tagID == nil)
+        let line = VerdictFormat.line(verdict)
+        #expect(!line.contains("00000000000000"), "\(line)")
+        #expect(line.contains(" – "), "\(line)")
     }
 }
