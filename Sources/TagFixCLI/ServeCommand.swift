@@ -314,11 +314,19 @@ struct ServeCommand: Subcommand {
                 guard let reader = readers.first else {
                     // Phones alone: the session lasts until SIGINT or SIGTERM.
                     _ = await stop.wait()
+                    // The taps taken are committed before the log closes; later ones get 503.
+                    await phones?.finish()
                     return
                 }
-                try await verify.live(
-                    reader: reader, also: Array(readers.dropFirst()), watch: hub.watching, scenario: scenario, verifier: verifier,
-                    printer: printer, io: io, stop: stop)
+                do throws(CLIError) {
+                    try await verify.live(
+                        reader: reader, also: Array(readers.dropFirst()), watch: hub.watching, scenario: scenario, verifier: verifier,
+                        printer: printer, io: io, stop: stop)
+                } catch {
+                    await phones?.finish()
+                    throw error
+                }
+                await phones?.finish()
             }
         } catch {
             failure = error

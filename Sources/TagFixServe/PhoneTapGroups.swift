@@ -42,6 +42,10 @@ public final class PhoneTapGroups: Sendable {
         var committing = false
         var sink: Sink?
         var counts = Counts()
+        /// `finish()` was called: taps are refused from then on.
+        var finished = false
+        /// Who waits for the committer to be done (`finish()`).
+        var idleWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
     private let start: @Sendable () -> any PhoneTapDecision
@@ -78,17 +82,58 @@ public final class PhoneTapGroups: Sendable {
 
     public var counts: Counts { state.withLock { $0.counts } }
 
+    /// Whether taps are taken (`finish()` not yet called).
+    var isTakingTaps: Bool { state.withLock { !$0.finished } }
+
     /// Queues `tap`, answered through `reply` once its group is committed; starts a committer
     /// when none is running (and there is somewhere to deliver). Never waits.
     public func submit(_ tap: PhoneTap, reply: HTTPReplyHandle) {
-        let start = state.withLock { state -> Bool in
+        let (start, refused) = state.withLock { state -> (Bool, Bool) in
+            guard !state.finished else { return (false, true) }
             state.waiting.append(Waiting(tap: tap, reply: reply))
-            guard state.sink != nil, !state.committing else { return false }
+            guard state.sink != nil, !state.committing else { return (false, false) }
             state.committing = true
-            return true
+            return (true, false)
         }
+        if refused { reply.send(Self.stopping) }
         if start { startCommitter() }
     }
+
+    /// Stops taking taps, for a server that stops: the taps queued are committed and answered,
+    /// later ones answered 503 at once (nothing recorded). Returns once no group is being
+    /// committed, so the session's log may close: a group committed after it would be written
+    /// to a closed log (and answered 503 as the log's failure).
+    public func finish() async {
+        await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
+            let (idle, unsent) = state.withLock { state -> (Bool, [Waiting]) in
+                state.finished = true
+                // Never delivered anywhere (no session began): answered, not kept waiting.
+                guard state.sink != nil else {
+                    defer { state.waiting = [] }
+                    return (!state.committing, state.waiting)
+                }
+                guard state.committing || !state.waiting.isEmpty else { return (true, []) }
+                state.idleWaiters.append(done)
+                return (false, [])
+            }
+            for waiting in unsent { waiting.reply.send(Self.stopping) }
+            if idle { done.resume() }
+        }
+    }
+
+    /// Wakes `finish()` once the committer has ended.
+    private func committerEnded() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            guard !state.committing else { return [] }
+            defer { state.idleWaiters = [] }
+            return state.idleWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// The answer to a tap that comes while the server stops.
+    static let stopping = HTTPResponse(
+        status: 503, body: "the server is stopping: nothing was recorded; tap again once it is back\n", headers: [("Retry-After", "5")])
 
     /// The committer's thread: woken for each burst of taps, not started anew (a new thread
     /// ran 2 to 3.4 ms late on a busy machine, in every burst's path).
@@ -101,7 +146,7 @@ public final class PhoneTapGroups: Sendable {
     /// Commits group after group until no tap is waiting.
     private func commitWhileWaiting() {
         while true {
-            guard let first = take(ending: true), let sink = state.withLock({ $0.sink }) else { return }
+            guard let first = take(ending: true), let sink = state.withLock({ $0.sink }) else { return committerEnded() }
             let decision = start()
             var group = first
             decision.add(first.map(\.tap))

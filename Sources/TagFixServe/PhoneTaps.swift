@@ -66,6 +66,10 @@ public final class PhoneTaps: Sendable {
     /// log is open).
     public func deliver(groupsTo sink: @escaping PhoneTapGroups.Sink) { groups.deliver(to: sink) }
 
+    /// Stops taking taps (later ones: 503, nothing recorded) and returns once those taken are
+    /// committed and answered: call it before the session's log closes.
+    public func finish() async { await groups.finish() }
+
     /// Whether the server leaves `request`'s credentials to this (a tap page or a tap), so the
     /// bearer token is not asked for.
     func authenticatesItself(_ request: HTTPRequest) -> Bool {

@@ -294,6 +294,36 @@ struct ServePhoneTests {
     }
 
     @Test(
+        "a server stopped while phones tap: every tap answered 200 is in the log, later ones are told it stops, and no log error",
+        .enabled(if: runnable, "needs the built tagfix"))
+    func stopUnderLoad() async throws {
+        // The log closed while a group was still being committed: "cannot write the session log
+        // (Bad file descriptor)" on a clean stop, and that group's taps answered 503 as a failed
+        // log's. Now the taps taken are committed before the log closes, and later ones are refused.
+        let rig = try await PhoneRig(extra: ["--tap-limit", "1000000,1000000"])
+        let body = rig.body()
+        let phones = (0..<16).map { index in
+            Task { () -> [(Int, String)] in
+                var answers: [(Int, String)] = []
+                while answers.count < 2000 {
+                    guard let answer = try? await rig.tap(body, source: "127.0.0.\(10 + index)"), answer.status != 0 else { break }
+                    answers.append((answer.status, answer.body))
+                }
+                return answers
+            }
+        }
+        #expect(await RunningTagFix.poll { rig.logLines.count >= 50 })
+        #expect(await rig.stop())
+        var answers: [(Int, String)] = []
+        for phone in phones { answers += await phone.value }
+        #expect(rig.serve.exitedCleanly, "\(rig.serve.ending)")
+        #expect(!rig.serve.stderr.contains("cannot write the session log"), "\(rig.serve.stderr)")
+        let refused = answers.filter { $0.0 != 200 }
+        #expect(refused.allSatisfy { $0.0 == 503 && $0.1.contains("the server is stopping") }, "\(refused.prefix(3))")
+        #expect(answers.filter { $0.0 == 200 }.count == rig.logLines.count, "every tap answered 200 is logged, and only those")
+    }
+
+    @Test(
         "a phone that half-closes after its tap still gets the verdict its tap was logged with",
         .enabled(if: runnable, "needs the built tagfix"))
     func halfClosed() async throws {

@@ -246,6 +246,44 @@ struct PhoneTapGroupTests {
         #expect(groups.counts == PhoneTapGroups.Counts(taps: 3, groups: 2, largest: 2))
     }
 
+    /// A server that stops closes its log after `finish()`: a group still being committed then
+    /// was written to a closed log ("Bad file descriptor", its taps answered 503 as the log's
+    /// failure), and taps kept coming in while it stopped.
+    @Test("finish(): the taps taken are committed and answered before it returns; a tap after it gets 503 at once, never logged")
+    func finishCommitsFirst() async throws {
+        let events = CommitEvents()
+        let handler = try Self.handler(RecordedCounters(events: events))
+        let groups = PhoneTapGroups { handler.group() }
+        let (entered, enteredContinuation) = AsyncStream<Void>.makeStream()
+        let gate = Gate()
+        groups.deliver { verdicts, whenKept in
+            enteredContinuation.yield()
+            gate.block()
+            events.add("logged " + verdicts.map { "\($0.verdict.kind.name)" }.joined(separator: ","))
+            whenKept(true)
+        }
+        let (handles, stream) = Self.replies(events, count: 2)
+        groups.submit(Self.tap(counter: 1), reply: handles[0])
+        var waiting = entered.makeAsyncIterator()
+        _ = await waiting.next()
+        // The first group's log write is held: finish() waits for it.
+        let finishing = Task {
+            await groups.finish()
+            events.add("finished")
+        }
+        #expect(await eventually { !groups.isTakingTaps })
+        groups.submit(Self.tap(counter: 2), reply: handles[1])
+        #expect(!events.all.contains("finished"))
+        gate.open()
+        await finishing.value
+        let answers = await Self.collect(stream, count: 2)
+        #expect(events.all == ["counters 1", "answer 1 503", "logged confirmed", "answer 0 200", "finished"])
+        #expect(String(decoding: answers[1]!.body, as: UTF8.self).contains("the server is stopping"))
+        #expect(groups.counts == PhoneTapGroups.Counts(taps: 1, groups: 1, largest: 1))
+        // Nothing waits: finish() again returns at once.
+        await groups.finish()
+    }
+
     /// Groups whose first group's first decision waits at `gate` (`entered` says it has
     /// begun): the taps submitted meanwhile are waiting when the committer goes on.
     static func firstDecisionHeld(_ handler: PhoneTapHandler<ManualClock>) -> (
