@@ -148,6 +148,13 @@ extension FileDescriptor {
         try nothingOrErrno { setsockopt(rawValue, level, name, &value, socklen_t(MemoryLayout<Int32>.size)) }
     }
 
+    /// Makes `close()` reset the connection (`SO_LINGER` with no time: an RST, not a FIN), as a
+    /// peer gone for good does (a crash, a dropped network), where a FIN may be a half-close.
+    public func resetOnClose() throws(Errno) {
+        var value = linger(l_onoff: 1, l_linger: 0)
+        try nothingOrErrno { setsockopt(rawValue, SOL_SOCKET, SO_LINGER, &value, socklen_t(MemoryLayout<linger>.size)) }
+    }
+
     /// The address the socket is bound to (`getsockname(2)`).
     public func localAddress() throws(Errno) -> SocketAddress {
         try SocketAddress.filled { getsockname(rawValue, $0, $1) }

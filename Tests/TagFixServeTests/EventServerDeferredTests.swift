@@ -1,8 +1,8 @@
 import Foundation
-import Glibc
 import Synchronization
 import TagFixDevices
 import TagFixServe
+import TagFixSystem
 import TagFixTesting
 import Testing
 
@@ -65,23 +65,6 @@ struct EventServerDeferredTests {
         await server.stop(reason: "over")
     }
 
-    /// A TCP socket of this test's own, connected to 127.0.0.1:`port`.
-    static func connected(port: Int) -> Int32? {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard fd >= 0, result == 0 else {
-            if fd >= 0 { Glibc.close(fd) }
-            return nil
-        }
-        return fd
-    }
-
     @Test("a reply for a client that has gone is dropped; one after the server stopped too; the server serves on")
     func clientGone() async throws {
         let responder = DeferringResponder()
@@ -91,13 +74,12 @@ struct EventServerDeferredTests {
         let port = try #require(server.httpPort)
         // Gone for good: its connection reset (a client that only half-closes still gets its
         // answer, and keeps its slot until then).
-        let gone = try #require(Self.connected(port: port))
+        let gone = try Loopback.connect(port: port)
         let request = Array("GET /later HTTP/1.1\r\n\r\n".utf8)
-        #expect(Glibc.send(gone, request, request.count, Int32(MSG_NOSIGNAL)) == request.count)
+        #expect(try gone.send(request[...]) == request.count)
         #expect(await eventually { responder.count == 1 })
-        var abort = linger(l_onoff: 1, l_linger: 0)
-        setsockopt(gone, SOL_SOCKET, SO_LINGER, &abort, socklen_t(MemoryLayout<linger>.size))
-        Glibc.close(gone)
+        try gone.resetOnClose()
+        try gone.close()
         #expect(await eventually { server.stats.clients["http", default: 0] == 0 })
         // Another client now holds the descriptor number the first one had: the late reply is not its.
         let next = try SocketLineClient(port: port)
