@@ -311,22 +311,23 @@ struct ServeCommand: Subcommand {
                 // the taps that arrived together with one fsync.
                 let clock = MonotonicClock()
                 phones?.deliver(groupsTo: { verdicts, whenKept in printer.print(recorded: verdicts, now: clock.now, whenKept: whenKept) })
-                guard let reader = readers.first else {
+                var ended: CLIError?
+                if let reader = readers.first {
+                    do throws(CLIError) {
+                        try await verify.live(
+                            reader: reader, also: Array(readers.dropFirst()), watch: hub.watching, scenario: scenario, verifier: verifier,
+                            printer: printer, io: io, stop: stop)
+                    } catch {
+                        ended = error
+                    }
+                } else {
                     // Phones alone: the session lasts until SIGINT or SIGTERM.
                     _ = await stop.wait()
-                    // The taps taken are committed before the log closes; later ones get 503.
-                    await phones?.finish()
-                    return
                 }
-                do throws(CLIError) {
-                    try await verify.live(
-                        reader: reader, also: Array(readers.dropFirst()), watch: hub.watching, scenario: scenario, verifier: verifier,
-                        printer: printer, io: io, stop: stop)
-                } catch {
-                    await phones?.finish()
-                    throw error
-                }
+                // However the session ended, the taps taken are committed before the log closes;
+                // later ones get 503.
                 await phones?.finish()
+                if let ended { throw ended }
             }
         } catch {
             failure = error

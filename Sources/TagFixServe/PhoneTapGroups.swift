@@ -107,10 +107,11 @@ public final class PhoneTapGroups: Sendable {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             let (idle, unsent) = state.withLock { state -> (Bool, [Waiting]) in
                 state.finished = true
-                // Never delivered anywhere (no session began): answered, not kept waiting.
+                // Never delivered anywhere (no session began, so no committer ran): answered, not
+                // kept waiting.
                 guard state.sink != nil else {
                     defer { state.waiting = [] }
-                    return (!state.committing, state.waiting)
+                    return (true, state.waiting)
                 }
                 guard state.committing || !state.waiting.isEmpty else { return (true, []) }
                 state.idleWaiters.append(done)

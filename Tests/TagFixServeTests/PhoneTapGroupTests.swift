@@ -212,13 +212,9 @@ struct PhoneTapGroupTests {
         return answers
     }
 
-    @Test("no answer leaves before its group's counters and records are committed; taps that wait form the next group")
-    func durableBeforeAnswer() async throws {
-        let events = CommitEvents()
-        let handler = try Self.handler(RecordedCounters(events: events))
-        let groups = PhoneTapGroups { handler.group() }
-        // The first group's log write is held until the next taps are queued: they must wait and
-        // go together, in one commit, and nobody is answered before the log has them.
+    /// Delivers `groups` to a log whose every write waits at `gate` (`entered` says one has
+    /// begun), then records `logged KINDS` in `events`.
+    static func logWriteHeld(_ groups: PhoneTapGroups, events: CommitEvents) -> (entered: AsyncStream<Void>, gate: Gate) {
         let (entered, enteredContinuation) = AsyncStream<Void>.makeStream()
         let gate = Gate()
         groups.deliver { verdicts, whenKept in
@@ -227,6 +223,17 @@ struct PhoneTapGroupTests {
             events.add("logged " + verdicts.map { "\($0.verdict.kind.name)" }.joined(separator: ","))
             whenKept(true)
         }
+        return (entered, gate)
+    }
+
+    @Test("no answer leaves before its group's counters and records are committed; taps that wait form the next group")
+    func durableBeforeAnswer() async throws {
+        let events = CommitEvents()
+        let handler = try Self.handler(RecordedCounters(events: events))
+        let groups = PhoneTapGroups { handler.group() }
+        // The first group's log write is held until the next taps are queued: they must wait and
+        // go together, in one commit, and nobody is answered before the log has them.
+        let (entered, gate) = Self.logWriteHeld(groups, events: events)
         let (handles, stream) = Self.replies(events, count: 3)
         groups.submit(Self.tap(counter: 1), reply: handles[0])
         var waiting = entered.makeAsyncIterator()
@@ -254,14 +261,7 @@ struct PhoneTapGroupTests {
         let events = CommitEvents()
         let handler = try Self.handler(RecordedCounters(events: events))
         let groups = PhoneTapGroups { handler.group() }
-        let (entered, enteredContinuation) = AsyncStream<Void>.makeStream()
-        let gate = Gate()
-        groups.deliver { verdicts, whenKept in
-            enteredContinuation.yield()
-            gate.block()
-            events.add("logged " + verdicts.map { "\($0.verdict.kind.name)" }.joined(separator: ","))
-            whenKept(true)
-        }
+        let (entered, gate) = Self.logWriteHeld(groups, events: events)
         let (handles, stream) = Self.replies(events, count: 2)
         groups.submit(Self.tap(counter: 1), reply: handles[0])
         var waiting = entered.makeAsyncIterator()
