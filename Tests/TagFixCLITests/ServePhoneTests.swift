@@ -333,7 +333,9 @@ struct ServePhoneTests {
         for attempt in 1...3 {
             let answer = try await rig.tap(rig.body(), halfClose: true)
             #expect(answer.status == 200 && answer.body.contains(#""verdict":"confirmed""#), "\(answer)")
-            #expect(answer.head.lowercased().contains("connection: close"), "\(answer.head)")
+            // Not whether it says `Connection: close`: an answer that is ready before the server
+            // reads the end of the phone's side is sent for a kept connection, which is then
+            // closed. The state machine's test holds the other order.
             #expect(rig.logLines.count == attempt)
         }
         // And the server serves on.
