@@ -50,7 +50,8 @@ public struct SUNVerifier: Sendable {
             try checkMAC(picc, mac: mac, input: macInput)
             return .verified(uid: uid, counter: counter)
         case .encrypted(let encrypted, let fileData, let mac, let macInput):
-            let decrypted = crypto { () throws(CryptoError) in try AES128.cbcDecrypt(key: metaReadKey, encrypted) }
+            // One block (the parse takes 16 bytes only): CBC under a zero IV is the block's ECB decryption.
+            let decrypted = crypto { () throws(CryptoError) in try AES128.decryptBlock(key: metaReadKey, encrypted) }
             let picc: PICCData
             do {
                 picc = try PICCData(decrypted: decrypted ?? [])

@@ -34,6 +34,31 @@ private func key(_ text: String) -> AES128Key { AES128Key(hex(text))! }
         #expect(try AES128.cbcDecrypt(key: k, iv: iv, cipher) == plain)
     }
 
+    /// The block contexts are pooled and re-keyed only when the key changes: keys and directions
+    /// interleaved, on several threads at once, still give FIPS-197's answers every time.
+    @Test func pooledContextsFollowTheirKeys() async throws {
+        let vectors = [
+            (key("2b7e151628aed2a6abf7158809cf4f3c"), hex("3243f6a8885a308d313198a2e0370734"), hex("3925841d02dc09fbdc118597196a0b32")),
+            (key("000102030405060708090a0b0c0d0e0f"), hex("00112233445566778899aabbccddeeff"), hex("69c4e0d86a7b0430d8cdb78070b4c55a")),
+        ]
+        let wrong = try await withThrowingTaskGroup(of: Int.self) { group in
+            for worker in 0..<4 {
+                group.addTask {
+                    var wrong = 0
+                    for round in 0..<200 {
+                        let (k, plain, cipher) = vectors[(round + worker) % 2]
+                        if try AES128.encryptBlock(key: k, plain) != cipher { wrong += 1 }
+                        if try AES128.decryptBlock(key: k, cipher) != plain { wrong += 1 }
+                        if try CMAC.aes128(key: k, plain) != CMAC.aes128(key: k, plain) { wrong += 1 }
+                    }
+                    return wrong
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        #expect(wrong == 0)
+    }
+
     @Test func partialBlocksAreRefused() {
         #expect(throws: CryptoError.self) { try AES128.cbcEncrypt(key: .zero, [1, 2, 3]) }
         #expect(throws: CryptoError.self) { try AES128.encryptBlock(key: .zero, [UInt8](repeating: 0, count: 15)) }
