@@ -194,19 +194,43 @@ public struct PICCData: Sendable, Hashable {
 
     /// `UID ‖ SDMReadCtr` (counter least significant byte first), the variable part of SV1 / SV2.
     public var sessionContext: [UInt8] {
-        guard let counter else { return uid }
-        return uid + [
-            UInt8(truncatingIfNeeded: counter), UInt8(truncatingIfNeeded: counter >> 8), UInt8(truncatingIfNeeded: counter >> 16),
-        ]
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(uid.count + 3)
+        appendSessionContext(to: &bytes)
+        return bytes
+    }
+
+    private func appendSessionContext(to bytes: inout [UInt8]) {
+        bytes.append(contentsOf: uid)
+        guard let counter else { return }
+        bytes.append(UInt8(truncatingIfNeeded: counter))
+        bytes.append(UInt8(truncatingIfNeeded: counter >> 8))
+        bytes.append(UInt8(truncatingIfNeeded: counter >> 16))
     }
 
     /// SV2 = `3CC3 0001 0080 ‖ UID ‖ SDMReadCtr`, zero-padded to a multiple of 16 bytes: CMAC'd
     /// with the SDM file-read key it gives KSesSDMFileReadMAC (datasheet §9.3.9, AN12196 §3.4).
-    public var sv2: [UInt8] { Self.padded([0x3C, 0xC3, 0x00, 0x01, 0x00, 0x80] + sessionContext) }
+    public var sv2: [UInt8] { sessionVector(0x3C, 0xC3) }
 
     /// SV1 = `C33C 0001 0080 ‖ UID ‖ SDMReadCtr`, zero-padded: gives KSesSDMFileReadENC, the key
     /// of SDMENCFileData (datasheet §9.3.9).
-    public var sv1: [UInt8] { Self.padded([0xC3, 0x3C, 0x00, 0x01, 0x00, 0x80] + sessionContext) }
+    public var sv1: [UInt8] { sessionVector(0xC3, 0x3C) }
+
+    private static let sessionVectorFixed: [UInt8] = [0x00, 0x01, 0x00, 0x80]
+
+    /// `first second 0001 0080 ‖ UID ‖ SDMReadCtr`, zero-padded to whole blocks, made in one
+    /// buffer (a phone tap makes one).
+    private func sessionVector(_ first: UInt8, _ second: UInt8) -> [UInt8] {
+        let length = 6 + uid.count + (counter == nil ? 0 : 3)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity((length + 15) / 16 * 16)
+        bytes.append(first)
+        bytes.append(second)
+        bytes.append(contentsOf: Self.sessionVectorFixed)
+        appendSessionContext(to: &bytes)
+        bytes.append(contentsOf: repeatElement(0, count: (16 - length % 16) % 16))
+        return bytes
+    }
 
     /// The block whose encryption under KSesSDMFileReadENC is the file data's IV:
     /// `SDMReadCtr ‖ 13 zero bytes` (datasheet §9.3.6).
@@ -214,10 +238,6 @@ public struct PICCData: Sendable, Hashable {
         let counter = counter ?? 0
         return [UInt8(truncatingIfNeeded: counter), UInt8(truncatingIfNeeded: counter >> 8), UInt8(truncatingIfNeeded: counter >> 16)]
             + [UInt8](repeating: 0, count: 13)
-    }
-
-    private static func padded(_ bytes: [UInt8]) -> [UInt8] {
-        bytes + [UInt8](repeating: 0, count: (16 - bytes.count % 16) % 16)
     }
 }
 
@@ -280,24 +300,26 @@ public enum SUNHex {
 /// A URL's query parameters as byte ranges of their values (what the tag's offsets point at),
 /// without percent-decoding: SUN values are hex, and the MAC input is the URL's bytes as written.
 struct QueryParameters {
-    private var values: [(name: ArraySlice<UInt8>, value: Range<Int>)] = []
+    private let url: [UInt8]
+    private var values: [(name: Range<Int>, value: Range<Int>)] = []
 
     init(_ url: [UInt8]) {
+        self.url = url
         guard let question = url.firstIndex(of: UInt8(ascii: "?")) else { return }
         let end = url.firstIndex(of: UInt8(ascii: "#")) ?? url.endIndex
         var start = question + 1
         while start <= end {
             let stop = url[start..<end].firstIndex(of: UInt8(ascii: "&")) ?? end
             if let equals = url[start..<stop].firstIndex(of: UInt8(ascii: "=")) {
-                values.append((url[start..<equals], (equals + 1)..<stop))
+                values.append((start..<equals, (equals + 1)..<stop))
             }
             start = stop + 1
         }
     }
 
-    /// The value's range of the first parameter called `name`.
+    /// The value's range of the first parameter called `name` (compared byte by byte, without
+    /// a copy of the name: a SUN check asks for three).
     func range(of name: String) -> Range<Int>? {
-        let key = Array(name.utf8)
-        return values.first { $0.name.elementsEqual(key) }?.value
+        values.first { url[$0.name].elementsEqual(name.utf8) }?.value
     }
 }
