@@ -36,6 +36,12 @@ public struct TagUID: Sendable, Hashable, Comparable, CustomStringConvertible {
         try self.init(bytes: bytes)
     }
 
+    /// The bytes hashed whole, not one by one with their count first as an array's are (a phone
+    /// tap's counters look a UID up several times).
+    public func hash(into hasher: inout Hasher) {
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+    }
+
     /// Upper-case hex without separators, e.g. `04A1B2C3D4E5F6`.
     public var hex: String { Hex.encode(bytes) }
     public var description: String { hex }

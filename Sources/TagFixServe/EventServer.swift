@@ -295,21 +295,25 @@ public final class EventServer: Sendable {
             guard inbox.stopping == nil, !inbox.finished else { return false }
             var wakeLoop = false
             for event in events {
-                var bytes = Array(event.line.utf8)
-                bytes.append(UInt8(ascii: "\n"))
-                bytes.withUnsafeBytes { line in
-                    for index in inbox.watchers.indices {
-                        if inbox.watchers[index].direct {
-                            let written = (try? inbox.watchers[index].fd.send(line, flags: Int32(MSG_DONTWAIT))) ?? -1
-                            if written == line.count { continue }
-                            // Full (or failing: the loop's next write finds out why): the rest
-                            // goes by the loop, and so does everything after it.
-                            inbox.watchers[index].direct = false
-                            inbox.watchers[index].spill.append(contentsOf: line[max(0, written)...])
-                        } else {
-                            inbox.watchers[index].spill.append(contentsOf: line)
+                // The line's bytes are made only for a socket client that watches (none may:
+                // phones alone tapping, with the live page closed, made a copy a tap for nothing).
+                if !inbox.watchers.isEmpty {
+                    var bytes = Array(event.line.utf8)
+                    bytes.append(UInt8(ascii: "\n"))
+                    bytes.withUnsafeBytes { line in
+                        for index in inbox.watchers.indices {
+                            if inbox.watchers[index].direct {
+                                let written = (try? inbox.watchers[index].fd.send(line, flags: Int32(MSG_DONTWAIT))) ?? -1
+                                if written == line.count { continue }
+                                // Full (or failing: the loop's next write finds out why): the rest
+                                // goes by the loop, and so does everything after it.
+                                inbox.watchers[index].direct = false
+                                inbox.watchers[index].spill.append(contentsOf: line[max(0, written)...])
+                            } else {
+                                inbox.watchers[index].spill.append(contentsOf: line)
+                            }
+                            wakeLoop = true
                         }
-                        wakeLoop = true
                     }
                 }
                 if inbox.streams > 0 {

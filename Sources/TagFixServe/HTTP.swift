@@ -164,7 +164,9 @@ public struct HTTPRequest: Sendable, Hashable {
     /// The peer's host as digits (`clientAddress` without its port): what a limit per client
     /// counts by.
     public var clientHost: String? {
-        guard let address = clientAddress, let colon = address.lastIndex(of: ":") else { return clientAddress }
+        // By bytes: a search by Character segments the text into graphemes (4 % of the event
+        // loop's time under phone taps, where every tap asks).
+        guard let address = clientAddress, let colon = address.utf8.lastIndex(of: UInt8(ascii: ":")) else { return clientAddress }
         return String(address[..<colon])
     }
 
