@@ -117,8 +117,7 @@ public enum AES128 {
 /// An AES-128-ECB context for one direction, its cipher set once and re-keyed only when a use
 /// asks for another key than its last; a few of each direction are kept for the next use (one a
 /// thread that uses them at once).
-/// @unchecked Sendable: the EVP_CIPHER_CTX OpaquePointer is used by one caller at a time (taken
-/// from its pool).
+/// @unchecked Sendable: the EVP_CIPHER_CTX OpaquePointer is used by one caller at a time (pooled).
 final class BlockCipher: @unchecked Sendable {
     private let context: OpaquePointer
     private var key: AES128Key?
