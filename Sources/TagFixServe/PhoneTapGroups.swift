@@ -8,17 +8,14 @@ import TagFixDevices
 /// on a thread that may block (`DeviceThread.Worker`: SQLite and fsync), takes every tap
 /// waiting, in arrival order, and decides them (`PhoneTapDecision.add`); taps that arrived while
 /// it decided join the group, again and again, until none is waiting (or the group holds
-/// `largestGroup`). Then it commits their SUN counters (`commit`: one transaction) and hands the
-/// group to the recorder, a second thread, and goes on to the taps that came meanwhile. The
-/// recorder, group after group in the order committed, makes the records and answers, hands the
+/// `largestGroup`). Then it commits their SUN counters (`commit`: one transaction), hands their
 /// verdicts to the session (`deliver`: the log, one write and one fsync) and answers them as
-/// soon as the log has them, before the live page and the terminal take them. So a commit's cost
-/// is shared by every tap that came while the group was decided, nothing waits on a timer (a
-/// lone tap is committed at once), and the next group is decided and its counters committed
-/// while the last one's records are made and written: under 200 phones at once the committer
-/// did both in series, and the last group's taps waited for every group's log write before
-/// theirs was even decided. When the queue is empty the committer is done; each thread waits
-/// for more work, and ends after a second without.
+/// soon as the log has them, before the live page and the terminal take them. Taps that arrive
+/// during the commits wait for the next group. So a commit's cost is shared by every tap that
+/// came while the group was decided (200 phones tapping at once are one group or two, not a
+/// lone first tap and then the rest), and nothing waits on a timer: a lone tap is committed at
+/// once. When the queue is empty the committer is done; its thread waits for the next tap, and
+/// ends after a second without one.
 ///
 /// A tap's answer never leaves before its counter and its record are durable. A group whose
 /// counters cannot be committed gets `inconclusive(registry_unavailable)` for each tap that
@@ -43,13 +40,11 @@ public final class PhoneTapGroups: Sendable {
     private struct State: Sendable {
         var waiting: [Waiting] = []
         var committing = false
-        /// Groups committed and handed to the recorder, not yet answered.
-        var recording = 0
         var sink: Sink?
         var counts = Counts()
         /// `finish()` was called: taps are refused from then on.
         var finished = false
-        /// Who waits for the committer and the recorder to be done (`finish()`).
+        /// Who waits for the committer to be done (`finish()`).
         var idleWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
@@ -106,8 +101,8 @@ public final class PhoneTapGroups: Sendable {
 
     /// Stops taking taps, for a server that stops: the taps queued are committed and answered,
     /// later ones answered 503 at once (nothing recorded). Returns once no group is being
-    /// committed or recorded, so the session's log may close: a group recorded after it would be
-    /// written to a closed log (and answered 503 as the log's failure).
+    /// committed, so the session's log may close: a group committed after it would be written
+    /// to a closed log (and answered 503 as the log's failure).
     public func finish() async {
         await withCheckedContinuation { (done: CheckedContinuation<Void, Never>) in
             let (idle, unsent) = state.withLock { state -> (Bool, [Waiting]) in
@@ -118,7 +113,7 @@ public final class PhoneTapGroups: Sendable {
                     defer { state.waiting = [] }
                     return (true, state.waiting)
                 }
-                guard state.committing || state.recording > 0 || !state.waiting.isEmpty else { return (true, []) }
+                guard state.committing || !state.waiting.isEmpty else { return (true, []) }
                 state.idleWaiters.append(done)
                 return (false, [])
             }
@@ -127,10 +122,10 @@ public final class PhoneTapGroups: Sendable {
         }
     }
 
-    /// Wakes `finish()` once the committer has ended and the recorder has answered every group.
-    private func wakeIfIdle() {
+    /// Wakes `finish()` once the committer has ended.
+    private func committerEnded() {
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            guard !state.committing, state.recording == 0 else { return [] }
+            guard !state.committing else { return [] }
             defer { state.idleWaiters = [] }
             return state.idleWaiters
         }
@@ -145,9 +140,6 @@ public final class PhoneTapGroups: Sendable {
     /// ran 2 to 3.4 ms late on a busy machine, in every burst's path).
     private let committer = DeviceThread.Worker(name: "tagfix-phone-commit")
 
-    /// The thread that records and answers the committed groups, in order (`record`).
-    private let recorder = DeviceThread.Worker(name: "tagfix-phone-log")
-
     private func startCommitter() {
         committer.run { [self] in commitWhileWaiting() }
     }
@@ -155,7 +147,7 @@ public final class PhoneTapGroups: Sendable {
     /// Commits group after group until no tap is waiting.
     private func commitWhileWaiting() {
         while true {
-            guard let first = take(ending: true), let sink = state.withLock({ $0.sink }) else { return wakeIfIdle() }
+            guard let first = take(ending: true), let sink = state.withLock({ $0.sink }) else { return committerEnded() }
             let decision = start()
             var group = first
             decision.add(first.map(\.tap))
@@ -164,13 +156,7 @@ public final class PhoneTapGroups: Sendable {
                 decision.add(more.map(\.tap))
                 group += more
             }
-            let answers = decision.commit()
-            state.withLock { $0.recording += 1 }
-            recorder.run { [self, group] in
-                record(group, answers: answers, sink: sink)
-                state.withLock { $0.recording -= 1 }
-                wakeIfIdle()
-            }
+            commit(group, decision: decision, sink: sink)
         }
     }
 
@@ -195,10 +181,11 @@ public final class PhoneTapGroups: Sendable {
         }
     }
 
-    /// One group whose counters are committed: recorded, then answered, in order. Each tap's
-    /// record and response are made together, a large group's on two threads
-    /// (`DeviceThread.map`), before the sink is called: it answers with the fan-out's lock held.
-    private func record(_ group: [Waiting], answers: [PhoneTapAnswer], sink: Sink) {
+    /// One group: its counters committed, recorded, then answered, in order. Each tap's record
+    /// and response are made together, a large group's on two threads (`DeviceThread.map`), before
+    /// the sink is called: it answers with the fan-out's lock held.
+    private func commit(_ group: [Waiting], decision: any PhoneTapDecision, sink: Sink) {
+        let answers = decision.commit()
         let prepared = DeviceThread.map(answers, splitFrom: 64) { answer in
             let recorded = RecordedVerdict(answer.verdict)
             return (recorded, Self.response(answer, message: recorded.record.message))
