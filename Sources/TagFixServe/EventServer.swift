@@ -263,6 +263,19 @@ public final class EventServer: Sendable {
         self.loop = loop
         self.responder = responder
         self.log = log
+        // A reloaded token file closes what a revoked token holds open.
+        configuration.tokens?.whenReplaced { [weak self] in self?.tokensChanged() }
+    }
+
+    /// The tokens were replaced (SIGHUP): event streams and socket clients let in with a token
+    /// that is no longer held are closed (on the loop's thread).
+    public func tokensChanged() {
+        loop.execute { [self] in
+            withLoop { state in
+                state.closeRevoked()
+                state.settle()
+            }
+        }
     }
 
     /// Starts serving: the listeners join the loop.
@@ -544,6 +557,16 @@ public final class EventServer: Sendable {
                 guard let deadline = client.connection.deadline, deadline <= now else { continue }
                 takeSetAside(client)
                 perform(client.connection.expire(now: now), for: client)
+                flush(client)
+            }
+        }
+
+        /// Closes the clients whose token was revoked (see `ServeConnection.tokensChanged()`).
+        func closeRevoked() {
+            guard stopping == nil else { return }
+            for client in Array(clients.values) where client.connection.credential != nil {
+                takeSetAside(client)
+                perform(client.connection.tokensChanged(), for: client)
                 flush(client)
             }
         }

@@ -15,11 +15,20 @@ import TagFixDevices
 /// bearer token's check and the phones' cookies read the file of the moment.
 public final class TokenRing: Sendable {
     private let file: Mutex<TokenFile>
+    private let observers = Mutex([@Sendable () -> Void]())
 
     public init(_ file: TokenFile) { self.file = Mutex(file) }
 
-    /// Replaces the tokens (a reloaded file): a revoked token is refused from the next request.
-    public func replace(with file: TokenFile) { self.file.withLock { $0 = file } }
+    /// Replaces the tokens (a reloaded file): a revoked token is refused from the next request,
+    /// and those told (`whenReplaced`) close what it holds open.
+    public func replace(with file: TokenFile) {
+        self.file.withLock { $0 = file }
+        for observer in observers.withLock({ $0 }) { observer() }
+    }
+
+    /// Calls `body` after each `replace` (the server closes the event streams and socket
+    /// clients of a revoked token). Must not wait.
+    public func whenReplaced(_ body: @escaping @Sendable () -> Void) { observers.withLock { $0.append(body) } }
 
     /// The tokens now.
     public var current: TokenFile { file.withLock { $0 } }

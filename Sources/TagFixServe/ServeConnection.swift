@@ -114,6 +114,10 @@ struct ServeConnection {
 
     private var framer = CommandFramer()
     private var authenticated: Bool
+    /// The token a long-lived connection was let in with: a socket client's `?AUTH`, an event
+    /// stream's bearer token (`nil`: none was asked for). Once the tokens are reloaded without
+    /// it, the connection is closed (`tokensChanged()`).
+    private(set) var credential: String?
     private var output: [UInt8] = []
     private var sent = 0
     private var request: [UInt8] = []
@@ -253,6 +257,7 @@ struct ServeConnection {
                     return
                 }
                 authenticated = true
+                credential = token
                 reply([#"{"class":"AUTH","authenticated":true}"#])
                 return
             case .version:
@@ -351,6 +356,7 @@ struct ServeConnection {
             requestDone = true
             request = []
             kind = .events
+            if settings.needsToken { credential = parsed.bearerToken }
             actions.append(.streamOpened)
             append(HTTPResponse.eventStreamHead)
             for event in responder.devices() { append(HTTPResponse.event(event)) }
@@ -503,6 +509,32 @@ struct ServeConnection {
             actions.append(.log("serve: \(name) closed: its request's \(part) did not arrive within \(timeoutText)"))
             respond(HTTPResponse(status: 408, body: "the request's \(part) did not arrive within \(timeoutText)\n"))
         }
+        return takeActions()
+    }
+
+    // MARK: - Revoked tokens
+
+    /// The tokens were reloaded (SIGHUP): a socket client or an event stream let in with a token
+    /// the server no longer holds is closed, so a revoked token stops receiving anything. A
+    /// socket client is told why (an `ERROR`) and leaves the fan-out; a stream is closed once
+    /// what is queued is written (its browser reconnects, and its token is refused then). HTTP
+    /// requests need no more: each is checked as it comes.
+    mutating func tokensChanged() -> [Action] {
+        guard let credential, !settings.accepts(credential), !closeWhenFlushed, !isCutOff else { return [] }
+        actions.append(.log("serve: \(name) closed: the token it gave was revoked (the token file was reloaded)"))
+        if kind == .socket {
+            if watching {
+                watching = false
+                actions.append(.watch(false))
+            }
+            reply([
+                ServeMessage.error(
+                    "the token this client gave was revoked: ?AUTH with a token the server holds (tagfix tokens list); closing")
+            ])
+        }
+        requestDone = true
+        opened = nil
+        closeWhenFlushed = true
         return takeActions()
     }
 
