@@ -52,6 +52,11 @@ struct ServeConnection {
         var idleTimeout: Duration
         /// The most requests one HTTP connection is answered (the last says `Connection: close`).
         var maximumRequests: Int
+        /// Without a token: the names besides this machine's own (`localhost`, 127.0.0.0/8,
+        /// `[::1]`) a request's `Host` may give (the `--http` address as given); a request for
+        /// another name gets 421, so that a page of another site cannot read the server through
+        /// DNS rebinding. `nil`: any `Host` (a token guards the server).
+        var localHosts: Set<String>?
 
         init(
             token: String? = nil, release: String, clientTimeout: Duration = .seconds(10), bufferLimit: Int = 1 << 20,
@@ -72,6 +77,7 @@ struct ServeConnection {
                 bufferLimit: configuration.bufferLimit, bodyLimit: configuration.bodyLimit,
                 idleTimeout: configuration.keepAliveTimeout, maximumRequests: configuration.keepAliveRequests)
             tokens = configuration.tokens
+            if !needsToken, let http = configuration.http { localHosts = [http.host.lowercased()] }
         }
 
         /// Whether a token is asked for at all.
@@ -282,6 +288,12 @@ struct ServeConnection {
         }
     }
 
+    /// At most 64 characters of what a client sent, for an answer that names it.
+    static func excerpt(_ text: String) -> String {
+        let short = text.unicodeScalars.prefix(64).filter { $0.value >= 0x20 && $0.value != 0x7F }
+        return String(String.UnicodeScalarView(short)) + (text.unicodeScalars.count > 64 ? "…" : "")
+    }
+
     /// Compares two tokens in time that does not depend on where they differ.
     static func same(_ a: String, _ b: String) -> Bool {
         let (x, y) = (Array(a.utf8), Array(b.utf8))
@@ -332,6 +344,16 @@ struct ServeConnection {
             return respond(HTTPResponse(status: 400, body: error.message + "\n"))
         }
         parsed.clientAddress = clientAddress
+        // Without a token, only a request for this machine's own name: a page of another site
+        // whose name is made to point here (DNS rebinding) sends that name.
+        if let localHosts = settings.localHosts, let host = parsed.headers["host"], !ListenAddress.isLocalHost(host, also: localHosts) {
+            return respond(
+                HTTPResponse(
+                    status: 421,
+                    body:
+                        "this server has no --token, so it answers only requests for this machine (localhost, 127.0.0.1, [::1] or its --http address), not for \(ServeConnection.excerpt(host)): open it by one of those, or give serve --token FILE\n"
+                ))
+        }
         // What follows the head: the start of a body (or the next request).
         request.removeFirst(end)
         // Phone taps authenticate themselves (their token's cookie, or the link's ?token=): the

@@ -50,4 +50,46 @@ struct EventServerHostileTests {
         #expect(!revoked.lines.contains("id: 2") && socket.lines(ofClass: "VERDICT").count == 1)
         await server.stop(reason: "over")
     }
+
+    /// One request on a fresh connection; its answer's lines once the server has closed it.
+    static func exchange(port: Int?, _ request: String) async throws -> [String] {
+        let client = try SocketLineClient(port: port)
+        client.send(request)
+        _ = await eventually { client.closed }
+        return client.lines
+    }
+
+    @Test(
+        "without a token, a request whose Host is another site's name (DNS rebinding) gets 421; this machine's names and the --http address are served; with a token any name is"
+    )
+    func dnsRebinding() async throws {
+        let server = try EventServer(
+            ServeConfiguration(http: try ListenAddress("127.0.0.1:0"), release: "test"), responder: QuietResponder(), log: { _ in })
+        server.start()
+        let port = try #require(server.httpPort)
+        for host in ["evil.example:\(port)", "evil.example", "127.0.0.1.evil.example", "localhost.evil.example:\(port)", "10.0.0.5"] {
+            for path in ["/api/verdicts?since=0", "/api/tags", "/events"] {
+                let lines = try await Self.exchange(port: port, "GET \(path) HTTP/1.1\r\nHost: \(host)\r\nConnection: close\r\n\r\n")
+                #expect(lines.first == "HTTP/1.1 421 Misdirected Request\r", "\(host) \(path): \(lines)")
+                #expect(lines.last?.contains("--token") == true, "\(lines)")
+            }
+        }
+        for host in ["127.0.0.1:\(port)", "localhost:\(port)", "LOCALHOST", "[::1]:\(port)", "127.0.0.2", "tagfix.localhost:\(port)", ""] {
+            let head = host.isEmpty ? "" : "Host: \(host)\r\n"
+            let lines = try await Self.exchange(port: port, "GET /api/tags HTTP/1.1\r\n\(head)Connection: close\r\n\r\n")
+            #expect(lines.first == "HTTP/1.1 200 OK\r", "\(host): \(lines)")
+        }
+        await server.stop(reason: "over")
+
+        // With a token, the token guards the server: a proxy's name is served to a client that has it.
+        let guarded = try EventServer(
+            ServeConfiguration(http: try ListenAddress("127.0.0.1:0"), token: Self.alice, release: "test"), responder: QuietResponder(),
+            log: { _ in })
+        guarded.start()
+        let lines = try await Self.exchange(
+            port: guarded.httpPort,
+            "GET /api/tags HTTP/1.1\r\nHost: tags.example.org\r\nAuthorization: Bearer \(Self.alice)\r\nConnection: close\r\n\r\n")
+        #expect(lines.first == "HTTP/1.1 200 OK\r", "\(lines)")
+        await guarded.stop(reason: "over")
+    }
 }
