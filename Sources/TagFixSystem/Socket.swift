@@ -230,10 +230,16 @@ public enum Loopback {
         }
     }
 
-    /// A blocking connection to 127.0.0.1:`port` (`.connectionRefused` when nothing listens).
-    public static func connect(port: Int) throws(Errno) -> FileDescriptor {
+    /// A blocking connection to 127.0.0.1:`port` (`.connectionRefused` when nothing listens),
+    /// from the loopback address `source` when given (127.0.0.2…: all of 127/8 is this machine's,
+    /// so a test's clients can have addresses of their own).
+    public static func connect(port: Int, from source: String? = nil) throws(Errno) -> FileDescriptor {
         let fd = try FileDescriptor.socket(domain: AF_INET, type: FileDescriptor.stream)
         do throws(Errno) {
+            if let source {
+                guard let local = SocketAddress.ipv4(source, port: 0) else { throw Errno.invalidArgument }
+                try fd.bind(to: local)
+            }
             try fd.connect(to: .loopback(port: port))
             return fd
         } catch {

@@ -92,4 +92,36 @@ struct EventServerHostileTests {
         #expect(lines.first == "HTTP/1.1 200 OK\r", "\(lines)")
         await guarded.stop(reason: "over")
     }
+
+    @Test(
+        "one address holds at most its share of the connections: one more from it is refused (503) and closed, its others stay open, and another address is served"
+    )
+    func connectionsPerAddress() async throws {
+        var configuration = ServeConfiguration(http: try ListenAddress("127.0.0.1:0"), release: "test")
+        configuration.maximumClientsPerAddress = 4
+        let server = try EventServer(configuration, responder: QuietResponder(), log: { _ in })
+        server.start()
+        let port = try #require(server.httpPort)
+        // Four connections that begin no request: none is idle between requests, none can be closed for room.
+        let holders = try (0..<4).map { _ in try SocketLineClient(port: port, from: "127.0.0.2") }
+        #expect(await eventually { server.stats.clients["http"] == 4 })
+        let extra = try SocketLineClient(port: port, from: "127.0.0.2")
+        extra.send("GET /api/tags HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        #expect(await eventually { extra.closed })
+        #expect(extra.lines.first == "HTTP/1.1 503 Service Unavailable\r", "\(extra.lines)")
+        #expect(extra.lines.last?.contains("too many connections from 127.0.0.2") == true, "\(extra.lines)")
+        let other = try SocketLineClient(port: port, from: "127.0.0.3")
+        other.send("GET /api/tags HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        #expect(await eventually { other.closed })
+        #expect(other.lines.first == "HTTP/1.1 200 OK\r", "\(other.lines)")
+        #expect(holders.allSatisfy { !$0.closed }, "the address's own connections were closed")
+        // One of them gone, the address may connect again.
+        holders[0].close()
+        #expect(await eventually { server.stats.clients["http"] == 3 })
+        let again = try SocketLineClient(port: port, from: "127.0.0.2")
+        again.send("GET /api/tags HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        #expect(await eventually { again.closed })
+        #expect(again.lines.first == "HTTP/1.1 200 OK\r", "\(again.lines)")
+        await server.stop(reason: "over")
+    }
 }
