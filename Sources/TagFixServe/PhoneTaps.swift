@@ -202,12 +202,11 @@ public final class PhoneTaps: Sendable {
     }
 
     /// Who tapped, for the limit and the audit: the peer, or, from a proxy on this machine, the
-    /// last address its `X-Forwarded-For` adds.
+    /// address it forwards (`ForwardedClient`: an IP address only, else the peer).
     static func client(_ request: HTTPRequest) -> String {
         let peer = request.clientHost ?? "?"
-        guard isLoopback(peer), let forwarded = request.headers["x-forwarded-for"]?.split(separator: ",").last else { return peer }
-        let address = forwarded.trimmingCharacters(in: .whitespaces)
-        return address.isEmpty || address.utf8.count > 64 ? peer : address
+        guard isLoopback(peer) else { return peer }
+        return ForwardedClient.address(xForwardedFor: request.headers["x-forwarded-for"], forwarded: request.headers["forwarded"]) ?? peer
     }
 
     static func isLoopback(_ host: String?) -> Bool {
