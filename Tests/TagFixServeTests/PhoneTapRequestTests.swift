@@ -85,4 +85,21 @@ struct PhoneTapRequestTests {
         let body = #"{"url":"https://t.example/t/E1","\u001b[31mred":1}"#
         #expect(throws: PhoneTapRequestError.unknownMember("?[31mred")) { try parse(body) }
     }
+
+    @Test("a number of 1 500 digits, or a member name as long, is not echoed whole in the 400's message")
+    func longValuesCut() {
+        let digits = "9" + String(repeating: "0", count: 1500) + "e999"
+        let name = String(repeating: "u", count: 1500)
+        for body in [
+            #"{"url":"https://t.example/t/E1","lat":\#(digits),"lon":0,"accuracy_m":5}"#,
+            #"{"url":"https://t.example/t/E1","\#(name)":1,"\#(name)":2}"#,
+        ] {
+            #expect {
+                try parse(body)
+            } throws: { error in
+                let message = (error as? PhoneTapRequestError)?.description ?? ""
+                return message.utf8.count < 300 && message.contains("…") && message.contains("JSON")
+            }
+        }
+    }
 }
