@@ -102,4 +102,18 @@ struct PhoneTapRequestTests {
             }
         }
     }
+
+    @Test(
+        "an accuracy below a centimetre (a subnormal 1e-320, logged as 0) is refused; one of a centimetre is taken",
+        arguments: ["1e-320", "5e-324", "0.009", "2.2250738585072014e-308"])
+    func accuracyFloor(_ accuracy: String) throws {
+        #expect {
+            try parse(#"{"url":"https://t.example/t/E1","lat":0,"lon":0,"accuracy_m":\#(accuracy)}"#)
+        } throws: { error in
+            guard case .outOfRange(let member, _) = error as? PhoneTapRequestError else { return false }
+            return member == "accuracy_m" && (error as? PhoneTapRequestError)?.description.contains("0.01") == true
+        }
+        let least = try parse(#"{"url":"https://t.example/t/E1","lat":0,"lon":0,"accuracy_m":0.01}"#)
+        #expect(least.position == .fix(try Coordinate(latitude: 0, longitude: 0), accuracy: 0.01))
+    }
 }
