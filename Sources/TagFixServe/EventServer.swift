@@ -140,6 +140,10 @@ public protocol ServeResponder: Sendable {
     /// Whether the responder checks this request's credentials itself (phone taps: a token's
     /// cookie), so the server's bearer token is not asked for. The default: none.
     func authenticatesItself(_ request: HTTPRequest) -> Bool
+    /// The answer (405) to a request whose method its path never takes, given before any token
+    /// is asked for: `PUT /api/tap` is a wrong method, not a wrong token. The default: `nil`
+    /// (the responder answers every method it is handed).
+    func methodRefusal(_ request: HTTPRequest) -> HTTPResponse?
 }
 
 extension ServeResponder {
@@ -149,6 +153,8 @@ extension ServeResponder {
     }
 
     public func authenticatesItself(_ request: HTTPRequest) -> Bool { false }
+
+    public func methodRefusal(_ request: HTTPRequest) -> HTTPResponse? { nil }
 }
 
 /// The server's counts, for `/metrics`.

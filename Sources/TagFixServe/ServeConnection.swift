@@ -356,6 +356,9 @@ struct ServeConnection {
         }
         // What follows the head: the start of a body (or the next request).
         request.removeFirst(end)
+        // A method the server, or the path, never takes: 405 before any token is asked for.
+        guard ["GET", "HEAD", "POST", "PUT"].contains(parsed.method) else { return respond(HTTPResponse.onlyGet) }
+        if let refusal = responder.methodRefusal(parsed) { return respond(refusal) }
         // Phone taps authenticate themselves (their token's cookie, or the link's ?token=): the
         // responder says which requests it checks.
         if settings.needsToken, parsed.path != "/healthz", !responder.authenticatesItself(parsed),

@@ -103,6 +103,14 @@ public final class ServeHub: VerdictSink {
 
         func authenticatesItself(_ request: HTTPRequest) -> Bool { phones?.authenticatesItself(request) ?? false }
 
+        /// GET and HEAD everywhere; POST only a tap, on `/api/tap` (with phones).
+        func methodRefusal(_ request: HTTPRequest) -> HTTPResponse? {
+            if request.method == "GET" || request.method == "HEAD" { return nil }
+            guard phones != nil, request.path == PhoneTapRoute.postPath else { return HTTPResponse.onlyGet }
+            if request.method == "POST" { return nil }
+            return HTTPResponse(status: 405, body: "a tap is sent with POST\n", headers: [("Allow", "POST")])
+        }
+
         func respond(to request: HTTPRequest, stats: ServerStats, reply: HTTPReplyHandle) -> HTTPAnswer {
             if let phones, phones.authenticatesItself(request) {
                 return phones.respond(to: request, reply: reply) { request in respond(to: request, stats: stats) }
