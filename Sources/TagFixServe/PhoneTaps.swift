@@ -119,7 +119,8 @@ public final class PhoneTaps: Sendable {
     /// large or not a tap. Nothing refused is logged.
     func admit(_ request: HTTPRequest) -> Result<PhoneTap, Refusal> {
         let client = Self.client(request)
-        guard case .allowed(let name) = access(request) else {
+        // A tap's token is its cookie: a `?token=` on a POST (no link of ours makes one) is not read.
+        guard case .allowed(let name) = access(request, readsLink: false) else {
             return .failure(
                 Refusal(
                     response: HTTPResponse(
@@ -168,12 +169,15 @@ public final class PhoneTaps: Sendable {
             return HTTPResponse(status: 400, body: "the request names no Host\n")
         }
         guard PhoneTapRoute.isTapPage(target: request.target, host: host, secure: isSecure(request), verifier: verifier) else {
-            guard tokens.name(forToken: request.bearerToken ?? "") != nil else {
+            if tokens.name(forToken: request.bearerToken ?? "") != nil { return fallback(request) }
+            // A phone with a known token: a tag's link that names no tag of this site.
+            if case .allowed = access(request, readsLink: false) {
                 return HTTPResponse(
-                    status: 401, body: "this server needs its token: Authorization: Bearer TOKEN, or ?token=TOKEN\n",
-                    headers: [("WWW-Authenticate", "Bearer")])
+                    status: 404, contentType: "text/html; charset=utf-8", body: PhoneTapPage.unknownTag, headers: PhoneTapPage.headers)
             }
-            return fallback(request)
+            return HTTPResponse(
+                status: 401, body: "this server needs its token: Authorization: Bearer TOKEN, or ?token=TOKEN\n",
+                headers: [("WWW-Authenticate", "Bearer")])
         }
         switch access(request) {
         case .setCookie(_, let cookie, let location):
@@ -189,10 +193,12 @@ public final class PhoneTaps: Sendable {
         }
     }
 
-    func access(_ request: HTTPRequest) -> PhoneCookie.Access {
+    /// What the request's token says: a link's `?token=` first (unless `readsLink` is false:
+    /// the cookie alone), then the cookie.
+    func access(_ request: HTTPRequest, readsLink: Bool = true) -> PhoneCookie.Access {
         PhoneCookie.access(
-            tokens: tokens.current, path: request.path, query: Self.orderedQuery(request.target), cookieHeader: request.headers["cookie"],
-            secure: isSecure(request))
+            tokens: tokens.current, path: request.path, query: readsLink ? Self.orderedQuery(request.target) : [],
+            cookieHeader: request.headers["cookie"], secure: isSecure(request))
     }
 
     /// Whether the phone sees HTTPS: the server's own TLS, or a TLS proxy on this machine that

@@ -24,4 +24,29 @@ struct ServeHostileTests {
         #expect(rig.logLines.isEmpty)
         #expect(await rig.stop())
     }
+
+    @Test(
+        "a phone's cookie: a tag URL this site does not know is a 404 page (not a 401 about bearer tokens), and a POST with a stray ?token= is taken by its cookie",
+        .enabled(if: runnable, "needs the built tagfix"))
+    func phoneCookie() async throws {
+        let rig = try await PhoneRig()
+        let alice = PhoneRig.tokens["alice"]!
+        let unknown = try await HTTPExchange.send(
+            port: rig.port, "GET /t/NOSUCHTAG HTTP/1.1\r\nHost: 127.0.0.1:\(rig.port)\r\nCookie: tagfix_token=\(alice)\r\n\r\n")
+        #expect(unknown.status == 404 && unknown.body.contains("No tag of this site"), "\(unknown)")
+        #expect(!unknown.body.contains("Bearer"), "\(unknown)")
+        // Without a token the same path says nothing of the registry.
+        let stranger = try await HTTPExchange.send(port: rig.port, "GET /t/NOSUCHTAG HTTP/1.1\r\nHost: 127.0.0.1:\(rig.port)\r\n\r\n")
+        #expect(stranger.status == 401, "\(stranger)")
+        // A POST whose URL carries a ?token= (another one, or the same) is the cookie's.
+        let body = rig.body()
+        for query in ["?token=nonsense-0123456789abcdef", "?token=\(alice)"] {
+            var head = "POST /api/tap\(query) HTTP/1.1\r\nHost: 127.0.0.1:\(rig.port)\r\nContent-Type: application/json\r\n"
+            head += "Content-Length: \(body.utf8.count)\r\nOrigin: \(rig.origin)\r\nCookie: tagfix_token=\(alice)\r\n\r\n"
+            let tap = try await HTTPExchange.send(port: rig.port, head + body, from: "127.0.0.2")
+            #expect(tap.status == 200 && tap.body.contains(#""verdict":"confirmed""#), "\(query): \(tap)")
+        }
+        #expect(rig.logLines.count == 2)
+        #expect(await rig.stop())
+    }
 }
