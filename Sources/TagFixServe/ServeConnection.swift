@@ -359,11 +359,13 @@ struct ServeConnection {
         // A method the server, or the path, never takes: 405 before any token is asked for.
         guard ["GET", "HEAD", "POST", "PUT"].contains(parsed.method) else { return respond(HTTPResponse.onlyGet) }
         if let refusal = responder.methodRefusal(parsed) { return respond(refusal) }
+        // The token: the bearer token (Authorization, ?token=), else the cookie a tech's link set
+        // (the live page's address keeps no token; its event stream and map send the cookie).
+        let given = [parsed.bearerToken, PhoneCookie.token(cookieHeader: parsed.headers["cookie"])].compactMap { $0 }
+        let accepted = given.first { settings.accepts($0) }
         // Phone taps authenticate themselves (their token's cookie, or the link's ?token=): the
         // responder says which requests it checks.
-        if settings.needsToken, parsed.path != "/healthz", !responder.authenticatesItself(parsed),
-            !settings.accepts(parsed.bearerToken ?? "")
-        {
+        if settings.needsToken, parsed.path != "/healthz", !responder.authenticatesItself(parsed), accepted == nil {
             return respond(
                 HTTPResponse(
                     status: 401, body: "this server needs its token: Authorization: Bearer TOKEN, or ?token=TOKEN\n",
@@ -381,7 +383,7 @@ struct ServeConnection {
             requestDone = true
             request = []
             kind = .events
-            if settings.needsToken { credential = parsed.bearerToken }
+            if settings.needsToken { credential = accepted }
             actions.append(.streamOpened)
             append(HTTPResponse.eventStreamHead)
             for event in responder.devices() { append(HTTPResponse.event(event)) }

@@ -49,4 +49,33 @@ struct ServeHostileTests {
         #expect(rig.logLines.count == 2)
         #expect(await rig.stop())
     }
+
+    @Test(
+        "the live page's link: its ?token= becomes the cookie and the browser is sent to the address without it; the page, its API and its stream take the cookie; the page has a CSP and no referrer",
+        .enabled(if: runnable, "needs the built tagfix"))
+    func livePageLink() async throws {
+        let rig = try await PhoneRig()
+        let bob = PhoneRig.tokens["bob"]!
+        let link = try await HTTPExchange.send(port: rig.port, "GET /?token=\(bob) HTTP/1.1\r\nHost: 127.0.0.1:\(rig.port)\r\n\r\n")
+        #expect(link.status == 303 && link.head.contains("Location: /\r\n"), "\(link)")
+        #expect(link.head.contains("Set-Cookie: tagfix_token=\(bob); Path=/;") && link.head.contains("HttpOnly"), "\(link)")
+        let cookie = "Cookie: tagfix_token=\(bob)\r\n"
+        let page = try await HTTPExchange.send(port: rig.port, "GET / HTTP/1.1\r\nHost: 127.0.0.1:\(rig.port)\r\n\(cookie)\r\n")
+        #expect(page.status == 200 && page.body.contains("TagFix live"), "\(page.head)")
+        #expect(!page.body.contains(bob), "the token is in the page")
+        let policy = page.head.split(separator: "\r\n").first { $0.hasPrefix("Content-Security-Policy: ") }.map(String.init) ?? ""
+        #expect(
+            policy.contains("default-src 'none'") && policy.contains("connect-src 'self'") && policy.contains("frame-ancestors 'none'"),
+            "\(page.head)")
+        #expect(page.head.contains("Referrer-Policy: no-referrer"), "\(page.head)")
+        let verdicts = try await HTTPExchange.send(
+            port: rig.port, "GET /api/verdicts?since=0 HTTP/1.1\r\nHost: 127.0.0.1:\(rig.port)\r\n\(cookie)\r\n")
+        #expect(verdicts.status == 200, "\(verdicts)")
+        // A cookie of a token the file does not hold is no token.
+        let stale = try await HTTPExchange.send(
+            port: rig.port,
+            "GET /api/verdicts?since=0 HTTP/1.1\r\nHost: 127.0.0.1:\(rig.port)\r\nCookie: tagfix_token=revoked-0123456789abcdef\r\n\r\n")
+        #expect(stale.status == 401, "\(stale)")
+        #expect(await rig.stop())
+    }
 }
