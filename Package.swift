@@ -182,7 +182,9 @@ let package = Package(
             exclude: ["nxp_originality.py", "ntag424_an12196.py"]),
         .testTarget(
             name: "TagFixServeTests",
-            dependencies: ["TagFixServe", "TagFixCore", "TagFixDevices", "TagFixScenarios", "TagFixTesting", "TagFixReport", "TagFixSystem"]),
+            dependencies: [
+                "TagFixServe", "TagFixCore", "TagFixDevices", "TagFixScenarios", "TagFixTesting", "TagFixReport", "TagFixSystem", "TagFixTLS",
+            ]),
         .testTarget(name: "TagFixTLSTests", dependencies: ["TagFixTLS", "TagFixTesting"]),
         .testTarget(name: "TagFixFuzzTests", dependencies: ["TagFixFuzzTargets", "TagFixTesting", "TagFixCore"]),
         .testTarget(

@@ -20,8 +20,10 @@ struct SunCommand: Subcommand {
             with that counter, not that this is the first time it is seen: a copied URL verifies \
             again (replay), so a verifier must also keep the highest counter accepted per UID. \
             Keys: --key (the SDM file-read key; also the meta-read key unless --meta-key) or \
-            --key-file FILE with lines key = HEX and meta_key = HEX, refused unless only its owner \
-            can read it (chmod 600). A key on the command line lands in shell history and is \
+            --key-file FILE with lines key = HEX and meta_key = HEX (and diversify = HEX), or the \
+            key file verify --sun-keys and serve --sun-keys read, with [NAME] sections (--key-set \
+            NAME chooses one when it has several), refused unless only its owner can read it \
+            (chmod 600). A key on the command line lands in shell history and is \
             visible in ps to other users; a key file does not. Keys never appear in output. \
             --diversify HEX treats the key as an AN10922 master key: the tag's file-read key is \
             diversified with UID ‖ HEX (e.g. application id ‖ system identifier). When the MAC \
@@ -30,7 +32,12 @@ struct SunCommand: Subcommand {
             """,
         options: [
             .init(name: "key", valueName: "HEX", help: "The SDM file-read key (32 hex digits); see --key-file."),
-            .init(name: "key-file", valueName: "FILE", help: "Read key = HEX (and meta_key = HEX) from FILE, mode 0600."),
+            .init(
+                name: "key-file", valueName: "FILE",
+                help:
+                    "Read key = HEX (and meta_key = HEX, diversify = HEX) from FILE, mode 0600: a --sun-keys file with [NAME] sections too."
+            ),
+            .init(name: "key-set", valueName: "NAME", help: "With --key-file: the [NAME] set to use, when it has several."),
             .init(name: "meta-key", valueName: "HEX", help: "The SDM meta-read key; default: the --key."),
             .init(name: "diversify", valueName: "HEX", help: "The key is an AN10922 master key; diversify it with UID ‖ HEX."),
             .init(name: "picc-param", valueName: "NAME", help: "The encrypted PICC data's parameter; default picc_data."),
@@ -62,7 +69,8 @@ struct SunCommand: Subcommand {
         guard arguments.positionals.count > 1 else { throw .usage("sun verify needs a URL", command: name) }
         url = arguments.positionals[1]
         json = arguments.flag("json")
-        let keys: SUNKeyFile
+        var metaKey: AES128Key
+        var fileReadKey: SUNVerifier.FileReadKey
         switch (arguments.value("key"), arguments.value("key-file")) {
         case (.some, .some):
             throw .usage("give --key or --key-file, not both", command: name)
@@ -70,21 +78,24 @@ struct SunCommand: Subcommand {
             throw .usage("sun verify needs --key HEX or --key-file FILE", command: name)
         case (let hex?, nil):
             guard let key = AES128Key(hex: hex) else { throw .usage("--key: give 32 hex digits (an AES-128 key)", command: name) }
-            keys = SUNKeyFile(key: key)
+            if arguments.value("key-set") != nil { throw .usage("--key-set NAME goes with --key-file FILE", command: name) }
+            (metaKey, fileReadKey) = (key, .fixed(key))
         case (nil, let path?):
-            keys = try Self.readKeyFile(path)
+            let set = try Self.keySet(path, named: arguments.value("key-set"))
+            (metaKey, fileReadKey) = (set.metaReadKey, set.fileReadKey)
         }
-        var metaKey = keys.metaKey ?? keys.key
         if let hex = arguments.value("meta-key") {
             guard let key = AES128Key(hex: hex) else { throw .usage("--meta-key: give 32 hex digits (an AES-128 key)", command: name) }
             metaKey = key
         }
-        var fileReadKey = SUNVerifier.FileReadKey.fixed(keys.key)
         if let hex = arguments.value("diversify") {
             guard let suffix = SUNHex.decode(Array(hex.utf8)), suffix.count <= 24 else {
                 throw .usage("--diversify: give up to 24 bytes of hex (UID ‖ HEX must fit AN10922's 31 bytes)", command: name)
             }
-            fileReadKey = .diversified(master: keys.key, suffix: suffix)
+            guard case .fixed(let master) = fileReadKey else {
+                throw .usage("--diversify: the key file's set diversifies already (diversify = HEX); give one or the other", command: name)
+            }
+            fileReadKey = .diversified(master: master, suffix: suffix)
         }
         let names = SUNParameterNames(
             piccData: arguments.value("picc-param") ?? "picc_data", cmac: arguments.value("cmac-param") ?? "cmac",
@@ -93,14 +104,24 @@ struct SunCommand: Subcommand {
         verifier = SUNVerifier(metaReadKey: metaKey, fileReadKey: fileReadKey, names: names)
     }
 
-    /// A key file readable or writable by anyone but its owner is refused: the keys in it are
-    /// every tag's keys.
-    static func readKeyFile(_ path: String) throws(CLIError) -> SUNKeyFile {
-        do {
-            return try SUNKeyFile.parse(try SecretFile.read(path))
-        } catch {
-            throw error.unreadable ? .noInput(error) : .file(error.file == nil ? error.inFile(path) : error)
+    /// The key set of `--key-file FILE`: a file of `key = HEX` lines (the set `default`) or of
+    /// `[NAME]` sections, as `--sun-keys` reads it; `name` chooses a set, needed when it has
+    /// several. Refused unless only its owner can read it: the keys in it are every tag's keys.
+    static func keySet(_ path: String, named name: String?) throws(CLIError) -> SUNVerifier {
+        let keyring = try readKeyring(path)
+        if let name {
+            guard let set = keyring.sets[name] else {
+                throw .usage(
+                    "--key-set \(name): \(path) has no [\(name)]; its sets: \(keyring.names.joined(separator: ", "))", command: spec.name)
+            }
+            return set
         }
+        guard keyring.sets.count == 1, let only = keyring.sets.values.first else {
+            throw .usage(
+                "\(path) holds several key sets (\(keyring.names.joined(separator: ", "))): choose one with --key-set NAME",
+                command: spec.name)
+        }
+        return only
     }
 
     /// The key sets of `--sun-keys FILE` (verify, enroll --sun), refused unless only its owner can read it.

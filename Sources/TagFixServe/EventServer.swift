@@ -41,6 +41,11 @@ public struct ServeConfiguration: Sendable {
     /// aborts the process on a descriptor above 1023; a reader or gpsd reconnecting while the
     /// clients hold the low ones would get one. 512 keeps them clear.
     public var maximumClients = 512
+    /// TCP connections beyond this many from one address (the peer's, not its port) are refused
+    /// (a kept HTTP connection of that address waiting for its next request is closed to make
+    /// room first): one address cannot hold every slot. A quarter of `maximumClients`; a reverse
+    /// proxy on this machine is one address, and its kept connections are reused or closed.
+    public var maximumClientsPerAddress = 128
     /// The VERSION object's release.
     public var release: String
     /// How long a client has to finish what it began sending (`--client-timeout`): an HTTP
@@ -135,6 +140,10 @@ public protocol ServeResponder: Sendable {
     /// Whether the responder checks this request's credentials itself (phone taps: a token's
     /// cookie), so the server's bearer token is not asked for. The default: none.
     func authenticatesItself(_ request: HTTPRequest) -> Bool
+    /// The answer (405) to a request whose method its path never takes, given before any token
+    /// is asked for: `PUT /api/tap` is a wrong method, not a wrong token. The default: `nil`
+    /// (the responder answers every method it is handed).
+    func methodRefusal(_ request: HTTPRequest) -> HTTPResponse?
 }
 
 extension ServeResponder {
@@ -144,6 +153,8 @@ extension ServeResponder {
     }
 
     public func authenticatesItself(_ request: HTTPRequest) -> Bool { false }
+
+    public func methodRefusal(_ request: HTTPRequest) -> HTTPResponse? { nil }
 }
 
 /// The server's counts, for `/metrics`.
@@ -263,6 +274,19 @@ public final class EventServer: Sendable {
         self.loop = loop
         self.responder = responder
         self.log = log
+        // A reloaded token file closes what a revoked token holds open.
+        configuration.tokens?.whenReplaced { [weak self] in self?.tokensChanged() }
+    }
+
+    /// The tokens were replaced (SIGHUP): event streams and socket clients let in with a token
+    /// that is no longer held are closed (on the loop's thread).
+    public func tokensChanged() {
+        loop.execute { [self] in
+            withLoop { state in
+                state.closeRevoked()
+                state.settle()
+            }
+        }
     }
 
     /// Starts serving: the listeners join the loop.
@@ -383,6 +407,9 @@ public final class EventServer: Sendable {
         var wantsWrite = false
         /// Closed: nothing more is done with it.
         var dropped = false
+        /// The peer's address without its port (`nil`: the Unix socket), what the limit per
+        /// address counts by.
+        var host: String?
         /// Its side reached its end: no longer watched for reading, kept to write its answer.
         var inputEnded = false
 
@@ -412,6 +439,8 @@ public final class EventServer: Sendable {
         /// counted as they come and go, not by a pass over the clients after every event.
         var socketClients = 0
         var streamClients = 0
+        /// TCP clients connected, by the peer's address (without its port).
+        var clientsByHost: [String: Int] = [:]
         /// The counts last made into `stats` (socket, sse, http, cut off), and that `ServerStats`.
         var counted = (0, 0, 0, 0)
         var stats = ServerStats()
@@ -552,6 +581,16 @@ public final class EventServer: Sendable {
             }
         }
 
+        /// Closes the clients whose token was revoked (see `ServeConnection.tokensChanged()`).
+        func closeRevoked() {
+            guard stopping == nil else { return }
+            for client in Array(clients.values) where client.connection.credential != nil {
+                takeSetAside(client)
+                perform(client.connection.tokensChanged(), for: client)
+                flush(client)
+            }
+        }
+
         /// Takes what `broadcast` set aside (and a stop) from the inbox.
         func drainInbox() {
             let (events, spills, stop) = server.inbox.withLock { inbox in
@@ -668,6 +707,15 @@ public final class EventServer: Sendable {
             while true {
                 guard let fd = try? listener.fd.accept(nonBlocking: true) else { return }
                 if listener.kind != .unix { _ = try? fd.setOption(level: Int32(IPPROTO_TCP), name: TCP_NODELAY, to: 1) }
+                let address = listener.kind == .unix ? nil : Socket.peerAddress(fd)
+                let host = address.map { address in address.lastIndex(of: ":").map { String(address[..<$0]) } ?? address }
+                // An address over its share first: room is made among its own connections only.
+                if let host, clientsByHost[host, default: 0] >= configuration.maximumClientsPerAddress, !closeAnIdleConnection(of: host) {
+                    refuse(
+                        fd, listener.kind,
+                        "too many connections from \(host) (\(configuration.maximumClientsPerAddress)); close some, or try again later")
+                    continue
+                }
                 guard clients.count < configuration.maximumClients || closeAnIdleConnection() else {
                     let refusal = Array(
                         (ServeMessage.error("too many clients (\(configuration.maximumClients)); try again later") + "\n").utf8)
@@ -677,7 +725,6 @@ public final class EventServer: Sendable {
                 }
                 let id = nextID
                 nextID += 1
-                let address = listener.kind == .unix ? nil : Socket.peerAddress(fd)
                 let peer = address ?? (listener.kind == .unix ? "unix socket" : "?")
                 let isHTTP = listener.kind == .http
                 let connection = ServeConnection(
@@ -697,6 +744,7 @@ public final class EventServer: Sendable {
                     transport = PlainSocketTransport(fd)
                 }
                 let client = Client(id: id, transport: transport, connection: connection)
+                client.host = host
                 do throws(IOLoopError) {
                     let raw = fd.rawValue
                     client.registration = try loop.register(fd, for: .readable) { [server] events in
@@ -709,6 +757,7 @@ public final class EventServer: Sendable {
                 }
                 clients[fd.rawValue] = client
                 clientsByID[id] = client
+                if let host { clientsByHost[host, default: 0] += 1 }
                 if !isHTTP { socketClients += 1 }
                 flush(client)
                 // An HTTP client sends its request as it connects: often it is there already, and
@@ -717,11 +766,31 @@ public final class EventServer: Sendable {
             }
         }
 
-        /// Makes room for a new client when the server is full: a kept HTTP connection waiting for
-        /// its next request is closed (the one idle longest is not sought: any will do, and its
-        /// client simply connects again). Whether one was.
-        func closeAnIdleConnection() -> Bool {
-            guard let idle = clients.values.first(where: { $0.connection.isIdle && $0.connection.unsent == 0 }) else { return false }
+        /// Refuses a connection accepted over a limit, with a word its client can read where it
+        /// can be read: an HTTP client (plain) a 503, a socket client an `ERROR` object; a TLS
+        /// client is simply closed (its handshake has not begun).
+        func refuse(_ fd: FileDescriptor, _ kind: Listener.Kind, _ message: String) {
+            switch kind {
+            case .http where configuration.httpTransport == nil:
+                _ = try? fd.send(HTTPResponse(status: 503, body: message + "\n", headers: [("Retry-After", "5")]).bytes[...])
+            case .http:
+                break
+            case .unix, .tcp:
+                _ = try? fd.send(Array((ServeMessage.error(message) + "\n").utf8)[...])
+            }
+            _ = try? fd.close()
+        }
+
+        /// Makes room for a new client when the server is full (or its address has its share):
+        /// a kept HTTP connection waiting for its next request (of `host`, when given) is closed
+        /// (the one idle longest is not sought: any will do, and its client simply connects
+        /// again). Whether one was.
+        func closeAnIdleConnection(of host: String? = nil) -> Bool {
+            guard
+                let idle = clients.values.first(where: {
+                    $0.connection.isIdle && $0.connection.unsent == 0 && (host == nil || $0.host == host)
+                })
+            else { return false }
             idle.connection.closeIdle()
             flush(idle)
             return idle.dropped
@@ -818,6 +887,10 @@ public final class EventServer: Sendable {
             client.dropped = true
             clients.removeValue(forKey: client.fd.rawValue)
             clientsByID.removeValue(forKey: client.id)
+            if let host = client.host {
+                let left = clientsByHost[host, default: 1] - 1
+                clientsByHost[host] = left > 0 ? left : nil
+            }
             server.inbox.withLock { inbox in
                 if !inbox.watchers.isEmpty { inbox.watchers.removeAll { $0.fd == client.fd } }
             }

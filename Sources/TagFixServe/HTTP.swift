@@ -279,6 +279,7 @@ public struct HTTPResponse: Sendable {
         case 408: "Request Timeout"
         case 411: "Length Required"
         case 413: "Content Too Large"
+        case 421: "Misdirected Request"
         case 429: "Too Many Requests"
         case 431: "Request Header Fields Too Large"
         case 503: "Service Unavailable"

@@ -5,6 +5,34 @@ import TagFixReport
 /// circles coloured by their last verdict) with the tech's position and accuracy, kept up to
 /// date by the Server-Sent Events of `/events`. A phone's width is enough.
 enum LivePage {
+    /// The headers the page is served with: a Content-Security-Policy that lets it load only
+    /// this server's scripts, styles and images (and the tile server's images with
+    /// `--tiles URL`), connect only here, and be framed nowhere; and no `Referer` sent on.
+    static func headers(map: LiveMap) -> [(String, String)] {
+        var images = "'self' data: blob:"
+        if case .server(let template, _) = map.tiles { images += " " + tileOrigin(template.text) }
+        return [
+            (
+                "Content-Security-Policy",
+                "default-src 'none'; script-src 'self' 'unsafe-inline'; style-src 'self' 'unsafe-inline'; img-src \(images); "
+                    + "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+            ),
+            ("Referrer-Policy", "no-referrer"),
+        ]
+    }
+
+    /// A tile server's origin for the policy: `https://tile.example.org`, `https://*.tile.example.org`
+    /// for a `{s}` subdomain; just the scheme (`https:`) for a host the policy cannot name.
+    static func tileOrigin(_ template: String) -> String {
+        let secure = template.lowercased().hasPrefix("https://")
+        let scheme = secure ? "https:" : "http:"
+        var host = String(template.dropFirst(secure ? 8 : 7).prefix { $0 != "/" && $0 != "?" && $0 != "#" })
+        if host.hasPrefix("{s}.") { host = "*." + host.dropFirst(4) }
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.:*")
+        guard !host.isEmpty, host.allSatisfy({ allowed.contains($0) }), !host.dropFirst().contains("*") else { return scheme }
+        return scheme + "//" + host
+    }
+
     /// - Parameter token: the request's `?token=`, given again to what the page loads from
     ///   this server (Leaflet, the tiles): a <script src> cannot send an Authorization header.
     static func html(state: ServeState, release: String, map: LiveMap = LiveMap(), token: String? = nil) -> String {

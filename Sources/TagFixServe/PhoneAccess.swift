@@ -284,6 +284,46 @@ public enum SameOrigin {
     }
 }
 
+// MARK: - Who is behind a proxy
+
+/// The client a proxy on this machine says it forwards: the last address of `X-Forwarded-For`
+/// (what the proxy itself added), or, without one, the `for=` of the last element of RFC 7239's
+/// `Forwarded`. Only an IPv4 or IPv6 address is taken, in its canonical form; anything else
+/// (a name, `unknown`, an obfuscated `_id`, `garbage<script>`) is not, and the peer stands.
+public enum ForwardedClient {
+    /// The forwarded client's address, or `nil` (none given, or not an address).
+    public static func address(xForwardedFor: String?, forwarded: String?) -> String? {
+        if let xForwardedFor {
+            guard let last = xForwardedFor.split(separator: ",", omittingEmptySubsequences: false).last else { return nil }
+            return SocketAddress.numericHost(String(trimmed(last)))
+        }
+        guard let element = forwarded?.split(separator: ",", omittingEmptySubsequences: false).last else { return nil }
+        for pair in element.split(separator: ";") {
+            let parts = pair.split(separator: "=", maxSplits: 1)
+            guard parts.count == 2, trimmed(parts[0]).lowercased() == "for" else { continue }
+            var value = trimmed(parts[1])
+            if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 { value = value.dropFirst().dropLast() }
+            if value.hasPrefix("[") {
+                // "[2001:db8::17]:4711": the address in brackets, a port after it.
+                guard let close = value.firstIndex(of: "]") else { return nil }
+                value = value[value.index(after: value.startIndex)..<close]
+            } else if let colon = value.firstIndex(of: ":") {
+                // 192.0.2.43:47011: a port after an IPv4 address (an IPv6 one is in brackets).
+                value = value[..<colon]
+            }
+            return SocketAddress.numericHost(String(value))
+        }
+        return nil
+    }
+
+    /// Without spaces and tabs at either end.
+    static func trimmed(_ text: Substring) -> Substring {
+        let blank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        guard let first = text.firstIndex(where: { !blank($0) }), let last = text.lastIndex(where: { !blank($0) }) else { return "" }
+        return text[first...last]
+    }
+}
+
 // MARK: - The rate limit
 
 /// A token bucket per client: `burst` taps at once, then one each `interval`. Time comes in

@@ -137,4 +137,17 @@ public enum PhoneTapPage {
         </body></html>
 
         """
+
+    /// What a phone with a known token gets for a path that is no tag of this site (404).
+    public static let unknownTag = """
+        <!DOCTYPE html>
+        <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>TagFix: no such tag</title><style>body{font-family:sans-serif;margin:1em;max-width:36em}</style></head><body>
+        <h1>No tag of this site here</h1>
+        <p>This address names no tag this server knows: the tag's link may be mistyped, or the tag is not in the site's
+        registry yet. Tap the tag again; if this page comes back, tell your site lead which tag it is.</p>
+        <p>Nothing about this tap was recorded.</p>
+        </body></html>
+
+        """
 }

@@ -50,6 +50,10 @@ public struct PhoneTapRequest: Sendable, Hashable {
     /// The worst accuracy taken as a position at all, metres: a browser that places the phone by
     /// its IP address says some kilometres; beyond this the number is not a position.
     public static let maximumAccuracy = 100_000.0
+    /// The best accuracy taken, metres: no phone knows where it is to within a centimetre, and a
+    /// smaller number (5e-324, a subnormal one) is a forged body's or a broken browser's, which
+    /// the log would show as 0.
+    public static let minimumAccuracy = 0.01
 
     /// Parses a POST body.
     ///
@@ -281,7 +285,9 @@ public struct PhoneTapRequest: Sendable, Hashable {
         guard let accuracy else { throw .missingMember("accuracy_m") }
         guard (-90...90).contains(lat) else { throw .outOfRange(member: "lat", value: lat) }
         guard (-180...180).contains(lon) else { throw .outOfRange(member: "lon", value: lon) }
-        guard accuracy > 0, accuracy <= Self.maximumAccuracy else { throw .outOfRange(member: "accuracy_m", value: accuracy) }
+        guard accuracy >= Self.minimumAccuracy, accuracy <= Self.maximumAccuracy else {
+            throw .outOfRange(member: "accuracy_m", value: accuracy)
+        }
         do {
             position = .fix(try Coordinate(latitude: lat, longitude: lon), accuracy: accuracy)
         } catch {
@@ -353,7 +359,7 @@ public enum PhoneTapRequestError: Error, Sendable, Hashable, CustomStringConvert
             case "lat": "the tap's latitude \(value) is not within -90…90°"
             case "lon": "the tap's longitude \(value) is not within -180…180°"
             case "accuracy_m":
-                "the tap's accuracy \(value) m is not within 0 (excluded) … \(Int(PhoneTapRequest.maximumAccuracy)) m"
+                "the tap's accuracy \(value) m is not within \(PhoneTapRequest.minimumAccuracy) … \(Int(PhoneTapRequest.maximumAccuracy)) m"
             default: "the tap's timestamp \(value) ms is not a time between 2000 and 2100"
             }
         case .badURL(let why): "the tap's url is refused: \(why); open the tag's URL as the tag gives it"

@@ -15,11 +15,20 @@ import TagFixDevices
 /// bearer token's check and the phones' cookies read the file of the moment.
 public final class TokenRing: Sendable {
     private let file: Mutex<TokenFile>
+    private let observers = Mutex([@Sendable () -> Void]())
 
     public init(_ file: TokenFile) { self.file = Mutex(file) }
 
-    /// Replaces the tokens (a reloaded file): a revoked token is refused from the next request.
-    public func replace(with file: TokenFile) { self.file.withLock { $0 = file } }
+    /// Replaces the tokens (a reloaded file): a revoked token is refused from the next request,
+    /// and those told (`whenReplaced`) close what it holds open.
+    public func replace(with file: TokenFile) {
+        self.file.withLock { $0 = file }
+        for observer in observers.withLock({ $0 }) { observer() }
+    }
+
+    /// Calls `body` after each `replace` (the server closes the event streams and socket
+    /// clients of a revoked token). Must not wait.
+    public func whenReplaced(_ body: @escaping @Sendable () -> Void) { observers.withLock { $0.append(body) } }
 
     /// The tokens now.
     public var current: TokenFile { file.withLock { $0 } }
@@ -110,7 +119,8 @@ public final class PhoneTaps: Sendable {
     /// large or not a tap. Nothing refused is logged.
     func admit(_ request: HTTPRequest) -> Result<PhoneTap, Refusal> {
         let client = Self.client(request)
-        guard case .allowed(let name) = access(request) else {
+        // A tap's token is its cookie: a `?token=` on a POST (no link of ours makes one) is not read.
+        guard case .allowed(let name) = access(request, readsLink: false) else {
             return .failure(
                 Refusal(
                     response: HTTPResponse(
@@ -159,12 +169,15 @@ public final class PhoneTaps: Sendable {
             return HTTPResponse(status: 400, body: "the request names no Host\n")
         }
         guard PhoneTapRoute.isTapPage(target: request.target, host: host, secure: isSecure(request), verifier: verifier) else {
-            guard tokens.name(forToken: request.bearerToken ?? "") != nil else {
+            if tokens.name(forToken: request.bearerToken ?? "") != nil { return fallback(request) }
+            // A phone with a known token: a tag's link that names no tag of this site.
+            if case .allowed = access(request, readsLink: false) {
                 return HTTPResponse(
-                    status: 401, body: "this server needs its token: Authorization: Bearer TOKEN, or ?token=TOKEN\n",
-                    headers: [("WWW-Authenticate", "Bearer")])
+                    status: 404, contentType: "text/html; charset=utf-8", body: PhoneTapPage.unknownTag, headers: PhoneTapPage.headers)
             }
-            return fallback(request)
+            return HTTPResponse(
+                status: 401, body: "this server needs its token: Authorization: Bearer TOKEN, or ?token=TOKEN\n",
+                headers: [("WWW-Authenticate", "Bearer")])
         }
         switch access(request) {
         case .setCookie(_, let cookie, let location):
@@ -180,10 +193,12 @@ public final class PhoneTaps: Sendable {
         }
     }
 
-    func access(_ request: HTTPRequest) -> PhoneCookie.Access {
+    /// What the request's token says: a link's `?token=` first (unless `readsLink` is false:
+    /// the cookie alone), then the cookie.
+    func access(_ request: HTTPRequest, readsLink: Bool = true) -> PhoneCookie.Access {
         PhoneCookie.access(
-            tokens: tokens.current, path: request.path, query: Self.orderedQuery(request.target), cookieHeader: request.headers["cookie"],
-            secure: isSecure(request))
+            tokens: tokens.current, path: request.path, query: readsLink ? Self.orderedQuery(request.target) : [],
+            cookieHeader: request.headers["cookie"], secure: isSecure(request))
     }
 
     /// Whether the phone sees HTTPS: the server's own TLS, or a TLS proxy on this machine that
@@ -193,12 +208,11 @@ public final class PhoneTaps: Sendable {
     }
 
     /// Who tapped, for the limit and the audit: the peer, or, from a proxy on this machine, the
-    /// last address its `X-Forwarded-For` adds.
+    /// address it forwards (`ForwardedClient`: an IP address only, else the peer).
     static func client(_ request: HTTPRequest) -> String {
         let peer = request.clientHost ?? "?"
-        guard isLoopback(peer), let forwarded = request.headers["x-forwarded-for"]?.split(separator: ",").last else { return peer }
-        let address = forwarded.trimmingCharacters(in: .whitespaces)
-        return address.isEmpty || address.utf8.count > 64 ? peer : address
+        guard isLoopback(peer) else { return peer }
+        return ForwardedClient.address(xForwardedFor: request.headers["x-forwarded-for"], forwarded: request.headers["forwarded"]) ?? peer
     }
 
     static func isLoopback(_ host: String?) -> Bool {

@@ -52,6 +52,11 @@ struct ServeConnection {
         var idleTimeout: Duration
         /// The most requests one HTTP connection is answered (the last says `Connection: close`).
         var maximumRequests: Int
+        /// Without a token: the names besides this machine's own (`localhost`, 127.0.0.0/8,
+        /// `[::1]`) a request's `Host` may give (the `--http` address as given); a request for
+        /// another name gets 421, so that a page of another site cannot read the server through
+        /// DNS rebinding. `nil`: any `Host` (a token guards the server).
+        var localHosts: Set<String>?
 
         init(
             token: String? = nil, release: String, clientTimeout: Duration = .seconds(10), bufferLimit: Int = 1 << 20,
@@ -72,6 +77,7 @@ struct ServeConnection {
                 bufferLimit: configuration.bufferLimit, bodyLimit: configuration.bodyLimit,
                 idleTimeout: configuration.keepAliveTimeout, maximumRequests: configuration.keepAliveRequests)
             tokens = configuration.tokens
+            if !needsToken, let http = configuration.http { localHosts = [http.host.lowercased()] }
         }
 
         /// Whether a token is asked for at all.
@@ -114,6 +120,10 @@ struct ServeConnection {
 
     private var framer = CommandFramer()
     private var authenticated: Bool
+    /// The token a long-lived connection was let in with: a socket client's `?AUTH`, an event
+    /// stream's bearer token (`nil`: none was asked for). Once the tokens are reloaded without
+    /// it, the connection is closed (`tokensChanged()`).
+    private(set) var credential: String?
     private var output: [UInt8] = []
     private var sent = 0
     private var request: [UInt8] = []
@@ -253,6 +263,7 @@ struct ServeConnection {
                     return
                 }
                 authenticated = true
+                credential = token
                 reply([#"{"class":"AUTH","authenticated":true}"#])
                 return
             case .version:
@@ -275,6 +286,12 @@ struct ServeConnection {
         case .auth:
             reply([#"{"class":"AUTH","authenticated":true}"#])
         }
+    }
+
+    /// At most 64 characters of what a client sent, for an answer that names it.
+    static func excerpt(_ text: String) -> String {
+        let short = text.unicodeScalars.prefix(64).filter { $0.value >= 0x20 && $0.value != 0x7F }
+        return String(String.UnicodeScalarView(short)) + (text.unicodeScalars.count > 64 ? "…" : "")
     }
 
     /// Compares two tokens in time that does not depend on where they differ.
@@ -327,13 +344,28 @@ struct ServeConnection {
             return respond(HTTPResponse(status: 400, body: error.message + "\n"))
         }
         parsed.clientAddress = clientAddress
+        // Without a token, only a request for this machine's own name: a page of another site
+        // whose name is made to point here (DNS rebinding) sends that name.
+        if let localHosts = settings.localHosts, let host = parsed.headers["host"], !ListenAddress.isLocalHost(host, also: localHosts) {
+            return respond(
+                HTTPResponse(
+                    status: 421,
+                    body:
+                        "this server has no --token, so it answers only requests for this machine (localhost, 127.0.0.1, [::1] or its --http address), not for \(ServeConnection.excerpt(host)): open it by one of those, or give serve --token FILE\n"
+                ))
+        }
         // What follows the head: the start of a body (or the next request).
         request.removeFirst(end)
+        // A method the server, or the path, never takes: 405 before any token is asked for.
+        guard ["GET", "HEAD", "POST", "PUT"].contains(parsed.method) else { return respond(HTTPResponse.onlyGet) }
+        if let refusal = responder.methodRefusal(parsed) { return respond(refusal) }
+        // The token: the bearer token (Authorization, ?token=), else the cookie a tech's link set
+        // (the live page's address keeps no token; its event stream and map send the cookie).
+        let given = [parsed.bearerToken, PhoneCookie.token(cookieHeader: parsed.headers["cookie"])].compactMap { $0 }
+        let accepted = given.first { settings.accepts($0) }
         // Phone taps authenticate themselves (their token's cookie, or the link's ?token=): the
         // responder says which requests it checks.
-        if settings.needsToken, parsed.path != "/healthz", !responder.authenticatesItself(parsed),
-            !settings.accepts(parsed.bearerToken ?? "")
-        {
+        if settings.needsToken, parsed.path != "/healthz", !responder.authenticatesItself(parsed), accepted == nil {
             return respond(
                 HTTPResponse(
                     status: 401, body: "this server needs its token: Authorization: Bearer TOKEN, or ?token=TOKEN\n",
@@ -351,6 +383,7 @@ struct ServeConnection {
             requestDone = true
             request = []
             kind = .events
+            if settings.needsToken { credential = accepted }
             actions.append(.streamOpened)
             append(HTTPResponse.eventStreamHead)
             for event in responder.devices() { append(HTTPResponse.event(event)) }
@@ -503,6 +536,32 @@ struct ServeConnection {
             actions.append(.log("serve: \(name) closed: its request's \(part) did not arrive within \(timeoutText)"))
             respond(HTTPResponse(status: 408, body: "the request's \(part) did not arrive within \(timeoutText)\n"))
         }
+        return takeActions()
+    }
+
+    // MARK: - Revoked tokens
+
+    /// The tokens were reloaded (SIGHUP): a socket client or an event stream let in with a token
+    /// the server no longer holds is closed, so a revoked token stops receiving anything. A
+    /// socket client is told why (an `ERROR`) and leaves the fan-out; a stream is closed once
+    /// what is queued is written (its browser reconnects, and its token is refused then). HTTP
+    /// requests need no more: each is checked as it comes.
+    mutating func tokensChanged() -> [Action] {
+        guard let credential, !settings.accepts(credential), !closeWhenFlushed, !isCutOff else { return [] }
+        actions.append(.log("serve: \(name) closed: the token it gave was revoked (the token file was reloaded)"))
+        if kind == .socket {
+            if watching {
+                watching = false
+                actions.append(.watch(false))
+            }
+            reply([
+                ServeMessage.error(
+                    "the token this client gave was revoked: ?AUTH with a token the server holds (tagfix tokens list); closing")
+            ])
+        }
+        requestDone = true
+        opened = nil
+        closeWhenFlushed = true
         return takeActions()
     }
 

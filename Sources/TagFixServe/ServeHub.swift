@@ -103,6 +103,14 @@ public final class ServeHub: VerdictSink {
 
         func authenticatesItself(_ request: HTTPRequest) -> Bool { phones?.authenticatesItself(request) ?? false }
 
+        /// GET and HEAD everywhere; POST only a tap, on `/api/tap` (with phones).
+        func methodRefusal(_ request: HTTPRequest) -> HTTPResponse? {
+            if request.method == "GET" || request.method == "HEAD" { return nil }
+            guard phones != nil, request.path == PhoneTapRoute.postPath else { return HTTPResponse.onlyGet }
+            if request.method == "POST" { return nil }
+            return HTTPResponse(status: 405, body: "a tap is sent with POST\n", headers: [("Allow", "POST")])
+        }
+
         func respond(to request: HTTPRequest, stats: ServerStats, reply: HTTPReplyHandle) -> HTTPAnswer {
             if let phones, phones.authenticatesItself(request) {
                 return phones.respond(to: request, reply: reply) { request in respond(to: request, stats: stats) }
@@ -138,16 +146,18 @@ public final class ServeHub: VerdictSink {
             let now = clock?.timestamp
             switch request.path {
             case "/":
-                let page = state.value.withLock { LivePage.html(state: $0, release: release, map: map, token: request.query["token"]) }
-                // A tech's link (`/?token=`): the phone keeps the token as its cookie for its taps.
-                let cookie = phones.flatMap { phones in
-                    request.query["token"].flatMap { token in
-                        phones.tokens.name(forToken: token).map { _ in
-                            [("Set-Cookie", PhoneCookie.setCookie(token: token, secure: phones.secure))]
-                        }
-                    }
+                // A tech's link (`/?token=`): the browser keeps the token as its cookie (for the
+                // page's stream and map, and for taps), and is sent on to the address without it,
+                // so the token leaves the address bar, the history and the page's links.
+                if let phones, request.query["token"] != nil, case .setCookie(_, let cookie, let location) = phones.access(request) {
+                    return HTTPResponse(
+                        status: 303, body: "the token is kept; on to the live page\n",
+                        headers: [("Location", location), ("Set-Cookie", cookie), ("Referrer-Policy", "no-referrer")])
                 }
-                return HTTPResponse(status: 200, contentType: "text/html; charset=utf-8", body: page, headers: cookie ?? [])
+                // Without phones (one --token, no token file) the page still carries a ?token= on.
+                let token = phones == nil ? request.query["token"] : nil
+                let page = state.value.withLock { LivePage.html(state: $0, release: release, map: map, token: token) }
+                return HTTPResponse(status: 200, contentType: "text/html; charset=utf-8", body: page, headers: LivePage.headers(map: map))
             case "/api/verdicts":
                 guard let since = Int(request.query["since"] ?? "0"), since >= 0 else {
                     return HTTPResponse(status: 400, body: "since must be a verdict id (a whole number from 0)\n")

@@ -56,10 +56,32 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
     public static func described(_ host: String, _ port: Int) -> String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
     /// Whether only this machine can reach it: 127.0.0.0/8, ::1 or `localhost`.
-    public var isLoopback: Bool {
+    public var isLoopback: Bool { Self.isLoopback(host) }
+
+    static func isLoopback(_ host: String) -> Bool {
         if host == "localhost" || host == "::1" { return true }
-        let parts = host.split(separator: ".")
+        let parts = host.split(separator: ".", omittingEmptySubsequences: false)
         return parts.count == 4 && parts.first == "127" && parts.allSatisfy { UInt8($0) != nil }
+    }
+
+    /// Whether a request's `Host` header names this machine: `localhost` or a name under it
+    /// (RFC 6761: a browser keeps them on this machine), 127.0.0.0/8, `[::1]`, or one of `also`
+    /// (the `--http` address as given), with or without a port. What a page of another site
+    /// sends through DNS rebinding is its own name, never one of these.
+    public static func isLocalHost(_ header: String, also: Set<String> = []) -> Bool {
+        var host = Substring(header.lowercased())
+        if host.hasPrefix("[") {
+            guard let close = host.firstIndex(of: "]") else { return false }
+            let rest = host[host.index(after: close)...]
+            guard rest.isEmpty || (rest.hasPrefix(":") && rest.dropFirst().allSatisfy(\.isNumber)) else { return false }
+            host = host[host.index(after: host.startIndex)..<close]
+        } else if let colon = host.firstIndex(of: ":") {
+            guard host[host.index(after: colon)...].allSatisfy(\.isNumber) else { return false }
+            host = host[..<colon]
+        }
+        if host.hasSuffix(".") { host = host.dropLast() }
+        let name = String(host)
+        return isLoopback(name) || name.hasSuffix(".localhost") || name == "0:0:0:0:0:0:0:1" || also.contains(name)
     }
 }
 

@@ -59,7 +59,9 @@ struct TLSTransport: ConnectionTransport {
                 sendOutput()
                 return failed ? .closed : .bytes(plaintext.count)
             case .closed:
-                return .closed
+                // close_notify: the client's side has ended cleanly (it may still read), as a
+                // plain socket's read of 0 bytes: an answer it waits for is still written.
+                return .ended
             case .wantMore:
                 break
             }

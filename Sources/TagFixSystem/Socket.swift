@@ -45,6 +45,21 @@ public struct SocketAddress: Sendable {
         return ipv4(address, port: port)
     }
 
+    /// `text` as an IPv4 or IPv6 address in its canonical form (`inet_pton(3)` then
+    /// `inet_ntop(3)`: `2001:DB8::0:1` is `2001:db8::1`), or `nil` for anything that is not one
+    /// (a name, a port, brackets, a zone, spaces).
+    public static func numericHost(_ text: String) -> String? {
+        guard !text.isEmpty, text.utf8.count <= 45 else { return nil }
+        for family in [AF_INET, AF_INET6] {
+            var address = in6_addr()
+            guard inet_pton(family, text, &address) == 1 else { continue }
+            var out = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+            guard inet_ntop(family, &address, &out, socklen_t(out.count)) != nil else { return nil }
+            return String(decoding: out.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+        return nil
+    }
+
     /// 127.0.0.1:`port` (0: the kernel picks a free port when it is bound).
     public static func loopback(port: Int) -> SocketAddress {
         ipv4(in_addr(s_addr: UInt32(0x7F00_0001).bigEndian), port: port)
@@ -230,10 +245,16 @@ public enum Loopback {
         }
     }
 
-    /// A blocking connection to 127.0.0.1:`port` (`.connectionRefused` when nothing listens).
-    public static func connect(port: Int) throws(Errno) -> FileDescriptor {
+    /// A blocking connection to 127.0.0.1:`port` (`.connectionRefused` when nothing listens),
+    /// from the loopback address `source` when given (127.0.0.2…: all of 127/8 is this machine's,
+    /// so a test's clients can have addresses of their own).
+    public static func connect(port: Int, from source: String? = nil) throws(Errno) -> FileDescriptor {
         let fd = try FileDescriptor.socket(domain: AF_INET, type: FileDescriptor.stream)
         do throws(Errno) {
+            if let source {
+                guard let local = SocketAddress.ipv4(source, port: 0) else { throw Errno.invalidArgument }
+                try fd.bind(to: local)
+            }
             try fd.connect(to: .loopback(port: port))
             return fd
         } catch {

@@ -10,9 +10,9 @@ public final class SocketLineClient: Sendable {
     private let descriptor: FileDescriptor
     private let state = Mutex((lines: [String](), closed: false))
 
-    /// Connects to a Unix socket (`path`) or to 127.0.0.1:`port`; with `reading: false` nothing
-    /// is ever read.
-    public init(path: String? = nil, port: Int? = nil, reading: Bool = true) throws {
+    /// Connects to a Unix socket (`path`) or to 127.0.0.1:`port` (from the loopback address
+    /// `source` when given); with `reading: false` nothing is ever read.
+    public init(path: String? = nil, port: Int? = nil, from source: String? = nil, reading: Bool = true) throws {
         do throws(Errno) {
             if let path {
                 guard let address = SocketAddress.unix(path) else { throw Errno.invalidArgument }
@@ -24,7 +24,7 @@ public final class SocketLineClient: Sendable {
                     throw error
                 }
             } else {
-                descriptor = try Loopback.connect(port: port ?? 0)
+                descriptor = try Loopback.connect(port: port ?? 0, from: source)
             }
         } catch {
             throw ClientError.connect(error.description)

@@ -153,7 +153,7 @@ struct ServeEndToEndTests {
         let clients = try (0..<50).map { _ in try SocketLineClient(path: rig.socket) }
         for client in clients { client.send(#"?WATCH={"enable":true};"# + "\n") }
         let streams = try (0..<10).map { _ in try SocketLineClient(port: rig.httpPort) }
-        for stream in streams { stream.send("GET /events HTTP/1.1\r\nHost: tagfix\r\n\r\n") }
+        for stream in streams { stream.send("GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n") }
         // A client that asks for everything and reads nothing: the server must cut it off.
         let idle = try SocketLineClient(path: rig.socket, reading: false)
         DeviceThread.detach(name: "test helper") {

@@ -106,4 +106,41 @@ import Testing
             ])
         #expect(await run(["sun", "verify", url, "--key", master16, "--json"]).code == 65)
     }
+
+    /// The key file `verify --sun-keys` and `serve --sun-keys` read ([NAME] sections, diversify =
+    /// HEX) is read by `sun verify --key-file` too; --key-set chooses among several sets.
+    @Test func siteKeyFile() async throws {
+        let keyHex = "5A1B2C3D4E5F60718293A4B5C6D7E8F9"
+        let key = try #require(AES128Key(hex: keyHex))
+        let picc = PICCData(uid: [0x04, 0x11, 0x22, 0x33, 0x44, 0x55, 0x80], counter: 7)
+        let encrypted = try AES128.cbcEncrypt(key: key, [picc.tag] + picc.sessionContext + [0, 0, 0, 0, 0])
+        let mac = try #require(SUNVerifier(metaReadKey: key, fileReadKey: .fixed(key)).sdmMAC(picc, input: []))
+        let url = "https://x.example/t?picc_data=\(SUNHex.encode(encrypted))&cmac=\(SUNHex.encode(mac))"
+        func keyFile(_ text: String) throws -> String {
+            let file = try temporaryFile("site.keys", text)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file)
+            return file
+        }
+        let one = try keyFile("# serve --sun-keys\n[site]\nkey = \(keyHex)\n")
+        let single = await run(["sun", "verify", url, "--key-file", one, "--json"])
+        #expect(single.code == 0 && single.out == [#"{"valid":true,"uid":"04112233445580","counter":7}"#], "\(single)")
+        let two = try keyFile("[gate]\nkey = \(Self.zero)\n\n[site]\nkey = \(keyHex)\nmeta_key = \(keyHex)\n")
+        let unchosen = await run(["sun", "verify", url, "--key-file", two])
+        #expect(unchosen.code == 64 && unchosen.err.joined().contains("--key-set NAME") && unchosen.err.joined().contains("gate, site"))
+        #expect(await run(["sun", "verify", url, "--key-file", two, "--key-set", "site"]).code == 0)
+        #expect(await run(["sun", "verify", url, "--key-file", two, "--key-set", "gate"]).code == 65)
+        #expect(await run(["sun", "verify", url, "--key-file", two, "--key-set", "nope"]).code == 64)
+        // A set that diversifies: the tag's key comes from the master with UID ‖ HEX.
+        let master = try #require(AES128Key(hex: "00112233445566778899AABBCCDDEEFF"))
+        let uid: [UInt8] = [0x04, 0x78, 0x2E, 0x21, 0x80, 0x1D, 0x80]
+        let tagKey = try KeyDiversification.aes128(master: master, input: uid + [0x30, 0x42, 0xF5])
+        let tagMAC = try #require(
+            SUNVerifier(metaReadKey: .zero, fileReadKey: .fixed(tagKey)).sdmMAC(PICCData(uid: uid, counter: 3), input: []))
+        let plain = "https://x.example/?uid=\(SUNHex.encode(uid))&ctr=000003&cmac=\(SUNHex.encode(tagMAC))"
+        let diversified = try keyFile("[lobby]\nkey = 00112233445566778899AABBCCDDEEFF\ndiversify = 3042F5\n")
+        #expect(
+            await run(["sun", "verify", plain, "--key-file", diversified, "--json"]).out == [
+                #"{"valid":true,"uid":"04782E21801D80","counter":3}"#
+            ])
+    }
 }

@@ -85,4 +85,35 @@ struct PhoneTapRequestTests {
         let body = #"{"url":"https://t.example/t/E1","\u001b[31mred":1}"#
         #expect(throws: PhoneTapRequestError.unknownMember("?[31mred")) { try parse(body) }
     }
+
+    @Test("a number of 1 500 digits, or a member name as long, is not echoed whole in the 400's message")
+    func longValuesCut() {
+        let digits = "9" + String(repeating: "0", count: 1500) + "e999"
+        let name = String(repeating: "u", count: 1500)
+        for body in [
+            #"{"url":"https://t.example/t/E1","lat":\#(digits),"lon":0,"accuracy_m":5}"#,
+            #"{"url":"https://t.example/t/E1","\#(name)":1,"\#(name)":2}"#,
+        ] {
+            #expect {
+                try parse(body)
+            } throws: { error in
+                let message = (error as? PhoneTapRequestError)?.description ?? ""
+                return message.utf8.count < 300 && message.contains("…") && message.contains("JSON")
+            }
+        }
+    }
+
+    @Test(
+        "an accuracy below a centimetre (a subnormal 1e-320, logged as 0) is refused; one of a centimetre is taken",
+        arguments: ["1e-320", "5e-324", "0.009", "2.2250738585072014e-308"])
+    func accuracyFloor(_ accuracy: String) throws {
+        #expect {
+            try parse(#"{"url":"https://t.example/t/E1","lat":0,"lon":0,"accuracy_m":\#(accuracy)}"#)
+        } throws: { error in
+            guard case .outOfRange(let member, _) = error as? PhoneTapRequestError else { return false }
+            return member == "accuracy_m" && (error as? PhoneTapRequestError)?.description.contains("0.01") == true
+        }
+        let least = try parse(#"{"url":"https://t.example/t/E1","lat":0,"lon":0,"accuracy_m":0.01}"#)
+        #expect(least.position == .fix(try Coordinate(latitude: 0, longitude: 0), accuracy: 0.01))
+    }
 }

@@ -1,0 +1,43 @@
+import Testing
+
+@testable import TagFixServe
+
+@Suite("Who tapped behind a proxy: X-Forwarded-For and Forwarded, addresses only")
+struct ForwardedClientTests {
+    /// A tap's request from `peer` with these headers.
+    static func request(from peer: String, _ headers: [(String, String)]) throws -> HTTPRequest {
+        var head = "POST /api/tap HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
+        var request = try HTTPRequest(head: Array((head + "\r\n").utf8))
+        request.clientAddress = peer
+        return request
+    }
+
+    @Test(
+        "from a proxy on this machine, the forwarded address when it is one, in its canonical form; anything else leaves the peer",
+        arguments: [
+            ([("X-Forwarded-For", "203.0.113.7")], "203.0.113.7"),
+            ([("X-Forwarded-For", "10.0.0.1, 2001:DB8::0:1")], "2001:db8::1"),
+            ([("X-Forwarded-For", "garbage<script>")], "127.0.0.1"),
+            ([("X-Forwarded-For", "203.0.113.7, garbage<script>")], "127.0.0.1"),
+            ([("X-Forwarded-For", "")], "127.0.0.1"),
+            ([("X-Forwarded-For", "203.0.113.7:4711")], "127.0.0.1"),
+            ([("X-Forwarded-For", "phone.example")], "127.0.0.1"),
+            ([("Forwarded", #"for=192.0.2.60;proto=https;by=203.0.113.43"#)], "192.0.2.60"),
+            ([("Forwarded", #"for=192.0.2.43:47011, for="[2001:db8:cafe::17]:4711""#)], "2001:db8:cafe::17"),
+            ([("Forwarded", "for=unknown")], "127.0.0.1"),
+            ([("Forwarded", "for=_hidden")], "127.0.0.1"),
+            ([("Forwarded", #"for="<img src=x>""#)], "127.0.0.1"),
+            // The proxy's own header first: Caddy and nginx set X-Forwarded-For.
+            ([("X-Forwarded-For", "203.0.113.7"), ("Forwarded", "for=192.0.2.60")], "203.0.113.7"),
+        ] as [([(String, String)], String)])
+    func fromProxy(_ headers: [(String, String)], _ expected: String) throws {
+        #expect(PhoneTaps.client(try Self.request(from: "127.0.0.1:40000", headers)) == expected)
+    }
+
+    @Test("from any other peer, nothing it says of itself is believed")
+    func notFromProxy() throws {
+        let request = try Self.request(from: "198.51.100.9:40000", [("X-Forwarded-For", "203.0.113.7"), ("Forwarded", "for=192.0.2.60")])
+        #expect(PhoneTaps.client(request) == "198.51.100.9")
+    }
+}
