@@ -249,16 +249,7 @@ public func truncatedMAC(_ full: [UInt8]) -> [UInt8] {
 
 /// Hexadecimal as the SUN fields are written: upper case out, either case in.
 public enum SUNHex {
-    public static func encode(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789ABCDEF".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    public static func encode(_ bytes: [UInt8]) -> String { Hex.encode(bytes) }
 
     /// Decodes hex digits; nil when any is not one or their count is odd.
     public static func decode(_ text: some Collection<UInt8>) -> [UInt8]? {

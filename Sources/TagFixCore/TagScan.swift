@@ -220,16 +220,24 @@ public enum Hex {
         }
     }
 
-    /// Upper-case hex without separators.
+    /// Upper-case hex without separators. Written straight into the string's storage: a UID's
+    /// 14 digits are a small string, so nothing is allocated (a digit table and a growing array
+    /// were, two or three allocations each time, and a phone tap makes a UID's hex several times).
     public static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789ABCDEF".utf8)
-        var out: [UInt8] = []
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
+        bytes.withContiguousStorageIfAvailable(encodeContiguous) ?? Array(bytes).withUnsafeBufferPointer(encodeContiguous)
     }
+
+    private static func encodeContiguous(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            for (index, byte) in bytes.enumerated() {
+                out[2 * index] = digit(byte >> 4)
+                out[2 * index + 1] = digit(byte & 0x0F)
+            }
+            return bytes.count * 2
+        }
+    }
+
+    private static func digit(_ nibble: UInt8) -> UInt8 { nibble < 10 ? 0x30 + nibble : 0x37 + nibble }
 
     /// Bytes from hex text; spaces, colons and dashes between bytes are allowed. `nil` for
     /// anything else (an odd digit count, a non-hex character).

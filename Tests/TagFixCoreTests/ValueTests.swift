@@ -118,6 +118,21 @@ struct CoordinateTests {
         #expect(try TagUID(hex: text).hex == hex)
     }
 
+    /// Every byte value, from an array (written straight into the string) and from a sequence
+    /// without contiguous storage, long and short (a short one is a small string).
+    @Test("hex is every byte's two upper-case digits, in order", arguments: [0, 1, 7, 8, 256])
+    func hexEncoding(_ count: Int) {
+        let bytes = (0..<count).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+        let expected = bytes.map { byte in
+            let digits = Array("0123456789ABCDEF")
+            return String([digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]])
+        }.joined()
+        #expect(Hex.encode(bytes) == expected)
+        #expect(Hex.encode(bytes.lazy.map { $0 }) == expected)
+        #expect(SUNHex.encode(bytes) == expected)
+        #expect(Hex.decode(Hex.encode(bytes)) == bytes)
+    }
+
     @Test("bad UIDs are rejected", arguments: ["", "04A", "zz112233", "0102", "0102030405060708090A0B", "04::A1B2C3"])
     func badUID(_ text: String) {
         #expect(throws: TagUIDError.self) { try TagUID(hex: text) }
