@@ -708,7 +708,7 @@ public final class EventServer: Sendable {
                 guard let fd = try? listener.fd.accept(nonBlocking: true) else { return }
                 if listener.kind != .unix { _ = try? fd.setOption(level: Int32(IPPROTO_TCP), name: TCP_NODELAY, to: 1) }
                 let address = listener.kind == .unix ? nil : Socket.peerAddress(fd)
-                let host = address.map { address in address.lastIndex(of: ":").map { String(address[..<$0]) } ?? address }
+                let host = address.map(Socket.host(ofPeer:))
                 // An address over its share first: room is made among its own connections only.
                 if let host, clientsByHost[host, default: 0] >= configuration.maximumClientsPerAddress, !closeAnIdleConnection(of: host) {
                     refuse(

@@ -233,6 +233,14 @@ enum Socket {
     static func peerAddress(_ fd: FileDescriptor) -> String? {
         (try? fd.peerAddress())?.numericHostAndPort
     }
+
+    /// A peer's `HOST:PORT` without its port: what a limit per client counts by. Cut at the last
+    /// colon by bytes (a search by Character segments the text into graphemes: 4 % of the event
+    /// loop's time under phone taps, where every tap asks).
+    static func host(ofPeer address: String) -> String {
+        guard let colon = address.utf8.lastIndex(of: UInt8(ascii: ":")) else { return address }
+        return String(address[..<colon])
+    }
 }
 
 /// `sd_notify` without libsystemd: one datagram to `$NOTIFY_SOCKET` (systemd's `Type=notify`).
