@@ -10,6 +10,16 @@ import Testing
     static let an12196 = "https://ntag.nxp.com/424?e=EF963FF7828658A599F3041510671E88&c=94EED9EE65337086"
     static let zero = "00000000000000000000000000000000"
 
+    /// A SUN URL with encrypted PICC data (UID 04112233445580, counter 7) and its MAC, both
+    /// under `keyHex` (the meta-read and the file-read key alike).
+    static func encryptedURL(keyHex: String) throws -> String {
+        let key = try #require(AES128Key(hex: keyHex))
+        let picc = PICCData(uid: [0x04, 0x11, 0x22, 0x33, 0x44, 0x55, 0x80], counter: 7)
+        let encrypted = try AES128.cbcEncrypt(key: key, [picc.tag] + picc.sessionContext + [0, 0, 0, 0, 0])
+        let mac = try #require(SUNVerifier(metaReadKey: key, fileReadKey: .fixed(key)).sdmMAC(picc, input: []))
+        return "https://x.example/t?picc_data=\(SUNHex.encode(encrypted))&cmac=\(SUNHex.encode(mac))"
+    }
+
     @Test func an12196ExampleIsValid() async {
         let result = await run(["sun", "verify", Self.an12196, "--key", Self.zero, "--picc-param", "e", "--cmac-param", "c", "--json"])
         #expect(result.code == 0)
@@ -32,11 +42,7 @@ import Testing
     /// output, stderr included, whatever the outcome.
     @Test func keysNeverAppearInOutput() async throws {
         let keyHex = "5A1B2C3D4E5F60718293A4B5C6D7E8F9"
-        let key = try #require(AES128Key(hex: keyHex))
-        let picc = PICCData(uid: [0x04, 0x11, 0x22, 0x33, 0x44, 0x55, 0x80], counter: 7)
-        let encrypted = try AES128.cbcEncrypt(key: key, [picc.tag] + picc.sessionContext + [0, 0, 0, 0, 0])
-        let mac = try #require(SUNVerifier(metaReadKey: key, fileReadKey: .fixed(key)).sdmMAC(picc, input: []))
-        let url = "https://x.example/t?picc_data=\(SUNHex.encode(encrypted))&cmac=\(SUNHex.encode(mac))"
+        let url = try Self.encryptedURL(keyHex: keyHex)
         let file = try temporaryFile("sun.keys", "# site keys\nkey = \(keyHex.lowercased())\n")
         chmod(file, 0o600)
         var lines: [String] = []
@@ -111,11 +117,7 @@ import Testing
     /// HEX) is read by `sun verify --key-file` too; --key-set chooses among several sets.
     @Test func siteKeyFile() async throws {
         let keyHex = "5A1B2C3D4E5F60718293A4B5C6D7E8F9"
-        let key = try #require(AES128Key(hex: keyHex))
-        let picc = PICCData(uid: [0x04, 0x11, 0x22, 0x33, 0x44, 0x55, 0x80], counter: 7)
-        let encrypted = try AES128.cbcEncrypt(key: key, [picc.tag] + picc.sessionContext + [0, 0, 0, 0, 0])
-        let mac = try #require(SUNVerifier(metaReadKey: key, fileReadKey: .fixed(key)).sdmMAC(picc, input: []))
-        let url = "https://x.example/t?picc_data=\(SUNHex.encode(encrypted))&cmac=\(SUNHex.encode(mac))"
+        let url = try Self.encryptedURL(keyHex: keyHex)
         func keyFile(_ text: String) throws -> String {
             let file = try temporaryFile("site.keys", text)
             try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file)
