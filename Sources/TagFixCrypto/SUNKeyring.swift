@@ -85,3 +85,14 @@ public struct SUNKeyring: SUNAuthenticator, Sendable {
         return keyring
     }
 }
+
+extension String {
+    /// Without leading and trailing spaces, tabs and carriage returns (key files' lines).
+    var trimmingBlanks: String {
+        let scalars = unicodeScalars
+        guard let first = scalars.firstIndex(where: { $0 != " " && $0 != "\t" && $0 != "\r" }),
+            let last = scalars.lastIndex(where: { $0 != " " && $0 != "\t" && $0 != "\r" })
+        else { return "" }
+        return String(scalars[first...last])
+    }
+}
