@@ -132,7 +132,7 @@ public final class ServeHub: VerdictSink {
 
         func verdicts(since id: Int) -> [ServeEvent] {
             viewer?.finish(true)
-            return state.value.withLock { state in state.verdicts(since: id).map { ServeEvent(kind: .verdict, line: $0.line, id: $0.id) } }
+            return state.value.withLock { state in state.verdicts(since: id).map { ServeEvent(verdict: $0.id, record: $0.recordLine) } }
         }
 
         func devices() -> [ServeEvent] {

@@ -3,21 +3,55 @@ public import TagFixDevices
 public import TagFixReport
 
 /// One thing every watching client is told, as a `class`ed JSON line.
+///
+/// A verdict's line (`{"class":"VERDICT","id":N,` and then its session record's members) is made
+/// only when something reads `line`: a socket client or an event stream watching, or a request
+/// for the history. Phones alone tapping, with nobody watching, made one a tap for nothing.
 public struct ServeEvent: Sendable, Hashable {
     public enum Kind: String, Sendable, Hashable {
         case verdict, scan, fix, reader, gps, shutdown
     }
 
     public var kind: Kind
-    /// The JSON object, without a newline.
-    public var line: String
     /// A verdict's number (SSE's `id:`), counting from 1 in this server's run.
     public var id: Int?
+    private let text: Text
+
+    private enum Text: Sendable {
+        case line(String)
+        /// A verdict's session record (its JSON object), the line made from it when read.
+        case record(String)
+    }
 
     public init(kind: Kind, line: String, id: Int? = nil) {
         self.kind = kind
-        self.line = line
+        self.text = .line(line)
         self.id = id
+    }
+
+    /// Verdict number `id`, from its session record's JSON line.
+    public init(verdict id: Int, record: String) {
+        kind = .verdict
+        self.id = id
+        text = .record(record)
+    }
+
+    /// The JSON object, without a newline.
+    public var line: String {
+        switch text {
+        case .line(let line): line
+        case .record(let record): ServeMessage.verdict(id: id ?? 0, record: record)
+        }
+    }
+
+    public static func == (lhs: ServeEvent, rhs: ServeEvent) -> Bool {
+        lhs.kind == rhs.kind && lhs.id == rhs.id && lhs.line == rhs.line
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(kind)
+        hasher.combine(id)
+        hasher.combine(line)
     }
 }
 
@@ -29,9 +63,12 @@ public struct ServeEvent: Sendable, Hashable {
 public struct ServeState: Sendable {
     public struct Logged: Sendable, Hashable {
         public var id: Int
-        /// The VERDICT object.
-        public var line: String
         public var record: SessionRecord
+        /// The record's JSON line (`RecordedVerdict.line`).
+        var recordLine: String
+
+        /// The VERDICT object (made when asked: most verdicts are never read from the history).
+        public var line: String { ServeMessage.verdict(id: id, record: recordLine) }
     }
 
     public var readers: [ReaderState]
@@ -68,13 +105,12 @@ public struct ServeState: Sendable {
     public mutating func receive(_ recorded: RecordedVerdict) -> ServeEvent {
         lastID += 1
         let record = recorded.record
-        let line = ServeMessage.verdict(id: lastID, record: recorded.line)
-        let logged = Logged(id: lastID, line: line, record: record)
+        let logged = Logged(id: lastID, record: record, recordLine: recorded.line)
         history.append(logged)
         if history.count > 2 * historyLimit { history.removeFirst(history.count - historyLimit) }
         lastByTag[record.tagKey] = logged
         verdictsByKind[record.verdict, default: 0] += 1
-        return ServeEvent(kind: .verdict, line: line, id: lastID)
+        return ServeEvent(verdict: lastID, record: recorded.line)
     }
 
     /// Takes a reader or GPS event; returns what watching clients are told of it.
