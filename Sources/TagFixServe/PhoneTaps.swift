@@ -204,7 +204,12 @@ public final class PhoneTaps: Sendable {
     /// Whether the phone sees HTTPS: the server's own TLS, or a TLS proxy on this machine that
     /// says so (`X-Forwarded-Proto: https`, taken from a loopback peer only).
     func isSecure(_ request: HTTPRequest) -> Bool {
-        secure || (Self.isLoopback(request.clientHost) && request.headers["x-forwarded-proto"]?.lowercased() == "https")
+        secure || Self.proxySaysHTTPS(request)
+    }
+
+    /// A TLS proxy on this machine says the phone sees HTTPS (`X-Forwarded-Proto: https`).
+    static func proxySaysHTTPS(_ request: HTTPRequest) -> Bool {
+        isLoopback(request.clientHost) && request.headers["x-forwarded-proto"]?.lowercased() == "https"
     }
 
     /// Who tapped, for the limit and the audit: the peer, or, from a proxy on this machine, the
@@ -216,8 +221,7 @@ public final class PhoneTaps: Sendable {
     }
 
     static func isLoopback(_ host: String?) -> Bool {
-        guard let host else { return false }
-        return host.hasPrefix("127.") || host == "::1" || host == "[::1]"
+        host.map(ListenAddress.isLoopback) ?? false
     }
 
     /// The query of a request target, decoded, in order.

@@ -58,10 +58,27 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
     /// Whether only this machine can reach it: 127.0.0.0/8, ::1 or `localhost`.
     public var isLoopback: Bool { Self.isLoopback(host) }
 
+    /// Whether `host` (a name, an address as digits, an IPv6 one perhaps in brackets) is this
+    /// machine: `localhost`, 127.0.0.0/8, `::1` in any of its spellings, or 127.0.0.0/8 mapped
+    /// into IPv6 (`::ffff:127.0.0.1`: an IPv4 client of a socket listening on `[::]`, as a proxy
+    /// on this machine is when `--http [::]:PORT`). The one test of a peer or an address for
+    /// loopback (the listen addresses, a phone tap's forwarding proxy).
     static func isLoopback(_ host: String) -> Bool {
-        if host == "localhost" || host == "::1" { return true }
+        if host == "localhost" || host == "::1" || host == "[::1]" { return true }
+        if isLoopbackIPv4(Substring(host)) { return true }
+        // Other spellings of IPv6 addresses, in their canonical form (a dotted quad is never one).
+        guard host.utf8.contains(UInt8(ascii: ":")) else { return false }
+        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        guard let canonical = SocketAddress.numericHost(bare) else { return false }
+        if canonical == "::1" { return true }
+        return canonical.hasPrefix("::ffff:") && isLoopbackIPv4(canonical.dropFirst(7))
+    }
+
+    /// A dotted quad in 127.0.0.0/8.
+    private static func isLoopbackIPv4(_ host: Substring) -> Bool {
+        guard host.hasPrefix("127.") else { return false }
         let parts = host.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 4 && parts.first == "127" && parts.allSatisfy { UInt8($0) != nil }
+        return parts.count == 4 && parts.allSatisfy { UInt8($0) != nil }
     }
 
     /// Whether a request's `Host` header names this machine: `localhost` or a name under it
@@ -81,7 +98,7 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
         }
         if host.hasSuffix(".") { host = host.dropLast() }
         let name = String(host)
-        return isLoopback(name) || name.hasSuffix(".localhost") || name == "0:0:0:0:0:0:0:1" || also.contains(name)
+        return isLoopback(name) || name.hasSuffix(".localhost") || also.contains(name)
     }
 }
 

@@ -35,9 +35,24 @@ struct ForwardedClientTests {
         #expect(PhoneTaps.client(try Self.request(from: "127.0.0.1:40000", headers)) == expected)
     }
 
-    @Test("from any other peer, nothing it says of itself is believed")
-    func notFromProxy() throws {
-        let request = try Self.request(from: "198.51.100.9:40000", [("X-Forwarded-For", "203.0.113.7"), ("Forwarded", "for=192.0.2.60")])
-        #expect(PhoneTaps.client(request) == "198.51.100.9")
+    /// A proxy on this machine as the peer of a socket listening on `[::]` (`--http [::]:PORT`):
+    /// over IPv4 it is an IPv4-mapped address; over IPv6, `::1` however the kernel spells it.
+    @Test(
+        "a proxy on this machine is one however its address is spelled: the forwarded address and its HTTPS are taken",
+        arguments: ["127.0.0.1:40000", "127.9.8.7:40000", "::1:40000", "::ffff:127.0.0.1:40000", "0:0:0:0:0:0:0:1:40000"])
+    func proxySpellings(_ peer: String) throws {
+        let request = try Self.request(from: peer, [("X-Forwarded-For", "203.0.113.7"), ("X-Forwarded-Proto", "https")])
+        #expect(PhoneTaps.client(request) == "203.0.113.7")
+        #expect(PhoneTaps.proxySaysHTTPS(request))
+    }
+
+    @Test(
+        "from any other peer, nothing it says of itself is believed",
+        arguments: ["198.51.100.9:40000", "::ffff:198.51.100.9:40000", "::2:40000", "2001:db8::1:40000", "128.0.0.1:40000"])
+    func notFromProxy(_ peer: String) throws {
+        let request = try Self.request(
+            from: peer, [("X-Forwarded-For", "203.0.113.7"), ("Forwarded", "for=192.0.2.60"), ("X-Forwarded-Proto", "https")])
+        #expect(PhoneTaps.client(request) == Socket.host(ofPeer: peer))
+        #expect(!PhoneTaps.proxySaysHTTPS(request))
     }
 }

@@ -216,7 +216,8 @@ struct ServeProtocolTests {
         "--listen and --http: loopback alone without a token",
         arguments: [
             ("127.0.0.1:8080", true), ("localhost:1", true), ("[::1]:80", true), ("0.0.0.0:2948", false), ("192.168.1.5:80", false),
-            ("[::]:80", false),
+            ("[::]:80", false), ("[0:0:0:0:0:0:0:1]:80", true), ("[::ffff:127.0.0.1]:80", true), ("[::ffff:10.0.0.1]:80", false),
+            ("127.0.0.256:80", false),
         ])
     func loopback(_ text: String, _ isLoopback: Bool) throws {
         let address = try ListenAddress(text)
