@@ -206,7 +206,7 @@ private struct Reader {
             let (keyLine, keyColumn) = (line, index - lineStart + 1)
             let key = try string()
             guard seen.insert(ExactID(key)).inserted else {
-                throw JSONSyntaxError(line: keyLine, column: keyColumn, message: "duplicate member \"\(Self.excerpt(key))\"")
+                throw JSONSyntaxError(line: keyLine, column: keyColumn, message: "duplicate member \"\(key.excerpt())\"")
             }
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':' after member name") }
@@ -327,17 +327,10 @@ private struct Reader {
         index = end
         if let fault { throw error(fault) }
         let text = String(decoding: bytes[start..<index], as: UTF8.self)
-        guard let value = Double(text), value.isFinite else { throw error("number \(Self.excerpt(text)) is out of range") }
+        guard let value = Double(text), value.isFinite else { throw error("number \(text.excerpt()) is out of range") }
         return .number(text, value)
     }
 
-    /// At most 40 characters of a text the input gave, for an error message (which a server may
-    /// send back: a number of 4 000 digits is not echoed whole).
-    static func excerpt(_ text: String) -> String {
-        let scalars = text.unicodeScalars
-        guard scalars.count > 40 else { return text }
-        return String(String.UnicodeScalarView(scalars.prefix(40))) + "…"
-    }
 }
 
 extension JSONValue {

@@ -296,12 +296,6 @@ struct ServeConnection {
         return nil
     }
 
-    /// At most 64 characters of what a client sent, for an answer that names it.
-    static func excerpt(_ text: String) -> String {
-        let short = text.unicodeScalars.prefix(64).filter { $0.value >= 0x20 && $0.value != 0x7F }
-        return String(String.UnicodeScalarView(short)) + (text.unicodeScalars.count > 64 ? "…" : "")
-    }
-
     /// Compares two tokens in time that does not depend on where they differ.
     static func same(_ a: String, _ b: String) -> Bool {
         let (x, y) = (Array(a.utf8), Array(b.utf8))
@@ -359,7 +353,7 @@ struct ServeConnection {
                 HTTPResponse(
                     status: 421,
                     body:
-                        "this server has no --token, so it answers only requests for this machine (localhost, 127.0.0.1, [::1] or its --http address), not for \(ServeConnection.excerpt(host)): open it by one of those, or give serve --token FILE\n"
+                        "this server has no --token, so it answers only requests for this machine (localhost, 127.0.0.1, [::1] or its --http address), not for \(host.excerpt(64)): open it by one of those, or give serve --token FILE\n"
                 ))
         }
         // What follows the head: the start of a body (or the next request).

@@ -32,7 +32,7 @@ public enum ClientCommand: Sendable, Hashable {
         var text = Substring(raw.trimmingCharacters(in: .whitespacesAndNewlines))
         if text.hasSuffix(";") { text = text.dropLast() }
         guard text.first == "?" else {
-            throw ProtocolError("commands start with ?, e.g. ?WATCH={\"enable\":true}; (got \(Self.excerpt(text)))")
+            throw ProtocolError("commands start with ?, e.g. ?WATCH={\"enable\":true}; (got \(text.excerpt()))")
         }
         text = text.dropFirst()
         let name: Substring
@@ -70,14 +70,8 @@ public enum ClientCommand: Sendable, Hashable {
             }
             return .auth(String(argument))
         default:
-            throw ProtocolError("unknown command ?\(Self.excerpt(name)); known: ?WATCH, ?POLL, ?DEVICES, ?VERSION, ?AUTH")
+            throw ProtocolError("unknown command ?\(name.excerpt()); known: ?WATCH, ?POLL, ?DEVICES, ?VERSION, ?AUTH")
         }
-    }
-
-    /// At most 40 characters of what the client sent, for an error message.
-    static func excerpt(_ text: Substring) -> String {
-        let short = text.prefix(40)
-        return short.count < text.count ? short + "…" : String(short)
     }
 }
 

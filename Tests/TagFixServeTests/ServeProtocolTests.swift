@@ -57,6 +57,18 @@ struct ServeProtocolTests {
         }
     }
 
+    @Test(
+        "an error quotes what the client sent without its control characters (no forged line in a log or a reply)",
+        arguments: ["?WA\nTCH;", "x\r\nSHUTDOWN", "?BOGUS\u{1B}[2J;", "\u{85}garbage"])
+    func errorsQuoteNoControls(_ text: String) {
+        do {
+            _ = try ClientCommand.parse(text)
+            Issue.record("\(text.debugDescription) was taken")
+        } catch {
+            #expect(!error.message.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) }, "\(error.message)")
+        }
+    }
+
     @Test("bytes that are not UTF-8, and a command over the limit, are refused")
     func bytes() {
         #expect(throws: ProtocolError.self) { try ClientCommand.parse([0x3F, 0xFF, 0xFE]) }

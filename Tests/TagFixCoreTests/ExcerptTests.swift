@@ -1,0 +1,39 @@
+import Testing
+
+@testable import TagFixCore
+
+@Suite("Excerpts of what an input gave, quoted in an error message")
+struct ExcerptTests {
+    @Test(
+        "at most the limit's Unicode scalars, control characters left out, … when cut",
+        arguments: [
+            ("ABC", 40, "ABC"),
+            (String(repeating: "7", count: 40), 40, String(repeating: "7", count: 40)),
+            (String(repeating: "7", count: 41), 40, String(repeating: "7", count: 40) + "…"),
+            (String(repeating: "h", count: 4_000), 64, String(repeating: "h", count: 64) + "…"),
+            ("evil\nERROR forged line", 40, "evilERROR forged line"),
+            ("a\r\u{1B}[31mb\u{7F}c\u{85}d\u{0}", 40, "a[31mbcd"),
+            // Scalars, not characters: a flag is two, an e with its accent two.
+            ("🇩🇪🇩🇪", 3, "🇩🇪🇩…"),
+            ("e\u{301}e\u{301}", 3, "e\u{301}e…"),
+        ] as [(String, Int, String)])
+    func excerpts(_ text: String, _ limit: Int, _ expected: String) {
+        #expect(text.excerpt(limit) == expected)
+        #expect(text[...].excerpt(limit) == expected)
+    }
+
+    @Test("the strict JSON reader's messages quote a duplicate name or a huge number by their excerpt, never a line break")
+    func jsonMessages() {
+        let duplicate = #"{"a\nb":1,"a\nb":2}"#
+        #expect {
+            _ = try JSONValue.parse(duplicate)
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains("duplicate member \"ab\"") && !text.contains("\n")
+        }
+        let huge = "[" + String(repeating: "9", count: 400) + "]"
+        #expect {
+            _ = try JSONValue.parse(huge)
+        } throws: { error in "\(error)".contains(String(repeating: "9", count: 40) + "…") }
+    }
+}
