@@ -185,15 +185,25 @@ public struct HTTPRequest: Sendable, Hashable {
         return Int(text)
     }
 
+    /// A query's names and values, by name (a name given twice: its last value).
     static func query(_ text: Substring) -> [String: String] {
-        var result: [String: String] = [:]
-        for pair in text.split(separator: "&") {
+        Dictionary(queryPairs(text), uniquingKeysWith: { _, last in last })
+    }
+
+    /// A query's names and values, decoded (`%XX`, and `+` for a space in a value), in order.
+    static func queryPairs(_ text: Substring) -> [(String, String)] {
+        text.split(separator: "&").map { pair in
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let key = String(parts[0]).removingPercentEncoding ?? String(parts[0])
             let raw = parts.count > 1 ? String(parts[1]).replacingOccurrences(of: "+", with: " ") : ""
-            result[key] = raw.removingPercentEncoding ?? raw
+            return (key, raw.removingPercentEncoding ?? raw)
         }
-        return result
+    }
+
+    /// The query of a request target (`target`), decoded, in order.
+    static func queryPairs(ofTarget target: String) -> [(String, String)] {
+        guard let mark = target.firstIndex(of: "?") else { return [] }
+        return queryPairs(target[target.index(after: mark)...])
     }
 
     /// The bearer token the request carries: `Authorization: Bearer …`, else `?token=` (which

@@ -197,7 +197,7 @@ public final class PhoneTaps: Sendable {
     /// the cookie alone), then the cookie.
     func access(_ request: HTTPRequest, readsLink: Bool = true) -> PhoneCookie.Access {
         PhoneCookie.access(
-            tokens: tokens.current, path: request.path, query: readsLink ? Self.orderedQuery(request.target) : [],
+            tokens: tokens.current, path: request.path, query: readsLink ? HTTPRequest.queryPairs(ofTarget: request.target) : [],
             cookieHeader: request.headers["cookie"], secure: isSecure(request))
     }
 
@@ -222,17 +222,6 @@ public final class PhoneTaps: Sendable {
 
     static func isLoopback(_ host: String?) -> Bool {
         host.map(ListenAddress.isLoopback) ?? false
-    }
-
-    /// The query of a request target, decoded, in order.
-    static func orderedQuery(_ target: String) -> [(String, String)] {
-        guard let mark = target.firstIndex(of: "?") else { return [] }
-        return target[target.index(after: mark)...].split(separator: "&").map { pair in
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let key = String(parts[0]).removingPercentEncoding ?? String(parts[0])
-            let raw = parts.count > 1 ? String(parts[1]).replacingOccurrences(of: "+", with: " ") : ""
-            return (key, raw.removingPercentEncoding ?? raw)
-        }
     }
 }
 
