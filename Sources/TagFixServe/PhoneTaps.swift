@@ -162,7 +162,7 @@ public final class PhoneTaps: Sendable {
     }
 
     /// A GET on a path that may be a tag's: the tap page (with a known token), the cookie and a
-    /// redirect (a link's `?token=`), the refusal page (no known token), or, when the path is
+    /// page that goes on to the tap page (a link's `?token=`), the refusal page (no known token), or, when the path is
     /// no tap page, what the server answers anyone else.
     func page(_ request: HTTPRequest, fallback: @Sendable (HTTPRequest) -> HTTPResponse) -> HTTPResponse {
         guard let host = request.headers["host"], !host.isEmpty else {
@@ -181,8 +181,7 @@ public final class PhoneTaps: Sendable {
         }
         switch access(request) {
         case .setCookie(_, let cookie, let location):
-            return HTTPResponse(
-                status: 303, body: "the token is kept; on to the tap page\n", headers: [("Location", location), ("Set-Cookie", cookie)])
+            return PhoneCookie.linkAnswer(setCookie: cookie, location: location, destination: "the tap page")
         case .allowed:
             return HTTPResponse(
                 status: 200, contentType: "text/html; charset=utf-8", body: PhoneTapPage.html(keepPositions: keepPositions),
