@@ -322,6 +322,21 @@ public enum PhoneCookie {
     }
 }
 
+extension HTTPResponse {
+    /// The 401 for a request without a token this server knows: what a program sends and, when a
+    /// tech's link can set the cookie (a token file: phones), what a person does next on a phone
+    /// or in a browser: open the link once, which leaves the token in a cookie there.
+    static func tokenNeeded(linkSetsCookie: Bool) -> HTTPResponse {
+        var body = "this server needs its token, and this request has none it knows\n"
+        if linkSetsCookie {
+            body +=
+                "on a phone or in a browser: open the link your site lead gave you (it ends in ?token=…) once. It sets a cookie on this phone (in this browser) that holds the token, so this page and the tags' links open without it from then on. If they stop opening (cookies cleared, another browser, the token revoked), open the link again or ask for a new one.\n"
+        }
+        body += "a program: send Authorization: Bearer TOKEN, or ?token=TOKEN\n"
+        return HTTPResponse(status: 401, body: body, headers: [("WWW-Authenticate", "Bearer")])
+    }
+}
+
 // MARK: - Same origin
 
 /// POSTs are same-origin only: a page of another site cannot make a phone post a tap.

@@ -126,7 +126,7 @@ public final class PhoneTaps: Sendable {
                     response: HTTPResponse(
                         status: 401,
                         body:
-                            "this phone has no token for this server: open the link your site lead gave you (…?token=…) once in this browser, then tap again; nothing was recorded\n"
+                            "this phone has no token for this server: open the link your site lead gave you (…?token=…) once in this browser (it sets a cookie on this phone that holds the token), then tap again; nothing was recorded\n"
                     )))
         }
         guard SameOrigin.allows(origin: request.headers["origin"], host: request.headers["host"], secure: isSecure(request)) else {
@@ -175,9 +175,7 @@ public final class PhoneTaps: Sendable {
                 return HTTPResponse(
                     status: 404, contentType: "text/html; charset=utf-8", body: PhoneTapPage.unknownTag, headers: PhoneTapPage.headers)
             }
-            return HTTPResponse(
-                status: 401, body: "this server needs its token: Authorization: Bearer TOKEN, or ?token=TOKEN\n",
-                headers: [("WWW-Authenticate", "Bearer")])
+            return HTTPResponse.tokenNeeded(linkSetsCookie: true)
         }
         switch access(request) {
         case .setCookie(_, let cookie, let location):

@@ -230,11 +230,18 @@ struct ServePhoneTests {
         let rig = try await PhoneRig()
         let page = try await HTTPExchange.send(port: rig.port, "GET /t/E1 HTTP/1.1\r\nHost: 127.0.0.1:\(rig.port)\r\n\r\n")
         #expect(page.status == 401 && page.body.contains("?token="), "\(page)")
+        // What to do next: the link, once, leaves the token in a cookie on this phone.
+        #expect(page.body.contains("it sets a cookie on this phone that holds the token"), "\(page)")
         let tap = try await rig.tap(rig.body(), token: nil)
         #expect(tap.status == 401 && tap.body.contains("nothing was recorded"), "\(tap)")
-        // The server's own pages still need the bearer token.
+        #expect(tap.body.contains("it sets a cookie on this phone"), "\(tap)")
+        // The server's own pages still need the bearer token; a person is told the link's way.
         let live = try await HTTPExchange.send(port: rig.port, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         #expect(live.status == 401, "\(live)")
+        #expect(live.body.contains("It sets a cookie on this phone") && live.body.contains("Authorization: Bearer TOKEN"), "\(live)")
+        // So is a stranger on a path that is no tag of this site.
+        let unknown = try await HTTPExchange.send(port: rig.port, "GET /t/NOSUCHTAG HTTP/1.1\r\nHost: 127.0.0.1:\(rig.port)\r\n\r\n")
+        #expect(unknown.status == 401 && unknown.body.contains("It sets a cookie on this phone"), "\(unknown)")
         #expect(await rig.stop())
         #expect(rig.logLines.isEmpty, "\(rig.logLines)")
     }
