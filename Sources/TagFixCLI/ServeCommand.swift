@@ -36,7 +36,8 @@ struct ServeCommand: Subcommand {
             tag URL such as https://HOST/t/E1 opened on a phone gets a page that asks for the phone's position and posts it to \
             /api/tap; the verdict is the verifier's, logged and sent like a reader's, with source "phone" and the token's name \
             (docs/protocol.md). A phone shows its token once, by its link HOST/…?token=TOKEN (an HTTP-only cookie from then on); a \
-            tap without one is refused and not logged; taps are same-origin only, rate-limited per client and bounded. The \
+            tap or a page without one is refused (401) with what to do next: open the link once, which sets the cookie on the \
+            phone; nothing is logged; taps are same-origin only, rate-limited per client and bounded. The \
             position decides and is dropped unless --keep-phone-positions; --require-sun takes only SUN taps. Browsers give \
             positions to HTTPS pages only: --tls-cert FILE --tls-key FILE (or a reverse proxy; docs/hardware.md). Without \
             --reader, serve runs with phones alone. \

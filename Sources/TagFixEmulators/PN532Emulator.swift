@@ -9,7 +9,7 @@ public import TagFixNDEF
 /// It is served on an `IOLoop` of its own (`ServedLine`): no thread, poll loop or sleep of its
 /// own; the simulated line's wire time wakes the loop by a timerfd. Faults are injected from any thread: remove or re-present a tag,
 /// remove it after N exchanges (pulled mid-read), stop answering (a hung reader), hang up the
-/// line (unplugged), corrupt the next reply.
+/// line (unplugged), corrupt the next reply, answer a command late (`answerLate`).
 public final class PN532Emulator: Sendable {
     public struct Options: Sendable {
         /// Simulated line speed: each byte costs 10 bits of time, both ways. `nil`: no delay.
@@ -54,6 +54,8 @@ public final class PN532Emulator: Sendable {
         var traffic = Traffic()
         var hung = false
         var corruptNext = false
+        /// An answer still to go out late (`answerLate`).
+        var late: LateAnswer?
         var lastResponse: [UInt8] = []
         /// The two directions of the simulated line, when `Options.baud` is set.
         var fromHost: SerialLine<ContinuousClock.Instant>?
@@ -62,6 +64,13 @@ public final class PN532Emulator: Sendable {
         /// bytes read last. Touched only on the loop's thread.
         var steps: [Step] = []
         var decoder = PN532Frame.Decoder()
+    }
+
+    /// The answer to the `remaining`th next `command` frame goes out `delay` late.
+    private struct LateAnswer: Sendable {
+        var command: UInt8
+        var remaining: Int
+        var delay: Duration
     }
 
     /// One thing the emulator does on the line, once `at` (when set) has come.
@@ -127,6 +136,15 @@ public final class PN532Emulator: Sendable {
             rfErrorRate > 0 || lossRate > 0
             ? PN532Chip.Weakness(rfErrorRate: rfErrorRate, lossRate: lossRate, seed: options.seed &+ UInt64(max(0, index))) : nil
         state.withLock { $0.chip.setWeakness(weakness, slot: index) }
+    }
+
+    /// The answer to the `nth` next `command` frame (1: the next one; 0x4A InListPassiveTarget,
+    /// 0x40 InDataExchange…), its ACK included, goes out `delay` after the frame came, and what
+    /// the host sends meanwhile waits unread behind it: the emulator's thread starved on a loaded
+    /// machine, made on purpose. A host whose time-out is shorter (libnfc gives a selection
+    /// 300 ms) gives up on the command, and then finds its answer waiting before the next one's.
+    public func answerLate(command: UInt8, nth: Int = 1, by delay: Duration) {
+        state.withLock { $0.late = LateAnswer(command: command, remaining: max(1, nth), delay: delay) }
     }
 
     /// Stops answering (a hung reader) or resumes.
@@ -208,16 +226,23 @@ public final class PN532Emulator: Sendable {
         case .frame(let tfi, let data):
             guard tfi == 0xD4 else { return [] }
             let received = ContinuousClock.now
-            let (answer, hung, corrupt) = state.withLock { state -> (PN532Chip.Answer, Bool, Bool) in
-                guard !state.hung else { return (.none, true, false) }
+            let (answer, hung, corrupt, lateness) = state.withLock { state -> (PN532Chip.Answer, Bool, Bool, Duration) in
+                guard !state.hung else { return (.none, true, false, .zero) }
                 state.traffic.commands += 1
                 let corrupt = state.corruptNext
                 state.corruptNext = false
-                return (state.chip.handle(data), false, corrupt)
+                var lateness = Duration.zero
+                if var late = state.late, late.command == data.first {
+                    late.remaining -= 1
+                    state.late = late.remaining > 0 ? late : nil
+                    if late.remaining == 0 { lateness = late.delay }
+                }
+                return (state.chip.handle(data), false, corrupt, lateness)
             }
             guard !hung else { return [] }
-            // The answer is ready with the ACK: the response follows it on the line at once.
-            let ready = ContinuousClock.now
+            // The answer is ready with the ACK (late, when made so): the response follows it on
+            // the line at once.
+            let ready = ContinuousClock.now + lateness
             var steps = [send(PN532Frame.ack, handedOver: ready)]
             var frame: [UInt8]
             switch answer {
@@ -251,7 +276,8 @@ public final class PN532Emulator: Sendable {
             state.traffic.bytesToHost += bytes.count
             return state.toHost?.send(bytes.count, handedOver: handedOver)
         }
-        return Step(at: crossed, work: .write(bytes))
+        // Without a simulated line, bytes go out at once, unless handed over later (a late answer).
+        return Step(at: crossed ?? (handedOver > ContinuousClock.now ? handedOver : nil), work: .write(bytes))
     }
 }
 

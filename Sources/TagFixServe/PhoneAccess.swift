@@ -201,9 +201,61 @@ public enum PhoneCookie {
     public static let maximumAge = 365 * 24 * 3600
 
     /// The `Set-Cookie` value for `token`: `HttpOnly` (no script reads it), `SameSite=Strict` (no
-    /// other site's page sends it), `Path=/`, and `Secure` when the server speaks TLS.
+    /// other site's page sends it, nor a navigation another site began: its link to a tap page
+    /// gets the refusal, not a tap), `Path=/`, and `Secure` when the server speaks TLS.
     public static func setCookie(token: String, secure: Bool) -> String {
         "\(name)=\(token); Path=/; Max-Age=\(maximumAge); HttpOnly; SameSite=Strict" + (secure ? "; Secure" : "")
+    }
+
+    /// The answer to a tech's link (`?token=` known): the cookie, and a small page (200) that
+    /// sends the browser on to `location`, the same address without the token, by itself (a
+    /// `<meta http-equiv="refresh">`, and a link beside it).
+    ///
+    /// Not a redirect: a link followed from another site (the tech's webmail) begins a cross-site
+    /// navigation, and a browser counts a redirect as part of it, so the request after a 303 left
+    /// the `SameSite=Strict` cookie out and that page refused the tech (401) until a reload. A
+    /// navigation this server's own page makes is same-site, and carries the cookie. A refresh
+    /// replaces the link in the history, and the page sends no referrer, so the token stays out
+    /// of both.
+    /// - Parameter destination: where the browser goes, for a person ("the tap page").
+    public static func linkAnswer(setCookie: String, location: String, destination: String) -> HTTPResponse {
+        let address = htmlEscaped(location)
+        let body = """
+            <!DOCTYPE html>
+            <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+            <meta http-equiv="refresh" content="0; url=\(address)">
+            <title>TagFix</title><style>body{font-family:sans-serif;margin:1em;max-width:36em}</style></head><body>
+            <p>This browser keeps this server's token now: <a href="\(address)">on to \(destination)</a>.</p>
+            </body></html>
+
+            """
+        return HTTPResponse(
+            status: 200, contentType: "text/html; charset=utf-8", body: body, headers: [("Set-Cookie", setCookie)] + linkHeaders)
+    }
+
+    /// The link page's headers: nothing from elsewhere (no script at all), no framing, no referrer.
+    static let linkHeaders: [(String, String)] = [
+        (
+            "Content-Security-Policy",
+            "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        ),
+        ("Referrer-Policy", "no-referrer"),
+    ]
+
+    /// `text` for an HTML attribute or text: `&`, `<`, `>`, `"` and `'` as references.
+    static func htmlEscaped(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&#39;"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
     }
 
     /// The token in a `Cookie` header, if it has ours (the first of that name).
@@ -226,7 +278,8 @@ public enum PhoneCookie {
     /// What a request's token says.
     public enum Access: Sendable, Hashable {
         /// The link's `?token=` is known: set the cookie and send the phone to `location`, the
-        /// same path and query without the token (so it leaves the address bar and the history).
+        /// same path and query without the token (so it leaves the address bar and the history),
+        /// through `linkAnswer`.
         case setCookie(name: String, setCookie: String, location: String)
         /// The cookie's token is known, with its name.
         case allowed(name: String)
@@ -266,6 +319,21 @@ public enum PhoneCookie {
             }
         }
         return out
+    }
+}
+
+extension HTTPResponse {
+    /// The 401 for a request without a token this server knows: what a program sends and, when a
+    /// tech's link can set the cookie (a token file: phones), what a person does next on a phone
+    /// or in a browser: open the link once, which leaves the token in a cookie there.
+    static func tokenNeeded(linkSetsCookie: Bool) -> HTTPResponse {
+        var body = "this server needs its token, and this request has none it knows\n"
+        if linkSetsCookie {
+            body +=
+                "on a phone or in a browser: open the link your site lead gave you (it ends in ?token=…) once. It sets a cookie on this phone (in this browser) that holds the token, so this page and the tags' links open without it from then on. If they stop opening (cookies cleared, another browser, the token revoked), open the link again or ask for a new one.\n"
+        }
+        body += "a program: send Authorization: Bearer TOKEN, or ?token=TOKEN\n"
+        return HTTPResponse(status: 401, body: body, headers: [("WWW-Authenticate", "Bearer")])
     }
 }
 

@@ -132,7 +132,10 @@ public enum PhoneTapPage {
         <title>TagFix: no token</title><style>body{font-family:sans-serif;margin:1em;max-width:36em}</style></head><body>
         <h1>This phone may not tap here yet</h1>
         <p>This server confirms taps only from phones that have its link. Open the link your site lead gave you
-        (it ends in <code>?token=…</code>) once in this browser, then tap the tag again.</p>
+        (it ends in <code>?token=…</code>) once in this browser: it sets a cookie on this phone that holds the token,
+        and every tag you tap opens here from then on. Then tap the tag again.</p>
+        <p>Did it work before? Then the cookie is gone (cleared, or another browser) or the token was revoked: open the
+        link again, or ask your site lead for a new one.</p>
         <p>Nothing about this tap was recorded.</p>
         </body></html>
 

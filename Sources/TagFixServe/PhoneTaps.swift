@@ -126,7 +126,7 @@ public final class PhoneTaps: Sendable {
                     response: HTTPResponse(
                         status: 401,
                         body:
-                            "this phone has no token for this server: open the link your site lead gave you (…?token=…) once in this browser, then tap again; nothing was recorded\n"
+                            "this phone has no token for this server: open the link your site lead gave you (…?token=…) once in this browser (it sets a cookie on this phone that holds the token), then tap again; nothing was recorded\n"
                     )))
         }
         guard SameOrigin.allows(origin: request.headers["origin"], host: request.headers["host"], secure: isSecure(request)) else {
@@ -162,7 +162,7 @@ public final class PhoneTaps: Sendable {
     }
 
     /// A GET on a path that may be a tag's: the tap page (with a known token), the cookie and a
-    /// redirect (a link's `?token=`), the refusal page (no known token), or, when the path is
+    /// page that goes on to the tap page (a link's `?token=`), the refusal page (no known token), or, when the path is
     /// no tap page, what the server answers anyone else.
     func page(_ request: HTTPRequest, fallback: @Sendable (HTTPRequest) -> HTTPResponse) -> HTTPResponse {
         guard let host = request.headers["host"], !host.isEmpty else {
@@ -175,14 +175,11 @@ public final class PhoneTaps: Sendable {
                 return HTTPResponse(
                     status: 404, contentType: "text/html; charset=utf-8", body: PhoneTapPage.unknownTag, headers: PhoneTapPage.headers)
             }
-            return HTTPResponse(
-                status: 401, body: "this server needs its token: Authorization: Bearer TOKEN, or ?token=TOKEN\n",
-                headers: [("WWW-Authenticate", "Bearer")])
+            return HTTPResponse.tokenNeeded(linkSetsCookie: true)
         }
         switch access(request) {
         case .setCookie(_, let cookie, let location):
-            return HTTPResponse(
-                status: 303, body: "the token is kept; on to the tap page\n", headers: [("Location", location), ("Set-Cookie", cookie)])
+            return PhoneCookie.linkAnswer(setCookie: cookie, location: location, destination: "the tap page")
         case .allowed:
             return HTTPResponse(
                 status: 200, contentType: "text/html; charset=utf-8", body: PhoneTapPage.html(keepPositions: keepPositions),

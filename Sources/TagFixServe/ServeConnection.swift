@@ -369,10 +369,8 @@ struct ServeConnection {
         // Phone taps authenticate themselves (their token's cookie, or the link's ?token=): the
         // responder says which requests it checks.
         if settings.needsToken, parsed.path != "/healthz", !responder.authenticatesItself(parsed), accepted == nil {
-            return respond(
-                HTTPResponse(
-                    status: 401, body: "this server needs its token: Authorization: Bearer TOKEN, or ?token=TOKEN\n",
-                    headers: [("WWW-Authenticate", "Bearer")]))
+            // A token file is what lets a tech's link set the cookie: the answer says so.
+            return respond(HTTPResponse.tokenNeeded(linkSetsCookie: settings.tokens != nil))
         }
         switch parsed.method {
         case "GET", "HEAD":

@@ -147,12 +147,12 @@ public final class ServeHub: VerdictSink {
             switch request.path {
             case "/":
                 // A tech's link (`/?token=`): the browser keeps the token as its cookie (for the
-                // page's stream and map, and for taps), and is sent on to the address without it,
-                // so the token leaves the address bar, the history and the page's links.
+                // page's stream and map, and for taps), and its page goes on to the address
+                // without it, so the token leaves the address bar, the history and the page's
+                // links (`PhoneCookie.linkAnswer`: not a 303, which a link from another site would
+                // follow without the cookie).
                 if let phones, request.query["token"] != nil, case .setCookie(_, let cookie, let location) = phones.access(request) {
-                    return HTTPResponse(
-                        status: 303, body: "the token is kept; on to the live page\n",
-                        headers: [("Location", location), ("Set-Cookie", cookie), ("Referrer-Policy", "no-referrer")])
+                    return PhoneCookie.linkAnswer(setCookie: cookie, location: location, destination: "the live page")
                 }
                 // Without phones (one --token, no token file) the page still carries a ?token= on.
                 let token = phones == nil ? request.query["token"] : nil

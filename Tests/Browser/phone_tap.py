@@ -7,22 +7,26 @@ Reads a JSON plan from the file PLAN:
   {"origin": "http://127.0.0.1:PORT", "token": "…", "shots": "DIR", "spki": null or "HASH",
    "live": true or false (the live page open in a tab of its own meanwhile: LIVE and its last verdict's line),
    "steps": [{"name": "…", "url": "…", "lat": 53.5, "lon": 9.9, "accuracy": 5,
-              "permission": "granted" | "denied", "cookie": true | false}]}
+              "permission": "granted" | "denied", "cookie": true | false,
+              "other_site": "none" | "link" | "link with token"}]}
 For each step: the cookie (the token's link, opened once) or none, the permission and the
-position, then the tag's URL; waits (up to 60 s) for the page's verdict, or for the refusal page,
+position, then the tag's URL: opened by the phone itself, or (other_site) by a click on its link
+on a page of another site (a data: page, whose origin is no site's), the token in the link or not;
+waits (up to 60 s) for the page's verdict, or for the refusal page,
 keeps a screenshot DIR/phone-NAME.png and prints one line:
   STEP NAME VERDICT-CLASS | SHOWN | MESSAGE | SUN COUNTER SHOWN
   FEED the live page's newest "Last verdicts" line (with "live")
 (VERDICT-CLASS is `refused` for the page without a token). Exits 1 if a page never answers.
 
 usage: python phone_tap.py PLAN"""
-import json, sys, time
+import html, json, sys, time, urllib.parse
 # A line in one write, even under PYTHONUNBUFFERED=1 (which writes print's pieces one by one): the
 # test reads the lines as they come, and a line read half-written was taken for the whole.
 sys.stdout.reconfigure(line_buffering=True, write_through=False)
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
 
 with open(sys.argv[1]) as file:
     plan = json.load(file)
@@ -41,11 +45,24 @@ options.add_experimental_option("mobileEmulation", {
 options.binary_location = "/usr/bin/chromium"
 driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
 text = lambda id: driver.execute_script("var e = document.getElementById(arguments[0]); return e ? e.textContent : null", id)
+
+
+def open_link():
+    """The tech's link, opened once: the server sets the cookie, and its page (a meta refresh, not a
+    redirect) goes on to the live page without the token. Waits until it is there, so that the
+    refresh does not land after, and in place of, the next page the plan opens."""
+    driver.get(origin + "/?token=" + plan["token"])
+    deadline = time.time() + 60
+    while "token=" in driver.current_url or driver.execute_script("return document.readyState") != "complete":
+        if time.time() > deadline:
+            sys.exit("the link's page never went on: %s" % driver.current_url)
+        time.sleep(0.05)
+
 try:
     live = None
     if plan.get("live"):
         # The live page, open in a tab of its own while the phone taps: it shows each verdict's source.
-        driver.get(origin + "/?token=" + plan["token"])
+        open_link()
         deadline = time.time() + 60
         while text("stream") != "live":
             if time.time() > deadline:
@@ -59,8 +76,7 @@ try:
         driver.get(origin + "/healthz")
         driver.delete_all_cookies()
         if step.get("cookie", True):
-            # The tech's link, opened once: the server sets the cookie and sends the phone on.
-            driver.get(origin + "/?token=" + plan["token"])
+            open_link()
         if step.get("permission", "granted") == "granted":
             driver.execute_cdp_cmd("Browser.grantPermissions", {"origin": origin, "permissions": ["geolocation"]})
         else:
@@ -68,7 +84,17 @@ try:
                                    {"origin": origin, "permission": {"name": "geolocation"}, "setting": "denied"})
         driver.execute_cdp_cmd("Emulation.setGeolocationOverride",
                                {"latitude": step.get("lat", 0), "longitude": step.get("lon", 0), "accuracy": step.get("accuracy", 5)})
-        driver.get(step["url"])
+        other_site = step.get("other_site", "none")
+        if other_site == "none":
+            driver.get(step["url"])
+        else:
+            # A tech's mail or chat: a page of another site with the link on it, clicked.
+            href = step["url"]
+            if other_site == "link with token":
+                href += ("&" if "?" in href else "?") + "token=" + plan["token"]
+            page = '<!DOCTYPE html><a id="link" href="%s">the tag</a>' % html.escape(href)
+            driver.get("data:text/html," + urllib.parse.quote(page))
+            driver.find_element(By.ID, "link").click()
         deadline = time.time() + 60
         while True:
             heading = driver.execute_script("var h = document.querySelector('h1'); return h ? h.textContent : ''")

@@ -118,6 +118,28 @@ struct PhoneAccessTests {
         }
     }
 
+    /// The link's answer is a page of this server that goes on by itself, not a redirect (which a
+    /// link from another site follows without the SameSite=Strict cookie); the address in it is
+    /// the request's path, which may hold anything but a space.
+    @Test("the link's page: the cookie, and a refresh and a link to the address without the token, escaped; no script, no referrer")
+    func linkPage() throws {
+        let answer = PhoneCookie.linkAnswer(
+            setCookie: PhoneCookie.setCookie(token: Self.anna, secure: false), location: #"/t/"><script>x()</script>?a=1&b='2'"#,
+            destination: "the tap page")
+        let body = String(decoding: answer.body, as: UTF8.self)
+        #expect(answer.status == 200 && answer.contentType == "text/html; charset=utf-8")
+        let address = "/t/&quot;&gt;&lt;script&gt;x()&lt;/script&gt;?a=1&amp;b=&#39;2&#39;"
+        #expect(body.contains(#"<meta http-equiv="refresh" content="0; url=\#(address)">"#), "\(body)")
+        #expect(body.contains(#"<a href="\#(address)">on to the tap page</a>"#), "\(body)")
+        #expect(!body.contains("<script") && !body.contains(Self.anna))
+        let headers = Dictionary(answer.extraHeaders, uniquingKeysWith: { first, _ in first })
+        #expect(headers["Set-Cookie"] == PhoneCookie.setCookie(token: Self.anna, secure: false))
+        #expect(headers["Location"] == nil)
+        #expect(headers["Referrer-Policy"] == "no-referrer")
+        let policy = try #require(headers["Content-Security-Policy"])
+        #expect(policy.contains("default-src 'none'") && !policy.contains("script-src") && policy.contains("frame-ancestors 'none'"))
+    }
+
     @Test("?token= once (cookie set, the token taken out of the address), then the cookie; others refused")
     func access() throws {
         let tokens = try TokenFile(text: "anna \(Self.anna)\n")

@@ -590,6 +590,23 @@ struct ServeConnectionSelfAuthenticationTests {
         #expect(live.drain().hasPrefix("HTTP/1.1 401"))
     }
 
+    @Test(
+        "the 401 says what to do: a program sends the bearer token; with a token file (phones), a person opens the tech's link once, which sets a cookie on the phone"
+    )
+    func refusalSaysWhatToDo() {
+        let ring = TokenRing(TokenFile(entries: [.init(name: "anna", token: "anna-0123456789abcdef")]))
+        for tokens in [nil, ring] {
+            var browser = client(tokens: tokens)
+            #expect(browser.receive(Array("GET / HTTP/1.1\r\nHost: h\r\n\r\n".utf8), now: start).isEmpty)
+            let answer = browser.drain()
+            #expect(answer.hasPrefix("HTTP/1.1 401") && answer.contains("WWW-Authenticate: Bearer\r\n"), "\(answer)")
+            #expect(answer.contains("a program: send Authorization: Bearer TOKEN, or ?token=TOKEN\n"), "\(answer)")
+            let cookie = "open the link your site lead gave you (it ends in ?token=…) once. It sets a cookie on this phone"
+            // Only a token file makes the link set a cookie: without one, the words would send a tech nowhere.
+            #expect(answer.contains(cookie) == (tokens != nil), "\(answer)")
+        }
+    }
+
     @Test("with named tokens, any of them is the bearer token; one revoked is refused from then on")
     func namedTokens() throws {
         let ring = TokenRing(
