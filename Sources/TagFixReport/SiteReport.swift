@@ -418,25 +418,8 @@ public struct SiteReport: Sendable {
     static func n1(_ value: Double?) -> String { value.map { Coordinate.format($0, 1) } ?? "?" }
     static func p(_ value: Double) -> String { Coordinate.format(value, 1) }
 
-    /// Escapes text for XML and HTML.
+    /// Escapes text for XML and HTML (`htmlEscaped`).
     static func x(_ text: String) -> String {
-        var out = ""
-        for character in text {
-            switch character {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&#39;"
-            default:
-                // XML 1.0 forbids most control characters, even escaped.
-                if let scalar = character.unicodeScalars.first, scalar.value < 0x20, !["\t", "\n", "\r"].contains(character) {
-                    out += "?"
-                } else {
-                    out.append(character)
-                }
-            }
-        }
-        return out
+        text.htmlEscaped
     }
 }

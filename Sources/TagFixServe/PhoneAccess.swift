@@ -219,7 +219,7 @@ public enum PhoneCookie {
     /// of both.
     /// - Parameter destination: where the browser goes, for a person ("the tap page").
     public static func linkAnswer(setCookie: String, location: String, destination: String) -> HTTPResponse {
-        let address = htmlEscaped(location)
+        let address = location.htmlEscaped
         let body = """
             <!DOCTYPE html>
             <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -241,22 +241,6 @@ public enum PhoneCookie {
         ),
         ("Referrer-Policy", "no-referrer"),
     ]
-
-    /// `text` for an HTML attribute or text: `&`, `<`, `>`, `"` and `'` as references.
-    static func htmlEscaped(_ text: String) -> String {
-        var out = ""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&#39;"
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
-    }
 
     /// The token in a `Cookie` header, if it has ours (the first of that name).
     public static func token(cookieHeader: String?) -> String? {

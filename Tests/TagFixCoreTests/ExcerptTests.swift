@@ -37,3 +37,19 @@ struct ExcerptTests {
         } throws: { error in "\(error)".contains(String(repeating: "9", count: 40) + "…") }
     }
 }
+
+@Suite("Text for HTML and XML")
+struct HTMLTextTests {
+    @Test(
+        "markup characters as references, forbidden control characters as ?, the rest as it is",
+        arguments: [
+            ("plain É 🇩🇪", "plain É 🇩🇪"),
+            (#"<script>alert("x")</script>"#, "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;"),
+            ("/t/E1?a=1&b='2'", "/t/E1?a=1&amp;b=&#39;2&#39;"),
+            ("tab\tline\nreturn\r", "tab\tline\nreturn\r"),
+            ("nul\u{0}esc\u{1B}", "nul?esc?"),
+        ] as [(String, String)])
+    func escapes(_ text: String, _ expected: String) {
+        #expect(text.htmlEscaped == expected)
+    }
+}
