@@ -29,18 +29,23 @@ public struct GPSDEndpoint: Sendable, Hashable, CustomStringConvertible {
         }
         var host = "localhost", port = 2947
         if !rest.isEmpty {
-            let parts = rest.split(separator: ":", omittingEmptySubsequences: false)
-            guard parts.count <= 2, !parts[0].isEmpty || parts.count == 2 else { throw .malformed(text) }
-            if !parts[0].isEmpty { host = String(parts[0]) }
-            if parts.count == 2 {
-                guard let value = Int(parts[1]), (1...65535).contains(value) else { throw .badPort(String(parts[1])) }
+            let parsed: HostPort
+            do {
+                parsed = try HostPort(parsing: rest)
+            } catch {
+                if case .port(let value) = error { throw .badPort(value) }
+                throw .malformed(text)
+            }
+            if !parsed.host.isEmpty { host = parsed.host }
+            if let value = parsed.port {
+                guard (1...65535).contains(value) else { throw .badPort(String(value)) }
                 port = value
             }
         }
         self.init(host: host, port: port, device: device.flatMap { $0 == "/" ? nil : $0 })
     }
 
-    public var description: String { "gpsd://\(host):\(port)\(device ?? "")" }
+    public var description: String { "gpsd://\(HostPort.described(host, port))\(device ?? "")" }
 
     /// What to tell a person when nothing answers here: what is true, and what to do.
     public func notAnswering(_ reason: String) -> String {
@@ -65,7 +70,7 @@ public enum GPSDEndpointError: Error, Sendable, Hashable, CustomStringConvertibl
     public var description: String {
         switch self {
         case .notGPSD(let text): "\"\(text)\" is not a gpsd:// URL (gpsd://HOST:PORT[/DEVICE])"
-        case .malformed(let text): "\"\(text)\" is not HOST:PORT"
+        case .malformed(let text): "\"\(text)\" is not HOST:PORT (an IPv6 host in brackets: [::1]:2947)"
         case .badPort(let text): "port \"\(text)\" is not a number in 1…65535"
         }
     }

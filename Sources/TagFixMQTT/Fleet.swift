@@ -43,30 +43,17 @@ public struct MQTTAddress: Sendable, Hashable, CustomStringConvertible {
         } else {
             user = nil
         }
-        var host = authority
-        var port = tls ? 8883 : 1883
-        if authority.hasPrefix("[") {
-            // [IPv6]:PORT
-            guard let close = authority.firstIndex(of: "]") else { throw .address(text, "an IPv6 host needs its closing ]") }
-            host = authority[authority.index(after: authority.startIndex)..<close]
-            let after = authority[authority.index(after: close)...]
-            if after.hasPrefix(":") {
-                guard let number = Int(after.dropFirst()), (1...65535).contains(number) else {
-                    throw .address(text, "the port must be 1…65535")
-                }
-                port = number
-            } else if !after.isEmpty {
-                throw .address(text, "expected :PORT after the IPv6 host")
-            }
-        } else if let colon = authority.lastIndex(of: ":") {
-            host = authority[..<colon]
-            guard let number = Int(authority[authority.index(after: colon)...]), (1...65535).contains(number) else {
-                throw .address(text, "the port must be 1…65535")
-            }
-            port = number
+        let parsed: HostPort
+        do {
+            parsed = try HostPort(parsing: authority)
+        } catch {
+            if case .port = error { throw .address(text, "the port must be 1…65535") }
+            throw .address(text, error.description)
         }
-        guard !host.isEmpty else { throw .address(text, "it names no host") }
-        self.host = String(host)
+        let port = parsed.port ?? (tls ? 8883 : 1883)
+        guard (1...65535).contains(port) else { throw .address(text, "the port must be 1…65535") }
+        guard !parsed.host.isEmpty else { throw .address(text, "it names no host") }
+        self.host = parsed.host
         self.port = port
         try FleetTopics.checkLevel(prefix, what: "prefix")
         self.prefix = prefix
@@ -74,8 +61,7 @@ public struct MQTTAddress: Sendable, Hashable, CustomStringConvertible {
 
     /// The address as given, without a password (there never is one in it).
     public var description: String {
-        let host = self.host.contains(":") ? "[\(self.host)]" : self.host
-        return "\(tls ? "mqtts" : "mqtt")://\(user.map { "\($0)@" } ?? "")\(host):\(port)/\(prefix)"
+        "\(tls ? "mqtts" : "mqtt")://\(user.map { "\($0)@" } ?? "")\(HostPort.described(host, port))/\(prefix)"
     }
 }
 

@@ -1,4 +1,5 @@
 public import Foundation
+import TagFixCore
 import TagFixSystem
 
 /// Why `tagfix serve` could not start serving.
@@ -27,33 +28,23 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
     public var port: Int
 
     public init(_ text: String) throws(ServeError) {
-        let hostPart: Substring
-        let portPart: Substring
-        if text.hasPrefix("[") {
-            guard let close = text.firstIndex(of: "]"), text[text.index(after: close)...].hasPrefix(":") else {
-                throw ServeError(.usage, "\(text): write [IPv6]:PORT, e.g. [::1]:8080")
-            }
-            hostPart = text[text.index(after: text.startIndex)..<close]
-            portPart = text[text.index(close, offsetBy: 2)...]
-        } else {
-            guard let colon = text.lastIndex(of: ":") else {
-                throw ServeError(.usage, "\(text): write HOST:PORT, e.g. 127.0.0.1:8080")
-            }
-            hostPart = text[..<colon]
-            portPart = text[text.index(after: colon)...]
+        let parsed: HostPort
+        do {
+            parsed = try HostPort(parsing: text)
+        } catch {
+            if case .port = error { throw ServeError(.usage, "\(text): the port must be a number from 0 to 65535") }
+            throw ServeError(.usage, "\(text): write [IPv6]:PORT, e.g. [::1]:8080")
         }
-        guard let port = Int(portPart), (0...65_535).contains(port) else {
-            throw ServeError(.usage, "\(text): the port must be a number from 0 to 65535")
-        }
-        guard !hostPart.isEmpty else { throw ServeError(.usage, "\(text): name the address, e.g. 127.0.0.1:\(port)") }
-        host = String(hostPart)
+        guard let port = parsed.port else { throw ServeError(.usage, "\(text): write HOST:PORT, e.g. 127.0.0.1:8080") }
+        guard !parsed.host.isEmpty else { throw ServeError(.usage, "\(text): name the address, e.g. 127.0.0.1:\(port)") }
+        host = parsed.host
         self.port = port
     }
 
     public var description: String { Self.described(host, port) }
 
     /// `HOST:PORT`, an IPv6 host in brackets.
-    public static func described(_ host: String, _ port: Int) -> String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    public static func described(_ host: String, _ port: Int) -> String { HostPort.described(host, port) }
 
     /// Whether only this machine can reach it: 127.0.0.0/8, ::1 or `localhost`.
     public var isLoopback: Bool { Self.isLoopback(host) }

@@ -53,3 +53,29 @@ struct HTMLTextTests {
         #expect(text.htmlEscaped == expected)
     }
 }
+
+@Suite("HOST:PORT as people write it")
+struct HostPortTests {
+    @Test(
+        "a host, a port, an IPv6 host in brackets",
+        arguments: [
+            ("localhost", "localhost", nil), ("127.0.0.1:8080", "127.0.0.1", 8080), ("[::1]:80", "::1", 80), ("[::1]", "::1", nil),
+            (":2947", "", 2947), ("host:0", "host", 0), ("[2001:db8::1]:65535", "2001:db8::1", 65535),
+        ] as [(String, String, Int?)])
+    func reads(_ text: String, _ host: String, _ port: Int?) throws {
+        let parsed = try HostPort(parsing: text)
+        #expect(parsed == HostPort(host: host, port: port))
+        if let port { #expect(try HostPort(parsing: HostPort.described(host, port)) == parsed) }
+    }
+
+    @Test(
+        "refused rather than guessed",
+        arguments: [
+            ("::1:8080", HostPort.Problem.bareIPv6), ("2001:db8::1", .bareIPv6), ("[::1", .unclosedBracket),
+            ("[::1]80", .afterBracket("80")), ("host:", .port("")), ("host:65536", .port("65536")), ("host:+80", .port("+80")),
+            ("host:８０", .port("８０")),
+        ] as [(String, HostPort.Problem)])
+    func refuses(_ text: String, _ problem: HostPort.Problem) {
+        #expect(throws: problem) { try HostPort(parsing: text) }
+    }
+}

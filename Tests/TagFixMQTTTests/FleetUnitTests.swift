@@ -81,7 +81,10 @@ struct FleetTopicTests {
 
     @Test(
         "addresses that cannot work are refused",
-        arguments: ["http://b/p", "mqtt://b", "mqtt://b:0/p", "mqtt://u:pw@b/p", "mqtt:///p", "mqtt://b/a/b"])
+        arguments: [
+            "http://b/p", "mqtt://b", "mqtt://b:0/p", "mqtt://u:pw@b/p", "mqtt:///p", "mqtt://b/a/b", "mqtt://::1:1883/p", "mqtt://[::1/p",
+            "mqtt://[::1]1883/p",
+        ])
     func badAddresses(text: String) {
         #expect(throws: FleetTopicError.self) { try MQTTAddress(text) }
     }
