@@ -371,11 +371,13 @@ struct ReaderFaultTests {
             return
         }
         #expect(scan.url == "https://first.example")
-        first.stop()
         // Unplugged: the link goes too (as udev removes /dev/nfc-pn532). Left in place, it names
         // a pty number the next emulator of a test running in parallel may be given, and the
-        // reconnecting reader would read that emulator's tag (seen once in CI).
+        // reconnecting reader would read that emulator's tag (seen once in CI). It goes first:
+        // the reader holds the device open and notices nothing, and once the device is gone
+        // there is no moment in which the link names a freed pty.
         try FileManager.default.removeItem(atPath: link)
+        first.stop()
         // From the read on, the reader only checks the tag is there (exchanges, which libnfc waits
         // for without a time-out): the hang-up is the next thing it reports.
         guard case .disconnected = await next(&events) else {
