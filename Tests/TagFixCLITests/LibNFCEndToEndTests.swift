@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import TagFixCLI
 import TagFixCore
 import TagFixCrypto
@@ -312,40 +311,75 @@ struct ReaderFaultTests {
         #expect(scan.url == url)
     }
 
-    @Test("a weak tag held on the reader is one tap: an exchange it misses is not a removal, and taking it away is")
-    func weakTagStays() async throws {
+    /// What a loaded machine does now and then to `weakTagStays`, made on purpose: an answer
+    /// that comes after libnfc has given up on it (`PN532Emulator.answerLate`).
+    enum WeakTagLateAnswer: Sendable {
+        /// The tap's selection (libnfc waits 300 ms): the reader reopens before the first read.
+        case tapSelection
+        /// The first selection while the weak tag is held, after a probe it missed: libnfc gives
+        /// up on it, the deselect before the next selection takes its late answer, and that
+        /// selection finds the tag.
+        case heldSelection
+        /// The first deselect while the weak tag is held (libnfc waits 350 ms): the selection
+        /// after it reads the deselect's late answer as its own (NFC_EIO), and the reader reopens
+        /// the device and reads the tag anew.
+        case heldDeselect
+    }
+
+    @Test(
+        "a weak tag held on the reader is one tap: an exchange it misses is not a removal, and taking it away is; also when the reader is reopened on the way",
+        arguments: [nil, .tapSelection, .heldSelection, .heldDeselect] as [WeakTagLateAnswer?])
+    func weakTagStays(late: WeakTagLateAnswer?) async throws {
         let emulator = try PN532Emulator(tags: [ntag213(url: "https://weak.example/t/W1")])
         defer { emulator.stop() }
+        if late == .tapSelection { emulator.answerLate(command: 0x4A, by: .milliseconds(400)) }
         var options = LibNFCReader<MonotonicClock>.Options()
         options.pollInterval = .milliseconds(5)
         let reader = LibNFCReader(connstring: "pn532_uart:\(emulator.path)", clock: MonotonicClock(), options: options)
-        let seen = Mutex<[String]>([])
-        let watcher = Task {
-            for await event in reader.events() {
-                let kind =
-                    switch event {
-                    case .ready: "ready"
-                    case .tagPresent: "present"
-                    case .tagRemoved: "removed"
-                    case .failed(let error): "failed \(error.code)"
-                    default: "other"
-                    }
-                seen.withLock { $0.append(kind) }
+        var events = reader.events().makeAsyncIterator()
+        guard case .tagPresent(let tap) = await nextRead(&events) else {
+            Issue.record("the tag was not read")
+            return
+        }
+        // Now on metal: 30 % of its exchanges fail on the air, 10 % brown it out until selected.
+        // Held still for 120 exchanges (the presence checks, two in five of them missed), then taken
+        // away: the chip counts the exchanges, so the tag leaves however fast the test runs.
+        emulator.setWeak(rfErrorRate: 0.3, lossRate: 0.1)
+        switch late {
+        case .heldSelection: emulator.answerLate(command: 0x4A, by: .milliseconds(400))
+        case .heldDeselect: emulator.answerLate(command: 0x44, by: .milliseconds(400))
+        case .tapSelection, nil: break
+        }
+        emulator.removeAfter(exchanges: 120)
+        // Held still, it stays one tap: the next event is its removal. A reopen on the way is
+        // the reader's answer to a line that failed (NFC_EIO, NFC_ETIMEOUT: a late answer), never
+        // to the tag's RF errors (NFC_ERFTRANS); the tag read after it is the one read anew.
+        var reopened = false
+        while true {
+            guard let event = await events.next() else {
+                Issue.record("the reader stopped")
+                return
+            }
+            switch event {
+            case .tagRemoved(let uid, _):
+                #expect(uid == tap.uid)
+                #expect(!reopened, "removed before it was read again after a reopen")
+                return
+            case .disconnected(let error):
+                #expect(
+                    error.message.contains("NFC_EIO") || error.message.contains("NFC_ETIMEOUT"),
+                    "the reader was reopened, not for a line that failed: \(error)")
+                reopened = true
+            case .ready:
+                #expect(reopened, "ready without having been disconnected")
+            case .tagPresent(let scan):
+                #expect(reopened, "held still, it stays one tap: read again without a reopen")
+                #expect(scan.uid == tap.uid)
+                reopened = false
+            case .failed(let error):
+                Issue.record("held still, a read failed: \(error)")
             }
         }
-        defer { watcher.cancel() }
-        func waitFor(_ done: @Sendable () -> Bool) async throws {
-            while !done() { try await Task.sleep(for: .milliseconds(5)) }
-        }
-        try await waitFor { seen.withLock { $0.contains("present") } }
-        // Now on metal: 30 % of its exchanges fail on the air, 10 % brown it out until selected.
-        emulator.setWeak(rfErrorRate: 0.3, lossRate: 0.1)
-        let before = emulator.traffic.commands
-        try await waitFor { emulator.traffic.commands >= before + 120 }
-        #expect(seen.withLock { $0 } == ["ready", "present"], "held still, it stays one tap")
-        emulator.setPresent(false)
-        try await waitFor { seen.withLock { $0.contains("removed") } }
-        #expect(seen.withLock { $0 } == ["ready", "present", "removed"])
     }
 
     @Test(
