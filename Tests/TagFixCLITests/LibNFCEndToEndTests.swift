@@ -324,11 +324,16 @@ struct ReaderFaultTests {
         /// after it reads the deselect's late answer as its own (NFC_EIO), and the reader reopens
         /// the device and reads the tag anew.
         case heldDeselect
+        /// The first deselect once the chip has taken the tag away (the 39th while held: the
+        /// weak tag's faults are seeded, so the reader's commands come in the same order every
+        /// run; should they change, it lands elsewhere and this case proves less): the reader
+        /// reopens the device after the tag has left, and has no removal to report.
+        case removalDeselect
     }
 
     @Test(
         "a weak tag held on the reader is one tap: an exchange it misses is not a removal, and taking it away is; also when the reader is reopened on the way",
-        arguments: [nil, .tapSelection, .heldSelection, .heldDeselect] as [WeakTagLateAnswer?])
+        arguments: [nil, .tapSelection, .heldSelection, .heldDeselect, .removalDeselect] as [WeakTagLateAnswer?])
     func weakTagStays(late: WeakTagLateAnswer?) async throws {
         let emulator = try PN532Emulator(tags: [ntag213(url: "https://weak.example/t/W1")])
         defer { emulator.stop() }
@@ -348,6 +353,7 @@ struct ReaderFaultTests {
         switch late {
         case .heldSelection: emulator.answerLate(command: 0x4A, by: .milliseconds(400))
         case .heldDeselect: emulator.answerLate(command: 0x44, by: .milliseconds(400))
+        case .removalDeselect: emulator.answerLate(command: 0x44, nth: 39, by: .milliseconds(400))
         case .tapSelection, nil: break
         }
         emulator.removeAfter(exchanges: 120)
@@ -372,6 +378,11 @@ struct ReaderFaultTests {
                 reopened = true
             case .ready:
                 #expect(reopened, "ready without having been disconnected")
+                // Reopened after the chip took the tag away: the reader never saw it in this
+                // opening and has no removal to report; the tap ended with the reopen. (The chip
+                // takes it away only in an exchange and nothing puts it back: absent now, it stays
+                // absent; present, it is selected and read again before it can leave.)
+                if !emulator.isPresent() { return }
             case .tagPresent(let scan):
                 #expect(reopened, "held still, it stays one tap: read again without a reopen")
                 #expect(scan.uid == tap.uid)
