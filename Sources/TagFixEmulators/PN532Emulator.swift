@@ -122,6 +122,12 @@ public final class PN532Emulator: Sendable {
         state.withLock { $0.chip.lift(slot: index, selections: selections) }
     }
 
+    /// Whether tag `index` is in the field now: a test's look at what `removeAfter` or `lift`
+    /// has done by itself.
+    public func isPresent(tag index: Int = 0) -> Bool {
+        state.withLock { $0.chip.slots.indices.contains(index) && $0.chip.slots[index].present }
+    }
+
     /// The tags answer `count` more exchanges, then leave the field (a tag pulled mid-read).
     public func removeAfter(exchanges count: Int) {
         state.withLock { $0.chip.exchangesBeforeRemoval = count }

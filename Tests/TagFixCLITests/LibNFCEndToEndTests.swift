@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import TagFixCLI
 import TagFixCore
 import TagFixCrypto
@@ -226,9 +225,9 @@ struct ReaderFaultTests {
     }
 
     @Test(
-        "a second reader of one port in one program waits for the first (a speed in its name changes nothing), says after 2 s that it is busy, and reads once the first stops"
-    )
-    func secondReaderWaits() async throws {
+        "a second reader of one port in one program waits for the first (a speed in its name changes nothing), says after 2 s that it is busy, and reads once the first stops, also when its selection is answered after libnfc's time-out",
+        arguments: [false, true])
+    func secondReaderWaits(lateSelection: Bool) async throws {
         let url = "https://busy.example/t/B1"
         let emulator = try PN532Emulator(tags: [ntag213(url: url)])
         defer { emulator.stop() }
@@ -244,6 +243,11 @@ struct ReaderFaultTests {
             #expect(got == url, "the first reader read something else")
             break
         }
+        // The first reader now only checks the tag is there (exchanges, which libnfc waits for
+        // without a time-out): the next selection is the second reader's, once it has the port.
+        // Late (what a loaded machine does now and then), libnfc gives up on it after 300 ms and
+        // the second reader reopens the device before it reads.
+        if lateSelection { emulator.answerLate(command: 0x4A, by: .milliseconds(400)) }
         let second = LibNFCReader(connstring: "pn532_uart:\(emulator.path):115200", clock: MonotonicClock())
         var events = second.events().makeAsyncIterator()
         guard case .disconnected(let error) = await next(&events) else {
@@ -257,7 +261,7 @@ struct ReaderFaultTests {
             Issue.record("the second reader did not open once the first stopped")
             return
         }
-        guard case .tagPresent(let scan) = await next(&events) else {
+        guard case .tagPresent(let scan) = await nextRead(&events) else {
             Issue.record("the second reader read nothing")
             return
         }
@@ -307,76 +311,133 @@ struct ReaderFaultTests {
         #expect(scan.url == url)
     }
 
-    @Test("a weak tag held on the reader is one tap: an exchange it misses is not a removal, and taking it away is")
-    func weakTagStays() async throws {
+    /// What a loaded machine does now and then to `weakTagStays`, made on purpose: an answer
+    /// that comes after libnfc has given up on it (`PN532Emulator.answerLate`).
+    enum WeakTagLateAnswer: Sendable {
+        /// The tap's selection (libnfc waits 300 ms): the reader reopens before the first read.
+        case tapSelection
+        /// The first selection while the weak tag is held, after a probe it missed: libnfc gives
+        /// up on it, the deselect before the next selection takes its late answer, and that
+        /// selection finds the tag.
+        case heldSelection
+        /// The first deselect while the weak tag is held (libnfc waits 350 ms): the selection
+        /// after it reads the deselect's late answer as its own (NFC_EIO), and the reader reopens
+        /// the device and reads the tag anew.
+        case heldDeselect
+        /// The first deselect once the chip has taken the tag away (the 39th while held: the
+        /// weak tag's faults are seeded, so the reader's commands come in the same order every
+        /// run; should they change, it lands elsewhere and this case proves less): the reader
+        /// reopens the device after the tag has left, and has no removal to report.
+        case removalDeselect
+    }
+
+    @Test(
+        "a weak tag held on the reader is one tap: an exchange it misses is not a removal, and taking it away is; also when the reader is reopened on the way",
+        arguments: [nil, .tapSelection, .heldSelection, .heldDeselect, .removalDeselect] as [WeakTagLateAnswer?])
+    func weakTagStays(late: WeakTagLateAnswer?) async throws {
         let emulator = try PN532Emulator(tags: [ntag213(url: "https://weak.example/t/W1")])
         defer { emulator.stop() }
+        if late == .tapSelection { emulator.answerLate(command: 0x4A, by: .milliseconds(400)) }
         var options = LibNFCReader<MonotonicClock>.Options()
         options.pollInterval = .milliseconds(5)
         let reader = LibNFCReader(connstring: "pn532_uart:\(emulator.path)", clock: MonotonicClock(), options: options)
-        let seen = Mutex<[String]>([])
-        let watcher = Task {
-            for await event in reader.events() {
-                let kind =
-                    switch event {
-                    case .ready: "ready"
-                    case .tagPresent: "present"
-                    case .tagRemoved: "removed"
-                    case .failed(let error): "failed \(error.code)"
-                    default: "other"
-                    }
-                seen.withLock { $0.append(kind) }
+        var events = reader.events().makeAsyncIterator()
+        guard case .tagPresent(let tap) = await nextRead(&events) else {
+            Issue.record("the tag was not read")
+            return
+        }
+        // Now on metal: 30 % of its exchanges fail on the air, 10 % brown it out until selected.
+        // Held still for 120 exchanges (the presence checks, two in five of them missed), then taken
+        // away: the chip counts the exchanges, so the tag leaves however fast the test runs.
+        emulator.setWeak(rfErrorRate: 0.3, lossRate: 0.1)
+        switch late {
+        case .heldSelection: emulator.answerLate(command: 0x4A, by: .milliseconds(400))
+        case .heldDeselect: emulator.answerLate(command: 0x44, by: .milliseconds(400))
+        case .removalDeselect: emulator.answerLate(command: 0x44, nth: 39, by: .milliseconds(400))
+        case .tapSelection, nil: break
+        }
+        emulator.removeAfter(exchanges: 120)
+        // Held still, it stays one tap: the next event is its removal. A reopen on the way is
+        // the reader's answer to a line that failed (NFC_EIO, NFC_ETIMEOUT: a late answer), never
+        // to the tag's RF errors (NFC_ERFTRANS); the tag read after it is the one read anew.
+        var reopened = false
+        while true {
+            guard let event = await events.next() else {
+                Issue.record("the reader stopped")
+                return
+            }
+            switch event {
+            case .tagRemoved(let uid, _):
+                #expect(uid == tap.uid)
+                #expect(!reopened, "removed before it was read again after a reopen")
+                return
+            case .disconnected(let error):
+                #expect(
+                    error.message.contains("NFC_EIO") || error.message.contains("NFC_ETIMEOUT"),
+                    "the reader was reopened, not for a line that failed: \(error)")
+                reopened = true
+            case .ready:
+                #expect(reopened, "ready without having been disconnected")
+                // Reopened after the chip took the tag away: the reader never saw it in this
+                // opening and has no removal to report; the tap ended with the reopen. (The chip
+                // takes it away only in an exchange and nothing puts it back: absent now, it stays
+                // absent; present, it is selected and read again before it can leave.)
+                if !emulator.isPresent() { return }
+            case .tagPresent(let scan):
+                #expect(reopened, "held still, it stays one tap: read again without a reopen")
+                #expect(scan.uid == tap.uid)
+                reopened = false
+            case .failed(let error):
+                Issue.record("held still, a read failed: \(error)")
             }
         }
-        defer { watcher.cancel() }
-        func waitFor(_ done: @Sendable () -> Bool) async throws {
-            while !done() { try await Task.sleep(for: .milliseconds(5)) }
-        }
-        try await waitFor { seen.withLock { $0.contains("present") } }
-        // Now on metal: 30 % of its exchanges fail on the air, 10 % brown it out until selected.
-        emulator.setWeak(rfErrorRate: 0.3, lossRate: 0.1)
-        let before = emulator.traffic.commands
-        try await waitFor { emulator.traffic.commands >= before + 120 }
-        #expect(seen.withLock { $0 } == ["ready", "present"], "held still, it stays one tap")
-        emulator.setPresent(false)
-        try await waitFor { seen.withLock { $0.contains("removed") } }
-        #expect(seen.withLock { $0 } == ["ready", "present", "removed"])
     }
 
-    @Test("the line hangs up: the reader says so, and reconnects when the device is back")
-    func hangUp() async throws {
+    @Test(
+        "the line hangs up: the reader says so, and reconnects when the device is back, also when a selection is answered after libnfc's time-out",
+        arguments: [nil, 1, 2])
+    func hangUp(lateSelection: Int?) async throws {
         let link = FileManager.default.temporaryDirectory.appendingPathComponent("pn532-\(UUID().uuidString)").path
         let first = try PN532Emulator(tags: [ntag213(url: "https://first.example")])
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: first.path)
         defer { try? FileManager.default.removeItem(atPath: link) }
+        // What a loaded machine does now and then, made here on purpose: the first device's first
+        // selection (1) or the second's (2) is answered after libnfc's 300 ms, and the reader
+        // reopens that device before it reads the tag.
+        if lateSelection == 1 { first.answerLate(command: 0x4A, by: .milliseconds(400)) }
         let reader = LibNFCReader(connstring: "pn532_uart:\(link)", clock: MonotonicClock())
         var events = reader.events().makeAsyncIterator()
         guard case .ready = await next(&events) else {
             Issue.record("not ready")
             return
         }
-        guard case .tagPresent(let scan) = await next(&events) else {
+        guard case .tagPresent(let scan) = await nextRead(&events) else {
             Issue.record("no first read")
             return
         }
         #expect(scan.url == "https://first.example")
-        first.stop()
         // Unplugged: the link goes too (as udev removes /dev/nfc-pn532). Left in place, it names
         // a pty number the next emulator of a test running in parallel may be given, and the
-        // reconnecting reader would read that emulator's tag (seen once in CI).
+        // reconnecting reader would read that emulator's tag (seen once in CI). It goes first:
+        // the reader holds the device open and notices nothing, and once the device is gone
+        // there is no moment in which the link names a freed pty.
         try FileManager.default.removeItem(atPath: link)
+        first.stop()
+        // From the read on, the reader only checks the tag is there (exchanges, which libnfc waits
+        // for without a time-out): the hang-up is the next thing it reports.
         guard case .disconnected = await next(&events) else {
             Issue.record("no disconnect")
             return
         }
         let second = try PN532Emulator(tags: [ntag213(url: "https://second.example")])
         defer { second.stop() }
+        if lateSelection == 2 { second.answerLate(command: 0x4A, by: .milliseconds(400)) }
         try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: second.path)
         guard case .ready = await next(&events) else {
             Issue.record("did not reconnect")
             return
         }
-        guard case .tagPresent(let again) = await next(&events) else {
+        guard case .tagPresent(let again) = await nextRead(&events) else {
             Issue.record("no read after reconnecting")
             return
         }

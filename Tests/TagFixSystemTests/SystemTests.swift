@@ -293,7 +293,10 @@ struct InterruptTests {
             _ = try? reader.close()
             _ = try? writer.close()
         }
-        let thread = Mutex<pthread_t?>(nil)
+        // The reading thread while its read is under way: `returned` once the read has returned,
+        // whatever happened, after which nothing signals it (the thread then ends).
+        let reading = Mutex<(thread: pthread_t?, returned: Bool)>((nil, false))
+        let (signalling, signallerEnds) = AsyncStream<Never>.makeStream()
         // The reader and the signaller are threads of their own, and the test awaits the
         // reader's result: no deadline on the cooperative pool, which other tests may keep busy
         // (a loop of short sleeps there once ran only twice in ten seconds).
@@ -303,19 +306,27 @@ struct InterruptTests {
                 sigemptyset(&unblock)
                 sigaddset(&unblock, SIGURG)
                 pthread_sigmask(SIG_UNBLOCK, &unblock, nil)
-                thread.withLock { $0 = pthread_self() }
+                reading.withLock { $0.thread = pthread_self() }
                 var buffer = [UInt8](repeating: 0, count: 64)
-                continuation.resume(
-                    returning: Result { () throws(Errno) -> [UInt8] in
-                        let count = try reader.read(into: &buffer)
-                        return Array(buffer.prefix(count))
-                    })
+                let result = Result { () throws(Errno) -> [UInt8] in
+                    let count = try reader.read(into: &buffer)
+                    return Array(buffer.prefix(count))
+                }
+                reading.withLock { $0 = (nil, true) }
+                continuation.resume(returning: result)
             }
-            // Signals the reader while it waits, until its handler has run a few times; then
-            // writes what the read returns.
+            // Signals the reader while it waits, until its handler has run a few times or its read
+            // has returned (a read that failed before: the signaller stopped only at the third
+            // signal, and went on signalling a thread that had ended); then writes what the read
+            // returns. Each signal is sent under the lock the reader takes to say its read
+            // returned, so never to a thread that has ended.
             let signaller = Thread {
-                while interruptions.load(ordering: .relaxed) < 3 {
-                    if let target = thread.withLock({ $0 }) { pthread_kill(target, SIGURG) }
+                defer { signallerEnds.finish() }
+                while reading.withLock({ state -> Bool in
+                    guard !state.returned, interruptions.load(ordering: .relaxed) < 3 else { return false }
+                    if let target = state.thread { pthread_kill(target, SIGURG) }
+                    return true
+                }) {
                     usleep(5_000)
                 }
                 _ = try? writer.writeAll(Array("after the signals".utf8))
@@ -323,6 +334,9 @@ struct InterruptTests {
             worker.start()
             signaller.start()
         }
+        // The pipe is closed (the defer above) only once the signaller, which writes to it, has
+        // stopped.
+        for await _ in signalling {}
         #expect(interruptions.load(ordering: .relaxed) >= 3)
         #expect(try result.get() == Array("after the signals".utf8), "\(result)")
     }
