@@ -259,7 +259,7 @@ struct ServeCommand: Subcommand {
         if phones != nil, let address = configuration.http, let port = hub.server.httpPort {
             let scheme = configuration.tls != nil ? "https" : "http"
             io.err(
-                "tagfix serve: phones tap here: give each tech the link \(scheme)://\(ListenAddress.described(address.host, port))/?token=TOKEN (tagfix tokens list) once, then tag URLs \(scheme)://HOST/t/{id}"
+                "tagfix serve: phones tap here: give each tech the link \(scheme)://\(HostPort.described(address.host, port))/?token=TOKEN (tagfix tokens list) once, then tag URLs \(scheme)://HOST/t/{id}"
             )
         }
         hub.start()
@@ -413,7 +413,7 @@ struct ServeCommand: Subcommand {
         hub.start()
         if let address = configuration.http, let port = hub.server.httpPort {
             io.err(
-                "tagfix serve --demo: open http://\(ListenAddress.described(address.host, port))/ — the walk begins when the page is open")
+                "tagfix serve --demo: open http://\(HostPort.described(address.host, port))/ — the walk begins when the page is open")
         }
         let viewer = hub.firstViewer
         let opened = await stop.run { await viewer.wait() }
@@ -474,10 +474,10 @@ struct ServeCommand: Subcommand {
         var parts: [String] = []
         if let path = configuration.socketPath { parts.append("socket \(path)") }
         if let address = configuration.listen, let port = hub.server.listenPort {
-            parts.append("tcp \(ListenAddress.described(address.host, port))")
+            parts.append("tcp \(HostPort.described(address.host, port))")
         }
         if let address = configuration.http, let port = hub.server.httpPort {
-            parts.append("\(configuration.tls != nil ? "https" : "http")://\(ListenAddress.described(address.host, port))/")
+            parts.append("\(configuration.tls != nil ? "https" : "http")://\(HostPort.described(address.host, port))/")
         }
         var line = "tagfix serve: listening on " + parts.joined(separator: ", ")
         let open = [configuration.listen, configuration.http].compactMap { $0 }.filter { !$0.isLoopback }

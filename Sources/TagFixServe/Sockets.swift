@@ -41,10 +41,8 @@ public struct ListenAddress: Sendable, Hashable, CustomStringConvertible {
         self.port = port
     }
 
-    public var description: String { Self.described(host, port) }
-
     /// `HOST:PORT`, an IPv6 host in brackets.
-    public static func described(_ host: String, _ port: Int) -> String { HostPort.described(host, port) }
+    public var description: String { HostPort.described(host, port) }
 
     /// Whether only this machine can reach it: 127.0.0.0/8, ::1 or `localhost`.
     public var isLoopback: Bool { Self.isLoopback(host) }
