@@ -55,4 +55,23 @@ struct ForwardedClientTests {
         #expect(PhoneTaps.client(request) == Socket.host(ofPeer: peer))
         #expect(!PhoneTaps.proxySaysHTTPS(request))
     }
+
+    /// A peer's address as `inet_ntop` writes it, and spellings that only look like one: a sign
+    /// (`UInt8("+1")` is 1), a fifth number, a number past 255 or of four digits, an empty one.
+    @Test(
+        "a dotted quad is loopback only when it is one, in 127.0.0.0/8",
+        arguments: [
+            ("127.0.0.1", true), ("127.255.255.255", true), ("127.0.0.01", true), ("127.1.2.3", true),
+            ("128.0.0.1", false), ("12.7.0.1", false), ("127.0.0", false), ("127.0.0.1.", false), ("127..0.1", false),
+            (".127.0.0.1", false), ("127.0.0.256", false), ("127.0.0.1000", false), ("127.0.0.+1", false), ("127.-0.0.1", false),
+            ("127.0.0.1.5", false), ("127.0.0.1 ", false), ("127.0.0.", false), ("", false), ("1127.0.0.1", false),
+        ])
+    func dottedQuad(_ host: String, _ isLoopback: Bool) {
+        #expect(ListenAddress.isLoopbackIPv4(Substring(host)) == isLoopback)
+        #expect(ListenAddress.isLoopback(host) == isLoopback)
+        // Mapped into IPv6 it is read by the system (inet_pton refuses a leading zero).
+        if !host.contains(".01") {
+            #expect(ListenAddress.isLoopback("::ffff:" + host) == isLoopback)
+        }
+    }
 }
