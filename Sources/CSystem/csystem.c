@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -10,6 +11,14 @@
 int csystem_pipe2(int fds[2], int flags) { return pipe2(fds, flags); }
 
 int csystem_dup3(int fd, int target, int flags) { return dup3(fd, target, flags); }
+
+int csystem_open_file_limit(unsigned long long *soft, unsigned long long *hard) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return -1;
+    *soft = limit.rlim_cur;
+    *hard = limit.rlim_max;
+    return 0;
+}
 
 int csystem_accept4(int fd, int flags) { return accept4(fd, NULL, NULL, flags); }
 

@@ -37,9 +37,10 @@ public struct ServeConfiguration: Sendable {
     }
     /// What a client may have unread before it is cut off.
     public var bufferLimit = 1 << 20
-    /// Connections beyond this many are refused. libnfc and libgps wait with select(2), which
-    /// aborts the process on a descriptor above 1023; a reader or gpsd reconnecting while the
-    /// clients hold the low ones would get one. 512 keeps them clear.
+    /// Connections beyond this many are refused (beyond fewer when the open-file limit leaves
+    /// room for fewer: `clientRoom`). libnfc and libgps wait with select(2), which aborts the
+    /// process on a descriptor above 1023; a reader or gpsd reconnecting while the clients hold
+    /// the low ones would get one. 512 keeps them clear.
     public var maximumClients = 512
     /// TCP connections beyond this many from one address (the peer's, not its port) are refused
     /// (a kept HTTP connection of that address waiting for its next request is closed to make
@@ -231,6 +232,19 @@ public final class EventServer: Sendable {
 
     /// Binds every listener (nothing is served until `start()`).
     /// - Throws: `ServeError` for an address that cannot be used.
+    /// The descriptors serve keeps beside its clients' (its listeners, the loop's, the log, the
+    /// registry and its journal, readers, gpsd, a broker, a TLS reload, a reader reopened).
+    public static let descriptorsBesideClients = 64
+
+    /// The clients at once an open-file limit of `openFileLimit` leaves room for: `maximum`, or
+    /// the limit less `descriptorsBesideClients` when that is fewer (never under 8). A
+    /// connection past it is refused with a word, where one past the limit itself could not be
+    /// accepted at all.
+    public static func clientRoom(maximum: Int, openFileLimit: Int?) -> Int {
+        guard let limit = openFileLimit else { return maximum }
+        return min(maximum, max(8, limit - descriptorsBesideClients))
+    }
+
     public init(_ configuration: ServeConfiguration, responder: any ServeResponder, log: @escaping @Sendable (String) -> Void)
         throws(ServeError)
     {
@@ -450,6 +464,19 @@ public final class EventServer: Sendable {
         /// under a second): then the head timer is worked out again after every event.
         let shortTimeouts: Bool
         var buffer = [UInt8](repeating: 0, count: 65_536)
+        /// The clients at once this process's open-file limit leaves room for (`clientRoom`).
+        let room: Int
+        /// A descriptor held for the moment the process has none left (`EMFILE`): let go, it lets
+        /// one waiting connection be accepted and told the server is full, and is held again.
+        /// Without it a listener with connections waiting stays readable, and the loop would
+        /// wake for it again and again, a core spent on nothing.
+        var spare: FileDescriptor?
+        /// Whether connections are being refused for want of descriptors (one line in the log a
+        /// spell, not one a connection); false again once one is accepted.
+        var short = false
+        /// The listeners' watch paused (no memory or descriptor even for the spare), and the
+        /// timer that resumes it.
+        var paused: IOTimer?
 
         let settings: ServeConnection.Settings
 
@@ -457,6 +484,7 @@ public final class EventServer: Sendable {
             self.server = server
             settings = ServeConnection.Settings(server.configuration)
             shortTimeouts = min(settings.clientTimeout, settings.idleTimeout) < .seconds(1)
+            room = EventServer.clientRoom(maximum: server.configuration.maximumClients, openFileLimit: Processes.openFileLimit?.soft)
         }
 
         var configuration: ServeConfiguration { server.configuration }
@@ -464,6 +492,12 @@ public final class EventServer: Sendable {
 
         /// Registers the listeners.
         func begin() {
+            spare = Self.holdSpare()
+            if room < configuration.maximumClients {
+                server.log(
+                    "serve: the open-file limit (ulimit -n \(Processes.openFileLimit?.soft ?? 0)) leaves room for \(room) clients at once, "
+                        + "not \(configuration.maximumClients): raise it for more (ulimit -n 1024; systemd: LimitNOFILE=1024)")
+            }
             for listener in server.listeners {
                 do throws(IOLoopError) {
                     let registration = try loop.register(listener.fd, for: .readable) { [server] _ in
@@ -705,7 +739,24 @@ public final class EventServer: Sendable {
 
         func accept(_ listener: Listener) {
             while true {
-                guard let fd = try? listener.fd.accept(nonBlocking: true) else { return }
+                let fd: FileDescriptor
+                do throws(Errno) {
+                    fd = try listener.fd.accept(nonBlocking: true)
+                } catch {
+                    switch error.rawValue {
+                    // That connection went before it was taken (or a firewall refused it): the next.
+                    case ECONNABORTED, EPROTO, EPERM: continue
+                    case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+                        guard refuseForWantOfDescriptors(listener, error) else { return }
+                        continue
+                    // None waiting (EAGAIN), or the listener is being closed.
+                    default: return
+                    }
+                }
+                if short {
+                    short = false
+                    server.log("serve: descriptors to spare again: new connections are taken")
+                }
                 if listener.kind != .unix { _ = try? fd.setOption(level: Int32(IPPROTO_TCP), name: TCP_NODELAY, to: 1) }
                 let address = listener.kind == .unix ? nil : Socket.peerAddress(fd)
                 let host = address.map(Socket.host(ofPeer:))
@@ -716,11 +767,9 @@ public final class EventServer: Sendable {
                         "too many connections from \(host) (\(configuration.maximumClientsPerAddress)); close some, or try again later")
                     continue
                 }
-                guard clients.count < configuration.maximumClients || closeAnIdleConnection() else {
-                    let refusal = Array(
-                        (ServeMessage.error("too many clients (\(configuration.maximumClients)); try again later") + "\n").utf8)
-                    _ = try? fd.send(refusal[...])
-                    _ = try? fd.close()
+                guard clients.count < room || closeAnIdleConnection() else {
+                    let limit = room < configuration.maximumClients ? ", all the open-file limit leaves room for" : ""
+                    refuse(fd, listener.kind, "too many clients (\(room)\(limit)); try again later")
                     continue
                 }
                 let id = nextID
@@ -763,6 +812,58 @@ public final class EventServer: Sendable {
                 // An HTTP client sends its request as it connects: often it is there already, and
                 // is read now rather than after another turn of the loop.
                 if isHTTP { read(client) }
+            }
+        }
+
+        /// No descriptor is left (or no memory for one, `error`): the spare is let go, one waiting
+        /// connection is taken and told so (as a connection over the limit is), and the spare is
+        /// held again. Whether one was: `false` when none waits, or when there was no spare to
+        /// let go, or it did not help (no memory); then the listeners are not watched for a tenth
+        /// of a second (`pause()`), so the loop does not spin on them.
+        func refuseForWantOfDescriptors(_ listener: Listener, _ error: Errno) -> Bool {
+            if !short {
+                short = true
+                let limit = Processes.openFileLimit.map { " (ulimit -n \($0.soft))" } ?? ""
+                server.log(
+                    "serve: no descriptor left for a new connection\(limit), \(clients.count) clients connected: \(error); "
+                        + "new connections are refused until some leave (raise the limit: ulimit -n; systemd: LimitNOFILE=)")
+            }
+            guard let held = spare else {
+                pause()
+                return false
+            }
+            _ = try? held.close()
+            spare = nil
+            defer { spare = Self.holdSpare() }
+            do throws(Errno) {
+                let fd = try listener.fd.accept(nonBlocking: true)
+                refuse(fd, listener.kind, "the server has no descriptor left for another client; try again later")
+                return true
+            } catch  where error.rawValue == EAGAIN {
+                return false
+            } catch {
+                pause()
+                return false
+            }
+        }
+
+        /// The spare descriptor: /dev/null, read-only.
+        static func holdSpare() -> FileDescriptor? {
+            try? FileDescriptor.open("/dev/null", .readOnly, options: .closeOnExec)
+        }
+
+        /// Stops watching the listeners for a tenth of a second, then watches them again (and
+        /// holds a spare again if it had none).
+        func pause() {
+            guard paused == nil else { return }
+            for registration in registrations { try? loop.modify(registration, interest: []) }
+            paused = loop.schedule(after: .milliseconds(100)) { [server] in
+                server.withLoop { loop in
+                    loop.paused = nil
+                    guard !loop.ended, loop.stopping == nil else { return }
+                    if loop.spare == nil { loop.spare = Self.holdSpare() }
+                    for registration in loop.registrations { try? loop.loop.modify(registration, interest: .readable) }
+                }
             }
         }
 
@@ -929,6 +1030,9 @@ public final class EventServer: Sendable {
             for client in Array(clients.values) { drop(client) }
             for listener in server.listeners { _ = try? listener.fd.close() }
             if let path = configuration.socketPath, !path.hasPrefix("@") { _ = try? FileSystem.removeFile(path) }
+            if let timer = paused { _ = loop.cancel(timer) }
+            _ = try? spare?.close()
+            spare = nil
             publishStats()
         }
     }

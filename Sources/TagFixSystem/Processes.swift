@@ -1,3 +1,4 @@
+import CSystem
 import Glibc
 
 /// Other processes, through the system layer: signals to them, and their exits.
@@ -47,4 +48,16 @@ extension Processes {
 
     /// Whether `pid` is a process that has not exited (a zombie has: it only waits to be reaped).
     public static func isRunning(_ pid: Int32) -> Bool { status(of: pid)?.isRunning ?? false }
+}
+
+extension Processes {
+    /// This process's limit of open descriptors (`RLIMIT_NOFILE`): a descriptor numbered at or
+    /// above `soft` cannot be made (`EMFILE`); `nil` when the system does not say. An unlimited
+    /// one is `Int.max`.
+    public static var openFileLimit: (soft: Int, hard: Int)? {
+        var soft: UInt64 = 0
+        var hard: UInt64 = 0
+        guard csystem_open_file_limit(&soft, &hard) == 0 else { return nil }
+        return (Int(clamping: soft), Int(clamping: hard))
+    }
 }

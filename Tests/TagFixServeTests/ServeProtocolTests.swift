@@ -243,6 +243,17 @@ struct ServeProtocolTests {
         }
     }
 
+    /// systemd's default soft limit is 1024 (room for all 512), a shell's may be 256, a test's
+    /// 80; an unlimited one (`Int.max`) or one the system does not say leaves the maximum.
+    @Test(
+        "the clients at once an open-file limit leaves room for",
+        arguments: [
+            (1024, 512), (576, 512), (575, 511), (256, 192), (80, 16), (72, 8), (20, 8), (Int.max, 512), (nil, 512),
+        ] as [(Int?, Int)])
+    func clientRoom(_ limit: Int?, _ room: Int) {
+        #expect(EventServer.clientRoom(maximum: 512, openFileLimit: limit) == room)
+    }
+
     @Test("bad addresses are refused", arguments: ["8080", "host:", "host:99999", ":80", "[::1]80"])
     func badAddresses(_ text: String) {
         #expect(throws: ServeError.self) { try ListenAddress(text) }
