@@ -230,8 +230,6 @@ public final class EventServer: Sendable {
         var spill: [UInt8] = []
     }
 
-    /// Binds every listener (nothing is served until `start()`).
-    /// - Throws: `ServeError` for an address that cannot be used.
     /// The descriptors serve keeps beside its clients' (its listeners, the loop's, the log, the
     /// registry and its journal, readers, gpsd, a broker, a TLS reload, a reader reopened).
     public static let descriptorsBesideClients = 64
@@ -245,6 +243,8 @@ public final class EventServer: Sendable {
         return min(maximum, max(8, limit - descriptorsBesideClients))
     }
 
+    /// Binds every listener (nothing is served until `start()`).
+    /// - Throws: `ServeError` for an address that cannot be used.
     public init(_ configuration: ServeConfiguration, responder: any ServeResponder, log: @escaping @Sendable (String) -> Void)
         throws(ServeError)
     {
@@ -471,9 +471,13 @@ public final class EventServer: Sendable {
         /// Without it a listener with connections waiting stays readable, and the loop would
         /// wake for it again and again, a core spent on nothing.
         var spare: FileDescriptor?
-        /// Whether connections are being refused for want of descriptors (one line in the log a
-        /// spell, not one a connection); false again once one is accepted.
+        /// Whether connections are being refused for want of descriptors; false again once one
+        /// is accepted.
         var short = false
+        /// When a spell of it was last told in the log (at most one a minute, however often the
+        /// limit is reached and left), and whether the spell now is (its end is told then too).
+        var shortTold: Timestamp?
+        var spellTold = false
         /// The listeners' watch paused (no memory or descriptor even for the spare), and the
         /// timer that resumes it.
         var paused: IOTimer?
@@ -755,7 +759,7 @@ public final class EventServer: Sendable {
                 }
                 if short {
                     short = false
-                    server.log("serve: descriptors to spare again: new connections are taken")
+                    if spellTold { server.log("serve: descriptors to spare again: new connections are taken") }
                 }
                 if listener.kind != .unix { _ = try? fd.setOption(level: Int32(IPPROTO_TCP), name: TCP_NODELAY, to: 1) }
                 let address = listener.kind == .unix ? nil : Socket.peerAddress(fd)
@@ -823,10 +827,16 @@ public final class EventServer: Sendable {
         func refuseForWantOfDescriptors(_ listener: Listener, _ error: Errno) -> Bool {
             if !short {
                 short = true
-                let limit = Processes.openFileLimit.map { " (ulimit -n \($0.soft))" } ?? ""
-                server.log(
-                    "serve: no descriptor left for a new connection\(limit), \(clients.count) clients connected: \(error); "
-                        + "new connections are refused until some leave (raise the limit: ulimit -n; systemd: LimitNOFILE=)")
+                // A clock stepped back counts as a minute gone.
+                let now = configuration.clock.timestamp
+                spellTold = shortTold.map { $0.duration(to: now) >= .seconds(60) || now < $0 } ?? true
+                if spellTold {
+                    shortTold = now
+                    let limit = Processes.openFileLimit.map { " (ulimit -n \($0.soft))" } ?? ""
+                    server.log(
+                        "serve: no descriptor left for a new connection\(limit), \(clients.count) clients connected: \(error); "
+                            + "new connections are refused until some leave (raise the limit: ulimit -n; systemd: LimitNOFILE=)")
+                }
             }
             guard let held = spare else {
                 pause()
