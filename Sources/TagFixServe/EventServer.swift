@@ -243,6 +243,14 @@ public final class EventServer: Sendable {
         return min(maximum, max(8, limit - descriptorsBesideClients))
     }
 
+    /// The connections one address may hold when the clients at once are `room`: its share of
+    /// `maximum` (`perAddress` of it) kept when the room is smaller, at least 2, so one address
+    /// still cannot hold every slot.
+    public static func addressRoom(perAddress: Int, maximum: Int, room: Int) -> Int {
+        guard room < maximum, maximum > 0 else { return perAddress }
+        return min(perAddress, max(2, room * perAddress / maximum))
+    }
+
     /// Binds every listener (nothing is served until `start()`).
     /// - Throws: `ServeError` for an address that cannot be used.
     public init(_ configuration: ServeConfiguration, responder: any ServeResponder, log: @escaping @Sendable (String) -> Void)
@@ -464,8 +472,10 @@ public final class EventServer: Sendable {
         /// under a second): then the head timer is worked out again after every event.
         let shortTimeouts: Bool
         var buffer = [UInt8](repeating: 0, count: 65_536)
-        /// The clients at once this process's open-file limit leaves room for (`clientRoom`).
+        /// The clients at once this process's open-file limit leaves room for (`clientRoom`), and
+        /// one address's share of them (`addressRoom`).
         let room: Int
+        let roomPerAddress: Int
         /// A descriptor held for the moment the process has none left (`EMFILE`): let go, it lets
         /// one waiting connection be accepted and told the server is full, and is held again.
         /// Without it a listener with connections waiting stays readable, and the loop would
@@ -488,7 +498,10 @@ public final class EventServer: Sendable {
             self.server = server
             settings = ServeConnection.Settings(server.configuration)
             shortTimeouts = min(settings.clientTimeout, settings.idleTimeout) < .seconds(1)
-            room = EventServer.clientRoom(maximum: server.configuration.maximumClients, openFileLimit: Processes.openFileLimit?.soft)
+            let configuration = server.configuration
+            room = EventServer.clientRoom(maximum: configuration.maximumClients, openFileLimit: Processes.openFileLimit?.soft)
+            roomPerAddress = EventServer.addressRoom(
+                perAddress: configuration.maximumClientsPerAddress, maximum: configuration.maximumClients, room: room)
         }
 
         var configuration: ServeConfiguration { server.configuration }
@@ -500,7 +513,8 @@ public final class EventServer: Sendable {
             if room < configuration.maximumClients {
                 server.log(
                     "serve: the open-file limit (ulimit -n \(Processes.openFileLimit?.soft ?? 0)) leaves room for \(room) clients at once, "
-                        + "not \(configuration.maximumClients): raise it for more (ulimit -n 1024; systemd: LimitNOFILE=1024)")
+                        + "not \(configuration.maximumClients), \(roomPerAddress) from one address: raise it for more (ulimit -n 1024; systemd: LimitNOFILE=1024)"
+                )
             }
             for listener in server.listeners {
                 do throws(IOLoopError) {
@@ -765,10 +779,8 @@ public final class EventServer: Sendable {
                 let address = listener.kind == .unix ? nil : Socket.peerAddress(fd)
                 let host = address.map(Socket.host(ofPeer:))
                 // An address over its share first: room is made among its own connections only.
-                if let host, clientsByHost[host, default: 0] >= configuration.maximumClientsPerAddress, !closeAnIdleConnection(of: host) {
-                    refuse(
-                        fd, listener.kind,
-                        "too many connections from \(host) (\(configuration.maximumClientsPerAddress)); close some, or try again later")
+                if let host, clientsByHost[host, default: 0] >= roomPerAddress, !closeAnIdleConnection(of: host) {
+                    refuse(fd, listener.kind, "too many connections from \(host) (\(roomPerAddress)); close some, or try again later")
                     continue
                 }
                 guard clients.count < room || closeAnIdleConnection() else {

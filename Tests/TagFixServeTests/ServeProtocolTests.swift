@@ -254,6 +254,13 @@ struct ServeProtocolTests {
         #expect(EventServer.clientRoom(maximum: 512, openFileLimit: limit) == room)
     }
 
+    @Test(
+        "one address's share of the places, kept when the open-file limit leaves fewer",
+        arguments: [(512, 128), (511, 127), (192, 48), (16, 4), (8, 2), (4, 2)])
+    func addressRoom(_ room: Int, _ share: Int) {
+        #expect(EventServer.addressRoom(perAddress: 128, maximum: 512, room: room) == share)
+    }
+
     @Test("bad addresses are refused", arguments: ["8080", "host:", "host:99999", ":80", "[::1]80"])
     func badAddresses(_ text: String) {
         #expect(throws: ServeError.self) { try ListenAddress(text) }
