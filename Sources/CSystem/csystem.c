@@ -12,11 +12,10 @@ int csystem_pipe2(int fds[2], int flags) { return pipe2(fds, flags); }
 
 int csystem_dup3(int fd, int target, int flags) { return dup3(fd, target, flags); }
 
-int csystem_open_file_limit(unsigned long long *soft, unsigned long long *hard) {
+int csystem_open_file_limit(unsigned long long *soft) {
     struct rlimit limit;
     if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return -1;
     *soft = limit.rlim_cur;
-    *hard = limit.rlim_max;
     return 0;
 }
 

@@ -476,18 +476,20 @@ public final class EventServer: Sendable {
         /// one address's share of them (`addressRoom`).
         let room: Int
         let roomPerAddress: Int
+        /// The open-file limit at start (what `room` was made from).
+        let openFileLimit: Int?
         /// A descriptor held for the moment the process has none left (`EMFILE`): let go, it lets
         /// one waiting connection be accepted and told the server is full, and is held again.
         /// Without it a listener with connections waiting stays readable, and the loop would
         /// wake for it again and again, a core spent on nothing.
         var spare: FileDescriptor?
-        /// Whether connections are being refused for want of descriptors; false again once one
-        /// is accepted.
-        var short = false
-        /// When a spell of it was last told in the log (at most one a minute, however often the
-        /// limit is reached and left), and whether the spell now is (its end is told then too).
+        /// Whether connections are being refused for want of descriptors (a spell that ends when
+        /// one is accepted again), and whether this spell was told in the log: at most one a
+        /// minute is (`shortTold`: when), however often the limit is reached and left, and its
+        /// end is told only when its start was.
+        enum Shortage { case none, untold, told }
+        var shortage = Shortage.none
         var shortTold: Timestamp?
-        var spellTold = false
         /// The listeners' watch paused (no memory or descriptor even for the spare), and the
         /// timer that resumes it.
         var paused: IOTimer?
@@ -499,7 +501,8 @@ public final class EventServer: Sendable {
             settings = ServeConnection.Settings(server.configuration)
             shortTimeouts = min(settings.clientTimeout, settings.idleTimeout) < .seconds(1)
             let configuration = server.configuration
-            room = EventServer.clientRoom(maximum: configuration.maximumClients, openFileLimit: Processes.openFileLimit?.soft)
+            openFileLimit = Processes.openFileLimit
+            room = EventServer.clientRoom(maximum: configuration.maximumClients, openFileLimit: openFileLimit)
             roomPerAddress = EventServer.addressRoom(
                 perAddress: configuration.maximumClientsPerAddress, maximum: configuration.maximumClients, room: room)
         }
@@ -512,7 +515,7 @@ public final class EventServer: Sendable {
             spare = Self.holdSpare()
             if room < configuration.maximumClients {
                 server.log(
-                    "serve: the open-file limit (ulimit -n \(Processes.openFileLimit?.soft ?? 0)) leaves room for \(room) clients at once, "
+                    "serve: the open-file limit (ulimit -n \(openFileLimit ?? 0)) leaves room for \(room) clients at once, "
                         + "not \(configuration.maximumClients), \(roomPerAddress) from one address: raise it for more (ulimit -n 1024; systemd: LimitNOFILE=1024)"
                 )
             }
@@ -771,9 +774,9 @@ public final class EventServer: Sendable {
                     default: return
                     }
                 }
-                if short {
-                    short = false
-                    if spellTold { server.log("serve: descriptors to spare again: new connections are taken") }
+                if shortage != .none {
+                    if shortage == .told { server.log("serve: descriptors to spare again: new connections are taken") }
+                    shortage = .none
                 }
                 if listener.kind != .unix { _ = try? fd.setOption(level: Int32(IPPROTO_TCP), name: TCP_NODELAY, to: 1) }
                 let address = listener.kind == .unix ? nil : Socket.peerAddress(fd)
@@ -837,14 +840,15 @@ public final class EventServer: Sendable {
         /// let go, or it did not help (no memory); then the listeners are not watched for a tenth
         /// of a second (`pause()`), so the loop does not spin on them.
         func refuseForWantOfDescriptors(_ listener: Listener, _ error: Errno) -> Bool {
-            if !short {
-                short = true
+            if shortage == .none {
                 // A clock stepped back counts as a minute gone.
                 let now = configuration.clock.timestamp
-                spellTold = shortTold.map { $0.duration(to: now) >= .seconds(60) || now < $0 } ?? true
-                if spellTold {
+                let tell = shortTold.map { $0.duration(to: now) >= .seconds(60) || now < $0 } ?? true
+                shortage = tell ? .told : .untold
+                if tell {
                     shortTold = now
-                    let limit = Processes.openFileLimit.map { " (ulimit -n \($0.soft))" } ?? ""
+                    // The limit now: it may have been lowered since the start (prlimit).
+                    let limit = Processes.openFileLimit.map { " (ulimit -n \($0))" } ?? ""
                     server.log(
                         "serve: no descriptor left for a new connection\(limit), \(clients.count) clients connected: \(error); "
                             + "new connections are refused until some leave (raise the limit: ulimit -n; systemd: LimitNOFILE=)")

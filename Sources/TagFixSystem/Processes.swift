@@ -51,13 +51,12 @@ extension Processes {
 }
 
 extension Processes {
-    /// This process's limit of open descriptors (`RLIMIT_NOFILE`): a descriptor numbered at or
-    /// above `soft` cannot be made (`EMFILE`); `nil` when the system does not say. An unlimited
-    /// one is `Int.max`.
-    public static var openFileLimit: (soft: Int, hard: Int)? {
+    /// This process's (soft) limit of open descriptors (`RLIMIT_NOFILE`): a descriptor numbered
+    /// at or above it cannot be made (`EMFILE`); `nil` when the system does not say. An
+    /// unlimited one is `Int.max`.
+    public static var openFileLimit: Int? {
         var soft: UInt64 = 0
-        var hard: UInt64 = 0
-        guard csystem_open_file_limit(&soft, &hard) == 0 else { return nil }
-        return (Int(clamping: soft), Int(clamping: hard))
+        guard csystem_open_file_limit(&soft) == 0 else { return nil }
+        return Int(clamping: soft)
     }
 }

@@ -43,6 +43,22 @@ struct ServeDescriptorLimitTests {
             }
         }
 
+        /// Waits (polling) until serve has closed it; whether it did.
+        func untilClosed() async -> Bool {
+            await RunningTagFix.poll {
+                poll()
+                return closed
+            }
+        }
+
+        /// Waits (polling) until its answer's head has come; whether it did.
+        func untilAnswered() async -> Bool {
+            await RunningTagFix.poll {
+                poll()
+                return status != nil
+            }
+        }
+
         var text: String { String(decoding: answer, as: UTF8.self) }
         /// The answer's status, once its head has come.
         var status: Int? {
@@ -127,10 +143,7 @@ struct ServeDescriptorLimitTests {
             defer { for held in holders { held.close() } }
             let past = try Held(port: port, request: Self.healthz(port), from: "127.0.2.1")
             defer { past.close() }
-            #expect(
-                await RunningTagFix.poll {
-                    past.poll(); return past.closed
-                }, "no answer: \(past.text)")
+            #expect(await past.untilClosed(), "no answer: \(past.text)")
             #expect(
                 past.status == 503 && past.text.contains("too many clients (\(room), all the open-file limit leaves room for)"),
                 "\(past.text)")
@@ -154,17 +167,11 @@ struct ServeDescriptorLimitTests {
             defer { for held in holders { held.close() } }
             let past = try Held(port: port, request: Self.healthz(port), from: "127.0.3.1")
             defer { past.close() }
-            #expect(
-                await RunningTagFix.poll {
-                    past.poll(); return past.closed
-                }, "no answer: \(past.text)")
+            #expect(await past.untilClosed(), "no answer: \(past.text)")
             #expect(past.status == 503 && past.text.contains("too many connections from 127.0.3.1 (\(share))"), "\(past.text)")
             let other = try Held(port: port, request: Self.healthz(port), from: "127.0.3.2")
             defer { other.close() }
-            #expect(
-                await RunningTagFix.poll {
-                    other.poll(); return other.status != nil
-                })
+            #expect(await other.untilAnswered())
             #expect(other.status == 200, "\(other.text)")
         }
     }

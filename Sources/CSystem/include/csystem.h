@@ -12,9 +12,9 @@ int csystem_pipe2(int fds[_Nonnull 2], int flags);
 /// dup3(2) with `flags` (O_CLOEXEC). Why C: declared only under _GNU_SOURCE.
 int csystem_dup3(int fd, int target, int flags);
 
-/// The process's limit of open descriptors (getrlimit(2), RLIMIT_NOFILE): its soft limit into
-/// `soft`, its hard one into `hard` (RLIM_INFINITY as the largest value); 0, or -1 with errno.
-int csystem_open_file_limit(unsigned long long *_Nonnull soft, unsigned long long *_Nonnull hard);
+/// The process's soft limit of open descriptors (getrlimit(2), RLIMIT_NOFILE) into `soft`
+/// (RLIM_INFINITY as the largest value); 0, or -1 with errno.
+int csystem_open_file_limit(unsigned long long *_Nonnull soft);
 
 /// accept4(2) with `flags` (SOCK_CLOEXEC, SOCK_NONBLOCK), the peer's address not asked for.
 /// Why C: declared only under _GNU_SOURCE.
