@@ -83,7 +83,17 @@ final class NFCDeviceHandle: @unchecked Sendable {
     let connstring: String
     private let context: NFCContext
     private let device: OpaquePointer
-    private let closed = Mutex(false)
+    private let calls = Mutex(Calls())
+
+    /// Where the owner's calls stand, for `abort()`.
+    private struct Calls {
+        /// `close()` has run: the device is freed.
+        var closed = false
+        /// The owner is inside a libnfc call.
+        var inCall = false
+        /// `abort()` came: no call starts any more.
+        var stopping = false
+    }
 
     /// What this process claims while the device is open (`DeviceThread.Claims`).
     private let claim: String
@@ -158,25 +168,37 @@ final class NFCDeviceHandle: @unchecked Sendable {
         throw NFCError(code: NFCErrorCode(rawValue: result), operation: operation(), detail: String(cString: nfc_strerror(device)))
     }
 
+    /// Runs `body`, a call into libnfc on the owner's thread where `abort()` can reach it, and
+    /// `check`s what it returns. Once the reader is stopping none is begun: it ends as libnfc's
+    /// own abort would end it (`NFC_EOPABORTED`).
+    private func call(_ operation: @autoclosure () -> String, _ body: () -> Int32) throws(NFCError) -> Int32 {
+        let stopping = calls.withLock { calls in
+            if !calls.stopping { calls.inCall = true }
+            return calls.stopping
+        }
+        if stopping { throw NFCError(code: .aborted, operation: operation(), detail: "the reader is stopping") }
+        let result = body()
+        calls.withLock { $0.inCall = false }
+        return try check(result, operation())
+    }
+
     /// nfc_initiator_init, then polling that returns at once when no tag is there.
     func initiatorInit() throws(NFCError) {
-        _ = try check(nfc_initiator_init(device), "nfc_initiator_init")
-        _ = try check(nfc_device_set_property_bool(device, NP_INFINITE_SELECT, false), "set NP_INFINITE_SELECT")
+        _ = try call("nfc_initiator_init") { nfc_initiator_init(device) }
+        _ = try call("set NP_INFINITE_SELECT") { nfc_device_set_property_bool(device, NP_INFINITE_SELECT, false) }
     }
 
     /// nfc_initiator_select_passive_target at ISO14443A 106 kbps; `uid` restricts it to one tag.
     func selectISO14443A(uid: [UInt8]? = nil) throws(NFCError) -> ISO14443ATarget? {
         var target = nfc_target()
         let modulation = nfc_modulation(nmt: NMT_ISO14443A, nbr: NBR_106)
-        let result: Int32
-        if let uid {
-            result = uid.withUnsafeBufferPointer {
+        let found = try call("select a tag") {
+            guard let uid else { return nfc_initiator_select_passive_target(device, modulation, nil, 0, &target) }
+            return uid.withUnsafeBufferPointer {
                 nfc_initiator_select_passive_target(device, modulation, $0.baseAddress, $0.count, &target)
             }
-        } else {
-            result = nfc_initiator_select_passive_target(device, modulation, nil, 0, &target)
         }
-        guard try check(result, "select a tag") > 0 else { return nil }
+        guard found > 0 else { return nil }
         var atqa = [UInt8](repeating: 0, count: 2), sak: UInt8 = 0
         var uidBytes = [UInt8](repeating: 0, count: 10), uidLength = 0
         var ats = [UInt8](repeating: 0, count: 254), atsLength = 0
@@ -190,10 +212,12 @@ final class NFCDeviceHandle: @unchecked Sendable {
         var target = nfc_target()
         let modulation = nfc_modulation(nmt: NMT_FELICA, nbr: baud424 ? NBR_424 : NBR_212)
         let polling: [UInt8] = [0x00, 0x12, 0xFC, 0x01, 0x00]
-        let result = polling.withUnsafeBufferPointer {
-            nfc_initiator_select_passive_target(device, modulation, $0.baseAddress, $0.count, &target)
+        let found = try call("poll FeliCa") {
+            polling.withUnsafeBufferPointer {
+                nfc_initiator_select_passive_target(device, modulation, $0.baseAddress, $0.count, &target)
+            }
         }
-        guard try check(result, "poll FeliCa") > 0 else { return nil }
+        guard found > 0 else { return nil }
         var idm = [UInt8](repeating: 0, count: 8), pmm = [UInt8](repeating: 0, count: 8), code = [UInt8](repeating: 0, count: 2)
         cnfc_target_felica(&target, &idm, &pmm, &code)
         return FeliCaTarget(idm: idm, pmm: pmm, systemCode: code)
@@ -202,31 +226,39 @@ final class NFCDeviceHandle: @unchecked Sendable {
     /// nfc_initiator_transceive_bytes with easy framing (the chip adds and checks CRCs).
     func transceive(_ command: [UInt8], capacity: Int = 264, timeout: Int32 = 0) throws(NFCError) -> [UInt8] {
         var response = [UInt8](repeating: 0, count: capacity)
-        let result = command.withUnsafeBufferPointer { tx in
-            nfc_initiator_transceive_bytes(device, tx.baseAddress, tx.count, &response, response.count, Int32(timeout))
+        let count = try call("exchange \(Hex.encode(command.prefix(2)))…") {
+            command.withUnsafeBufferPointer { tx in
+                nfc_initiator_transceive_bytes(device, tx.baseAddress, tx.count, &response, response.count, Int32(timeout))
+            }
         }
-        let count = try check(result, "exchange \(Hex.encode(command.prefix(2)))…")
         return Array(response.prefix(Int(count)))
     }
 
-    /// nfc_initiator_deselect_target.
-    func deselect() { _ = nfc_initiator_deselect_target(device) }
+    /// nfc_initiator_deselect_target (none once the reader is stopping).
+    func deselect() { _ = try? call("deselect") { nfc_initiator_deselect_target(device) } }
 
-    /// nfc_abort_command: interrupts a blocking call on the owner thread. Any thread. Under the
-    /// lock `close` takes first, so an abort never runs beside or after `nfc_close` (on
-    /// pn532_uart it closes and reopens the abort pipe; after the close, that is the freed
-    /// device's and perhaps another's descriptor).
+    /// Stops the owner's calls, for good (the reader stops, or the process ends). Any thread. A
+    /// call under way is interrupted with nfc_abort_command; none is begun after it (`call`).
+    ///
+    /// Only a call under way: libnfc 1.8's pn532_uart (and arygon) abort closes the read end of
+    /// the abort pipe and makes a new pipe, and only a wait for an answer that sees the old one
+    /// closed closes its write end. An abort between calls left that descriptor open for the
+    /// life of the process, one more each time a reader stopped, and the next call waited on
+    /// the new pipe, never aborted. Under the lock `close` takes first, so an abort never runs
+    /// beside or after `nfc_close` (after the close the pipe's descriptors are the freed
+    /// device's, and perhaps another's).
     func abort() {
-        closed.withLock { closed in
-            if !closed { _ = nfc_abort_command(device) }
+        calls.withLock { calls in
+            calls.stopping = true
+            if !calls.closed, calls.inCall { _ = nfc_abort_command(device) }
         }
     }
 
     /// nfc_close. Once.
     func close() {
-        let first = closed.withLock { value -> Bool in
-            defer { value = true }
-            return !value
+        let first = calls.withLock { calls -> Bool in
+            defer { calls.closed = true }
+            return !calls.closed
         }
         guard first else { return }
         nfc_close(device)

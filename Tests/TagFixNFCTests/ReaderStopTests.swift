@@ -1,0 +1,110 @@
+import Foundation
+import Synchronization
+import TagFixCore
+import TagFixDevices
+import TagFixEmulators
+import TagFixTesting
+import Testing
+
+@testable import TagFixNFC
+
+/// A libnfc reader that stops lets go of everything it had. libnfc 1.8's pn532_uart abort
+/// (`nfc_abort_command`, which a stop made) closes the read end of the device's abort pipe and
+/// makes a new pipe; only a wait for an answer that sees the old read end closed closes the old
+/// write end. A stop while the reader waited between polls, where it nearly always is, left that
+/// write end open for the life of the process: one descriptor more for each reader stopped, and
+/// libnfc's `select()` aborts the process once a descriptor passes 1023.
+@Suite struct ReaderStopTests {
+    @Test("a libnfc reader stopped between polls leaves no descriptor behind: three stops, no pipe end left that nobody reads")
+    func stopBetweenPolls() async throws {
+        let emulator = try PN532Emulator(tags: [], options: PN532Emulator.Options(logCommands: true))
+        defer { emulator.stop() }
+        var options = LibNFCReader<MonotonicClock>.Options()
+        // A long wait between polls, so that each stop comes in one: after a poll's answer.
+        options.pollInterval = .seconds(5)
+        var readersPipes = Set<String>()
+        for _ in 0..<3 {
+            let before = Set(PipeEnds.held().map(\.inode))
+            emulator.clearLog()
+            let (running, ready) = Self.start(
+                LibNFCReader(connstring: "pn532_uart:\(emulator.path)", clock: MonotonicClock(), options: options))
+            #expect(await ready.value, "the reader did not open")
+            // Its first poll's three selections (InListPassiveTarget: ISO 14443A, FeliCa at 212
+            // and at 424 kbps) answered: it now waits for the next poll. (A stop during a
+            // selection still interrupts it with libnfc's abort: docs/architecture.md.)
+            #expect(
+                await RunningProgram.poll { emulator.traffic.log.count { $0.command == 0x4A } >= 3 }, "the reader did not poll")
+            // The reader's abort pipe: both ends here, made by libnfc's pipe() (not close-on-exec,
+            // where TagFixSystem's pipes are), between the two looks.
+            readersPipes.formUnion(PipeEnds.inProcess(since: before))
+            running.cancel()
+        }
+        // One more reader of the port opens once the last one has closed the device.
+        let (last, ready) = Self.start(LibNFCReader(connstring: "pn532_uart:\(emulator.path)", clock: MonotonicClock(), options: options))
+        defer { last.cancel() }
+        #expect(await ready.value, "the port was not let go")
+        #expect(!readersPipes.isEmpty, "the readers' pipes were not seen")
+        let left = PipeEnds.unread(readersPipes)
+        #expect(left.isEmpty, "pipe ends left open by the stopped readers, with nobody reading them: \(left.sorted())")
+    }
+
+    /// Consumes `reader`'s events on a task (cancelled: the reader stops); `ready` says whether
+    /// it opened.
+    static func start(_ reader: LibNFCReader<MonotonicClock>) -> (running: Task<Void, Never>, ready: Task<Bool, Never>) {
+        let (opened, signal) = AsyncStream<Bool>.makeStream()
+        let running = Task {
+            for await event in reader.events() {
+                if case .ready = event { signal.yield(true) }
+            }
+            signal.finish()
+        }
+        let ready = Task {
+            for await value in opened { return value }
+            return false
+        }
+        return (running, ready)
+    }
+}
+
+/// The pipe ends processes hold, from /proc/PID/fd and /proc/PID/fdinfo.
+enum PipeEnds {
+    struct End: Hashable {
+        /// The pipe, as /proc names it ("pipe:[1234]").
+        var inode: String
+        var writes: Bool
+        var closesOnExec: Bool
+    }
+
+    /// The pipes not among `before` whose both ends this process holds, neither close-on-exec.
+    static func inProcess(since before: Set<String>) -> Set<String> {
+        let ends = held().filter { !$0.closesOnExec && !before.contains($0.inode) }
+        let writing = Set(ends.filter(\.writes).map(\.inode))
+        return writing.intersection(ends.filter { !$0.writes }.map(\.inode))
+    }
+
+    static func held(by process: String = "self") -> [End] {
+        let folder = "/proc/\(process)/fd"
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: folder) else { return [] }
+        return names.compactMap { name in
+            guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "\(folder)/\(name)"), target.hasPrefix("pipe:"),
+                let info = try? String(contentsOfFile: "/proc/\(process)/fdinfo/\(name)", encoding: .utf8),
+                let line = info.split(separator: "\n").first(where: { $0.hasPrefix("flags:") }),
+                let flags = Int(line.dropFirst("flags:".count).trimmingCharacters(in: .whitespaces), radix: 8)
+            else { return nil }
+            // O_ACCMODE: O_WRONLY is 1; O_CLOEXEC is 0o2000000.
+            return End(inode: target, writes: flags & 0o3 == 0o1, closesOnExec: flags & 0o2_000_000 != 0)
+        }
+    }
+
+    /// Of `pipes`, those this process holds a write end of and no process on the machine holds a
+    /// read end of: written to nobody, ever again.
+    static func unread(_ pipes: Set<String>) -> Set<String> {
+        let written = Set(held().filter(\.writes).map(\.inode)).intersection(pipes)
+        let processes = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).filter { $0.allSatisfy(\.isNumber) }
+        var read = Set<String>()
+        for process in processes {
+            for end in held(by: process) where !end.writes && written.contains(end.inode) { read.insert(end.inode) }
+        }
+        return written.subtracting(read)
+    }
+}
