@@ -195,16 +195,26 @@ extension String {
 /// The token as a cookie: given once in a tech's link (`?token=`), then kept by the phone's
 /// browser, HTTP-only, for this site only.
 public enum PhoneCookie {
-    /// The cookie's name.
+    /// The cookie's name over plain HTTP.
     public static let name = "tagfix_token"
+    /// Its name where the phone sees HTTPS: with the `__Host-` prefix a browser keeps it only
+    /// when it is `Secure`, has `Path=/` and no `Domain`, so it was set by this host itself. A
+    /// page on another host of the same site (`evil.example.org` beside `tags.example.org`) can
+    /// set a plain `tagfix_token` for the whole domain (cookie tossing: its own token, so the taps
+    /// of this phone would count as its), never this one.
+    public static let hostOnlyName = "__Host-tagfix_token"
+
+    /// The name the cookie has, and the only one read, where the phone sees HTTPS (`secure`) or not.
+    public static func name(secure: Bool) -> String { secure ? hostOnlyName : name }
     /// How long a browser keeps it: a year (revoking the token ends it sooner).
     public static let maximumAge = 365 * 24 * 3600
 
     /// The `Set-Cookie` value for `token`: `HttpOnly` (no script reads it), `SameSite=Strict` (no
     /// other site's page sends it, nor a navigation another site began: its link to a tap page
-    /// gets the refusal, not a tap), `Path=/`, and `Secure` when the server speaks TLS.
+    /// gets the refusal, not a tap), `Path=/`, and where the phone sees HTTPS `Secure` and the
+    /// `__Host-` name (`hostOnlyName`).
     public static func setCookie(token: String, secure: Bool) -> String {
-        "\(name)=\(token); Path=/; Max-Age=\(maximumAge); HttpOnly; SameSite=Strict" + (secure ? "; Secure" : "")
+        "\(name(secure: secure))=\(token); Path=/; Max-Age=\(maximumAge); HttpOnly; SameSite=Strict" + (secure ? "; Secure" : "")
     }
 
     /// The answer to a tech's link (`?token=` known): the cookie, and a small page (200) that
@@ -242,9 +252,11 @@ public enum PhoneCookie {
         ("Referrer-Policy", "no-referrer"),
     ]
 
-    /// The token in a `Cookie` header, if it has ours (the first of that name).
-    public static func token(cookieHeader: String?) -> String? {
+    /// The token in a `Cookie` header, if it has ours (the first of that name): where the phone
+    /// sees HTTPS (`secure`) only the `__Host-` one, which no other host can have set.
+    public static func token(cookieHeader: String?, secure: Bool) -> String? {
         guard let cookieHeader else { return nil }
+        let name = name(secure: secure)
         // On the header's bytes: a split into Characters was 4 % of serve's work on a tap.
         let bytes = cookieHeader.utf8
         var start = bytes.startIndex
@@ -288,7 +300,9 @@ public enum PhoneCookie {
                 + (rest.isEmpty ? "" : "?" + rest.map { percentEncoded($0.0) + "=" + percentEncoded($0.1) }.joined(separator: "&"))
             return .setCookie(name: name, setCookie: setCookie(token: given, secure: secure), location: location)
         }
-        guard let cookie = token(cookieHeader: cookieHeader), let name = tokens.name(forToken: cookie) else { return .refused }
+        guard let cookie = token(cookieHeader: cookieHeader, secure: secure), let name = tokens.name(forToken: cookie) else {
+            return .refused
+        }
         return .allowed(name: name)
     }
 

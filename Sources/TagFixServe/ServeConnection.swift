@@ -57,6 +57,8 @@ struct ServeConnection {
         /// another name gets 421, so that a page of another site cannot read the server through
         /// DNS rebinding. `nil`: any `Host` (a token guards the server).
         var localHosts: Set<String>?
+        /// The server speaks TLS: a phone's cookie is the `__Host-` one (`PhoneCookie`).
+        var secure = false
 
         init(
             token: String? = nil, release: String, clientTimeout: Duration = .seconds(10), bufferLimit: Int = 1 << 20,
@@ -77,6 +79,7 @@ struct ServeConnection {
                 bufferLimit: configuration.bufferLimit, bodyLimit: configuration.bodyLimit,
                 idleTimeout: configuration.keepAliveTimeout, maximumRequests: configuration.keepAliveRequests)
             tokens = configuration.tokens
+            secure = configuration.tls != nil
             if !needsToken, let http = configuration.http { localHosts = [http.host.lowercased()] }
         }
 
@@ -292,7 +295,10 @@ struct ServeConnection {
     /// cookie's; `nil` when neither is one.
     static func acceptedToken(_ request: HTTPRequest, _ settings: Settings) -> String? {
         if let bearer = request.bearerToken, settings.accepts(bearer) { return bearer }
-        if let cookie = PhoneCookie.token(cookieHeader: request.headers["cookie"]), settings.accepts(cookie) { return cookie }
+        let secure = settings.secure || PhoneTaps.proxySaysHTTPS(request)
+        if let cookie = PhoneCookie.token(cookieHeader: request.headers["cookie"], secure: secure), settings.accepts(cookie) {
+            return cookie
+        }
         return nil
     }
 

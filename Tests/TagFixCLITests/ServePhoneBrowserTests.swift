@@ -230,9 +230,10 @@ struct ServePhoneBrowserTests {
         }
         let link = try await curl(["\(rig.origin)/t/E1?token=\(PhoneRig.tokens["alice"]!)"])
         #expect(link.hasPrefix("HTTP/1.1 200") && link.contains("HttpOnly; SameSite=Strict; Secure"), "\(link)")
+        #expect(link.contains("Set-Cookie: __Host-tagfix_token=") && !link.contains("Domain="), "\(link)")
         func tap() async throws -> String {
             try await curl([
-                "-X", "POST", "-H", "Origin: \(rig.origin)", "-H", "Cookie: tagfix_token=\(PhoneRig.tokens["alice"]!)", "--data",
+                "-X", "POST", "-H", "Origin: \(rig.origin)", "-H", "Cookie: __Host-tagfix_token=\(PhoneRig.tokens["alice"]!)", "--data",
                 rig.body(), "\(rig.origin)/api/tap",
             ])
         }

@@ -98,15 +98,19 @@ struct PhoneAccessTests {
         #expect(location.hasPrefix("/") && !location.dropFirst().hasPrefix("/") && !location.dropFirst().hasPrefix("\\"))
     }
 
-    @Test("the cookie: HttpOnly, SameSite=Strict, Path=/, Secure only over TLS")
+    @Test("the cookie: HttpOnly, SameSite=Strict, Path=/; over HTTPS Secure and the __Host- name, no Domain")
     func cookie() {
         #expect(
             PhoneCookie.setCookie(token: Self.anna, secure: true)
-                == "tagfix_token=\(Self.anna); Path=/; Max-Age=31536000; HttpOnly; SameSite=Strict; Secure")
-        #expect(!PhoneCookie.setCookie(token: Self.anna, secure: false).contains("Secure"))
-        #expect(PhoneCookie.token(cookieHeader: "a=1; tagfix_token=\(Self.ben); b=2") == Self.ben)
-        #expect(PhoneCookie.token(cookieHeader: "xtagfix_token=1") == nil)
-        #expect(PhoneCookie.token(cookieHeader: nil) == nil)
+                == "__Host-tagfix_token=\(Self.anna); Path=/; Max-Age=31536000; HttpOnly; SameSite=Strict; Secure")
+        #expect(
+            PhoneCookie.setCookie(token: Self.anna, secure: false)
+                == "tagfix_token=\(Self.anna); Path=/; Max-Age=31536000; HttpOnly; SameSite=Strict")
+        #expect(PhoneCookie.token(cookieHeader: "a=1; tagfix_token=\(Self.ben); b=2", secure: false) == Self.ben)
+        #expect(PhoneCookie.token(cookieHeader: "xtagfix_token=1", secure: false) == nil)
+        #expect(PhoneCookie.token(cookieHeader: nil, secure: false) == nil)
+        #expect(PhoneCookie.token(cookieHeader: "a=1; __Host-tagfix_token=\(Self.ben)", secure: true) == Self.ben)
+        #expect(PhoneCookie.token(cookieHeader: "__Host-tagfix_token=\(Self.ben)", secure: false) == nil)
         // The header read as bytes (it was split into Characters): spaces and tabs before a
         // name, empty pairs, an `=` in a value, a trailing `;`, the first of two, none at all.
         for (header, token) in [
@@ -114,7 +118,9 @@ struct PhoneAccessTests {
             ("tagfix_token=first; tagfix_token=second", "first"), ("tagfix_token=", ""), (" ; ;", nil), ("tagfix_token", nil),
             ("tagfix_tokens=abc", nil), ("a=tagfix_token=abc", nil), ("tagfix_token=é1", "é1"),
         ] as [(String, String?)] {
-            #expect(PhoneCookie.token(cookieHeader: header) == token, "\(header)")
+            #expect(PhoneCookie.token(cookieHeader: header, secure: false) == token, "\(header)")
+            let hostOnly = header.replacingOccurrences(of: "tagfix_token", with: "__Host-tagfix_token")
+            #expect(PhoneCookie.token(cookieHeader: hostOnly, secure: true) == token, "\(hostOnly)")
         }
     }
 
@@ -150,15 +156,37 @@ struct PhoneAccessTests {
                 == .setCookie(
                     name: "anna", setCookie: PhoneCookie.setCookie(token: Self.anna, secure: true), location: "/t/E1?x=a%20b"))
         #expect(
-            PhoneCookie.access(tokens: tokens, path: "/t/E1", query: [], cookieHeader: "tagfix_token=\(Self.anna)", secure: true)
+            PhoneCookie.access(tokens: tokens, path: "/t/E1", query: [], cookieHeader: "__Host-tagfix_token=\(Self.anna)", secure: true)
                 == .allowed(name: "anna"))
         #expect(PhoneCookie.access(tokens: tokens, path: "/t/E1", query: [], cookieHeader: nil, secure: true) == .refused)
         #expect(
             PhoneCookie.access(tokens: tokens, path: "/t/E1", query: [("token", Self.ben)], cookieHeader: nil, secure: true) == .refused,
             "a token of another site")
         #expect(
-            PhoneCookie.access(tokens: tokens, path: "/t/E1", query: [], cookieHeader: "tagfix_token=\(Self.ben)", secure: true)
+            PhoneCookie.access(tokens: tokens, path: "/t/E1", query: [], cookieHeader: "__Host-tagfix_token=\(Self.ben)", secure: true)
                 == .refused)
+    }
+
+    /// Cookie tossing: a page on another host of the same site (`evil.example.org` beside
+    /// `tags.example.org`) sets `tagfix_token` for the whole domain, with a token of its own, so
+    /// that this phone's taps would be recorded as that token's. Over HTTPS the server reads only
+    /// the `__Host-` cookie, which a browser keeps only from this host itself.
+    @Test("over HTTPS a plain tagfix_token cookie (another host of the site can set one) is not taken; the __Host- one is, first")
+    func tossedCookie() throws {
+        let tokens = try TokenFile(text: "anna \(Self.anna)\nmallory \(Self.ben)\n")
+        #expect(
+            PhoneCookie.access(tokens: tokens, path: "/t/E1", query: [], cookieHeader: "tagfix_token=\(Self.ben)", secure: true) == .refused
+        )
+        // A browser sends the cookies of the longer path, then the older ones first: the tossed
+        // one may come before this host's own.
+        #expect(
+            PhoneCookie.access(
+                tokens: tokens, path: "/t/E1", query: [], cookieHeader: "tagfix_token=\(Self.ben); __Host-tagfix_token=\(Self.anna)",
+                secure: true) == .allowed(name: "anna"))
+        // Over plain HTTP (no Secure cookies) the plain name is the phone's own.
+        #expect(
+            PhoneCookie.access(tokens: tokens, path: "/t/E1", query: [], cookieHeader: "tagfix_token=\(Self.anna)", secure: false)
+                == .allowed(name: "anna"))
     }
 
     @Test("POSTs are same-origin only")
