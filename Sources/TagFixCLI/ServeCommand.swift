@@ -182,7 +182,18 @@ struct ServeCommand: Subcommand {
         phonePolicy = PhoneTapPolicy(requireSUN: arguments.flag("require-sun"), keepPositions: arguments.flag("keep-phone-positions"))
         if let limit = arguments.value("tap-limit") { tapLimit = try Self.tapLimit(limit, command: name) }
         readers = try arguments.all("reader").map { text throws(CLIError) in try ReaderOption.address(text, command: name) }
-        if Set(readers.map(\.description)).count < readers.count { throw .usage("a --reader is given twice", command: name) }
+        // One reader by two of its names (a speed, a link) would wait for itself for ever: the
+        // second is busy while the first has it.
+        var named: [String: ReaderAddress] = [:]
+        for address in readers {
+            if let first = named[address.reader] {
+                throw .usage(
+                    first.description == address.description
+                        ? "--reader \(address) is given twice"
+                        : "--reader \(first) and --reader \(address) are one reader (\(address.reader)): give it once", command: name)
+            }
+            named[address.reader] = address
+        }
         tokenPath = arguments.value("token")
         tiles = try arguments.value("tiles").map { text throws(CLIError) in try ReportCommand.Tiles.parse(text, command: name) }
         attribution = arguments.value("attribution")

@@ -34,6 +34,47 @@ public enum ReaderAddress: Sendable, Hashable, CustomStringConvertible {
     /// would cut a longer one short and open another device than the one named.
     public static let maximumLength = 1023
 
+    /// The reader this address names, whatever its spelling: two addresses with one `reader` are
+    /// one device, which one user at a time may have (`DeviceThread.Claims`), and which `serve`
+    /// takes once. A libnfc serial or SPI port (its links resolved) whatever the speed; a USB bus
+    /// and device whatever the driver's name; a PC/SC reader as given; a scenario file by its
+    /// path, links resolved.
+    public var reader: String {
+        switch self {
+        case .libnfcDefault: "libnfc default"
+        case .libnfc(_, let connstring): Self.libnfcReader(connstring)
+        case .pcsc: description
+        case .mock(let scenario): "mock:" + Self.realPath(scenario)
+        }
+    }
+
+    /// `reader` for a libnfc connstring: a serial or SPI driver's port (a symlink resolved)
+    /// whatever its speed, "pn532_uart:/dev/ttyUSB0:115200" and "pn532_uart:/dev/ttyUSB0" being
+    /// one reader; a USB driver's bus and device, whatever the driver's name ("usb:001:004" is
+    /// libnfc's alias for any), "pn53x_usb:001:004" and "pn53x_usb:001:005" being two; anything
+    /// else as written.
+    public static func libnfcReader(_ connstring: String) -> String {
+        let parts = connstring.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        let driver = parts[0]
+        // Driver names as libnfc spells them (it matches them case-sensitively).
+        let portThenSpeed: Set<String> = ["pn532_uart", "pn532_spi", "pn532_i2c", "arygon", "ACR122S", "acr122s"]
+        if portThenSpeed.contains(driver), parts.count >= 2 {
+            return "libnfc \(driver):\(realPath(parts[1]))"
+        }
+        if driver == "usb" || driver.hasSuffix("_usb") {
+            return "libnfc usb:" + parts.dropFirst().joined(separator: ":")
+        }
+        return "libnfc " + connstring
+    }
+
+    /// `path` with its symlinks resolved (a udev link such as /dev/serial/by-id/… and the tty it
+    /// names are one port); as given when it cannot be resolved.
+    static func realPath(_ path: String) -> String {
+        guard let resolved = realpath(path, nil) else { return path }
+        defer { free(resolved) }
+        return String(cString: resolved)
+    }
+
     /// The address `--reader` gives, or libnfc's default without one.
     public init(_ text: String?) throws(ReaderAddressError) {
         guard let text else {

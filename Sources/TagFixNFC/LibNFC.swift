@@ -126,33 +126,11 @@ final class NFCDeviceHandle: @unchecked Sendable {
         NFCActivity.shared.took(ObjectIdentifier(self)) { [weak self] in self?.abort() }
     }
 
-    /// The reader a connstring names, as one claim (`DeviceThread.Claims`): a serial or SPI
-    /// driver's port (a symlink resolved) whatever its speed, "pn532_uart:/dev/ttyUSB0:115200" and
-    /// "pn532_uart:/dev/ttyUSB0" being one reader; a USB driver's bus and device, whatever the
-    /// driver's name ("usb:001:004" is libnfc's alias for any), "pn53x_usb:001:004" and
-    /// "pn53x_usb:001:005" being two; anything else as written. libnfc's default reader (nil) is
-    /// a claim of its own, apart from the same reader named.
+    /// The reader a connstring names, as one claim (`DeviceThread.Claims`): the reader by any of
+    /// its names (`ReaderAddress.libnfcReader`); libnfc's default reader (nil) is a claim of its
+    /// own, apart from the same reader named.
     static func claimKey(_ connstring: String?) -> String {
-        guard let connstring else { return "libnfc default" }
-        let parts = connstring.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
-        let driver = parts[0]
-        // Driver names as libnfc spells them (it matches them case-sensitively).
-        let portThenSpeed: Set<String> = ["pn532_uart", "pn532_spi", "pn532_i2c", "arygon", "ACR122S"]
-        if portThenSpeed.contains(driver), parts.count >= 2 {
-            return "libnfc \(driver):\(realPath(parts[1]))"
-        }
-        if driver == "usb" || driver.hasSuffix("_usb") {
-            return "libnfc usb:" + parts.dropFirst().joined(separator: ":")
-        }
-        return "libnfc " + connstring
-    }
-
-    /// `path` with its symlinks resolved (a udev link such as /dev/serial/by-id/… and the tty it
-    /// names are one port); as given when it cannot be resolved.
-    private static func realPath(_ path: String) -> String {
-        guard let resolved = realpath(path, nil) else { return path }
-        defer { free(resolved) }
-        return String(cString: resolved)
+        connstring.map(ReaderAddress.libnfcReader) ?? ReaderAddress.libnfcDefault.reader
     }
 
     var name: String { String(cString: nfc_device_get_name(device)) }

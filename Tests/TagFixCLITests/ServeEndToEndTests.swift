@@ -441,6 +441,7 @@ struct ServeEndToEndTests {
             (["--http", "nowhere"], 64, "HOST:PORT"), (["--http", "127.0.0.1:8080", "--token", "/nonexistent/token"], 66, "token"),
             (["--socket-group", "tagfix-no-such-group"], 64, "no such group"), (["--reader", "pn532_uart:/dev/null"], 64, "twice"),
             (["--client-timeout", "0"], 64, "--client-timeout"), (["--client-timeout", "soon"], 64, "--client-timeout"),
+            (["--reader", "pn532_uart:/dev/null:115200"], 64, "are one reader"),
         ])
     func refusals(_ options: [String], _ code: Int32, _ says: String) async throws {
         let socket = "/tmp/tagfix-serve-refusal-\(UUID().uuidString.prefix(8)).sock"
@@ -450,6 +451,22 @@ struct ServeEndToEndTests {
         #expect(!FileManager.default.fileExists(atPath: socket))
         let missing = await run(["serve", "--socket", socket])
         #expect(missing.code == 64)
+    }
+
+    /// One reader by two names would wait for itself for ever: the second is busy while the first
+    /// has it, and says so every time it is asked.
+    @Test("tagfix serve takes a reader once: a port and a link to it (a udev name) are one reader, refused at start (64) naming both")
+    func readerByTwoNames() async throws {
+        let link = FileManager.default.temporaryDirectory.appendingPathComponent("tagfix-by-id-\(UUID().uuidString)").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: "/dev/null")
+        defer { try? FileManager.default.removeItem(atPath: link) }
+        let socket = "/tmp/tagfix-serve-twice-\(UUID().uuidString.prefix(8)).sock"
+        let result = await run(["serve", "--reader", "pn532_uart:/dev/null", "--reader", "pn532_uart:\(link)", "--socket", socket])
+        #expect(result.code == 64, "\(result)")
+        #expect(result.err.count == 1, "\(result.err)")
+        #expect(
+            result.err.joined().contains("--reader pn532_uart:/dev/null and --reader pn532_uart:\(link) are one reader"), "\(result.err)")
+        #expect(!FileManager.default.fileExists(atPath: socket))
     }
 
     @Test(
