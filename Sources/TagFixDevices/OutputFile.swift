@@ -13,8 +13,10 @@ public import TagFixSystem
 ///   but the temporary file.
 public enum OutputFile {
     /// Writes `bytes` to `path` (see the type's rules).
+    /// - Parameter newFileMode: a new file's permission bits, set before anything is written
+    ///   (a secret's file: 0600); `nil`, 0666 less the umask. A file that is there keeps its own.
     /// - Throws: `OutputFileError` saying what failed and what to do.
-    public static func write(_ bytes: [UInt8], to path: String) throws(OutputFileError) {
+    public static func write(_ bytes: [UInt8], to path: String, newFileMode: FilePermissions? = nil) throws(OutputFileError) {
         if let fd = standardDescriptor(path) {
             if let code = writeAll(fd, bytes) { throw OutputFileError(path: path, operation: "write", errno: code) }
             return
@@ -23,7 +25,7 @@ public enum OutputFile {
         do {
             status = try Stat(path)
         } catch .noSuchFileOrDirectory {
-            try replace(path: try resolved(path), with: bytes, mode: nil, owner: nil)
+            try replace(path: try resolved(path), with: bytes, mode: newFileMode, owner: nil)
             return
         } catch {
             throw OutputFileError(path: path, operation: "examine", code: error)

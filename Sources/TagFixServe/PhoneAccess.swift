@@ -116,19 +116,15 @@ public struct TokenFile: Sendable, Hashable {
         }
     }
 
-    /// Replaces the file at `path` with this one atomically: a new file of mode 0600 beside it,
-    /// synced, renamed over it. A reader sees the old file or the new, never a part.
+    /// Replaces the file at `path` with this one atomically (`OutputFile`): a new file beside it,
+    /// synced, renamed over it, the folder synced; a reader sees the old file or the new, never a
+    /// part. A link is followed (the file it names is replaced, the link stays), and the file
+    /// keeps its owner and mode: `sudo tagfix tokens add` on the file of a serve that runs as
+    /// its own user left it root's, which that serve could no longer read. A new file is 0600.
     public func write(to path: String) throws(TokenFileError) {
-        let temporary = path + ".tmp-\(UInt32.random(in: 0...UInt32.max))"
         do {
-            try SecretFile.create(temporary, text, mode: 0o600)
+            try OutputFile.write(Array(text.utf8), to: path, newFileMode: FilePermissions(rawValue: 0o600))
         } catch {
-            throw .cannotWrite(path, error.description)
-        }
-        do {
-            try FileSystem.rename(temporary, to: path)
-        } catch {
-            try? FileSystem.removeFile(temporary)
             throw .cannotWrite(path, error.description)
         }
     }

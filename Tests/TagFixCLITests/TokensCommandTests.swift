@@ -1,5 +1,6 @@
 import Foundation
 import TagFixServe
+import TagFixSystem
 import Testing
 
 @Suite("tagfix tokens: named tokens for serve")
@@ -24,6 +25,28 @@ struct TokensCommandTests {
         #expect(await run(["tokens", "list", "--file", path]).out == ["ben"])
         #expect(try TokenFile.read(path).name(forToken: token) == nil)
         #expect(await run(["tokens", "revoke", "anna", "--file", path]).code == 64)
+    }
+
+    /// A site keeps its token file where its serve's unit says (/etc/tagfix/tokens, or a link
+    /// there), owned by the user serve runs as, and a site lead adds a tech with sudo.
+    @Test("add through a link replaces the file it names and the link stays; the file keeps its owner and mode")
+    func linkAndOwner() async throws {
+        let folder = (try temporaryFile("x", "") as NSString).deletingLastPathComponent
+        let file = folder + "/secrets-tokens"
+        let link = folder + "/tokens"
+        #expect(await run(["tokens", "add", "anna", "--file", file]).code == 0)
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: file)
+        // The user serve runs as (nobody, where the tests run as root).
+        let isRoot = ProcessInfo.processInfo.userName == "root"
+        if isRoot { try FileSystem.setOwner(user: 65534, group: 65534, of: file) }
+        let ben = await run(["tokens", "add", "ben", "--file", link])
+        #expect(ben.code == 0, "\(ben.err)")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link) == file, "the link was replaced")
+        #expect(try TokenFile.read(file).entries.map(\.name) == ["anna", "ben"])
+        let attributes = try FileManager.default.attributesOfItem(atPath: file)
+        #expect(attributes[.posixPermissions] as? Int == 0o600)
+        if isRoot { #expect(attributes[.ownerAccountID] as? Int == 65534, "the file is root's now: serve cannot read it") }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).allSatisfy { !$0.contains(".tmp") }, "a temporary file left")
     }
 
     @Test("today's one-token file is the token named default, and keeps working once names are added")
