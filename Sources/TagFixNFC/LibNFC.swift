@@ -93,7 +93,22 @@ final class NFCDeviceHandle: @unchecked Sendable {
         var inCall = false
         /// `abort()` came: no call starts any more.
         var stopping = false
+        /// The calls begun so far: which one an abort waits for.
+        var begun: UInt64 = 0
+        /// An abort waits for the call under way to end (`callEnded`).
+        var abortWaits = false
     }
+
+    /// Signalled when a call an abort waits for has ended.
+    private let callEnded = DeviceThread.Wakeup()
+    /// Where an abort waits for the call under way (`abort()`).
+    private let aborter = DeviceThread.Worker(name: "libnfc abort")
+
+    /// How long an abort lets a call under way end by itself before libnfc's abort. A command's
+    /// wait for its acknowledgement cannot be aborted (libnfc waits for it without the abort
+    /// pipe), and an abort that came then was lost and left a descriptor open; every command
+    /// but one with no time-out (an exchange on a line that hangs) ends well within this.
+    static var abortGrace: Duration { .milliseconds(500) }
 
     /// What this process claims while the device is open (`DeviceThread.Claims`).
     private let claim: String
@@ -151,12 +166,20 @@ final class NFCDeviceHandle: @unchecked Sendable {
     /// own abort would end it (`NFC_EOPABORTED`).
     private func call(_ operation: @autoclosure () -> String, _ body: () -> Int32) throws(NFCError) -> Int32 {
         let stopping = calls.withLock { calls in
-            if !calls.stopping { calls.inCall = true }
+            if !calls.stopping {
+                calls.inCall = true
+                calls.begun &+= 1
+            }
             return calls.stopping
         }
         if stopping { throw NFCError(code: .aborted, operation: operation(), detail: "the reader is stopping") }
         let result = body()
-        calls.withLock { $0.inCall = false }
+        let waited = calls.withLock { calls in
+            calls.inCall = false
+            defer { calls.abortWaits = false }
+            return calls.abortWaits
+        }
+        if waited { callEnded.signal() }
         return try check(result, operation())
     }
 
@@ -215,20 +238,31 @@ final class NFCDeviceHandle: @unchecked Sendable {
     /// nfc_initiator_deselect_target (none once the reader is stopping).
     func deselect() { _ = try? call("deselect") { nfc_initiator_deselect_target(device) } }
 
-    /// Stops the owner's calls, for good (the reader stops, or the process ends). Any thread. A
-    /// call under way is interrupted with nfc_abort_command; none is begun after it (`call`).
+    /// Stops the owner's calls, for good (the reader stops, or the process ends). Any thread;
+    /// never waits. None is begun after it (`call`), and a call under way that has not ended
+    /// within `abortGrace` is interrupted with nfc_abort_command (from a thread of its own).
     ///
-    /// Only a call under way: libnfc 1.8's pn532_uart (and arygon) abort closes the read end of
-    /// the abort pipe and makes a new pipe, and only a wait for an answer that sees the old one
-    /// closed closes its write end. An abort between calls left that descriptor open for the
-    /// life of the process, one more each time a reader stopped, and the next call waited on
-    /// the new pipe, never aborted. Under the lock `close` takes first, so an abort never runs
-    /// beside or after `nfc_close` (after the close the pipe's descriptors are the freed
-    /// device's, and perhaps another's).
+    /// Only a call under way, and only one that does not end by itself: libnfc 1.8's pn532_uart
+    /// (and arygon) abort closes the read end of the abort pipe and makes a new pipe, and only a
+    /// wait for an answer that sees the old one closed closes its write end. An abort between
+    /// calls, or in a command's wait for its acknowledgement (made without the pipe), left that
+    /// descriptor open for the life of the process, one more each time a reader stopped, and
+    /// the wait that came next was on the new pipe, never aborted. Under the lock `close` takes
+    /// first, so an abort never runs beside or after `nfc_close` (after the close the pipe's
+    /// descriptors are the freed device's, and perhaps another's).
     func abort() {
-        calls.withLock { calls in
+        let underWay = calls.withLock { calls -> UInt64? in
             calls.stopping = true
-            if !calls.closed, calls.inCall { _ = nfc_abort_command(device) }
+            guard !calls.closed, calls.inCall else { return nil }
+            calls.abortWaits = true
+            return calls.begun
+        }
+        guard let underWay else { return }
+        aborter.run { [self] in
+            _ = callEnded.block(upTo: Self.abortGrace)
+            calls.withLock { calls in
+                if !calls.closed, calls.inCall, calls.begun == underWay { _ = nfc_abort_command(device) }
+            }
         }
     }
 

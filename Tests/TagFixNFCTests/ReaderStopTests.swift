@@ -48,6 +48,35 @@ import Testing
         #expect(left.isEmpty, "pipe ends left open by the stopped readers, with nobody reading them: \(left.sorted())")
     }
 
+    /// The stop that libnfc's abort cannot take back: while the reader waits for a command's
+    /// acknowledgement (libnfc waits for it without its abort pipe), where a PN532 that is slow to
+    /// answer keeps it.
+    @Test("a libnfc reader stopped while it waits for a command's acknowledgement leaves no descriptor behind, and stops")
+    func stopInAcknowledgement() async throws {
+        let emulator = try PN532Emulator(tags: [], options: PN532Emulator.Options(logCommands: true))
+        defer { emulator.stop() }
+        var options = LibNFCReader<MonotonicClock>.Options()
+        options.pollInterval = .milliseconds(20)
+        let before = Set(PipeEnds.held().map(\.inode))
+        let (running, ready) = Self.start(
+            LibNFCReader(connstring: "pn532_uart:\(emulator.path)", clock: MonotonicClock(), options: options))
+        #expect(await ready.value, "the reader did not open")
+        #expect(await RunningProgram.poll { emulator.traffic.log.count { $0.command == 0x4A } >= 3 }, "the reader did not poll")
+        let readersPipes = PipeEnds.inProcess(since: before)
+        // The next selection's acknowledgement and answer come 150 ms late (libnfc gives a
+        // selection 300 ms): the stop comes while the reader waits for them.
+        let received = emulator.traffic.commands
+        emulator.answerLate(command: 0x4A, by: .milliseconds(150))
+        #expect(await RunningProgram.poll { emulator.traffic.commands > received }, "the reader did not poll again")
+        running.cancel()
+        let (last, opened) = Self.start(LibNFCReader(connstring: "pn532_uart:\(emulator.path)", clock: MonotonicClock(), options: options))
+        defer { last.cancel() }
+        #expect(await opened.value, "the port was not let go")
+        #expect(!readersPipes.isEmpty, "the reader's pipe was not seen")
+        let left = PipeEnds.unread(readersPipes)
+        #expect(left.isEmpty, "pipe ends left open by the stopped reader, with nobody reading them: \(left.sorted())")
+    }
+
     /// Consumes `reader`'s events on a task (cancelled: the reader stops); `ready` says whether
     /// it opened.
     static func start(_ reader: LibNFCReader<MonotonicClock>) -> (running: Task<Void, Never>, ready: Task<Bool, Never>) {
