@@ -57,7 +57,7 @@ public enum ReaderAddress: Sendable, Hashable, CustomStringConvertible {
         let parts = connstring.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
         let driver = parts[0]
         // Driver names as libnfc spells them (it matches them case-sensitively).
-        let portThenSpeed: Set<String> = ["pn532_uart", "pn532_spi", "pn532_i2c", "arygon", "ACR122S", "acr122s"]
+        let portThenSpeed: Set<String> = ["pn532_uart", "pn532_spi", "pn532_i2c", "arygon", "ACR122S"]
         if portThenSpeed.contains(driver), parts.count >= 2 {
             return "libnfc \(driver):\(realPath(parts[1]))"
         }
@@ -101,12 +101,20 @@ public enum ReaderAddress: Sendable, Hashable, CustomStringConvertible {
         case "mock":
             guard !rest.isEmpty else { throw .mockWithoutScenario }
             self = .mock(scenario: String(rest))
+        case "ACR122S":
+            // libnfc's own spelling of a driver, as its libnfc.conf has it.
+            self = .libnfc(driver: "acr122s", connstring: text)
         default:
             let driver = String(scheme)
             guard Self.libnfcDrivers.contains(driver) else { throw .unknownDriver(driver, suggestion: Self.suggestion(for: driver)) }
-            self = .libnfc(driver: driver, connstring: text)
+            self = .libnfc(driver: driver, connstring: (Self.libnfcSpelling[driver] ?? driver) + text.dropFirst(driver.count))
         }
     }
+
+    /// The drivers libnfc names otherwise than TagFix (which spells every driver in lower case),
+    /// as its connstrings must: libnfc 1.8 matches a driver's name case-sensitively, and has "No
+    /// driver available to handle acr122s:/dev/ttyUSB0".
+    public static let libnfcSpelling = ["acr122s": "ACR122S"]
 
     /// What a person probably meant by a driver libnfc does not have.
     static func suggestion(for driver: String) -> String? {
