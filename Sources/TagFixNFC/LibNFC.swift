@@ -91,12 +91,9 @@ final class NFCDeviceHandle: @unchecked Sendable {
         var closed = false
         /// The owner is inside a libnfc call.
         var inCall = false
-        /// `abort()` came: no call starts any more.
+        /// `abort()` came: no call starts any more. So a call that ends with it set is the one an
+        /// abort came during (and waits for), and a call under way after it is that one still.
         var stopping = false
-        /// The calls begun so far: which one an abort waits for.
-        var begun: UInt64 = 0
-        /// An abort waits for the call under way to end (`callEnded`).
-        var abortWaits = false
     }
 
     /// Signalled when a call an abort waits for has ended.
@@ -166,18 +163,14 @@ final class NFCDeviceHandle: @unchecked Sendable {
     /// own abort would end it (`NFC_EOPABORTED`).
     private func call(_ operation: @autoclosure () -> String, _ body: () -> Int32) throws(NFCError) -> Int32 {
         let stopping = calls.withLock { calls in
-            if !calls.stopping {
-                calls.inCall = true
-                calls.begun &+= 1
-            }
+            if !calls.stopping { calls.inCall = true }
             return calls.stopping
         }
         if stopping { throw NFCError(code: .aborted, operation: operation(), detail: "the reader is stopping") }
         let result = body()
         let waited = calls.withLock { calls in
             calls.inCall = false
-            defer { calls.abortWaits = false }
-            return calls.abortWaits
+            return calls.stopping
         }
         if waited { callEnded.signal() }
         return try check(result, operation())
@@ -251,17 +244,16 @@ final class NFCDeviceHandle: @unchecked Sendable {
     /// first, so an abort never runs beside or after `nfc_close` (after the close the pipe's
     /// descriptors are the freed device's, and perhaps another's).
     func abort() {
-        let underWay = calls.withLock { calls -> UInt64? in
+        let underWay = calls.withLock { calls in
             calls.stopping = true
-            guard !calls.closed, calls.inCall else { return nil }
-            calls.abortWaits = true
-            return calls.begun
+            return !calls.closed && calls.inCall
         }
-        guard let underWay else { return }
+        guard underWay else { return }
         aborter.run { [self] in
             _ = callEnded.block(upTo: Self.abortGrace)
+            // Still in a call: the same one (none begins once stopping).
             calls.withLock { calls in
-                if !calls.closed, calls.inCall, calls.begun == underWay { _ = nfc_abort_command(device) }
+                if !calls.closed, calls.inCall { _ = nfc_abort_command(device) }
             }
         }
     }

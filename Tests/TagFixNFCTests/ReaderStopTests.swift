@@ -26,12 +26,11 @@ import Testing
         for _ in 0..<3 {
             let before = Set(PipeEnds.held().map(\.inode))
             emulator.clearLog()
-            let (running, ready) = Self.start(
-                LibNFCReader(connstring: "pn532_uart:\(emulator.path)", clock: MonotonicClock(), options: options))
+            let (running, ready) = Self.start(Self.reader(emulator, options))
             #expect(await ready.value, "the reader did not open")
             // Its first poll's three selections (InListPassiveTarget: ISO 14443A, FeliCa at 212
             // and at 424 kbps) answered: it now waits for the next poll. (A stop during a
-            // selection still interrupts it with libnfc's abort: docs/architecture.md.)
+            // selection waits for its end: stopInAcknowledgement.)
             #expect(
                 await RunningProgram.poll { emulator.traffic.log.count { $0.command == 0x4A } >= 3 }, "the reader did not poll")
             // The reader's abort pipe: both ends here, made by libnfc's pipe() (not close-on-exec,
@@ -39,13 +38,7 @@ import Testing
             readersPipes.formUnion(PipeEnds.inProcess(since: before))
             running.cancel()
         }
-        // One more reader of the port opens once the last one has closed the device.
-        let (last, ready) = Self.start(LibNFCReader(connstring: "pn532_uart:\(emulator.path)", clock: MonotonicClock(), options: options))
-        defer { last.cancel() }
-        #expect(await ready.value, "the port was not let go")
-        #expect(!readersPipes.isEmpty, "the readers' pipes were not seen")
-        let left = PipeEnds.unread(readersPipes)
-        #expect(left.isEmpty, "pipe ends left open by the stopped readers, with nobody reading them: \(left.sorted())")
+        await Self.expectLetGo(readersPipes, emulator, options)
     }
 
     /// The stop that libnfc's abort cannot take back: while the reader waits for a command's
@@ -58,8 +51,7 @@ import Testing
         var options = LibNFCReader<MonotonicClock>.Options()
         options.pollInterval = .milliseconds(20)
         let before = Set(PipeEnds.held().map(\.inode))
-        let (running, ready) = Self.start(
-            LibNFCReader(connstring: "pn532_uart:\(emulator.path)", clock: MonotonicClock(), options: options))
+        let (running, ready) = Self.start(Self.reader(emulator, options))
         #expect(await ready.value, "the reader did not open")
         #expect(await RunningProgram.poll { emulator.traffic.log.count { $0.command == 0x4A } >= 3 }, "the reader did not poll")
         let readersPipes = PipeEnds.inProcess(since: before)
@@ -69,12 +61,23 @@ import Testing
         emulator.answerLate(command: 0x4A, by: .milliseconds(150))
         #expect(await RunningProgram.poll { emulator.traffic.commands > received }, "the reader did not poll again")
         running.cancel()
-        let (last, opened) = Self.start(LibNFCReader(connstring: "pn532_uart:\(emulator.path)", clock: MonotonicClock(), options: options))
+        await Self.expectLetGo(readersPipes, emulator, options)
+    }
+
+    /// A reader of `emulator`'s port.
+    static func reader(_ emulator: PN532Emulator, _ options: LibNFCReader<MonotonicClock>.Options) -> LibNFCReader<MonotonicClock> {
+        LibNFCReader(connstring: "pn532_uart:\(emulator.path)", clock: MonotonicClock(), options: options)
+    }
+
+    /// Once the stopped readers have closed the device (one more reader of the port opens only
+    /// then), none of their `pipes` may be left with a write end that nobody reads.
+    static func expectLetGo(_ pipes: Set<String>, _ emulator: PN532Emulator, _ options: LibNFCReader<MonotonicClock>.Options) async {
+        let (last, ready) = start(reader(emulator, options))
         defer { last.cancel() }
-        #expect(await opened.value, "the port was not let go")
-        #expect(!readersPipes.isEmpty, "the reader's pipe was not seen")
-        let left = PipeEnds.unread(readersPipes)
-        #expect(left.isEmpty, "pipe ends left open by the stopped reader, with nobody reading them: \(left.sorted())")
+        #expect(await ready.value, "the port was not let go")
+        #expect(!pipes.isEmpty, "the readers' pipes were not seen")
+        let left = PipeEnds.unread(pipes)
+        #expect(left.isEmpty, "pipe ends left open by the stopped readers, with nobody reading them: \(left.sorted())")
     }
 
     /// Consumes `reader`'s events on a task (cancelled: the reader stops); `ready` says whether
