@@ -200,8 +200,12 @@ public final class PhoneTaps: Sendable {
 
     /// Whether the phone sees HTTPS: the server's own TLS, or a TLS proxy on this machine that
     /// says so (`X-Forwarded-Proto: https`, taken from a loopback peer only).
-    func isSecure(_ request: HTTPRequest) -> Bool {
-        secure || Self.proxySaysHTTPS(request)
+    func isSecure(_ request: HTTPRequest) -> Bool { Self.seesHTTPS(request, serverTLS: secure) }
+
+    /// Whether the phone sees HTTPS: the server's own TLS (`serverTLS`), or a TLS proxy on this
+    /// machine that says so.
+    static func seesHTTPS(_ request: HTTPRequest, serverTLS: Bool) -> Bool {
+        serverTLS || proxySaysHTTPS(request)
     }
 
     /// A TLS proxy on this machine says the phone sees HTTPS (`X-Forwarded-Proto: https`).

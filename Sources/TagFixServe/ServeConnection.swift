@@ -295,7 +295,7 @@ struct ServeConnection {
     /// cookie's; `nil` when neither is one.
     static func acceptedToken(_ request: HTTPRequest, _ settings: Settings) -> String? {
         if let bearer = request.bearerToken, settings.accepts(bearer) { return bearer }
-        let secure = settings.secure || PhoneTaps.proxySaysHTTPS(request)
+        let secure = PhoneTaps.seesHTTPS(request, serverTLS: settings.secure)
         if let cookie = PhoneCookie.token(cookieHeader: request.headers["cookie"], secure: secure), settings.accepts(cookie) {
             return cookie
         }
