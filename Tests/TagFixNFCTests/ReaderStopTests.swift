@@ -14,9 +14,27 @@ import Testing
 /// write end. A stop while the reader waited between polls, where it nearly always is, left that
 /// write end open for the life of the process: one descriptor more for each reader stopped, and
 /// libnfc's `select()` aborts the process once a descriptor passes 1023.
+///
+/// Each test runs in a process of its own (an exit test), where the pipes that appear while its
+/// reader opens are that reader's: in the test process, other tests' readers open at the same
+/// moment, and a pipe one of them leaves open (libnfc cannot abort a command's wait for its
+/// acknowledgement on a line that hangs) was counted as this reader's.
 @Suite struct ReaderStopTests {
     @Test("a libnfc reader stopped between polls leaves no descriptor behind: three stops, no pipe end left that nobody reads")
-    func stopBetweenPolls() async throws {
+    func stopBetweenPolls() async {
+        await #expect(processExitsWith: .success) { try await Self.stopsBetweenPolls() }
+    }
+
+    /// The stop that libnfc's abort cannot take back: while the reader waits for a command's
+    /// acknowledgement (libnfc waits for it without its abort pipe), where a PN532 that is slow to
+    /// answer keeps it.
+    @Test("a libnfc reader stopped while it waits for a command's acknowledgement leaves no descriptor behind, and stops")
+    func stopInAcknowledgement() async {
+        await #expect(processExitsWith: .success) { try await Self.stopsInAcknowledgement() }
+    }
+
+    /// stopBetweenPolls, in its own process.
+    static func stopsBetweenPolls() async throws {
         let emulator = try PN532Emulator(tags: [], options: PN532Emulator.Options(logCommands: true))
         defer { emulator.stop() }
         var options = LibNFCReader<MonotonicClock>.Options()
@@ -41,11 +59,8 @@ import Testing
         await Self.expectLetGo(readersPipes, emulator, options)
     }
 
-    /// The stop that libnfc's abort cannot take back: while the reader waits for a command's
-    /// acknowledgement (libnfc waits for it without its abort pipe), where a PN532 that is slow to
-    /// answer keeps it.
-    @Test("a libnfc reader stopped while it waits for a command's acknowledgement leaves no descriptor behind, and stops")
-    func stopInAcknowledgement() async throws {
+    /// stopInAcknowledgement, in its own process.
+    static func stopsInAcknowledgement() async throws {
         let emulator = try PN532Emulator(tags: [], options: PN532Emulator.Options(logCommands: true))
         defer { emulator.stop() }
         var options = LibNFCReader<MonotonicClock>.Options()
