@@ -36,6 +36,9 @@ public struct ReaderError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let incompleteRead = Code(rawValue: "incomplete_read")
         public static let timeout = Code(rawValue: "timeout")
         public static let io = Code(rawValue: "io")
+        /// An exchange failed on the air (libnfc's NFC_ERFTRANS: the chip's time-out, CRC, parity
+        /// or framing error): the tag or the field, not the reader or its line.
+        public static let rfError = Code(rawValue: "rf_error")
         public static let busy = Code(rawValue: "busy")
         public static let notFound = Code(rawValue: "not_found")
         public static let unsupportedTag = Code(rawValue: "unsupported_tag")

@@ -372,9 +372,7 @@ struct ReaderFaultTests {
                 #expect(!reopened, "removed before it was read again after a reopen")
                 return
             case .disconnected(let error):
-                #expect(
-                    error.message.contains("NFC_EIO") || error.message.contains("NFC_ETIMEOUT"),
-                    "the reader was reopened, not for a line that failed: \(error)")
+                #expect(error.code == .io || error.code == .timeout, "the reader was reopened, not for a line that failed: \(error)")
                 reopened = true
             case .ready:
                 #expect(reopened, "ready without having been disconnected")

@@ -1,6 +1,8 @@
-import TagFixNFC
+import TagFixDevices
 import TagFixTags
 import Testing
+
+@testable import TagFixNFC
 
 @Suite("libnfc's errors as the procedures' TagError")
 struct NFCErrorMappingTests {
@@ -24,5 +26,23 @@ struct NFCErrorMappingTests {
             error.description
                 == "incomplete read: the tag stopped answering after 2 commands (NFC_ERFTRANS); hold the tag still until the read completes"
         )
+    }
+}
+
+@Suite("libnfc's errors as the reader's ReaderError")
+struct NFCReaderErrorMappingTests {
+    /// A reader that is reopened says why through its code: the reader or its line (`io`,
+    /// `timeout`, `not_found`), never a tag's exchange that failed on the air (`rf_error`), which
+    /// a tag on metal makes now and then.
+    @Test(
+        "each libnfc code the reader reports has the code of what failed, and its message keeps libnfc's name",
+        arguments: [
+            (NFCErrorCode.rfTransmission, ReaderError.Code.rfError), (.timeout, .timeout), (.noSuchDevice, .notFound), (.io, .io),
+            (.chip, .io), (.aborted, .io),
+        ])
+    func mapping(_ code: NFCErrorCode, _ expected: ReaderError.Code) {
+        let error = LibNFCReader<MonotonicClock>.readerError(NFCError(code: code, operation: "select a tag"))
+        #expect(error.code == expected)
+        #expect(error.message == "select a tag failed (\(code.name))")
     }
 }
