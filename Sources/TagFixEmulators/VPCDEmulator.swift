@@ -67,6 +67,10 @@ public final class VPCDEmulator: Sendable {
         var exchangesBeforeRemoval: Int?
         var hung = false
         var corruptNext = false
+        /// The APDUs still to answer before one is held (`holdAnswer(after:)`).
+        var answersBeforeHold: Int?
+        /// The APDU held unanswered, and its slot, until `releaseHeld()`.
+        var held: (apdu: [UInt8], slot: Int)?
         var stopped = false
         /// When the card last left: it connects again no sooner than `absence` after.
         var leftAt: ContinuousClock.Instant?
@@ -140,6 +144,22 @@ public final class VPCDEmulator: Sendable {
 
     /// The next answer goes out cut short (a garbled answer).
     public func corruptNextReply() { state.withLock { $0.corruptNext = true } }
+
+    /// The card answers `count` more APDUs, then holds the next one unanswered until
+    /// `releaseHeld()` (a slow tag, or a test that makes something happen mid-read: the reader,
+    /// and pcscd's lock on it, wait for that answer meanwhile).
+    public func holdAnswer(after count: Int) { state.withLock { $0.answersBeforeHold = count } }
+
+    /// Whether an APDU is held unanswered (`holdAnswer(after:)`).
+    public var holding: Bool { state.withLock { $0.held != nil } }
+
+    /// Answers the APDU held, if any, and goes on.
+    public func releaseHeld() {
+        loop.execute { [self] in
+            guard let (apdu, slot) = state.withLock({ $0.held.take() }), link.withLock({ $0.connection?.slot }) == slot else { return }
+            if !answer(apdu, slot: slot, releasing: true) { leave() }
+        }
+    }
 
     public var traffic: Traffic { state.withLock { $0.traffic } }
 
@@ -275,7 +295,8 @@ public final class VPCDEmulator: Sendable {
     }
 
     /// Answers one message; false when the card is to leave (pulled mid-read, or vpcd gone).
-    private func answer(_ message: [UInt8], slot: Int) -> Bool {
+    /// `releasing`: the APDU held (`releaseHeld()`), counted when it came.
+    private func answer(_ message: [UInt8], slot: Int, releasing: Bool = false) -> Bool {
         let reader = readers[slot]
         let received = ContinuousClock.now
         if state.withLock({ $0.hung }) { return true }
@@ -290,20 +311,36 @@ public final class VPCDEmulator: Sendable {
             }
             return true
         }
-        let (gone, corrupt) = state.withLock { state -> (Bool, Bool) in
+        let (gone, corrupt, hold) = state.withLock { state -> (Bool, Bool, Bool) in
+            if !releasing, let remaining = state.answersBeforeHold {
+                if remaining <= 0 {
+                    state.answersBeforeHold = nil
+                    state.held = (message, slot)
+                    state.traffic.apdus += 1
+                    state.traffic.headers.append(Array(message.prefix(4)))
+                    return (false, false, true)
+                }
+                state.answersBeforeHold = remaining - 1
+            }
+            if releasing {
+                defer { state.corruptNext = false }
+                return (false, state.corruptNext, false)
+            }
             if let remaining = state.exchangesBeforeRemoval {
                 if remaining <= 0 {
                     state.exchangesBeforeRemoval = nil
                     state.present[slot] = false
-                    return (true, false)
+                    return (true, false, false)
                 }
                 state.exchangesBeforeRemoval = remaining - 1
             }
             state.traffic.apdus += 1
             state.traffic.headers.append(Array(message.prefix(4)))
             defer { state.corruptNext = false }
-            return (false, state.corruptNext)
+            return (false, state.corruptNext, false)
         }
+        // Held: answered by `releaseHeld()` (pcscd sends nothing more to the reader meanwhile).
+        if hold { return true }
         // Pulled mid-read: gone without an answer, as a card leaving the field is.
         if gone { return false }
         var answer = reader.answer(message)

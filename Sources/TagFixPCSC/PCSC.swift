@@ -174,13 +174,26 @@ struct PCSCContext: Sendable {
     }
 
     /// Connects to the card in `reader` (shared, T=0 or T=1, as pcsc-lite's contactless drivers
-    /// offer a storage card as T=1).
+    /// offer a storage card as T=1), in a transaction until `disconnect()`.
+    ///
+    /// Shared, so other programs may still see the card (a desktop's smart-card service, a
+    /// browser's PKCS#11 module, `pcsc_scan`); in a transaction (SCardBeginTransaction), so none
+    /// of their commands comes between two of ours. Without it, another program's SELECT
+    /// between a Type 4 tag's SELECT of its NDEF file and the READ BINARY after it made TagFix
+    /// read another file, and a read of pages could be cut by another program's reset. pcsc-lite
+    /// holds another program's commands, and its connections, until the transaction ends; a
+    /// transaction another program holds makes this wait, as its connection already did.
     func connect(_ reader: String) throws(PCSCError) -> PCSCCard {
         var card: SCARDHANDLE = 0
         var proto: DWORD = 0
         let result = SCardConnect(
             handle, reader, DWORD(SCARD_SHARE_SHARED), DWORD(SCARD_PROTOCOL_T0 | SCARD_PROTOCOL_T1), &card, &proto)
         guard result == SCARD_S_SUCCESS else { throw PCSCError(code: Int(result), operation: "SCardConnect \(reader)") }
+        let begun = SCardBeginTransaction(card)
+        guard begun == SCARD_S_SUCCESS else {
+            _ = SCardDisconnect(card, DWORD(SCARD_LEAVE_CARD))
+            throw PCSCError(code: Int(begun), operation: "SCardBeginTransaction \(reader)")
+        }
         return PCSCCard(handle: card, activeProtocol: proto)
     }
 }
@@ -241,7 +254,11 @@ struct PCSCCard: Sendable {
         activeProtocol = proto
     }
 
-    func disconnect() { _ = SCardDisconnect(handle, DWORD(SCARD_LEAVE_CARD)) }
+    /// Ends the connection's transaction (`PCSCContext.connect`), then the connection.
+    func disconnect() {
+        _ = SCardEndTransaction(handle, DWORD(SCARD_LEAVE_CARD))
+        _ = SCardDisconnect(handle, DWORD(SCARD_LEAVE_CARD))
+    }
 }
 
 /// The PC/SC readers pcscd has, and whether it runs: for `tagfix devices` and `doctor`.

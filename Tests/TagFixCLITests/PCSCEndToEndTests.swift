@@ -255,6 +255,60 @@ struct PCSCEndToEndTests {
         }
     }
 
+    /// Another PC/SC client of the same reader (a desktop's smart-card service, a browser's
+    /// PKCS#11 module) sends a command while TagFix reads a tag: it waits for the read to end.
+    /// Here, the Type 4 tag's CC file selected while the read waits for the answer to its
+    /// selection of the NDEF file: before TagFix read in a transaction, that selection came
+    /// between TagFix's selection and its READ BINARY, and TagFix read the CC file's bytes as the
+    /// NDEF file's.
+    @Test("another program's command to the tag waits for TagFix's read to end: never between two of its commands")
+    func anotherClientWaits() async throws {
+        let url = "https://type4.example/t/" + String(repeating: "q", count: 40)
+        let tag = EmulatedType4Tag(uid: [0x04, 0xA1, 0xB2, 0xC3, 0xD4, 0xE5, 0xF7], message: NDEFMessage(records: [.uri(url)]).encoded())
+        let selectCC: [UInt8] = [0x00, 0xA4, 0x00, 0x0C, 0x02, 0xE1, 0x03]
+        let selectNDEF: [UInt8] = [0x00, 0xA4, 0x00, 0x0C, 0x02, 0xE1, 0x04]
+        try await PCSCBench.with(tags: [tag]) { bench in
+            // The read's commands until its selection of the NDEF file, as the card saw them.
+            let plain = try await TagfixProcess.run(
+                ["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+            #expect(plain.code == 0, "\(plain.err)")
+            let before = try #require(bench.card.traffic.exchanges.firstIndex { $0.command == selectNDEF }, "no selection of the NDEF file")
+            bench.card.setPresent(false)
+            #expect(await eventually { !bench.card.connected })
+            bench.card.clearTraffic()
+            bench.card.setPresent(true)
+            // The next read's selection of the NDEF file is held unanswered.
+            bench.card.holdAnswer(after: before)
+            let reading = try TagfixProcess(["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
+            defer { reading.terminate() }
+            #expect(await eventually { bench.card.holding }, "the read's selection was not held")
+            let script = """
+                from smartcard.scard import *
+                context = SCardEstablishContext(SCARD_SCOPE_USER)[1]
+                reader = [name for name in SCardListReaders(context, [])[1] if "Virtual PCD" in name][0]
+                print("asking", flush=True)
+                result, card, protocol = SCardConnect(context, reader, SCARD_SHARE_SHARED, SCARD_PROTOCOL_T0 | SCARD_PROTOCOL_T1)
+                result, answer = SCardTransmit(card, protocol, [\(selectCC.map { "0x" + Hex.encode([$0]) }.joined(separator: ", "))])
+                print("answered", hex(result & 0xFFFFFFFF), bytes(answer).hex().upper(), flush=True)
+                """
+            let other = try RunningProgram("/usr/bin/python3", ["-c", script], environment: bench.pcscd.environment)
+            defer { other.terminate() }
+            #expect(await other.waitFor("asking"), "\(other.transcript)")
+            // Its command on its way to pcscd (not a condition of the result: only a chance for
+            // it to come before the read's next command).
+            try await Task.sleep(for: .milliseconds(300))
+            bench.card.releaseHeld()
+            #expect(await reading.wait() == 0, "\(reading.err)")
+            let object = try JSONValue.parse(try #require(reading.lines.first))
+            #expect(object["url"]?.string == url, "the read took another program's selection as its own")
+            #expect(await other.exit() == .exited(0), "\(other.transcript)")
+            #expect(other.stdout.contains("answered 0x0 9000"), "\(other.transcript)")
+            let commands = bench.card.traffic.exchanges.map(\.command)
+            #expect(commands.last == selectCC, "the other program's command came between the read's: \(commands.map(Hex.encode))")
+            #expect(commands.dropLast().contains(selectNDEF), "\(commands.map(Hex.encode))")
+        }
+    }
+
     @Test("a MIFARE Classic card through PC/SC: an unsupported tag, said so, not a broken one", .enabled(if: classicDump != nil, skip))
     func classic() async throws {
         let path = try #require(classicDump)
