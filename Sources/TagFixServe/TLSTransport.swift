@@ -71,7 +71,12 @@ struct TLSTransport: ConnectionTransport {
             if failed { return .closed }
             do {
                 let count = try descriptor.receive(into: &scratch)
-                guard count > 0 else { return .closed }
+                // TCP's end of the client's side without close_notify: as close_notify, an end,
+                // not a failure. What came before it came in whole records, each checked, so
+                // nothing read was cut short, and a request cut short is never answered (its
+                // connection ends unanswered). An answer it waits for is still written; a client
+                // that has gone altogether fails that write.
+                guard count > 0 else { return .ended }
                 session.receive(scratch[0..<count])
             } catch .wouldBlock {
                 return .wouldBlock

@@ -23,10 +23,20 @@ struct TLSTransportTests {
         return (folder + "/cert.pem", folder + "/key.pem")
     }
 
+    /// How a client ends its side after a whole request.
+    enum ClientEnd: Sendable, CaseIterable {
+        /// TLS's close_notify, the TCP connection left open (as `openssl s_client` does).
+        case closeNotify
+        /// TCP's half-close (`shutdown(SHUT_WR)`) without close_notify, as a client that is done
+        /// writing and still reads does (ServePhoneTests.halfClosed does it in the clear). The
+        /// request was whole, each record checked: nothing of it was cut.
+        case halfCloseWithoutNotify
+    }
+
     @Test(
-        "a client that sends close_notify after a whole request: its side has ended (not failed), and the answer is still written and read",
-        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl"), "needs openssl"))
-    func closeNotifyAfterRequest() async throws {
+        "a client that ends its side after a whole request (close_notify, or TCP's half-close without it): its side has ended (not failed), and the answer is still written and read",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/openssl"), "needs openssl"), arguments: ClientEnd.allCases)
+    func endAfterRequest(_ end: ClientEnd) async throws {
         let files = try await Self.certificate()
         let (server, client) = try FileDescriptor.socketPair()
         defer {
@@ -57,11 +67,17 @@ struct TLSTransportTests {
             _ = try session.handshake()
             try clientSends()
         }
-        // A whole request, then close_notify: the client has nothing more to say, and waits.
+        // A whole request, then the end of the client's side: it has nothing more to say, and waits.
         let request = Array("GET /api/tags HTTP/1.1\r\nHost: localhost\r\n\r\n".utf8)
         #expect(try session.write(request) == request.count)
-        session.close()
-        try clientSends()
+        switch end {
+        case .closeNotify:
+            session.close()
+            try clientSends()
+        case .halfCloseWithoutNotify:
+            try clientSends()
+            try client.shutdown(Int32(SHUT_WR))
+        }
         var received: [UInt8] = []
         var last = transport.read(into: &buffer)
         while case .bytes(let count) = last {
