@@ -37,7 +37,8 @@ public struct ReaderError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let timeout = Code(rawValue: "timeout")
         public static let io = Code(rawValue: "io")
         /// An exchange failed on the air (libnfc's NFC_ERFTRANS: the chip's time-out, CRC, parity
-        /// or framing error): the tag or the field, not the reader or its line.
+        /// or framing error; NFC_ETGRELEASED: the tag was released): the tag or the field, not
+        /// the reader or its line.
         public static let rfError = Code(rawValue: "rf_error")
         public static let busy = Code(rawValue: "busy")
         public static let notFound = Code(rawValue: "not_found")

@@ -282,7 +282,7 @@ public final class LibNFCReader<C: Clock>: TagReader, Sendable where C.Instant =
             switch error.code {
             case .timeout: .timeout
             case .noSuchDevice: .notFound
-            case .rfTransmission: .rfError
+            case .rfTransmission, .targetReleased: .rfError
             default: .io
             }
         return ReaderError(code: code, message: "\(error.operation) failed (\(error.code.name))", hint: error.hint)

@@ -37,7 +37,8 @@ struct NFCReaderErrorMappingTests {
     @Test(
         "each libnfc code the reader reports has the code of what failed, and its message keeps libnfc's name",
         arguments: [
-            (NFCErrorCode.rfTransmission, ReaderError.Code.rfError), (.timeout, .timeout), (.noSuchDevice, .notFound), (.io, .io),
+            (NFCErrorCode.rfTransmission, ReaderError.Code.rfError), (.targetReleased, .rfError), (.timeout, .timeout),
+            (.noSuchDevice, .notFound), (.io, .io),
             (.chip, .io), (.aborted, .io),
         ])
     func mapping(_ code: NFCErrorCode, _ expected: ReaderError.Code) {
