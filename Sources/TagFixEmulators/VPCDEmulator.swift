@@ -69,8 +69,9 @@ public final class VPCDEmulator: Sendable {
         var corruptNext = false
         /// The APDUs still to answer before one is held (`holdAnswer(after:)`).
         var answersBeforeHold: Int?
-        /// The APDU held unanswered, and its slot, until `releaseHeld()`.
-        var held: (apdu: [UInt8], slot: Int)?
+        /// The APDU held unanswered, and when it came, until `releaseHeld()` (or the card leaves
+        /// the field: its connection, and the APDU's reader session, are gone).
+        var held: (apdu: [UInt8], received: ContinuousClock.Instant)?
         var stopped = false
         /// When the card last left: it connects again no sooner than `absence` after.
         var leftAt: ContinuousClock.Instant?
@@ -147,7 +148,7 @@ public final class VPCDEmulator: Sendable {
 
     /// The card answers `count` more APDUs, then holds the next one unanswered until
     /// `releaseHeld()` (a slow tag, or a test that makes something happen mid-read: the reader,
-    /// and pcscd's lock on it, wait for that answer meanwhile).
+    /// and pcscd's lock on it, wait for that answer meanwhile). A card that leaves the field forgets both.
     public func holdAnswer(after count: Int) { state.withLock { $0.answersBeforeHold = count } }
 
     /// Whether an APDU is held unanswered (`holdAnswer(after:)`).
@@ -156,8 +157,10 @@ public final class VPCDEmulator: Sendable {
     /// Answers the APDU held, if any, and goes on.
     public func releaseHeld() {
         loop.execute { [self] in
-            guard let (apdu, slot) = state.withLock({ $0.held.take() }), link.withLock({ $0.connection?.slot }) == slot else { return }
-            if !answer(apdu, slot: slot, releasing: true) { leave() }
+            guard let (apdu, received) = state.withLock({ $0.held.take() }), let slot = link.withLock({ $0.connection?.slot }) else {
+                return
+            }
+            if !answer(apdu, slot: slot, releasing: received) { leave() }
         }
     }
 
@@ -274,6 +277,8 @@ public final class VPCDEmulator: Sendable {
         state.withLock { state in
             state.inField = nil
             state.leftAt = .now
+            state.held = nil
+            state.answersBeforeHold = nil
         }
         connectWhenDue()
     }
@@ -295,10 +300,10 @@ public final class VPCDEmulator: Sendable {
     }
 
     /// Answers one message; false when the card is to leave (pulled mid-read, or vpcd gone).
-    /// `releasing`: the APDU held (`releaseHeld()`), counted when it came.
-    private func answer(_ message: [UInt8], slot: Int, releasing: Bool = false) -> Bool {
+    /// `releasing`: the APDU held (`releaseHeld()`), counted when it came (then).
+    private func answer(_ message: [UInt8], slot: Int, releasing: ContinuousClock.Instant? = nil) -> Bool {
         let reader = readers[slot]
-        let received = ContinuousClock.now
+        let received = releasing ?? ContinuousClock.now
         if state.withLock({ $0.hung }) { return true }
         state.withLock { state in
             if state.traffic.noticedAt == nil { state.traffic.noticedAt = received }
@@ -312,17 +317,17 @@ public final class VPCDEmulator: Sendable {
             return true
         }
         let (gone, corrupt, hold) = state.withLock { state -> (Bool, Bool, Bool) in
-            if !releasing, let remaining = state.answersBeforeHold {
+            if releasing == nil, let remaining = state.answersBeforeHold {
                 if remaining <= 0 {
                     state.answersBeforeHold = nil
-                    state.held = (message, slot)
+                    state.held = (message, received)
                     state.traffic.apdus += 1
                     state.traffic.headers.append(Array(message.prefix(4)))
                     return (false, false, true)
                 }
                 state.answersBeforeHold = remaining - 1
             }
-            if releasing {
+            if releasing != nil {
                 defer { state.corruptNext = false }
                 return (false, state.corruptNext, false)
             }

@@ -189,7 +189,19 @@ struct PCSCContext: Sendable {
         let result = SCardConnect(
             handle, reader, DWORD(SCARD_SHARE_SHARED), DWORD(SCARD_PROTOCOL_T0 | SCARD_PROTOCOL_T1), &card, &proto)
         guard result == SCARD_S_SUCCESS else { throw PCSCError(code: Int(result), operation: "SCardConnect \(reader)") }
-        let begun = SCardBeginTransaction(card)
+        var begun = SCardBeginTransaction(card)
+        // Another program reset the card between the two calls: pcsc-lite wants this connection
+        // made again first (the tag, reset, is selected anew by the reader).
+        if Int(begun) == PCSCError.resetCard {
+            var again: DWORD = 0
+            if SCardReconnect(
+                card, DWORD(SCARD_SHARE_SHARED), DWORD(SCARD_PROTOCOL_T0 | SCARD_PROTOCOL_T1), DWORD(SCARD_LEAVE_CARD), &again)
+                == SCARD_S_SUCCESS
+            {
+                proto = again
+                begun = SCardBeginTransaction(card)
+            }
+        }
         guard begun == SCARD_S_SUCCESS else {
             _ = SCardDisconnect(card, DWORD(SCARD_LEAVE_CARD))
             throw PCSCError(code: Int(begun), operation: "SCardBeginTransaction \(reader)")

@@ -21,6 +21,8 @@ private let binary = TestBinaries.tagfix
 /// A private pcscd with vpcd, and the built tagfix to run as its client.
 private let canRun = PrivatePCSCD.available && FileManager.default.isExecutableFile(atPath: binary)
 private let why = Comment(rawValue: "needs pcscd, vsmartcard-vpcd, unshare and the built tagfix")
+/// Debian's python3-pyscard, for a second PC/SC client.
+private let hasPyscard = FileManager.default.fileExists(atPath: "/usr/lib/python3/dist-packages/smartcard/scard/__init__.py")
 
 /// The built tagfix as a client of `pcscd` (libpcsclite reads PCSCLITE_CSOCK_NAME once per
 /// process, so a PC/SC client runs as a process of its own), waited for off the pool. Standard
@@ -255,14 +257,24 @@ struct PCSCEndToEndTests {
         }
     }
 
-    /// Another PC/SC client of the same reader (a desktop's smart-card service, a browser's
-    /// PKCS#11 module) sends a command while TagFix reads a tag: it waits for the read to end.
-    /// Here, the Type 4 tag's CC file selected while the read waits for the answer to its
-    /// selection of the NDEF file: before TagFix read in a transaction, that selection came
-    /// between TagFix's selection and its READ BINARY, and TagFix read the CC file's bytes as the
-    /// NDEF file's.
-    @Test("another program's command to the tag waits for TagFix's read to end: never between two of its commands")
-    func anotherClientWaits() async throws {
+    /// When the other PC/SC client connects: a desktop's smart-card service or a browser's
+    /// PKCS#11 module is connected before the tag comes (its command then waits in its own
+    /// libpcsclite, which pcscd refuses while TagFix's transaction lasts); a program started
+    /// during the read connects then (pcscd holds its connection until the transaction ends).
+    enum OtherClient: Sendable, CaseIterable {
+        case connectedBefore
+        case connectingDuring
+    }
+
+    /// Another PC/SC client of the same reader sends a command while TagFix reads a tag: it
+    /// waits for the read to end. Here, the Type 4 tag's CC file selected while the read waits
+    /// for the answer to its selection of the NDEF file: before TagFix read in a transaction,
+    /// that selection came between TagFix's selection and its READ BINARY, and TagFix read the
+    /// CC file's bytes as the NDEF file's (the tap failed).
+    @Test(
+        "another program's command to the tag waits for TagFix's read to end: never between two of its commands",
+        .enabled(if: hasPyscard, "needs python3-pyscard"), arguments: OtherClient.allCases)
+    func anotherClientWaits(_ other: OtherClient) async throws {
         let url = "https://type4.example/t/" + String(repeating: "q", count: 40)
         let tag = EmulatedType4Tag(uid: [0x04, 0xA1, 0xB2, 0xC3, 0xD4, 0xE5, 0xF7], message: NDEFMessage(records: [.uri(url)]).encoded())
         let selectCC: [UInt8] = [0x00, 0xA4, 0x00, 0x0C, 0x02, 0xE1, 0x03]
@@ -275,25 +287,40 @@ struct PCSCEndToEndTests {
             let before = try #require(bench.card.traffic.exchanges.firstIndex { $0.command == selectNDEF }, "no selection of the NDEF file")
             bench.card.setPresent(false)
             #expect(await eventually { !bench.card.connected })
+            // The other client: connected to the reader (before the tag, or once the read is
+            // held), it selects the CC file when told to (a line on its standard input).
+            let script = """
+                import sys, time
+                from smartcard.scard import *
+                context = SCardEstablishContext(SCARD_SCOPE_USER)[1]
+                reader = [name for name in SCardListReaders(context, [])[1] if "Virtual PCD 00 00" in name][0]
+                sys.stdin.readline()
+                for _ in range(600):  # until pcscd has seen the card come (a test's limit, not the subject)
+                    result, card, protocol = SCardConnect(context, reader, SCARD_SHARE_SHARED, SCARD_PROTOCOL_T0 | SCARD_PROTOCOL_T1)
+                    if result != SCARD_E_NO_SMARTCARD: break
+                    time.sleep(0.05)
+                print("connected", hex(result & 0xFFFFFFFF), flush=True)
+                sys.stdin.readline()
+                print("asking", flush=True)
+                result, answer = SCardTransmit(card, protocol, [\(selectCC.map { "0x" + Hex.encode([$0]) }.joined(separator: ", "))])
+                print("answered", hex(result & 0xFFFFFFFF), bytes(answer).hex().upper(), flush=True)
+                """
+            let client = try RunningProgram("/usr/bin/python3", ["-c", script], environment: bench.pcscd.environment, input: .pipe)
+            defer { client.terminate() }
             bench.card.clearTraffic()
             bench.card.setPresent(true)
+            #expect(await eventually { bench.card.connected })
+            if other == .connectedBefore {
+                try client.write(Array("connect\n".utf8))
+                #expect(await client.waitFor("connected 0x0"), "\(client.transcript)")
+            }
             // The next read's selection of the NDEF file is held unanswered.
             bench.card.holdAnswer(after: before)
             let reading = try TagfixProcess(["scan", "--reader", "pcsc:", "--json", "--count", "1", "--timeout", "30"], pcscd: bench.pcscd)
             defer { reading.terminate() }
             #expect(await eventually { bench.card.holding }, "the read's selection was not held")
-            let script = """
-                from smartcard.scard import *
-                context = SCardEstablishContext(SCARD_SCOPE_USER)[1]
-                reader = [name for name in SCardListReaders(context, [])[1] if "Virtual PCD" in name][0]
-                print("asking", flush=True)
-                result, card, protocol = SCardConnect(context, reader, SCARD_SHARE_SHARED, SCARD_PROTOCOL_T0 | SCARD_PROTOCOL_T1)
-                result, answer = SCardTransmit(card, protocol, [\(selectCC.map { "0x" + Hex.encode([$0]) }.joined(separator: ", "))])
-                print("answered", hex(result & 0xFFFFFFFF), bytes(answer).hex().upper(), flush=True)
-                """
-            let other = try RunningProgram("/usr/bin/python3", ["-c", script], environment: bench.pcscd.environment)
-            defer { other.terminate() }
-            #expect(await other.waitFor("asking"), "\(other.transcript)")
+            try client.write(Array((other == .connectedBefore ? "go\n" : "connect\ngo\n").utf8))
+            if other == .connectedBefore { #expect(await client.waitFor("asking"), "\(client.transcript)") }
             // Its command on its way to pcscd (not a condition of the result: only a chance for
             // it to come before the read's next command).
             try await Task.sleep(for: .milliseconds(300))
@@ -301,8 +328,8 @@ struct PCSCEndToEndTests {
             #expect(await reading.wait() == 0, "\(reading.err)")
             let object = try JSONValue.parse(try #require(reading.lines.first))
             #expect(object["url"]?.string == url, "the read took another program's selection as its own")
-            #expect(await other.exit() == .exited(0), "\(other.transcript)")
-            #expect(other.stdout.contains("answered 0x0 9000"), "\(other.transcript)")
+            #expect(await client.exit() == .exited(0), "\(client.transcript)")
+            #expect(client.stdout.contains("answered 0x0 9000"), "\(client.transcript)")
             let commands = bench.card.traffic.exchanges.map(\.command)
             #expect(commands.last == selectCC, "the other program's command came between the read's: \(commands.map(Hex.encode))")
             #expect(commands.dropLast().contains(selectNDEF), "\(commands.map(Hex.encode))")

@@ -86,7 +86,7 @@ struct TLSTransportTests {
         }
         #expect(received == request)
         #expect(last == .ended, "the end of the client's side was taken for a failure: its answer would never be written")
-        // The answer is written after the client's close_notify, and the client reads it.
+        // The answer is written after the end of the client's side, and the client reads it.
         let answer = Array("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nok\n".utf8)
         var written = 0
         while written < answer.count {
