@@ -189,24 +189,18 @@ struct PCSCContext: Sendable {
         let result = SCardConnect(
             handle, reader, DWORD(SCARD_SHARE_SHARED), DWORD(SCARD_PROTOCOL_T0 | SCARD_PROTOCOL_T1), &card, &proto)
         guard result == SCARD_S_SUCCESS else { throw PCSCError(code: Int(result), operation: "SCardConnect \(reader)") }
+        var connected = PCSCCard(handle: card, activeProtocol: proto)
         var begun = SCardBeginTransaction(card)
         // Another program reset the card between the two calls: pcsc-lite wants this connection
         // made again first (the tag, reset, is selected anew by the reader).
-        if Int(begun) == PCSCError.resetCard {
-            var again: DWORD = 0
-            if SCardReconnect(
-                card, DWORD(SCARD_SHARE_SHARED), DWORD(SCARD_PROTOCOL_T0 | SCARD_PROTOCOL_T1), DWORD(SCARD_LEAVE_CARD), &again)
-                == SCARD_S_SUCCESS
-            {
-                proto = again
-                begun = SCardBeginTransaction(card)
-            }
+        if Int(begun) == PCSCError.resetCard, (try? connected.reconnect(DWORD(SCARD_LEAVE_CARD))) != nil {
+            begun = SCardBeginTransaction(card)
         }
         guard begun == SCARD_S_SUCCESS else {
             _ = SCardDisconnect(card, DWORD(SCARD_LEAVE_CARD))
             throw PCSCError(code: Int(begun), operation: "SCardBeginTransaction \(reader)")
         }
-        return PCSCCard(handle: card, activeProtocol: proto)
+        return connected
     }
 }
 
@@ -258,10 +252,13 @@ struct PCSCCard: Sendable {
 
     /// Resets the card and connects again (a tag that refused a raw command is idle until it is
     /// selected again; the reader selects it again after a reset).
-    mutating func reset() throws(PCSCError) {
+    mutating func reset() throws(PCSCError) { try reconnect(DWORD(SCARD_RESET_CARD)) }
+
+    /// SCardReconnect, shared, T=0 or T=1 as `PCSCContext.connect`, doing `disposition` to the
+    /// card first (SCARD_RESET_CARD, or SCARD_LEAVE_CARD after another program's reset).
+    mutating func reconnect(_ disposition: DWORD) throws(PCSCError) {
         var proto: DWORD = 0
-        let result = SCardReconnect(
-            handle, DWORD(SCARD_SHARE_SHARED), DWORD(SCARD_PROTOCOL_T0 | SCARD_PROTOCOL_T1), DWORD(SCARD_RESET_CARD), &proto)
+        let result = SCardReconnect(handle, DWORD(SCARD_SHARE_SHARED), DWORD(SCARD_PROTOCOL_T0 | SCARD_PROTOCOL_T1), disposition, &proto)
         guard result == SCARD_S_SUCCESS else { throw PCSCError(code: Int(result), operation: "SCardReconnect") }
         activeProtocol = proto
     }
