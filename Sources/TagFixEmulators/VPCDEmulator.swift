@@ -317,30 +317,27 @@ public final class VPCDEmulator: Sendable {
             return true
         }
         let (gone, corrupt, hold) = state.withLock { state -> (Bool, Bool, Bool) in
-            if releasing == nil, let remaining = state.answersBeforeHold {
-                if remaining <= 0 {
-                    state.answersBeforeHold = nil
-                    state.held = (message, received)
-                    state.traffic.apdus += 1
-                    state.traffic.headers.append(Array(message.prefix(4)))
-                    return (false, false, true)
+            // A held APDU, released, was counted when it came.
+            if releasing == nil {
+                let holds = state.answersBeforeHold.map { $0 <= 0 } ?? false
+                if !holds, let remaining = state.exchangesBeforeRemoval {
+                    if remaining <= 0 {
+                        state.exchangesBeforeRemoval = nil
+                        state.present[slot] = false
+                        return (true, false, false)
+                    }
+                    state.exchangesBeforeRemoval = remaining - 1
                 }
-                state.answersBeforeHold = remaining - 1
-            }
-            if releasing != nil {
-                defer { state.corruptNext = false }
-                return (false, state.corruptNext, false)
-            }
-            if let remaining = state.exchangesBeforeRemoval {
-                if remaining <= 0 {
-                    state.exchangesBeforeRemoval = nil
-                    state.present[slot] = false
-                    return (true, false, false)
+                state.traffic.apdus += 1
+                state.traffic.headers.append(Array(message.prefix(4)))
+                if let remaining = state.answersBeforeHold {
+                    state.answersBeforeHold = holds ? nil : remaining - 1
+                    if holds {
+                        state.held = (message, received)
+                        return (false, false, true)
+                    }
                 }
-                state.exchangesBeforeRemoval = remaining - 1
             }
-            state.traffic.apdus += 1
-            state.traffic.headers.append(Array(message.prefix(4)))
             defer { state.corruptNext = false }
             return (false, state.corruptNext, false)
         }
