@@ -1,18 +1,28 @@
 """bench/compare's table: the same figures from the tree before (REF) and this one, each the median
-of the rounds with their range, and after/before. Reads the two JSON Lines files TagFixBench wrote."""
+of the rounds with their range, and after/before. Reads the two JSON Lines files TagFixBench wrote,
+and the two of the phone taps run with both servers at once (their CPU a tap only)."""
 import json
 import statistics
 import sys
 
 label, before_path, after_path = sys.argv[1:4]
+once_paths = sys.argv[4:6]
 
 
-def figures(path):
+def figures(path, once_path=None):
     found = {}
 
     def add(name, value, better):
         found.setdefault(name, ([], better))[0].append(value)
 
+    # Both servers loaded at once: only their CPU a tap counts (their p99s share two cores).
+    for line in open(once_path) if once_path else []:
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        row = json.loads(line)
+        if row.get("bench") == "phone-tap" and row.get("side") == "tagfix" and "server_cpu_us_per_tap" in row:
+            add("phone taps, bursts of 200, both servers at once: serve's CPU a tap (µs)", float(row["server_cpu_us_per_tap"]), "lower")
     for line in open(path):
         line = line.strip()
         if not line.startswith("{"):
@@ -36,7 +46,8 @@ def figures(path):
     return found
 
 
-before, after = figures(before_path), figures(after_path)
+before = figures(before_path, once_paths[0] if len(once_paths) == 2 else None)
+after = figures(after_path, once_paths[1] if len(once_paths) == 2 else None)
 # A REF whose serve takes no phone taps (before issue 34) has no phone figures: said, not compared.
 phone_only_after = sorted(name for name in set(after) - set(before) if name.startswith("phone taps"))
 for name in phone_only_after:
