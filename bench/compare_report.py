@@ -9,6 +9,14 @@ label, before_path, after_path = sys.argv[1:4]
 once_paths = sys.argv[4:6]
 
 
+def rows(path):
+    """The JSON objects of a JSON Lines file TagFixBench wrote (other lines passed over)."""
+    for line in open(path):
+        line = line.strip()
+        if line.startswith("{"):
+            yield json.loads(line)
+
+
 def figures(path, once_path=None):
     found = {}
 
@@ -16,18 +24,10 @@ def figures(path, once_path=None):
         found.setdefault(name, ([], better))[0].append(value)
 
     # Both servers loaded at once: only their CPU a tap counts (their p99s share two cores).
-    for line in open(once_path) if once_path else []:
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        row = json.loads(line)
+    for row in rows(once_path) if once_path else []:
         if row.get("bench") == "phone-tap" and row.get("side") == "tagfix" and "server_cpu_us_per_tap" in row:
             add("phone taps, bursts of 200, both servers at once: serve's CPU a tap (µs)", float(row["server_cpu_us_per_tap"]), "lower")
-    for line in open(path):
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        row = json.loads(line)
+    for row in rows(path):
         bench = row.get("bench")
         if bench == "serve-fan-out" and row.get("server") == "tagfix serve" and row.get("clients") == 100:
             add(f"serve fan-out p99, 100 clients, {row['harness']} harness (ms)", row["p99_ms"], "lower")
