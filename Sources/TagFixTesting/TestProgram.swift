@@ -107,6 +107,11 @@ public final class RunningProgram: Sendable {
         _ = Pump.start(spawned, into: captured)
     }
 
+    /// A program dropped without `stop` or `closeInput` still gets the end of its `.pipe` input
+    /// (a `cat` waiting on it ends), and this process keeps no descriptor for it. Closing a
+    /// descriptor does not block.
+    deinit { closeInput() }
+
     public var pid: Int32 { child.pid }
     public var isRunning: Bool { child.isRunning }
     /// How it ended; `nil` while it runs.

@@ -40,6 +40,19 @@ struct TestProgramTests {
         await #expect(throws: ChildProcessError.self) { try await TestProgram.run("/nonexistent/program") }
     }
 
+    @Test("a running program dropped without stop: its piped input is closed, so a program reading it to the end ends")
+    func droppedClosesInput() async throws {
+        var program: RunningProgram? = try RunningProgram("/bin/cat", input: .pipe)
+        let child = try #require(program?.child)
+        try program?.write(Array("kept\n".utf8))
+        #expect(await RunningProgram.poll(upTo: .seconds(10)) { program?.stdout == "kept\n" })
+        program = nil
+        // Without the close, cat waits on its input for ever (and this process keeps the pipe).
+        let ended = await RunningProgram.poll(upTo: .seconds(30)) { !child.isRunning }
+        if !ended { await child.stop(grace: .zero, signal: SIGKILL) }
+        #expect(ended && child.termination == .exited(0), "\(String(describing: child.termination))")
+    }
+
     @Test("a running program started from the cooperative pool ends on SIGTERM (no signal blocked in the child)")
     func runningStopsOnSIGTERM() async throws {
         let program = try RunningProgram("/bin/sh", ["-c", "echo ready; exec sleep 60"])
