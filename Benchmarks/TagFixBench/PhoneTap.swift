@@ -1,5 +1,5 @@
 // `TagFixBench phone-tap [TAPS] [--serve TAGFIX] [--rate R] [--sweep R1,R2,…|none] [--only serve]
-// [--loads back-to-back,paced,bursts] [--floor PROGRAM]`: phone taps the
+// [--loads back-to-back,paced,bursts] [--floor PROGRAM] [--tokens N]`: phone taps the
 // server verifies per second (the body parsed, the SUN and the position checked, the counter and
 // the verdict on the disk before the answer), and the time from the POST to the answer, p50/p99,
 // with N phones (200) tapping at once; beside a peer built the way the open SUN backends are
@@ -22,6 +22,8 @@
 //     transaction and an fsync a tap: how serve committed before its group commits).
 //   http, sweep: the same serve paced at rising rates (--sweep, 500 to 16,000 taps/s), three
 //     seconds' worth each, until one it cannot keep up with: the highest rate whose p99 holds.
+//   --tokens N: serve's token file holds N named tokens, the phones' the last of them (a site of
+//     N techs, each with a link of their own); its rows say `tokens`. One unless told.
 // Each phone keeps its connection from tap to tap (HTTP/1.1 persistent connections, as a browser
 // does) and connects again when the server closes it, for TagFix and the peer alike; a row's
 // `connections` counts the connections opened. The phones (TAGFIX_BENCH_PHONES, 200) share one
@@ -644,7 +646,8 @@ func phoneTapBenchmark(arguments: [String]) {
     }
 
     // tagfix serve, started once; its runs between the peer's, so both share the machine's minutes.
-    let served = ServeUnderTest.start(serve: serve, site: site, folder: folder)
+    let tokens = max(1, option("--tokens").flatMap { Int($0) } ?? 1)
+    let served = ServeUnderTest.start(serve: serve, site: site, folder: folder, tokens: tokens)
     if case .failure(let skipped) = served { print(skipped.line) }
     let rig = try? served.get()
     defer { rig?.stop() }
@@ -722,16 +725,19 @@ final class ServeUnderTest {
     /// Its rows' `side` and `commits`: tagfix serve's, or the floor's.
     private let side: String
     private let commits: String
+    /// How many named tokens serve's token file holds (`--tokens`).
+    private let tokens: Int
 
     private init(
         process: ChildProcess, port: UInt16, phones: Int, side: String = "tagfix",
-        commits: String = "grouped: serve's own (PhoneTapGroups), its --sun-counters and --log"
+        commits: String = "grouped: serve's own (PhoneTapGroups), its --sun-counters and --log", tokens: Int = 1
     ) {
         self.process = process
         self.port = port
         self.phones = phones
         self.side = side
         self.commits = commits
+        self.tokens = tokens
     }
 
     /// The floor (`--floor PROGRAM`, bench/floor.c): PROGRAM PORT answers every POST at once with
@@ -753,7 +759,8 @@ final class ServeUnderTest {
         return nil
     }
 
-    static func start(serve: String?, site: PhoneTapSite, folder: String) -> Result<ServeUnderTest, Skipped> {
+    /// `tokens`: how many named tokens serve's token file holds (the phones' is the last).
+    static func start(serve: String?, site: PhoneTapSite, folder: String, tokens count: Int = 1) -> Result<ServeUnderTest, Skipped> {
         let phones = site.entries.count
         func skipped(_ why: String) -> Result<ServeUnderTest, Skipped> {
             .failure(
@@ -771,6 +778,7 @@ final class ServeUnderTest {
         try! SecretFile.create(keysPath, "[site]\nkey = \(PhoneTapSite.fileHex)\nmeta_key = \(PhoneTapSite.metaHex)\n", mode: 0o600)
         let tokensPath = "\(folder)/tokens"
         var tokens = TokenFile()
+        for tech in 1..<count { try? tokens.add(name: "tech\(tech)", token: TokenFile.generateToken()) }
         try? tokens.add(name: "bench", token: PhoneTapSite.token)
         try? tokens.write(to: tokensPath)
         let port = UInt16(PrivateDaemon.freePort())
@@ -815,7 +823,7 @@ final class ServeUnderTest {
             return skipped(
                 "tagfix serve answers a phone tap's POST \(PhoneTapRoute.postPath) with \(first.status), not a verdict: no phone taps yet")
         }
-        return .success(ServeUnderTest(process: process, port: port, phones: phones))
+        return .success(ServeUnderTest(process: process, port: port, phones: phones, tokens: count))
     }
 
     /// The phones tap `bodies` (back to back, or paced at `rate`): a result line (`load` says
@@ -836,6 +844,7 @@ final class ServeUnderTest {
         }
         if bursts { extra["load"] = "\"bursts\"" }
         if let load { extra["load"] = "\"\(load)\"" }
+        if side == "tagfix" { extra["tokens"] = "\(tokens)" }
         let line = phoneTapRow(side: side, path: "http", commits: commits, times: times, rate: rate, extra: extra)
         return (line, times)
     }

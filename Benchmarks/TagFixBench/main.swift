@@ -8,7 +8,7 @@
 //                                     TPV fan-out; clients on threads here, or in one poll loop in a child (both by default)
 //   TagFixBench sun [ROUNDS]          checking one NTAG 424 DNA SUN URL (AES, CMAC), µs per URL
 //   TagFixBench sun-tap [ROUNDS]      an NTAG 424 DNA SUN tap → verdict on the PN532 emulator at 115200 baud
-//   TagFixBench phone-tap [TAPS] [--serve TAGFIX] [--rate N] [--loads L,…] [--floor PROGRAM]  phone taps verified
+//   TagFixBench phone-tap [TAPS] [--serve TAGFIX] [--rate N] [--loads L,…] [--floor PROGRAM] [--tokens N]  phone taps verified
 //                                     per second and POST → answer p50/p99, 200 phones at once (back to back, in
 //                                     bursts, and paced at N taps/s), beside bench/sun_peer_flask.py (Flask) on the
 //                                     same SUN URLs and, with --floor, a server that only answers (bench/floor.c)

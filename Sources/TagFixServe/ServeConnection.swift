@@ -90,7 +90,7 @@ struct ServeConnection {
         func accepts(_ given: String) -> Bool {
             if let tokens { return tokens.name(forToken: given) != nil }
             guard let token else { return false }
-            return ServeConnection.same(given, token)
+            return TokenFile.same(given, token)
         }
     }
 
@@ -302,16 +302,6 @@ struct ServeConnection {
         return nil
     }
 
-    /// Compares two tokens in time that does not depend on where they differ.
-    static func same(_ a: String, _ b: String) -> Bool {
-        let (x, y) = (Array(a.utf8), Array(b.utf8))
-        var difference = UInt8(x.count == y.count ? 0 : 1)
-        for index in 0..<max(x.count, y.count) {
-            difference |= (index < x.count ? x[index] : 0) ^ (index < y.count ? y[index] : 0xFF)
-        }
-        return difference == 0
-    }
-
     /// The most bytes kept of requests sent before the last one's answer.
     private var pipelineLimit: Int { HTTPRequest.maximumHead + settings.bodyLimit }
 
@@ -369,12 +359,11 @@ struct ServeConnection {
         if let refusal = responder.methodRefusal(parsed) { return respond(refusal) }
         // The token: the bearer token (Authorization, ?token=), else the cookie a tech's link set
         // (the live page's address keeps no token; its event stream and map send the cookie).
-        // Looked for only when a token is needed, and without a throwaway array: every phone
-        // tap passes here.
-        let accepted = settings.needsToken ? Self.acceptedToken(parsed, settings) : nil
         // Phone taps authenticate themselves (their token's cookie, or the link's ?token=): the
-        // responder says which requests it checks.
-        if settings.needsToken, parsed.path != "/healthz", !responder.authenticatesItself(parsed), accepted == nil {
+        // responder says which requests it checks, and their token is looked for there, once.
+        let checksItself = parsed.path == "/healthz" || responder.authenticatesItself(parsed)
+        let accepted = settings.needsToken && (!checksItself || parsed.path == "/events") ? Self.acceptedToken(parsed, settings) : nil
+        if settings.needsToken, !checksItself, accepted == nil {
             // A token file is what lets a tech's link set the cookie: the answer says so.
             return respond(HTTPResponse.tokenNeeded(linkSetsCookie: settings.tokens != nil))
         }

@@ -42,6 +42,39 @@ struct PhoneAccessTests {
         }
     }
 
+    /// A tap's token is found by its digest (`TokenFile.name(forToken:)`), not by a walk over
+    /// every entry: each of a site's hundred techs finds their own name, a near miss none, and
+    /// the lookups follow the file through `add` and `revoke`.
+    @Test("a hundred techs: each token its own name; near misses, prefixes and revoked tokens none")
+    func manyTokens() throws {
+        var file = TokenFile()
+        // Tokens that differ only in their last character or in their length, beside fresh ones.
+        let stem = String(repeating: "k", count: 42)
+        let alike = ["\(stem)A", "\(stem)B", "\(stem)AB", stem]
+        let tokens = alike + (0..<96).map { _ in TokenFile.generateToken() }
+        for (index, token) in tokens.enumerated() { try file.add(name: "tech\(index)", token: token) }
+        let read = try TokenFile(text: file.text)
+        #expect(read == file)
+        for (index, token) in tokens.enumerated() {
+            #expect(file.name(forToken: token) == "tech\(index)")
+            #expect(read.name(forToken: token) == "tech\(index)")
+        }
+        for miss in ["\(stem)C", "\(stem)a", String(stem.dropLast()), "\(stem)ABC", "", tokens[9].uppercased() + "x"] {
+            #expect(file.name(forToken: miss) == nil, "\(miss) is no one's token")
+        }
+        // Revoked: no longer found, and every later entry still finds its own name.
+        try file.revoke(name: "tech1")
+        try file.revoke(name: "tech50")
+        #expect(file.name(forToken: tokens[1]) == nil && file.name(forToken: tokens[50]) == nil)
+        for (index, token) in tokens.enumerated() where index != 1 && index != 50 {
+            #expect(file.name(forToken: token) == "tech\(index)")
+        }
+        // Added after: found; the same token under a new name once its old one is revoked.
+        try file.add(name: "newcomer", token: tokens[1])
+        #expect(file.name(forToken: tokens[1]) == "newcomer")
+        #expect(file != read)
+    }
+
     @Test("add, revoke; fresh tokens are 43 base64url characters, each different")
     func edits() throws {
         var file = TokenFile()
