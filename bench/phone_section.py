@@ -117,11 +117,16 @@ def render(rows):
                      + "\n")
     if many_bursts and bursts_http and "server_cpu_us_per_tap" in many_bursts and "server_cpu_us_per_tap" in bursts_http:
         one_cpu, many_cpu = float(bursts_http["server_cpu_us_per_tap"]), float(many_bursts["server_cpu_us_per_tap"])
-        lines.append(f"*A site of {many} techs.* The same bursts with {many} named tokens in serve's token file (`--tokens {many}`, "
-                     f"the phones' the last of them): p99 {many_bursts['p99_ms']:.2f} ms, {many_cpu:.1f} µs of serve's CPU a tap, "
-                     f"against {one_cpu:.1f} µs with one token in the same run ({many_cpu / one_cpu:.2f}×). A tap's token is "
-                     f"found by its keyed digest and compared in constant time with the entry it names, not with every "
-                     f"entry of the file.\n")
+        if many_bursts["confirmed"] != many_bursts["taps"]:
+            lines.append(f"*A site of {many} techs* (`--tokens {many}`): only {many_bursts['confirmed']} of {many_bursts['taps']} "
+                         f"taps confirmed ({many_bursts.get('not_200', {})} not answered 200), so its figures are not shown.\n")
+        else:
+            ratio = f" ({many_cpu / one_cpu:.2f}×)" if one_cpu > 0 else ""
+            lines.append(f"*A site of {many} techs.* The same bursts with {many} named tokens in serve's token file (`--tokens {many}`, "
+                         f"the phones' the last of them; every tap confirmed), a serve of its own started after the one above: "
+                         f"p99 {many_bursts['p99_ms']:.2f} ms, {many_cpu:.1f} µs of serve's CPU a tap, against {one_cpu:.1f} µs with "
+                         f"one token{ratio}. A tap's token is found by its keyed digest and compared in constant time with the "
+                         f"entry it names, not with every entry of the file.\n")
     sweep = sorted((r for r in rows if r.get("side") == "tagfix" and r.get("path") == "http" and r.get("load") == "sweep"),
                    key=lambda r: r["offered_per_second"])
     capacity = None

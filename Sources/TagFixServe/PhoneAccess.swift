@@ -29,7 +29,7 @@ public struct TokenFile: Sendable, Hashable {
     /// The entries by their token's keyed digest (`digest(_:)`): a tap's token is compared with
     /// the one or two entries its digest finds, not with every entry, so a file of a hundred
     /// techs costs a tap what a file of one does (a tap had compared its token with each entry,
-    /// twice: 45 µs of serve's CPU a tap with one token, 80 with a hundred).
+    /// twice: in bursts, 44–49 µs of serve's CPU a tap with one token, 82–89 with a hundred).
     private var index: [Int: [Int]]
 
     /// The name a single-token file's token has.

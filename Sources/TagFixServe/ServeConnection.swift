@@ -361,8 +361,10 @@ struct ServeConnection {
         // (the live page's address keeps no token; its event stream and map send the cookie).
         // Phone taps authenticate themselves (their token's cookie, or the link's ?token=): the
         // responder says which requests it checks, and their token is looked for there, once.
-        let checksItself = parsed.path == "/healthz" || responder.authenticatesItself(parsed)
-        let accepted = settings.needsToken && (!checksItself || parsed.path == "/events") ? Self.acceptedToken(parsed, settings) : nil
+        // The event stream never: its token is kept, so that a revoked one closes it.
+        let checksItself =
+            settings.needsToken && parsed.path != "/events" && (parsed.path == "/healthz" || responder.authenticatesItself(parsed))
+        let accepted = settings.needsToken && !checksItself ? Self.acceptedToken(parsed, settings) : nil
         if settings.needsToken, !checksItself, accepted == nil {
             // A token file is what lets a tech's link set the cookie: the answer says so.
             return respond(HTTPResponse.tokenNeeded(linkSetsCookie: settings.tokens != nil))
