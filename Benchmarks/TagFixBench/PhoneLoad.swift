@@ -83,7 +83,7 @@ final class LoopPhones: Sendable {
         if case .bursts = load { bursts = true }
         let requests = bodies.map { mine in
             (bursts ? Array(mine.prefix(rounds)) : mine).map { body in
-                head + Array("\(body.utf8.count)\r\n\r\n".utf8) + Array(body.utf8)
+                head.request(body: body)
             }
         }
         let total = requests.reduce(0) { $0 + $1.count }

@@ -313,8 +313,8 @@ final class LoopbackHTTPClient {
         case failed
     }
 
-    // The request's bytes up to its Content-Length's value, made once for a path and a cookie.
-    private var head: (path: String, cookie: String, bytes: [UInt8])?
+    // The request's head, made once for a path and a cookie.
+    private var head: (path: String, cookie: String, head: RequestHead)?
     // What a read takes into, kept from exchange to exchange.
     private var chunk = [UInt8](repeating: 0, count: 8192)
 
@@ -325,10 +325,7 @@ final class LoopbackHTTPClient {
         if head == nil || head!.path != path || head!.cookie != cookie {
             head = (path, cookie, Self.requestHead(path: path, port: port, cookie: cookie))
         }
-        var request = head!.bytes
-        request.reserveCapacity(request.count + body.utf8.count + 16)
-        request += "\(body.utf8.count)\r\n\r\n".utf8
-        request += body.utf8
+        let request = head!.head.request(body: body)
         var sent = 0
         while sent < request.count {
             let wrote = request[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
@@ -357,12 +354,38 @@ final class LoopbackHTTPClient {
         }
     }
 
-    /// A JSON POST's bytes to 127.0.0.1:`port` up to its Content-Length's value (the body's
-    /// length, the blank line and the body follow), made once for a path and a cookie.
-    static func requestHead(path: String, port: UInt16, cookie: String) -> [UInt8] {
-        Array(
-            ("POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nOrigin: http://127.0.0.1:\(port)\r\nCookie: \(cookie)\r\n"
-                + "Content-Type: application/json\r\nContent-Length: ").utf8)
+    /// A JSON POST's head to 127.0.0.1:`port` as a phone's browser sends it from the tap page:
+    /// the headers, their order and their values that Chromium 156 sent for the page's `fetch`
+    /// at a phone's viewport with a phone's user agent (captured from headless Chromium on this
+    /// machine, as Tests/Browser/phone_tap.py drives it; no Referer, as the page's
+    /// `Referrer-Policy: no-referrer` asks), 16 headers and some 610 bytes with the cookie.
+    /// Made once for a path and a cookie; `RequestHead.request(body:)` puts the body's length in.
+    static func requestHead(path: String, port: UInt16, cookie: String) -> RequestHead {
+        RequestHead(
+            beforeLength: Array("POST \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: keep-alive\r\nContent-Length: ".utf8),
+            afterLength: Array(
+                ("\r\nsec-ch-ua-platform: \"Android\"\r\n"
+                    + "User-Agent: Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Mobile Safari/537.36\r\n"
+                    + "sec-ch-ua: \"Not:A-Brand\";v=\"8\", \"Chromium\";v=\"156\"\r\nContent-Type: application/json\r\n"
+                    + "sec-ch-ua-mobile: ?1\r\nAccept: */*\r\nOrigin: http://127.0.0.1:\(port)\r\nSec-Fetch-Site: same-origin\r\n"
+                    + "Sec-Fetch-Mode: cors\r\nSec-Fetch-Dest: empty\r\nAccept-Encoding: gzip, deflate, br, zstd\r\n"
+                    + "Accept-Language: en-US,en;q=0.9\r\nCookie: \(cookie)\r\n\r\n").utf8))
+    }
+
+    /// A request's head around its `Content-Length` value.
+    struct RequestHead: Sendable {
+        let beforeLength: [UInt8]
+        let afterLength: [UInt8]
+
+        /// The whole request: the head with `body`'s length, then `body`.
+        func request(body: String) -> [UInt8] {
+            var request = beforeLength
+            request.reserveCapacity(beforeLength.count + afterLength.count + body.utf8.count + 8)
+            request += "\(body.utf8.count)".utf8
+            request += afterLength
+            request += body.utf8
+            return request
+        }
     }
 
     /// Where "\r\n\r\n" begins in `bytes`, looking from `from`.

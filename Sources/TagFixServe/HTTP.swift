@@ -139,7 +139,8 @@ public struct HTTPRequest: Sendable, Hashable {
             while upper > lower, bytes[upper - 1] == 0x20 || bytes[upper - 1] == 0x09 { upper -= 1 }
             return lower..<upper
         }
-        headers = Dictionary(minimumCapacity: 12)
+        // A phone's browser sends 16 headers with a tap (Chromium: the client hints, Sec-Fetch-*).
+        headers = Dictionary(minimumCapacity: 24)
         while let line = nextLine() {
             guard let colon = bytes[line].firstIndex(of: UInt8(ascii: ":")) else { throw ProtocolError("a header line without a colon") }
             let name = trimmed(line.lowerBound..<colon)
@@ -156,9 +157,25 @@ public struct HTTPRequest: Sendable, Hashable {
     /// `Connection: close`, HTTP/1.0 only with `Connection: keep-alive` (RFC 9112 §9.3).
     public var keepsAlive: Bool {
         guard let connection = headers["connection"] else { return version != "HTTP/1.0" }
-        let options = connection.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-        if options.contains("close") { return false }
-        return version == "HTTP/1.0" ? options.contains("keep-alive") : true
+        // Its options on bytes, each trimmed of spaces and tabs and compared without case: a
+        // browser sends `Connection: keep-alive` with every request.
+        var close = false
+        var keepAlive = false
+        for option in connection.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
+            let trimmed = option.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed()
+            if Self.equalsIgnoringCase(trimmed, "close") { close = true }
+            if Self.equalsIgnoringCase(trimmed, "keep-alive") { keepAlive = true }
+        }
+        if close { return false }
+        return version == "HTTP/1.0" ? keepAlive : true
+    }
+
+    /// Whether `bytes` are `lowercase` (ASCII, lower case) in any case.
+    static func equalsIgnoringCase(_ bytes: some Collection<UInt8>, _ lowercase: StaticString) -> Bool {
+        guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
+        return lowercase.withUTF8Buffer { expected in
+            zip(bytes, expected).allSatisfy { byte, want in (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) == want }
+        }
     }
 
     /// The peer's host as digits (`clientAddress` without its port): what a limit per client

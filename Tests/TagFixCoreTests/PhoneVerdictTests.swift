@@ -120,4 +120,23 @@ struct PhoneVerdictTests {
 /// Trusted site keys that verify nothing.
 private struct RefuseAll: LocationSignatureChecker {
     func verifies(signature: [UInt8], message: [UInt8]) -> Bool { false }
+
+    /// The audit keeps a browser's user agent as it came, up to 256 characters, with control
+    /// characters (a newline that would split a log line, DEL) made `?`: the same whether it is
+    /// printable ASCII (kept without a walk by Characters) or not.
+    @Test(
+        "a phone's user agent in the audit: printable kept, control characters ?, at most 256",
+        arguments: [
+            "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Mobile Safari/537.36",
+            "Mozilla/5.0 (iPhone; CPU iPhone OS 17_4 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.4 Mobile/15E148 Safari/604.1",
+            "Mozilla/5.0 (Android 14; Mobile; rv:125.0) Gecko/125.0 Firefox/125.0", "", "a\nb", "tab\there", "del\u{7F}",
+            "Überphone/1.0 (Linux; Android 14) ÄÖÜ", String(repeating: "x", count: 300), String(repeating: "é", count: 200),
+            String(repeating: "é", count: 300), String(repeating: "x", count: 255) + "\n",
+        ])
+    func userAgent(_ given: String) {
+        let expected = String(given.unicodeScalars.prefix(256).map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) })
+        let kept = PhoneAudit(token: "anna", client: "203.0.113.7", userAgent: given).userAgent
+        #expect(kept == expected)
+        #expect(kept.unicodeScalars.count <= 256 && !kept.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F })
+    }
 }

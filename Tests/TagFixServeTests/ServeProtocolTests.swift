@@ -224,6 +224,45 @@ struct ServeProtocolTests {
         }
     }
 
+    /// RFC 9112 §9.3: HTTP/1.1 keeps the connection unless `close` is among its options,
+    /// HTTP/1.0 only with `keep-alive`; options are comma-separated, without case, blanks
+    /// around them ignored.
+    @Test(
+        "Connection's options decide whether a connection is kept",
+        arguments: [
+            ("HTTP/1.1", nil, true), ("HTTP/1.1", "keep-alive", true), ("HTTP/1.1", "close", false), ("HTTP/1.1", " CLOSE\t", false),
+            ("HTTP/1.1", "keep-alive, close", false), ("HTTP/1.1", "Upgrade,\tClose", false), ("HTTP/1.1", "closed", true),
+            ("HTTP/1.1", "", true), ("HTTP/1.0", nil, false), ("HTTP/1.0", "keep-alive", true), ("HTTP/1.0", " Keep-Alive ", true),
+            ("HTTP/1.0", "keep-alives", false), ("HTTP/1.0", "Keep-Alive, close", false), ("HTTP/1.0", ",,keep-alive,", true),
+        ] as [(String, String?, Bool)])
+    func keepsAlive(_ version: String, _ connection: String?, _ kept: Bool) throws {
+        let head = "GET / \(version)\r\nHost: x\r\n" + (connection.map { "Connection: \($0)\r\n" } ?? "") + "\r\n"
+        #expect(try HTTPRequest(head: Array(head.utf8)).keepsAlive == kept)
+    }
+
+    /// The head Chromium 156 sent with the tap page's POST at a phone's viewport (captured from
+    /// headless Chromium as Tests/Browser/phone_tap.py drives it; the benchmark's phones send it).
+    @Test("a phone browser's tap head: its 16 headers by lower-case name, the cookie's token, kept alive")
+    func browserHead() throws {
+        let head = Array(
+            ("POST /api/tap HTTP/1.1\r\nHost: 127.0.0.1:42671\r\nConnection: keep-alive\r\nContent-Length: 87\r\n"
+                + "sec-ch-ua-platform: \"Android\"\r\nUser-Agent: Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 "
+                + "(KHTML, like Gecko) Chrome/120.0 Mobile Safari/537.36\r\nsec-ch-ua: \"Not:A-Brand\";v=\"8\", \"Chromium\";v=\"156\"\r\n"
+                + "Content-Type: application/json\r\nsec-ch-ua-mobile: ?1\r\nAccept: */*\r\nOrigin: http://127.0.0.1:42671\r\n"
+                + "Sec-Fetch-Site: same-origin\r\nSec-Fetch-Mode: cors\r\nSec-Fetch-Dest: empty\r\n"
+                + "Accept-Encoding: gzip, deflate, br, zstd\r\nAccept-Language: en-US,en;q=0.9\r\n"
+                + "Cookie: tagfix_token=bench-phone-tap-0123456789abcdef0123456789\r\n\r\n").utf8)
+        #expect(HTTPRequest.headEnd(head) == head.count)
+        let request = try HTTPRequest(head: head)
+        #expect(request.method == "POST" && request.path == "/api/tap" && request.keepsAlive)
+        #expect(request.headers.count == 16)
+        #expect(request.contentLength == 87)
+        #expect(request.headers["sec-ch-ua"] == #""Not:A-Brand";v="8", "Chromium";v="156""#)
+        #expect(request.headers["user-agent"]?.hasSuffix("Mobile Safari/537.36") == true)
+        #expect(request.headers["origin"] == "http://127.0.0.1:42671")
+        #expect(PhoneCookie.token(cookieHeader: request.headers["cookie"], secure: false) == "bench-phone-tap-0123456789abcdef0123456789")
+    }
+
     @Test(
         "--listen and --http: loopback alone without a token",
         arguments: [
