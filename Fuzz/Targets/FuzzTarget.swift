@@ -344,6 +344,10 @@ extension FuzzTarget {
         }
         if let end = HTTPRequest.headEnd(data), let request = try? HTTPRequest(head: data[..<end]) {
             try check(request.path.hasPrefix("/"), .serveCommand, "a request path \(request.path) not starting with /")
+            // A header read by itself is the one the whole dictionary holds.
+            for (name, value) in request.headers {
+                try check(request.header(name) == value, .serveCommand, "header(\(name)) is not the headers' \(value)")
+            }
         }
     }
 

@@ -10,8 +10,62 @@ public struct HTTPRequest: Sendable, Hashable {
     /// read from).
     public var target: String = ""
     public var query: [String: String]
-    /// Header names in lower case (`cookie`, `user-agent`, `origin`, `host`, `content-type`…).
-    public var headers: [String: String]
+    /// Header names in lower case (`cookie`, `user-agent`, `origin`, `host`, `content-type`…),
+    /// a name given twice: its last value. Made when asked; `header(_:)` reads one.
+    public var headers: [String: String] {
+        get {
+            switch fields {
+            case .dictionary(let headers):
+                return headers
+            case .head(let bytes, let fields):
+                var headers = Dictionary<String, String>(minimumCapacity: fields.count)
+                for field in fields { headers[Self.lowercased(bytes[field.name])] = String(decoding: bytes[field.value], as: UTF8.self) }
+                return headers
+            }
+        }
+        set { fields = .dictionary(newValue) }
+    }
+
+    /// The value of the header `name` (in lower case), the last one when given twice.
+    public func header(_ name: String) -> String? {
+        switch fields {
+        case .dictionary(let headers):
+            return headers[name]
+        case .head(let bytes, let fields):
+            var name = name
+            let found = name.withUTF8 { wanted in
+                bytes.withUnsafeBufferPointer { bytes in
+                    fields.lastIndex { Self.equalsIgnoringCase(bytes, $0.name, wanted) }
+                }
+            }
+            return found.map { String(decoding: bytes[fields[$0].value], as: UTF8.self) }
+        }
+    }
+
+    /// Whether `bytes[range]` is `lowercase` (ASCII letters in lower case) in any case.
+    private static func equalsIgnoringCase(
+        _ bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, _ lowercase: UnsafeBufferPointer<UInt8>
+    ) -> Bool {
+        guard range.count == lowercase.count else { return false }
+        var offset = 0
+        for index in range {
+            let byte = bytes[index]
+            guard (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) == lowercase[offset] else { return false }
+            offset += 1
+        }
+        return true
+    }
+
+    /// Where the headers are: an ASCII head's bytes with each header's name and value in them,
+    /// read when asked (a phone's browser sends 16 headers and the server reads 6 of them: a
+    /// dictionary of strings made for all of them was a tenth of serve's work on a tap), or
+    /// a dictionary.
+    private var fields: Fields
+
+    private enum Fields: Sendable {
+        case head([UInt8], [(name: Range<Int>, value: Range<Int>)])
+        case dictionary([String: String])
+    }
     /// The body of a POST or PUT (read whole, as its `Content-Length` says); empty otherwise.
     public var body: [UInt8] = []
     /// Who sent it: the peer's `HOST:PORT`, the host as digits (`nil` when not known).
@@ -36,6 +90,18 @@ public struct HTTPRequest: Sendable, Hashable {
 
     /// Parses a request head (request line and headers).
     /// - Throws: `ProtocolError` for anything that is not a request line and headers.
+    public static func == (a: HTTPRequest, b: HTTPRequest) -> Bool {
+        a.method == b.method && a.path == b.path && a.target == b.target && a.query == b.query && a.body == b.body
+            && a.clientAddress == b.clientAddress && a.version == b.version && a.headers == b.headers
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(method)
+        hasher.combine(target)
+        hasher.combine(body)
+        hasher.combine(headers)
+    }
+
     public init(head: some Collection<UInt8>) throws(ProtocolError) {
         // Nearly every head is ASCII: read from its bytes, with no Foundation and no Characters;
         // the same fields and errors as the reading of its text below (a test holds them equal).
@@ -68,13 +134,14 @@ public struct HTTPRequest: Sendable, Hashable {
             path = String(target)
             query = [:]
         }
-        headers = [:]
+        var headers: [String: String] = [:]
         for line in lines {
             guard let colon = line.firstIndex(of: ":") else { throw ProtocolError("a header line without a colon") }
             let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
             if let last = line[..<colon].last, last == " " || last == "\t" { throw Self.spaceBeforeColon }
             try Self.add(name, line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces), to: &headers)
         }
+        fields = .dictionary(headers)
     }
 
     /// A header's name followed by a space or a tab (RFC 9112 §5.1: a server must refuse it, as
@@ -85,11 +152,11 @@ public struct HTTPRequest: Sendable, Hashable {
     /// §6.3: two readers of the stream could take different bodies, and the rest as a request of
     /// its own). Other repeated headers: the last one counts.
     static func add(_ name: String, _ value: String, to headers: inout [String: String]) throws(ProtocolError) {
-        if name == "content-length", let earlier = headers[name], earlier != value {
-            throw ProtocolError("two Content-Length headers that differ")
-        }
+        if name == "content-length", let earlier = headers[name], earlier != value { throw contentLengths }
         headers[name] = value
     }
+
+    static let contentLengths = ProtocolError("two Content-Length headers that differ")
 
     /// Reads an ASCII head from its bytes: lines end at any CR or LF (empty ones skipped), the
     /// request line's parts are split at spaces, a header's name and value are trimmed of spaces
@@ -139,43 +206,62 @@ public struct HTTPRequest: Sendable, Hashable {
             while upper > lower, bytes[upper - 1] == 0x20 || bytes[upper - 1] == 0x09 { upper -= 1 }
             return lower..<upper
         }
-        // A phone's browser sends 16 headers with a tap (Chromium: the client hints, Sec-Fetch-*).
-        headers = Dictionary(minimumCapacity: 24)
+        // Each header's name and value where they are in `bytes`; strings only when asked.
+        var fields: [(name: Range<Int>, value: Range<Int>)] = []
+        fields.reserveCapacity(24)
+        var contentLength: Range<Int>?
         while let line = nextLine() {
             guard let colon = bytes[line].firstIndex(of: UInt8(ascii: ":")) else { throw ProtocolError("a header line without a colon") }
             let name = trimmed(line.lowerBound..<colon)
             if name.upperBound < colon { throw Self.spaceBeforeColon }
-            let lowered = String(unsafeUninitializedCapacity: name.count) { out in
-                for (offset, byte) in bytes[name].enumerated() { out[offset] = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte }
-                return name.count
+            let value = trimmed((colon + 1)..<line.upperBound)
+            if Self.equalsIgnoringCase(bytes[name], "content-length".utf8) {
+                if let earlier = contentLength, !bytes[earlier].elementsEqual(bytes[value]) { throw Self.contentLengths }
+                contentLength = value
             }
-            try Self.add(lowered, String(decoding: bytes[trimmed((colon + 1)..<line.upperBound)], as: UTF8.self), to: &headers)
+            fields.append((name, value))
+        }
+        self.fields = .head(bytes, fields)
+    }
+
+    /// A name in lower case (ASCII letters; other bytes as they are).
+    static func lowercased(_ bytes: ArraySlice<UInt8>) -> String {
+        String(unsafeUninitializedCapacity: bytes.count) { out in
+            for (offset, byte) in bytes.enumerated() { out[offset] = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte }
+            return bytes.count
         }
     }
 
     /// Whether the client asks to keep the connection for its next request: HTTP/1.1 unless
     /// `Connection: close`, HTTP/1.0 only with `Connection: keep-alive` (RFC 9112 §9.3).
     public var keepsAlive: Bool {
-        guard let connection = headers["connection"] else { return version != "HTTP/1.0" }
+        guard var connection = header("connection") else { return version != "HTTP/1.0" }
         // Its options on bytes, each trimmed of spaces and tabs and compared without case: a
         // browser sends `Connection: keep-alive` with every request.
-        var close = false
-        var keepAlive = false
-        for option in connection.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false) {
-            let trimmed = option.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }.reversed()
-            if Self.equalsIgnoringCase(trimmed, "close") { close = true }
-            if Self.equalsIgnoringCase(trimmed, "keep-alive") { keepAlive = true }
+        let (close, keepAlive) = connection.withUTF8 { bytes in
+            var (close, keepAlive) = (false, false)
+            var start = 0
+            while start <= bytes.count {
+                var end = start
+                while end < bytes.count, bytes[end] != UInt8(ascii: ",") { end += 1 }
+                var (lower, upper) = (start, end)
+                while lower < upper, bytes[lower] == 0x20 || bytes[lower] == 0x09 { lower += 1 }
+                while upper > lower, bytes[upper - 1] == 0x20 || bytes[upper - 1] == 0x09 { upper -= 1 }
+                if Self.equalsIgnoringCase(bytes[lower..<upper], "close".utf8) { close = true }
+                if Self.equalsIgnoringCase(bytes[lower..<upper], "keep-alive".utf8) { keepAlive = true }
+                start = end + 1
+            }
+            return (close, keepAlive)
         }
         if close { return false }
         return version == "HTTP/1.0" ? keepAlive : true
     }
 
-    /// Whether `bytes` are `lowercase` (ASCII, lower case) in any case.
-    static func equalsIgnoringCase(_ bytes: some Collection<UInt8>, _ lowercase: StaticString) -> Bool {
-        guard bytes.count == lowercase.utf8CodeUnitCount else { return false }
-        return lowercase.withUTF8Buffer { expected in
-            zip(bytes, expected).allSatisfy { byte, want in (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) == want }
-        }
+    /// Whether `bytes` are `lowercase` (ASCII letters in lower case; other bytes as they are)
+    /// in any case.
+    static func equalsIgnoringCase(_ bytes: some Collection<UInt8>, _ lowercase: some Collection<UInt8>) -> Bool {
+        guard bytes.count == lowercase.count else { return false }
+        return zip(bytes, lowercase).allSatisfy { byte, want in (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) == want }
     }
 
     /// The peer's host as digits (`clientAddress` without its port): what a limit per client
@@ -185,7 +271,7 @@ public struct HTTPRequest: Sendable, Hashable {
     /// The cookies of the `Cookie` header, by name (the first of a name given twice).
     public var cookies: [String: String] {
         var result: [String: String] = [:]
-        for pair in (headers["cookie"] ?? "").split(separator: ";") {
+        for pair in (header("cookie") ?? "").split(separator: ";") {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let name = parts[0].trimmingCharacters(in: .whitespaces)
             guard !name.isEmpty, result[name] == nil else { continue }
@@ -197,7 +283,7 @@ public struct HTTPRequest: Sendable, Hashable {
     /// The body's length as `Content-Length` gives it: 0 without one, `nil` for one that is not
     /// a whole number of bytes.
     public var contentLength: Int? {
-        guard let text = headers["content-length"] else { return 0 }
+        guard let text = header("content-length") else { return 0 }
         guard !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
         return Int(text)
     }
@@ -226,7 +312,7 @@ public struct HTTPRequest: Sendable, Hashable {
     /// The bearer token the request carries: `Authorization: Bearer …`, else `?token=` (which
     /// a browser's EventSource and a phone's address bar can send).
     public var bearerToken: String? {
-        if let header = headers["authorization"], header.lowercased().hasPrefix("bearer ") {
+        if let header = header("authorization"), header.lowercased().hasPrefix("bearer ") {
             return String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
         }
         return query["token"]

@@ -129,7 +129,7 @@ public final class PhoneTaps: Sendable {
                             "this phone has no token for this server: open the link your site lead gave you (…?token=…) once in this browser (it sets a cookie on this phone that holds the token), then tap again; nothing was recorded\n"
                     )))
         }
-        guard SameOrigin.allows(origin: request.headers["origin"], host: request.headers["host"], secure: isSecure(request)) else {
+        guard SameOrigin.allows(origin: request.header("origin"), host: request.header("host"), secure: isSecure(request)) else {
             return .failure(
                 Refusal(
                     response: HTTPResponse(
@@ -158,14 +158,14 @@ public final class PhoneTaps: Sendable {
         } catch {
             return .failure(Refusal(response: HTTPResponse(status: error.status, body: error.description + "; nothing was recorded\n")))
         }
-        return .success(PhoneTap(request: parsed, token: name, client: client, userAgent: request.headers["user-agent"] ?? ""))
+        return .success(PhoneTap(request: parsed, token: name, client: client, userAgent: request.header("user-agent") ?? ""))
     }
 
     /// A GET on a path that may be a tag's: the tap page (with a known token), the cookie and a
     /// page that goes on to the tap page (a link's `?token=`), the refusal page (no known token), or, when the path is
     /// no tap page, what the server answers anyone else.
     func page(_ request: HTTPRequest, fallback: @Sendable (HTTPRequest) -> HTTPResponse) -> HTTPResponse {
-        guard let host = request.headers["host"], !host.isEmpty else {
+        guard let host = request.header("host"), !host.isEmpty else {
             return HTTPResponse(status: 400, body: "the request names no Host\n")
         }
         guard PhoneTapRoute.isTapPage(target: request.target, host: host, secure: isSecure(request), verifier: verifier) else {
@@ -195,7 +195,7 @@ public final class PhoneTaps: Sendable {
     func access(_ request: HTTPRequest, readsLink: Bool = true) -> PhoneCookie.Access {
         PhoneCookie.access(
             tokens: tokens.current, path: request.path, query: readsLink ? HTTPRequest.queryPairs(ofTarget: request.target) : [],
-            cookieHeader: request.headers["cookie"], secure: isSecure(request))
+            cookieHeader: request.header("cookie"), secure: isSecure(request))
     }
 
     /// Whether the phone sees HTTPS: the server's own TLS, or a TLS proxy on this machine that
@@ -210,7 +210,7 @@ public final class PhoneTaps: Sendable {
 
     /// A TLS proxy on this machine says the phone sees HTTPS (`X-Forwarded-Proto: https`).
     static func proxySaysHTTPS(_ request: HTTPRequest) -> Bool {
-        isLoopback(request.clientHost) && request.headers["x-forwarded-proto"]?.lowercased() == "https"
+        isLoopback(request.clientHost) && request.header("x-forwarded-proto")?.lowercased() == "https"
     }
 
     /// Who tapped, for the limit and the audit: the peer, or, from a proxy on this machine, the
@@ -218,7 +218,7 @@ public final class PhoneTaps: Sendable {
     static func client(_ request: HTTPRequest) -> String {
         let peer = request.clientHost ?? "?"
         guard isLoopback(peer) else { return peer }
-        return ForwardedClient.address(xForwardedFor: request.headers["x-forwarded-for"], forwarded: request.headers["forwarded"]) ?? peer
+        return ForwardedClient.address(xForwardedFor: request.header("x-forwarded-for"), forwarded: request.header("forwarded")) ?? peer
     }
 
     static func isLoopback(_ host: String?) -> Bool {

@@ -296,7 +296,7 @@ struct ServeConnection {
     static func acceptedToken(_ request: HTTPRequest, _ settings: Settings) -> String? {
         if let bearer = request.bearerToken, settings.accepts(bearer) { return bearer }
         let secure = PhoneTaps.seesHTTPS(request, serverTLS: settings.secure)
-        if let cookie = PhoneCookie.token(cookieHeader: request.headers["cookie"], secure: secure), settings.accepts(cookie) {
+        if let cookie = PhoneCookie.token(cookieHeader: request.header("cookie"), secure: secure), settings.accepts(cookie) {
             return cookie
         }
         return nil
@@ -344,7 +344,7 @@ struct ServeConnection {
         parsed.clientAddress = clientAddress
         // Without a token, only a request for this machine's own name: a page of another site
         // whose name is made to point here (DNS rebinding) sends that name.
-        if let localHosts = settings.localHosts, let host = parsed.headers["host"], !ListenAddress.isLocalHost(host, also: localHosts) {
+        if let localHosts = settings.localHosts, let host = parsed.header("host"), !ListenAddress.isLocalHost(host, also: localHosts) {
             return respond(
                 HTTPResponse(
                     status: 421,
@@ -385,7 +385,7 @@ struct ServeConnection {
             actions.append(.streamOpened)
             append(HTTPResponse.eventStreamHead)
             for event in responder.devices() { append(HTTPResponse.event(event)) }
-            let since = Int(parsed.headers["last-event-id"] ?? parsed.query["since"] ?? "") ?? -1
+            let since = Int(parsed.header("last-event-id") ?? parsed.query["since"] ?? "") ?? -1
             if since >= 0 {
                 for event in responder.verdicts(since: since) { append(HTTPResponse.event(event)) }
             }
@@ -397,7 +397,7 @@ struct ServeConnection {
     /// A POST or PUT: its body is read whole (as `Content-Length` says, at most `bodyLimit`
     /// bytes), by the same deadline as its head.
     private mutating func beginBody(of parsed: HTTPRequest) {
-        if parsed.headers["transfer-encoding"] != nil {
+        if parsed.header("transfer-encoding") != nil {
             return respond(
                 HTTPResponse(status: 411, body: "send the body with a Content-Length (a chunked body is not read)\n"))
         }
@@ -408,7 +408,7 @@ struct ServeConnection {
             return respond(HTTPResponse(status: 413, body: "request body over \(settings.bodyLimit) bytes\n"))
         }
         awaitingBody = (parsed, length)
-        if request.count < length, parsed.headers["expect"]?.lowercased() == "100-continue" {
+        if request.count < length, parsed.header("expect")?.lowercased() == "100-continue" {
             append(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))
         }
         readBody()
