@@ -19,8 +19,9 @@ public final class PhoneAudit: Sendable, Hashable {
     public init(token: String, client: String, userAgent: String) {
         self.token = token
         self.client = client
-        // A browser's user agent is some 100–150 bytes of printable ASCII: kept as it is, without
-        // a walk by Characters (9 % of serve's work on a tap with a phone's real head).
+        // A browser's user agent is some 100–150 bytes without a control character: kept as it
+        // is, without a walk by Characters (9 % of serve's work on a tap with a phone's real
+        // head); the walk gives the same string for it.
         if userAgent.utf8.count <= 256, !userAgent.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) {
             self.userAgent = userAgent
         } else {

@@ -88,8 +88,6 @@ public struct HTTPRequest: Sendable, Hashable {
         return nil
     }
 
-    /// Parses a request head (request line and headers).
-    /// - Throws: `ProtocolError` for anything that is not a request line and headers.
     public static func == (a: HTTPRequest, b: HTTPRequest) -> Bool {
         a.method == b.method && a.path == b.path && a.target == b.target && a.query == b.query && a.body == b.body
             && a.clientAddress == b.clientAddress && a.version == b.version && a.headers == b.headers
@@ -102,6 +100,8 @@ public struct HTTPRequest: Sendable, Hashable {
         hasher.combine(headers)
     }
 
+    /// Parses a request head (request line and headers).
+    /// - Throws: `ProtocolError` for anything that is not a request line and headers.
     public init(head: some Collection<UInt8>) throws(ProtocolError) {
         // Nearly every head is ASCII: read from its bytes, with no Foundation and no Characters;
         // the same fields and errors as the reading of its text below (a test holds them equal).
@@ -116,6 +116,8 @@ public struct HTTPRequest: Sendable, Hashable {
     /// Reads a head from its text: any UTF-8.
     init(text head: some Collection<UInt8>) throws(ProtocolError) {
         guard let text = String(validating: head, as: UTF8.self) else { throw ProtocolError("the request is not UTF-8 text") }
+        // "\r\n" is one Character: a "\r" alone is a bare CR.
+        if text.contains(where: { $0 == "\r" }) { throw Self.bareCR }
         var lines = text.split(omittingEmptySubsequences: true) { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }.map(String.init)
         guard !lines.isEmpty else { throw ProtocolError("an empty request") }
         let requestLine = lines.removeFirst().split(separator: " ", omittingEmptySubsequences: true)
@@ -136,6 +138,7 @@ public struct HTTPRequest: Sendable, Hashable {
         }
         var headers: [String: String] = [:]
         for line in lines {
+            if line.first == " " || line.first == "\t" { throw Self.folded }
             guard let colon = line.firstIndex(of: ":") else { throw ProtocolError("a header line without a colon") }
             let name = line[..<colon].trimmingCharacters(in: .whitespaces).lowercased()
             if let last = line[..<colon].last, last == " " || last == "\t" { throw Self.spaceBeforeColon }
@@ -153,10 +156,20 @@ public struct HTTPRequest: Sendable, Hashable {
     /// its own). Other repeated headers: the last one counts.
     static func add(_ name: String, _ value: String, to headers: inout [String: String]) throws(ProtocolError) {
         if name == "content-length", let earlier = headers[name], earlier != value { throw contentLengths }
+        if name == "host", headers[name] != nil { throw twoHosts }
         headers[name] = value
     }
 
     static let contentLengths = ProtocolError("two Content-Length headers that differ")
+
+    /// RFC 9112 §2.2: a CR that does not begin a line's CRLF. Lines were ended at it, so that
+    /// `X-A: a<CR>Host: evil` read as a second header; a proxy in front may not read it so.
+    static let bareCR = ProtocolError("a CR in the head that does not end a line (a bare CR)")
+    /// RFC 9112 §5.2: a line that begins with a space or a tab continues the header before it
+    /// (obs-fold), where it was read as a header of its own (`X-A: a`, ` Host: evil`).
+    static let folded = ProtocolError("a header line that begins with a space or a tab (a folded header)")
+    /// RFC 9112 §3.2: a request with more than one Host is refused.
+    static let twoHosts = ProtocolError("two Host headers")
 
     /// Reads an ASCII head from its bytes: lines end at any CR or LF (empty ones skipped), the
     /// request line's parts are split at spaces, a header's name and value are trimmed of spaces
@@ -164,6 +177,9 @@ public struct HTTPRequest: Sendable, Hashable {
     init(asciiHead bytes: [UInt8]) throws(ProtocolError) {
         // One pass over the bytes, line by line, with no array of lines or of parts.
         let count = bytes.count
+        for position in bytes.indices where bytes[position] == 13 && (position + 1 == count || bytes[position + 1] != 10) {
+            throw Self.bareCR
+        }
         var index = 0
         func nextLine() -> Range<Int>? {
             while index < count, bytes[index] == 10 || bytes[index] == 13 { index += 1 }
@@ -210,7 +226,9 @@ public struct HTTPRequest: Sendable, Hashable {
         var fields: [(name: Range<Int>, value: Range<Int>)] = []
         fields.reserveCapacity(24)
         var contentLength: Range<Int>?
+        var host = false
         while let line = nextLine() {
+            if bytes[line.lowerBound] == 0x20 || bytes[line.lowerBound] == 0x09 { throw Self.folded }
             guard let colon = bytes[line].firstIndex(of: UInt8(ascii: ":")) else { throw ProtocolError("a header line without a colon") }
             let name = trimmed(line.lowerBound..<colon)
             if name.upperBound < colon { throw Self.spaceBeforeColon }
@@ -218,6 +236,10 @@ public struct HTTPRequest: Sendable, Hashable {
             if Self.equalsIgnoringCase(bytes[name], "content-length".utf8) {
                 if let earlier = contentLength, !bytes[earlier].elementsEqual(bytes[value]) { throw Self.contentLengths }
                 contentLength = value
+            }
+            if Self.equalsIgnoringCase(bytes[name], "host".utf8) {
+                if host { throw Self.twoHosts }
+                host = true
             }
             fields.append((name, value))
         }

@@ -357,6 +357,14 @@ struct ServeConnection {
         // A method the server, or the path, never takes: 405 before any token is asked for.
         guard ["GET", "HEAD", "POST", "PUT"].contains(parsed.method) else { return respond(HTTPResponse.onlyGet) }
         if let refusal = responder.methodRefusal(parsed) { return respond(refusal) }
+        // A GET or HEAD has no body. One that says it has (a Content-Length other than 0, a
+        // Transfer-Encoding) is refused and its connection closed: its body was left to be read
+        // as the next request, which a proxy that keeps its connection to this server would pass
+        // as its own (with the X-Forwarded-For and -Proto this server takes from a proxy).
+        if parsed.method == "GET" || parsed.method == "HEAD", parsed.header("transfer-encoding") != nil || parsed.contentLength != 0 {
+            return respond(
+                HTTPResponse(status: 400, body: "a GET or HEAD request has no body: send it without Content-Length or Transfer-Encoding\n"))
+        }
         // The token: the bearer token (Authorization, ?token=), else the cookie a tech's link set
         // (the live page's address keeps no token; its event stream and map send the cookie).
         // Phone taps authenticate themselves (their token's cookie, or the link's ?token=): the

@@ -179,6 +179,38 @@ struct ServeConnectionTests {
 
     static let requestHead = "GET /api/verdicts?since=3&token=t HTTP/1.1\r\nHost: example\r\nUser-Agent: test\r\nConnection: close\r\n\r\n"
 
+    /// A GET or HEAD that says it has a body: the body was left in the buffer and read as the
+    /// next request on the kept connection (request smuggling behind a proxy that keeps its
+    /// connection to serve). Now refused, the connection closed, nothing handed out.
+    @Test(
+        "a GET or HEAD with a body is refused and its connection closed: the body is never read as a request",
+        arguments: [
+            "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 62\r\n\r\n",
+            "HEAD / HTTP/1.1\r\nHost: x\r\nContent-Length: 62\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: x\r\nContent-Length: x\r\n\r\n",
+        ])
+    func getWithBody(head: String) {
+        var client = connection(.http)
+        let smuggled = "GET /api/verdicts HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 6.6.6.6\r\n\r\n"
+        let actions = client.receive(Array((head + smuggled).utf8), now: start)
+        #expect(!actions.contains { if case .respond = $0 { true } else { false } }, "handed out: \(actions)")
+        #expect(client.drain().hasPrefix("HTTP/1.1 400 "))
+        #expect(client.closeWhenFlushed)
+        #expect(client.receive(Array(smuggled.utf8), now: start).isEmpty, "read after the refusal")
+    }
+
+    @Test("a GET with Content-Length: 0 is answered as any GET")
+    func getWithEmptyBody() throws {
+        var client = connection(.http)
+        let actions = client.receive(Array("GET /x HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n".utf8), now: start)
+        guard case .respond(let request) = try #require(actions.first) else {
+            Issue.record("expected .respond, got \(actions)")
+            return
+        }
+        #expect(request.path == "/x")
+    }
+
     @Test("an HTTP head split at any byte is handed out once, when its blank line arrives", arguments: 0..<requestHead.utf8.count)
     func headSplit(split: Int) throws {
         var client = connection(.http)
@@ -842,9 +874,27 @@ struct HTTPHeadReadingTests {
             "POST / HTTP/1.1\r\nContent-Length: 1\r\ncontent-length: 2\r\n\r\n",
             "POST / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n",
             "POST / HTTP/1.1\r\nContent-Length : 1\r\n\r\n",
+            "GET / HTTP/1.1\r\nX-A: a\rHost: evil\r\n\r\n", "GET / HTTP/1.1\r\nX-A: a\r\n Host: evil\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n", "GET / HTTP/1.1\r\nHost: a\r\n\tX: b\r\n\r\n",
         ])
     func fixed(head: String) {
         #expect(Self.agree(Array(head.utf8)), "\(Self.both(Array(head.utf8)))")
+    }
+
+    /// A header a proxy in front reads as part of another (after a bare CR, on a folded line),
+    /// or a second Host: each was read as a Host of its own, the last one counting.
+    @Test(
+        "a Host injected by a bare CR or a folded line, or given twice, is refused",
+        arguments: [
+            ("GET / HTTP/1.1\r\nHost: x\r\nX-A: a\rHost: evil\r\n\r\n", HTTPRequest.bareCR),
+            ("GET / HTTP/1.1\r\nHost: x\r\nX-A: a\r\n Host: evil\r\n\r\n", HTTPRequest.folded),
+            ("GET / HTTP/1.1\r\nHost: x\r\nX-A: a\r\n\tHost: evil\r\n\r\n", HTTPRequest.folded),
+            ("GET / HTTP/1.1\r\nHost: x\r\nHOST: evil\r\n\r\n", HTTPRequest.twoHosts),
+            ("GET / HTTP/1.1\r\nHost: x\r\nX: ü\r\nhost: evil\r\n\r\n", HTTPRequest.twoHosts),
+        ])
+    func injectedHost(head: String, error: ProtocolError) {
+        #expect(throws: error) { try HTTPRequest(head: Array(head.utf8)) }
+        #expect(Self.agree(Array(head.utf8)))
     }
 
     @Test("random heads of ASCII fragments", arguments: 1...20)
