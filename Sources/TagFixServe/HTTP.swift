@@ -171,7 +171,8 @@ public struct HTTPRequest: Sendable, Hashable {
     /// RFC 9112 §3.2: a request with more than one Host is refused.
     static let twoHosts = ProtocolError("two Host headers")
 
-    /// Reads an ASCII head from its bytes: lines end at any CR or LF (empty ones skipped), the
+    /// Reads an ASCII head from its bytes: lines end at LF or CRLF (empty ones skipped; a bare CR
+    /// is refused), the
     /// request line's parts are split at spaces, a header's name and value are trimmed of spaces
     /// and tabs (what `.whitespaces` is in ASCII) and its name lower-cased.
     init(asciiHead bytes: [UInt8]) throws(ProtocolError) {
