@@ -90,10 +90,14 @@ public struct TokenFile: Sendable, Hashable {
     /// digest finds the entries it may be (a wrong token's digest meets a real one's once in
     /// 2⁶⁴, and the key is this process's secret), and each is compared in constant time.
     public func name(forToken token: String) -> String? {
+        Self.name(forToken: token, among: index[Self.digest(token)] ?? [], of: entries)
+    }
+
+    /// The name of the last of `entries[positions]` whose token is `token`, each compared in
+    /// constant time: the entries a digest found (more than one when two tokens' digests meet).
+    static func name(forToken token: String, among positions: [Int], of entries: [Entry]) -> String? {
         var found: String?
-        for position in index[Self.digest(token)] ?? [] where Self.same(entries[position].token, token) {
-            found = entries[position].name
-        }
+        for position in positions where same(entries[position].token, token) { found = entries[position].name }
         return found
     }
 

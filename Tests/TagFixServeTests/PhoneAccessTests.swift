@@ -1,7 +1,8 @@
 import Foundation
 import TagFixCore
-import TagFixServe
 import Testing
+
+@testable import TagFixServe
 
 @Suite("Who may tap: named tokens, the cookie, same origin, the rate limit")
 struct PhoneAccessTests {
@@ -73,6 +74,23 @@ struct PhoneAccessTests {
         try file.add(name: "newcomer", token: tokens[1])
         #expect(file.name(forToken: tokens[1]) == "newcomer")
         #expect(file != read)
+    }
+
+    /// Two tokens whose digests meet (once in 2⁶⁴, so not made here by chance): the lookup
+    /// compares the token with every entry the digest found, and only its own matches.
+    @Test("entries whose digests meet: each token still finds its own name, a near miss none")
+    func digestsMeet() {
+        let tokens = ["\(Self.anna)", "\(Self.ben)", String(Self.anna.dropLast()) + "b", String(Self.anna.dropLast())]
+        let entries = tokens.enumerated().map { TokenFile.Entry(name: "tech\($0.offset)", token: $0.element) }
+        let all = Array(entries.indices)
+        for (index, token) in tokens.enumerated() {
+            #expect(TokenFile.name(forToken: token, among: all, of: entries) == "tech\(index)")
+            #expect(TokenFile.name(forToken: token, among: all.filter { $0 != index }, of: entries) == nil)
+        }
+        #expect(TokenFile.name(forToken: Self.anna + "a", among: all, of: entries) == nil)
+        #expect(TokenFile.name(forToken: "", among: all, of: entries) == nil)
+        // The same token twice (a file written by hand): the last entry's name, as before.
+        #expect(TokenFile.name(forToken: Self.ben, among: [1, 4], of: entries + [.init(name: "later", token: Self.ben)]) == "later")
     }
 
     @Test("add, revoke; fresh tokens are 43 base64url characters, each different")
