@@ -34,26 +34,10 @@ public struct HTTPRequest: Sendable, Hashable {
         case .head(let bytes, let fields):
             var name = name
             let found = name.withUTF8 { wanted in
-                bytes.withUnsafeBufferPointer { bytes in
-                    fields.lastIndex { Self.equalsIgnoringCase(bytes, $0.name, wanted) }
-                }
+                bytes.withUnsafeBufferPointer { bytes in fields.lastIndex { Self.equalsIgnoringCase(bytes[$0.name], wanted) } }
             }
             return found.map { String(decoding: bytes[fields[$0].value], as: UTF8.self) }
         }
-    }
-
-    /// Whether `bytes[range]` is `lowercase` (ASCII letters in lower case) in any case.
-    private static func equalsIgnoringCase(
-        _ bytes: UnsafeBufferPointer<UInt8>, _ range: Range<Int>, _ lowercase: UnsafeBufferPointer<UInt8>
-    ) -> Bool {
-        guard range.count == lowercase.count else { return false }
-        var offset = 0
-        for index in range {
-            let byte = bytes[index]
-            guard (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) == lowercase[offset] else { return false }
-            offset += 1
-        }
-        return true
     }
 
     /// Where the headers are: an ASCII head's bytes with each header's name and value in them,
@@ -105,8 +89,14 @@ public struct HTTPRequest: Sendable, Hashable {
     public init(head: some Collection<UInt8>) throws(ProtocolError) {
         // Nearly every head is ASCII: read from its bytes, with no Foundation and no Characters;
         // the same fields and errors as the reading of its text below (a test holds them equal).
+        // One pass over the bytes for both readings: whether they are ASCII, and no bare CR.
         let bytes = Array(head)
-        if bytes.allSatisfy({ $0 < 0x80 }) {
+        var ascii = true
+        for (position, byte) in bytes.enumerated() {
+            if byte >= 0x80 { ascii = false }
+            if byte == 13, position + 1 == bytes.count || bytes[position + 1] != 10 { throw Self.bareCR }
+        }
+        if ascii {
             self = try Self(asciiHead: bytes)
             return
         }
@@ -116,8 +106,6 @@ public struct HTTPRequest: Sendable, Hashable {
     /// Reads a head from its text: any UTF-8.
     init(text head: some Collection<UInt8>) throws(ProtocolError) {
         guard let text = String(validating: head, as: UTF8.self) else { throw ProtocolError("the request is not UTF-8 text") }
-        // "\r\n" is one Character: a "\r" alone is a bare CR.
-        if text.contains(where: { $0 == "\r" }) { throw Self.bareCR }
         var lines = text.split(omittingEmptySubsequences: true) { $0 == "\n" || $0 == "\r\n" || $0 == "\r" }.map(String.init)
         guard !lines.isEmpty else { throw ProtocolError("an empty request") }
         let requestLine = lines.removeFirst().split(separator: " ", omittingEmptySubsequences: true)
@@ -172,15 +160,12 @@ public struct HTTPRequest: Sendable, Hashable {
     static let twoHosts = ProtocolError("two Host headers")
 
     /// Reads an ASCII head from its bytes: lines end at LF or CRLF (empty ones skipped; a bare CR
-    /// is refused), the
+    /// was refused by `init(head:)`), the
     /// request line's parts are split at spaces, a header's name and value are trimmed of spaces
     /// and tabs (what `.whitespaces` is in ASCII) and its name lower-cased.
     init(asciiHead bytes: [UInt8]) throws(ProtocolError) {
         // One pass over the bytes, line by line, with no array of lines or of parts.
         let count = bytes.count
-        for position in bytes.indices where bytes[position] == 13 && (position + 1 == count || bytes[position + 1] != 10) {
-            throw Self.bareCR
-        }
         var index = 0
         func nextLine() -> Range<Int>? {
             while index < count, bytes[index] == 10 || bytes[index] == 13 { index += 1 }
@@ -217,12 +202,6 @@ public struct HTTPRequest: Sendable, Hashable {
             path = self.target
             query = [:]
         }
-        func trimmed(_ range: Range<Int>) -> Range<Int> {
-            var (lower, upper) = (range.lowerBound, range.upperBound)
-            while lower < upper, bytes[lower] == 0x20 || bytes[lower] == 0x09 { lower += 1 }
-            while upper > lower, bytes[upper - 1] == 0x20 || bytes[upper - 1] == 0x09 { upper -= 1 }
-            return lower..<upper
-        }
         // Each header's name and value where they are in `bytes`; strings only when asked.
         var fields: [(name: Range<Int>, value: Range<Int>)] = []
         fields.reserveCapacity(24)
@@ -231,9 +210,9 @@ public struct HTTPRequest: Sendable, Hashable {
         while let line = nextLine() {
             if bytes[line.lowerBound] == 0x20 || bytes[line.lowerBound] == 0x09 { throw Self.folded }
             guard let colon = bytes[line].firstIndex(of: UInt8(ascii: ":")) else { throw ProtocolError("a header line without a colon") }
-            let name = trimmed(line.lowerBound..<colon)
+            let name = Self.trimmed(line.lowerBound..<colon, of: bytes)
             if name.upperBound < colon { throw Self.spaceBeforeColon }
-            let value = trimmed((colon + 1)..<line.upperBound)
+            let value = Self.trimmed((colon + 1)..<line.upperBound, of: bytes)
             if Self.equalsIgnoringCase(bytes[name], "content-length".utf8) {
                 if let earlier = contentLength, !bytes[earlier].elementsEqual(bytes[value]) { throw Self.contentLengths }
                 contentLength = value
@@ -250,7 +229,7 @@ public struct HTTPRequest: Sendable, Hashable {
     /// A name in lower case (ASCII letters; other bytes as they are).
     static func lowercased(_ bytes: ArraySlice<UInt8>) -> String {
         String(unsafeUninitializedCapacity: bytes.count) { out in
-            for (offset, byte) in bytes.enumerated() { out[offset] = byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte }
+            for (offset, byte) in bytes.enumerated() { out[offset] = lowercased(byte) }
             return bytes.count
         }
     }
@@ -267,11 +246,9 @@ public struct HTTPRequest: Sendable, Hashable {
             while start <= bytes.count {
                 var end = start
                 while end < bytes.count, bytes[end] != UInt8(ascii: ",") { end += 1 }
-                var (lower, upper) = (start, end)
-                while lower < upper, bytes[lower] == 0x20 || bytes[lower] == 0x09 { lower += 1 }
-                while upper > lower, bytes[upper - 1] == 0x20 || bytes[upper - 1] == 0x09 { upper -= 1 }
-                if Self.equalsIgnoringCase(bytes[lower..<upper], "close".utf8) { close = true }
-                if Self.equalsIgnoringCase(bytes[lower..<upper], "keep-alive".utf8) { keepAlive = true }
+                let option = bytes[Self.trimmed(start..<end, of: bytes)]
+                if Self.equalsIgnoringCase(option, "close".utf8) { close = true }
+                if Self.equalsIgnoringCase(option, "keep-alive".utf8) { keepAlive = true }
                 start = end + 1
             }
             return (close, keepAlive)
@@ -284,7 +261,19 @@ public struct HTTPRequest: Sendable, Hashable {
     /// in any case.
     static func equalsIgnoringCase(_ bytes: some Collection<UInt8>, _ lowercase: some Collection<UInt8>) -> Bool {
         guard bytes.count == lowercase.count else { return false }
-        return zip(bytes, lowercase).allSatisfy { byte, want in (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte) == want }
+        return zip(bytes, lowercase).allSatisfy { byte, want in lowercased(byte) == want }
+    }
+
+    /// An ASCII letter in lower case; any other byte as it is.
+    static func lowercased(_ byte: UInt8) -> UInt8 { byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte }
+
+    /// `range` of `bytes` without the spaces and tabs at either end.
+    static func trimmed<Bytes: RandomAccessCollection<UInt8>>(_ range: Range<Int>, of bytes: Bytes) -> Range<Int>
+    where Bytes.Index == Int {
+        var (lower, upper) = (range.lowerBound, range.upperBound)
+        while lower < upper, bytes[lower] == 0x20 || bytes[lower] == 0x09 { lower += 1 }
+        while upper > lower, bytes[upper - 1] == 0x20 || bytes[upper - 1] == 0x09 { upper -= 1 }
+        return lower..<upper
     }
 
     /// The peer's host as digits (`clientAddress` without its port): what a limit per client
