@@ -211,7 +211,9 @@ extension Verifier {
 /// Phone taps decided as they come and committed together (`Verifier.phoneVerdictGroup`): each
 /// `add` decides its taps against the counters the group has accepted so far (over the store's),
 /// and `commit` accepts the group's counters in one `acceptAll` and gives every verdict, final.
-/// Used by one thread (the group's committer), and committed once.
+/// What `add` gives is what `commit` gives, but for the taps `revised` names: a caller may make
+/// each tap's record as it is decided, and make again only those. Used by one thread (the
+/// group's committer), and committed once.
 public final class PhoneVerdictGroup {
     private let verifier: Verifier
     private let requireSUN: Bool
@@ -221,6 +223,9 @@ public final class PhoneVerdictGroup {
     /// Which tap accepted each counter, and which taps were judged against one of the group's.
     private var owners: [Int] = []
     private var leaning: [(index: Int, uid: TagUID, counter: UInt32)] = []
+    /// The taps whose verdict `commit` changed from what `add` gave (their counter was taken by
+    /// another scan meanwhile, or the commit failed), in no order; empty before it.
+    public private(set) var revised: Set<Int> = []
 
     init(_ verifier: Verifier, requireSUN: Bool) {
         self.requireSUN = requireSUN
@@ -240,15 +245,19 @@ public final class PhoneVerdictGroup {
     public var count: Int { verdicts.count }
 
     /// Decides `taps`, after those added before, in their order (a counter store that reads
-    /// many at once is asked for their tags' counters in one call first).
-    public func add(_ taps: [PhoneTapInput]) {
+    /// many at once is asked for their tags' counters in one call first): their verdicts, as
+    /// `commit` will give them unless it `revised` them.
+    @discardableResult
+    public func add(_ taps: [PhoneTapInput]) -> ArraySlice<Verdict> {
+        let first = verdicts.count
         verdicts.reserveCapacity(verdicts.count + taps.count)
+        defer { assert(verdicts.count == first + taps.count) }
         guard let (store, group) = counters else {
             for tap in taps {
                 verdicts.append(
                     verifier.phoneVerdict(url: tap.url, time: tap.time, position: tap.position, requireSUN: requireSUN, audit: tap.audit))
             }
-            return
+            return verdicts[first...]
         }
         if store.readsManyAtOnce { group.prefetch(readingCountersOf: taps.compactMap { verifier.sunTagUID(url: $0.url) }) }
         for tap in taps {
@@ -263,6 +272,7 @@ public final class PhoneVerdictGroup {
                 leaning.append((index, leaned, counter))
             }
         }
+        return verdicts[first...]
     }
 
     /// Commits the counters the group accepted (one `acceptAll`) and gives every tap's verdict,
@@ -277,8 +287,11 @@ public final class PhoneVerdictGroup {
                 // Another scan accepted this counter, or a higher one, meanwhile.
                 let last = (try? store.lastAccepted(uid: item.uid)) ?? item.counter
                 verdicts[owner].kind = .untrusted(.sunReplayed(tag: item.tagID, counter: item.counter, last: last))
+                revised.insert(owner)
             }
         } catch {
+            revised.formUnion(owners)
+            revised.formUnion(leaning.map(\.index))
             for index in Set(owners) { verdicts[index].kind = .inconclusive(.registryUnavailable(error)) }
             // A replay of a counter the group failed to store: still a replay if the store's own
             // last counter makes it one (as it would have, tap by tap), else inconclusive.

@@ -359,6 +359,106 @@ extension DeviceThread {
         return mapping
     }
 
+    /// A map whose items come over time (a group's taps, batch by batch, as the committer decides
+    /// them): the map worker takes them as they come, beside the thread that hands them over, once
+    /// `splitFrom` are waiting (fewer are not worth waking it; on one core it is never woken);
+    /// `finish()` takes what is left on the calling thread and gives every value, in order. The
+    /// worker's part is done while the caller goes on with its own work (the next batch, a
+    /// commit), so a value the caller needs at the end is often made already.
+    public static func feed<Item: Sendable, Value: Sendable>(
+        splitFrom threshold: Int, _ transform: @escaping @Sendable (Item) -> Value
+    ) -> Feed<Item, Value> {
+        Feed(threshold: severalCores ? max(1, threshold) : nil, transform)
+    }
+
+    /// Items handed over in batches (`add`), mapped as they come (`DeviceThread.feed`). Used by
+    /// one caller: `add`, then `finish()` once.
+    public final class Feed<Item: Sendable, Value: Sendable>: Sendable {
+        private struct State {
+            var items: [Item] = []
+            var values: [Value?] = []
+            var next = 0
+            /// The worker has a job for this feed queued or running.
+            var workerHas = false
+            /// The worker is making a value (taken, not yet stored).
+            var workerBusy = false
+            /// `finish()` waits for the worker's value.
+            var finishWaits = false
+            var finished = false
+        }
+
+        /// `nil`: the worker is never asked (one core).
+        private let threshold: Int?
+        private let transform: @Sendable (Item) -> Value
+        private let state = Mutex(State())
+        private let done = Wakeup()
+
+        fileprivate init(threshold: Int?, _ transform: @escaping @Sendable (Item) -> Value) {
+            self.threshold = threshold
+            self.transform = transform
+        }
+
+        /// Hands `items` over, after those before. Never waits.
+        public func add<Items: Collection<Item>>(_ items: Items) {
+            let wake = state.withLock { state -> Bool in
+                precondition(!state.finished, "DeviceThread.Feed.add after finish()")
+                state.items.append(contentsOf: items)
+                state.values.append(contentsOf: repeatElement(nil, count: items.count))
+                guard let threshold, !state.workerHas, state.items.count - state.next >= threshold else { return false }
+                state.workerHas = true
+                return true
+            }
+            if wake { mapWorker.run { [self] in work() } }
+        }
+
+        /// The next item nobody has taken, and its place; `byWorker`: the worker's, which is then busy.
+        private func take(byWorker: Bool) -> (Int, Item)? {
+            state.withLock { state in
+                guard state.next < state.items.count else {
+                    if byWorker { state.workerHas = false }
+                    return nil
+                }
+                defer { state.next += 1 }
+                if byWorker { state.workerBusy = true }
+                return (state.next, state.items[state.next])
+            }
+        }
+
+        /// The worker's part: items until none is left (the next `add` of enough asks it again).
+        private func work() {
+            while let (index, item) = take(byWorker: true) {
+                let value = transform(item)
+                let wakes = state.withLock { state -> Bool in
+                    state.values[index] = value
+                    state.workerBusy = false
+                    defer { state.finishWaits = false }
+                    return state.finishWaits
+                }
+                if wakes { done.signal() }
+            }
+        }
+
+        /// Every item's value, in order: the caller makes those nobody took, then waits for the
+        /// one the worker may be making. Call it once, after the last `add`.
+        public func finish() -> [Value] {
+            state.withLock { state in
+                precondition(!state.finished, "DeviceThread.Feed.finish() called twice")
+                state.finished = true
+            }
+            var mine: [(Int, Value)] = []
+            while let (index, item) = take(byWorker: false) { mine.append((index, transform(item))) }
+            let waits = state.withLock { state -> Bool in
+                state.finishWaits = state.workerBusy
+                return state.finishWaits
+            }
+            if waits { done.block() }
+            return state.withLock { state in
+                for (index, value) in mine { state.values[index] = value }
+                return state.values.map { $0! }
+            }
+        }
+    }
+
     /// A map under way (`startMap`).
     final class Mapping<Item: Sendable, Value: Sendable>: Sendable {
         /// Where the worker's part stands.

@@ -180,7 +180,7 @@ public struct ServerStats: Sendable, Hashable {
 /// directly again. Event streams (SSE) are always written by the loop. A client whose unread
 /// output passes `bufferLimit` is cut off, with a line in the log; no client waits for another,
 /// and `send` with `MSG_DONTWAIT` never waits for any.
-public final class EventServer: Sendable {
+public final class EventServer: Sendable, HTTPReplyRoute {
     public let configuration: ServeConfiguration
     /// The TCP event socket's port, when `--listen` was given (port 0 picks one).
     public let listenPort: Int?
@@ -320,6 +320,11 @@ public final class EventServer: Sendable {
         guard first else { return }
         core.withLock { $0 = Loop(server: self) }
         loop.execute { [self] in withLoop { $0.begin() } }
+    }
+
+    /// Hands replies given later to the loop, all at once (`HTTPReplyRoute`).
+    func deliver(_ replies: [(client: Int, response: HTTPResponse)]) {
+        _ = loop.execute { [self] in withLoop { $0.deliver(replies) } }
     }
 
     /// Runs `body` with the loop's state, on the loop's thread (while the server serves).
@@ -709,9 +714,7 @@ public final class EventServer: Sendable {
             while let request = next, !client.dropped {
                 next = nil
                 let id = client.id
-                let handle = HTTPReplyHandle { [server] response in
-                    _ = server.loop.execute { server.withLoop { $0.deliverReply(response, to: id) } }
-                }
+                let handle = HTTPReplyHandle(server: server, client: id)
                 guard case .now(let response) = server.responder.respond(to: request, stats: currentStats(), reply: handle) else { return }
                 var actions = client.connection.reply(response, now: configuration.clock.timestamp)
                 if let index = actions.firstIndex(where: { if case .respond = $0 { true } else { false } }),
@@ -723,11 +726,13 @@ public final class EventServer: Sendable {
             }
         }
 
-        /// A reply the responder sent later: written, unless its client has gone.
-        func deliverReply(_ response: HTTPResponse, to id: Int) {
-            guard let client = clientsByID[id] else { return }
-            perform(client.connection.reply(response, now: configuration.clock.timestamp), for: client)
-            flush(client)
+        /// Replies the responder sent later: each written, unless its client has gone.
+        func deliver(_ replies: [(client: Int, response: HTTPResponse)]) {
+            for (id, response) in replies {
+                guard let client = clientsByID[id] else { continue }
+                perform(client.connection.reply(response, now: configuration.clock.timestamp), for: client)
+                flush(client)
+            }
             settle()
         }
 

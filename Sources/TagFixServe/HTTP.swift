@@ -346,10 +346,19 @@ public enum HTTPAnswer: Sendable {
 /// before it is fine: the response is dropped.
 public final class HTTPReplyHandle: Sendable {
     private let deliver: Mutex<(@Sendable (HTTPResponse) -> Void)?>
+    /// The server and the client there this reply goes to, for `send(_:)` of many at once.
+    private let route: (server: any HTTPReplyRoute, client: Int)?
 
     /// A handle whose first `send` calls `deliver` (a test's responder can make its own).
     public init(_ deliver: @escaping @Sendable (HTTPResponse) -> Void) {
         self.deliver = Mutex(deliver)
+        route = nil
+    }
+
+    /// A server's handle for its client `client`.
+    init(server: any HTTPReplyRoute, client: Int) {
+        deliver = Mutex { [server] response in server.deliver([(client, response)]) }
+        route = (server, client)
     }
 
     /// Answers the request (the first call only; later ones do nothing). Never waits.
@@ -358,8 +367,31 @@ public final class HTTPReplyHandle: Sendable {
         deliver?(response)
     }
 
+    /// Answers many requests at once, as `send` each would (the first answer of each handle
+    /// counts): those of one server in one hand-over to its loop, in order, where `send` makes
+    /// one hand-over a reply (a group of 200 phone taps' answers took the committer 0.9 ms to
+    /// hand over one by one, and the loop began writing them only after). Never waits.
+    public static func send(_ replies: some Sequence<(HTTPReplyHandle, HTTPResponse)>) {
+        var servers: [ObjectIdentifier: (server: any HTTPReplyRoute, replies: [(client: Int, response: HTTPResponse)])] = [:]
+        for (handle, response) in replies {
+            guard let deliver = handle.deliver.withLock({ $0.take() }) else { continue }
+            guard let (server, client) = handle.route else {
+                deliver(response)
+                continue
+            }
+            servers[ObjectIdentifier(server), default: (server, [])].replies.append((client, response))
+        }
+        for (server, replies) in servers.values { server.deliver(replies) }
+    }
+
     /// Whether `send` has yet to be called.
     public var isPending: Bool { deliver.withLock { $0 != nil } }
+}
+
+/// A server that takes replies given later (`HTTPReplyHandle`), many in one hand-over.
+protocol HTTPReplyRoute: AnyObject, Sendable {
+    /// Writes each response to its client (one that has gone is skipped), in order. Never waits.
+    func deliver(_ replies: [(client: Int, response: HTTPResponse)])
 }
 
 /// A response the server writes; then it closes the connection or keeps it for the client's next

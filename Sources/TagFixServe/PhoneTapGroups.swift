@@ -10,7 +10,11 @@ import TagFixDevices
 /// it decided join the group, again and again, until none is waiting (or the group holds
 /// `largestGroup`). Then it commits their SUN counters (`commit`: one transaction), hands their
 /// verdicts to the session (`deliver`: the log, one write and one fsync) and answers them as
-/// soon as the log has them, before the live page and the terminal take them. Taps that arrive
+/// soon as the log has them (in one hand-over to the server's loop), before the live page and
+/// the terminal take them. Each tap's record and answer are made as it is decided, by the map
+/// worker beside the committer (`DeviceThread.feed`), and made again for the taps the commit
+/// changed (`PhoneTapDecision.commit`'s `revised`): what is left to do once the last tap of a
+/// burst has come is the commits and the writes. Taps that arrive
 /// during the commits wait for the next group. So a commit's cost is shared by every tap that
 /// came while the group was decided (200 phones tapping at once are one group or two, not a
 /// lone first tap and then the rest), and nothing waits on a timer: a lone tap is committed at
@@ -149,14 +153,17 @@ public final class PhoneTapGroups: Sendable {
         while true {
             guard let first = take(ending: true), let sink = state.withLock({ $0.sink }) else { return committerEnded() }
             let decision = start()
+            // Each tap's record and answer are made as it is decided, by the map worker beside
+            // this thread, and those the commit revises made again after it.
+            let prepared = DeviceThread.feed(splitFrom: Self.splitFrom, Self.prepare)
             var group = first
-            decision.add(first.map(\.tap))
+            prepared.add(decision.add(first.map(\.tap)))
             // The taps that came while these were decided join them, until none is waiting.
             while group.count < Self.largestGroup, let more = take(ending: false, room: Self.largestGroup - group.count) {
-                decision.add(more.map(\.tap))
+                prepared.add(decision.add(more.map(\.tap)))
                 group += more
             }
-            commit(group, decision: decision, sink: sink)
+            commit(group, decision: decision, prepared: prepared, sink: sink)
         }
     }
 
@@ -181,15 +188,27 @@ public final class PhoneTapGroups: Sendable {
         }
     }
 
+    /// How many decided taps, waiting to be prepared, wake the map worker to prepare them.
+    static let splitFrom = 8
+
+    /// A tap's record and its answer, made together (the answer's message is the record's).
+    @Sendable static func prepare(_ answer: PhoneTapAnswer) -> (RecordedVerdict, HTTPResponse) {
+        let recorded = RecordedVerdict(answer.verdict)
+        return (recorded, response(answer, message: recorded.record.message))
+    }
+
     /// One group: its counters committed, recorded, then answered, in order. Each tap's record
-    /// and response are made together, a large group's on two threads (`DeviceThread.map`), before
-    /// the sink is called: it answers with the fan-out's lock held.
-    private func commit(_ group: [Waiting], decision: any PhoneTapDecision, sink: Sink) {
-        let answers = decision.commit()
-        let prepared = DeviceThread.map(answers, splitFrom: 64) { answer in
-            let recorded = RecordedVerdict(answer.verdict)
-            return (recorded, Self.response(answer, message: recorded.record.message))
-        }
+    /// and response were begun as it was decided (`prepared`); those of the taps the commit
+    /// revised are made again. All are made before the sink is called: it answers with the
+    /// fan-out's lock held.
+    private func commit(
+        _ group: [Waiting], decision: any PhoneTapDecision,
+        prepared feed: DeviceThread.Feed<PhoneTapAnswer, (RecordedVerdict, HTTPResponse)>,
+        sink: Sink
+    ) {
+        let (answers, revised) = decision.commit()
+        var prepared = feed.finish()
+        for index in revised { prepared[index] = Self.prepare(answers[index]) }
         let responses = prepared.map(\.1)
         state.withLock { state in
             state.counts.taps += group.count
@@ -200,9 +219,7 @@ public final class PhoneTapGroups: Sendable {
         sink(prepared.map(\.0)) { recorded in
             guard !answered else { return }
             answered = true
-            for (waiting, response) in zip(group, responses) {
-                waiting.reply.send(recorded ? response : Self.notRecorded)
-            }
+            HTTPReplyHandle.send(zip(group.lazy.map(\.reply), responses.lazy.map { recorded ? $0 : Self.notRecorded }))
         }
         // A sink that never said: nothing is known to be recorded.
         if !answered {

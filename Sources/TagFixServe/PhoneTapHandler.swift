@@ -73,8 +73,11 @@ public struct PhoneTapHandler<C: Clock>: Sendable where C.Instant == Timestamp, 
             self.decision = decision
         }
 
-        func add(_ taps: [PhoneTap]) { decision.add(taps.map(handler.input)) }
-        func commit() -> [PhoneTapAnswer] { decision.commit().map(handler.answer) }
+        func add(_ taps: [PhoneTap]) -> [PhoneTapAnswer] { decision.add(taps.map(handler.input)).map(handler.answer) }
+        func commit() -> (answers: [PhoneTapAnswer], revised: Set<Int>) {
+            let answers = decision.commit().map(handler.answer)
+            return (answers, decision.revised)
+        }
     }
 
     /// A tap as the verifier takes it: the time now, the browser's position on the verifier's axis.
@@ -112,10 +115,12 @@ public struct PhoneTapHandler<C: Clock>: Sendable where C.Instant == Timestamp, 
 /// Taps decided as they come, their SUN counters committed together at the end
 /// (`PhoneTapHandler.group()`); used by one thread, committed once.
 public protocol PhoneTapDecision: AnyObject {
-    /// Decides `taps`, after those added before (their counters not yet committed).
-    func add(_ taps: [PhoneTap])
-    /// Commits the group's counters and gives each tap's answer, in order.
-    func commit() -> [PhoneTapAnswer]
+    /// Decides `taps`, after those added before (their counters not yet committed): their
+    /// answers, as `commit` will give them unless it says it revised them.
+    func add(_ taps: [PhoneTap]) -> [PhoneTapAnswer]
+    /// Commits the group's counters and gives each tap's answer, in order, and the taps (their
+    /// places in the group) whose answer is not the one `add` gave.
+    func commit() -> (answers: [PhoneTapAnswer], revised: Set<Int>)
 }
 
 /// One tap for `PhoneTapHandler.handle(_:)`: the parsed request and who sent it.

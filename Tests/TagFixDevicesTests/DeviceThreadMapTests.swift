@@ -74,6 +74,79 @@ import Testing
     }
 }
 
+/// `DeviceThread.feed`: items handed over in batches as they come, mapped beside the caller.
+@Suite(.timeLimit(.minutes(1))) struct DeviceThreadFeedTests {
+    @Test(
+        "the values in the items' order, however the items came: one at a time, in batches, all at once, none",
+        arguments: [[], [1], [1, 1, 1, 1, 1, 1, 1, 1, 1, 1], [3, 7, 2, 40, 1, 1, 9], [200], [7, 0, 7]])
+    func inOrder(batches: [Int]) {
+        let feed = DeviceThread.feed(splitFrom: 4) { (item: Int) -> String in "item \(item)" }
+        var next = 0
+        for size in batches {
+            feed.add(next..<(next + size))
+            next += size
+        }
+        #expect(feed.finish() == (0..<next).map { "item \($0)" })
+    }
+
+    @Test("below the threshold the caller's thread makes every value at finish(); from it, the worker begins before finish() is called")
+    func worker() async {
+        let caller = UInt(pthread_self())
+        let threads = Mutex<Set<UInt>>([])
+        let few = DeviceThread.feed(splitFrom: 8) { (item: Int) -> Int in
+            threads.withLock { _ = $0.insert(UInt(pthread_self())) }
+            return item
+        }
+        few.add(0..<7)
+        #expect(few.finish() == Array(0..<7))
+        #expect(threads.withLock { $0 } == [caller])
+
+        let (made, madeContinuation) = AsyncStream<UInt>.makeStream()
+        let many = DeviceThread.feed(splitFrom: 8) { (item: Int) -> Int in
+            madeContinuation.yield(UInt(pthread_self()))
+            return item * 3
+        }
+        many.add(0..<5)
+        many.add(5..<10)
+        // finish() is not called yet: whatever is made is the worker's.
+        var made10: Set<UInt> = []
+        var count = 0
+        for await thread in made {
+            made10.insert(thread)
+            count += 1
+            if count == 10 { break }
+        }
+        #expect(made10.count == 1)
+        #expect(!made10.contains(caller))
+        #expect(many.finish() == (0..<10).map { $0 * 3 })
+    }
+
+    @Test("finish() waits for the value the worker is making, and makes the rest itself")
+    func finishWaitsForWorker() {
+        let (entered, gate) = (DeviceThread.Wakeup(), DeviceThread.Wakeup())
+        let caller = UInt(pthread_self())
+        let threads = Mutex<[Int: UInt]>([:])
+        let feed = DeviceThread.feed(splitFrom: 1) { (item: Int) -> Int in
+            threads.withLock { $0[item] = UInt(pthread_self()) }
+            if item == 0 {
+                entered.signal()
+                gate.block()
+            }
+            // The last item is the caller's: only then may the worker end item 0.
+            if item == 19 { gate.signal() }
+            return item + 100
+        }
+        feed.add([0])
+        entered.block()
+        feed.add(1..<20)
+        // The worker holds item 0 until the caller has made 1 to 19; then the caller waits for 0.
+        #expect(feed.finish() == Array(100..<120))
+        let byThread = threads.withLock { $0 }
+        #expect(byThread[0] != caller)
+        #expect((1..<20).allSatisfy { byThread[$0] == caller })
+    }
+}
+
 /// `DeviceThread.Worker`: jobs in order on one waiting thread, none lost as it ends and starts.
 /// A lost job would leave a wait unanswered: the suite's limit ends the test instead of the run.
 @Suite(.timeLimit(.minutes(1))) struct DeviceThreadWorkerTests {

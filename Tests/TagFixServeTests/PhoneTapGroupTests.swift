@@ -26,6 +26,9 @@ struct CounterInURL: SUNAuthenticator {
         else { return .invalid(.missingParameter("picc_data")) }
         return .verified(uid: [0x04, 0x5A, 0x00, 0x01, 0x9C, 0x3D, tag], counter: counter)
     }
+
+    /// The UID `verify` gives the tag `tag`'s URLs.
+    static func uid(tag: String) -> TagUID { try! TagUID(bytes: [0x04, 0x5A, 0x00, 0x01, 0x9C, 0x3D, tag.utf8.last!]) }
 }
 
 /// Counters in memory whose commits are recorded, and that fail (a full disk) when told to.
@@ -33,6 +36,8 @@ final class RecordedCounters: SUNCounterStore {
     let base = InMemorySUNCounters()
     let events: CommitEvents
     let failing: Bool
+    /// Runs at the first commit, before it (another scan accepting a counter meanwhile).
+    let before = Mutex<(@Sendable (RecordedCounters) -> Void)?>(nil)
 
     init(events: CommitEvents, failing: Bool = false) {
         self.events = events
@@ -47,6 +52,7 @@ final class RecordedCounters: SUNCounterStore {
 
     func acceptAll(_ counters: [SUNCounterAcceptance]) throws(RegistryError) -> [Bool] {
         guard !failing else { throw RegistryError("cannot commit the SUN counters (disk full)") }
+        before.withLock { $0.take() }?(self)
         events.add("counters " + counters.map { "\($0.counter)" }.joined(separator: ","))
         return counters.map { base.accept(uid: $0.uid, counter: $0.counter, tagID: $0.tagID) }
     }
@@ -383,6 +389,72 @@ struct PhoneTapGroupTests {
         #expect(answers.values.allSatisfy { $0.status == 503 })
     }
 
+    /// A group of 24 taps, 12 a tag with rising counters, submitted before there is somewhere to
+    /// deliver (so they are one group, its records begun by the map worker as they are decided),
+    /// through `counters`: what the log was handed and what each tap was answered.
+    static func groupOf24(_ counters: any SUNCounterStore) async throws -> (logged: [RecordedVerdict], answers: [Int: HTTPResponse]) {
+        let handler = try Self.handler(counters)
+        let groups = PhoneTapGroups { handler.group() }
+        let (handles, stream) = Self.replies(CommitEvents(), count: 24)
+        for index in 0..<24 { groups.submit(Self.tap(index % 2 == 0 ? "S1" : "S2", counter: UInt32(1 + index / 2)), reply: handles[index]) }
+        let logged = Mutex<[RecordedVerdict]>([])
+        groups.deliver { verdicts, whenKept in
+            logged.withLock { $0 += verdicts }
+            whenKept(true)
+        }
+        let answers = await Self.collect(stream, count: 24)
+        return (logged.withLock { $0 }, answers)
+    }
+
+    @Test("counters another scan took while a group was decided: those taps are logged and answered as replays, not as decided")
+    func revisedAtCommit() async throws {
+        // Another serve on the same counter file took S2's counter 50 meanwhile: the group's
+        // commit of S2's counters 1 to 12 is refused, so those taps are replays. Their records
+        // and answers were made as they were decided (confirmed); they must be made again.
+        let counters = RecordedCounters(events: CommitEvents())
+        counters.before.withLock { $0 = { _ = $0.base.accept(uid: CounterInURL.uid(tag: "S2"), counter: 50, tagID: "S2") } }
+        let (logged, answers) = try await Self.groupOf24(counters)
+        #expect(logged.count == 24)
+        for (index, recorded) in logged.enumerated() {
+            let expected = index % 2 == 0 ? "confirmed" : "untrusted"
+            #expect(recorded.verdict.kind.name == expected, "tap \(index)")
+            #expect(recorded.record == SessionRecord(recorded.verdict), "tap \(index): its record is not its verdict's")
+            #expect(recorded.line.contains(index % 2 == 0 ? #""verdict":"confirmed""# : #""reason":"sun_replayed""#), "tap \(index)")
+            let body = String(decoding: answers[index]!.body, as: UTF8.self)
+            #expect(body.contains(#""verdict":"\#(expected)""#), "tap \(index): \(body)")
+        }
+    }
+
+    @Test("counters a group cannot commit: every record and answer says inconclusive, none the confirmed made as it was decided")
+    func revisedWhenCommitFails() async throws {
+        let (logged, answers) = try await Self.groupOf24(RecordedCounters(events: CommitEvents(), failing: true))
+        #expect(logged.count == 24)
+        for (index, recorded) in logged.enumerated() {
+            #expect(recorded.verdict.kind.reasonCode == "registry_unavailable", "tap \(index)")
+            #expect(recorded.record == SessionRecord(recorded.verdict), "tap \(index)")
+            #expect(!recorded.line.contains("confirmed"), "tap \(index)")
+            #expect(String(decoding: answers[index]!.body, as: UTF8.self).contains(#""reason":"registry_unavailable""#), "tap \(index)")
+        }
+    }
+
+    @Test("a group's decision says which taps its commit changed from what it gave as they were decided")
+    func decisionRevised() throws {
+        let counters = RecordedCounters(events: CommitEvents())
+        counters.before.withLock { $0 = { _ = $0.base.accept(uid: CounterInURL.uid(tag: "S2"), counter: 3, tagID: "S2") } }
+        let decision = try Self.handler(counters).group()
+        let decided = decision.add([Self.tap(counter: 1), Self.tap("S2", counter: 2), Self.tap("S2", counter: 4)])
+        let decided2 = decision.add([Self.tap("S2", counter: 2), Self.tap(counter: 1)])
+        #expect(
+            Self.kinds(decided + decided2) == ["confirmed", "confirmed", "confirmed", "untrusted(sun_replayed)", "untrusted(sun_replayed)"])
+        let (answers, revised) = decision.commit()
+        // S2's 2 is below the 3 taken meanwhile; its 4 is above it and stands.
+        #expect(revised == [1])
+        #expect(
+            Self.kinds(answers) == [
+                "confirmed", "untrusted(sun_replayed)", "confirmed", "untrusted(sun_replayed)", "untrusted(sun_replayed)",
+            ])
+    }
+
     @Test("through the session's fan-out: a group is answered once the log holds it, before the live page and the terminal take it")
     func answeredBeforeOtherSinks() async throws {
         let events = CommitEvents()
@@ -444,11 +516,11 @@ final class HeldDecision: PhoneTapDecision {
         self.hold = hold
     }
 
-    func add(_ taps: [PhoneTap]) {
+    func add(_ taps: [PhoneTap]) -> [PhoneTapAnswer] {
         hold?()
         hold = nil
-        decision.add(taps)
+        return decision.add(taps)
     }
 
-    func commit() -> [PhoneTapAnswer] { decision.commit() }
+    func commit() -> (answers: [PhoneTapAnswer], revised: Set<Int>) { decision.commit() }
 }

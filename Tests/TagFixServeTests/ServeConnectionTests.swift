@@ -525,6 +525,35 @@ struct ServeConnectionBodyTests {
         #expect(!handle.isPending)
     }
 
+    /// A server as the handles see it: every hand-over it is given, in order.
+    final class RecordedRoute: HTTPReplyRoute {
+        let handedOver = Mutex<[[String]]>([])
+        func deliver(_ replies: [(client: Int, response: HTTPResponse)]) {
+            handedOver.withLock { $0.append(replies.map { "\($0.client):\($0.response.status)" }) }
+        }
+    }
+
+    @Test("replies given together: one hand-over a server, in order, each handle's first answer only; a handle of its own is called itself")
+    func handsOverTogether() {
+        let (one, two) = (RecordedRoute(), RecordedRoute())
+        let handles = (0..<6).map { HTTPReplyHandle(server: $0 % 3 == 2 ? two : one, client: $0) }
+        let own = Mutex([Int]())
+        let plain = HTTPReplyHandle { response in own.withLock { $0.append(response.status) } }
+        // Answered already: skipped, as a second `send` would be.
+        handles[1].send(HTTPResponse(status: 500, body: ""))
+        plain.send(HTTPResponse(status: 201, body: ""))
+        HTTPReplyHandle.send(
+            (handles + [plain]).enumerated().map { ($0.element, HTTPResponse(status: 200 + $0.offset, body: "")) })
+        #expect(one.handedOver.withLock { $0 } == [["1:500"], ["0:200", "3:203", "4:204"]])
+        #expect(two.handedOver.withLock { $0 } == [["2:202", "5:205"]])
+        #expect(own.withLock { $0 } == [201])
+        #expect(handles.allSatisfy { !$0.isPending })
+        // Sent again, together: nothing more.
+        HTTPReplyHandle.send(handles.map { ($0, HTTPResponse(status: 299, body: "")) })
+        #expect(one.handedOver.withLock { $0.count } == 2)
+        #expect(two.handedOver.withLock { $0.count } == 1)
+    }
+
     @Test("a responder without a deferred answer keeps GET's answer and refuses POST with 405 as before")
     func defaultResponder() {
         let handle = HTTPReplyHandle { _ in }
