@@ -223,8 +223,9 @@ public final class PhoneVerdictGroup {
     /// Which tap accepted each counter, and which taps were judged against one of the group's.
     private var owners: [Int] = []
     private var leaning: [(index: Int, uid: TagUID, counter: UInt32)] = []
-    /// The taps whose verdict `commit` changed from what `add` gave (their counter was taken by
-    /// another scan meanwhile, or the commit failed), in no order; empty before it.
+    /// The taps whose verdict `commit` may have changed from what `add` gave (their counter was
+    /// taken by another scan meanwhile; or the commit failed, and they needed a counter or were
+    /// judged against one of the group's), in no order; empty before it.
     public private(set) var revised: Set<Int> = []
 
     init(_ verifier: Verifier, requireSUN: Bool) {

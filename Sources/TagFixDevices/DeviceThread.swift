@@ -325,7 +325,7 @@ extension DeviceThread {
         }
     }
 
-    /// The thread `map` and `startMap` share their items with.
+    /// The thread `map`, `startMap` and `feed` share their items with.
     private static let mapWorker = Worker(name: "tagfix-map")
 
     /// Whether the machine has more than one core to run a map's two halves on: asked once
@@ -334,9 +334,8 @@ extension DeviceThread {
 
     /// `transform` of each of `items`, in order, computed by the calling thread (one that may
     /// block: a committer's) and, for `splitFrom` items or more on a machine of more than one
-    /// core, by a worker thread beside it (`startMap`). A group of 200 phone taps' records is
-    /// encoded on both cores while the rest of the server waits for their answers. Fewer items
-    /// are not worth the hand-over.
+    /// core, by a worker thread beside it (`startMap`). A group of verdicts' records (a reader
+    /// session's fan-out) is encoded on both cores. Fewer items are not worth the hand-over.
     public static func map<Item: Sendable, Value: Sendable>(
         _ items: [Item], splitFrom threshold: Int, _ transform: @escaping @Sendable (Item) -> Value
     ) -> [Value] {
@@ -393,7 +392,9 @@ extension DeviceThread {
         private let state = Mutex(State())
         private let done = Wakeup()
 
-        fileprivate init(threshold: Int?, _ transform: @escaping @Sendable (Item) -> Value) {
+        /// `threshold`: how many items waiting wake the worker (`nil`: never); `feed` gives
+        /// `nil` on one core.
+        init(threshold: Int?, _ transform: @escaping @Sendable (Item) -> Value) {
             self.threshold = threshold
             self.transform = transform
         }
@@ -439,7 +440,8 @@ extension DeviceThread {
         }
 
         /// Every item's value, in order: the caller makes those nobody took, then waits for the
-        /// one the worker may be making. Call it once, after the last `add`.
+        /// one the worker may be making. Call it once, after the last `add`, from a thread that
+        /// may block (a committer's), never the cooperative pool.
         public func finish() -> [Value] {
             state.withLock { state in
                 precondition(!state.finished, "DeviceThread.Feed.finish() called twice")

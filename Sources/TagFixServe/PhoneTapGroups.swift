@@ -11,10 +11,11 @@ import TagFixDevices
 /// `largestGroup`). Then it commits their SUN counters (`commit`: one transaction), hands their
 /// verdicts to the session (`deliver`: the log, one write and one fsync) and answers them as
 /// soon as the log has them (in one hand-over to the server's loop), before the live page and
-/// the terminal take them. Each tap's record and answer are made as it is decided, by the map
-/// worker beside the committer (`DeviceThread.feed`), and made again for the taps the commit
-/// changed (`PhoneTapDecision.commit`'s `revised`): what is left to do once the last tap of a
-/// burst has come is the commits and the writes. Taps that arrive
+/// the terminal take them. Each tap's record and answer are begun as it is decided, by the map
+/// worker beside the committer once 8 wait for it (`DeviceThread.feed`; the committer makes
+/// those the worker has not, after the commit), and made again for the taps the commit changed
+/// (`PhoneTapDecision.commit`): little but the commits and the writes is left once the last tap
+/// of a burst has come. Taps that arrive
 /// during the commits wait for the next group. So a commit's cost is shared by every tap that
 /// came while the group was decided (200 phones tapping at once are one group or two, not a
 /// lone first tap and then the rest), and nothing waits on a timer: a lone tap is committed at
@@ -206,9 +207,9 @@ public final class PhoneTapGroups: Sendable {
         prepared feed: DeviceThread.Feed<PhoneTapAnswer, (RecordedVerdict, HTTPResponse)>,
         sink: Sink
     ) {
-        let (answers, revised) = decision.commit()
+        let revised = decision.commit()
         var prepared = feed.finish()
-        for index in revised { prepared[index] = Self.prepare(answers[index]) }
+        for (index, answer) in revised { prepared[index] = Self.prepare(answer) }
         let responses = prepared.map(\.1)
         state.withLock { state in
             state.counts.taps += group.count

@@ -74,9 +74,9 @@ public struct PhoneTapHandler<C: Clock>: Sendable where C.Instant == Timestamp, 
         }
 
         func add(_ taps: [PhoneTap]) -> [PhoneTapAnswer] { decision.add(taps.map(handler.input)).map(handler.answer) }
-        func commit() -> (answers: [PhoneTapAnswer], revised: Set<Int>) {
-            let answers = decision.commit().map(handler.answer)
-            return (answers, decision.revised)
+        func commit() -> [Int: PhoneTapAnswer] {
+            let verdicts = decision.commit()
+            return Dictionary(uniqueKeysWithValues: decision.revised.map { ($0, handler.answer(verdicts[$0])) })
         }
     }
 
@@ -118,9 +118,9 @@ public protocol PhoneTapDecision: AnyObject {
     /// Decides `taps`, after those added before (their counters not yet committed): their
     /// answers, as `commit` will give them unless it says it revised them.
     func add(_ taps: [PhoneTap]) -> [PhoneTapAnswer]
-    /// Commits the group's counters and gives each tap's answer, in order, and the taps (their
-    /// places in the group) whose answer is not the one `add` gave.
-    func commit() -> (answers: [PhoneTapAnswer], revised: Set<Int>)
+    /// Commits the group's counters and gives the answers that may differ from those `add`
+    /// gave, by their tap's place in the group (every other tap's answer is the one `add` gave).
+    func commit() -> [Int: PhoneTapAnswer]
 }
 
 /// One tap for `PhoneTapHandler.handle(_:)`: the parsed request and who sent it.

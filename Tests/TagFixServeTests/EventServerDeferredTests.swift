@@ -100,6 +100,39 @@ struct EventServerDeferredTests {
         #expect(last.lines.isEmpty)
     }
 
+    @Test("replies handed over together: each client gets its own, in one go; one whose client has gone is dropped, the rest written")
+    func handedOverTogether() async throws {
+        let responder = DeferringResponder()
+        let server = try EventServer(
+            ServeConfiguration(http: try ListenAddress("127.0.0.1:0"), release: "t"), responder: responder, log: { _ in })
+        server.start()
+        let port = try #require(server.httpPort)
+        let gone = try Loopback.connect(port: port)
+        let request = Array("GET /later HTTP/1.1\r\n\r\n".utf8)
+        #expect(try gone.send(request[...]) == request.count)
+        #expect(await eventually { responder.count == 1 })
+        try gone.resetOnClose()
+        try gone.close()
+        #expect(await eventually { server.stats.clients["http", default: 0] == 0 })
+        let clients = try (0..<5).map { index in
+            let client = try SocketLineClient(port: port)
+            client.send("GET /later HTTP/1.1\r\nConnection: close\r\nX-Tap: \(index)\r\n\r\n")
+            return client
+        }
+        #expect(await eventually { responder.count == 6 })
+        // The one that left first: its reply is dropped, and the others' still written.
+        let replies = responder.take().map { waiting in
+            (waiting.reply, HTTPResponse(status: 200, body: "for \(waiting.request.header("x-tap") ?? "the one that left")\n"))
+        }
+        DeviceThread.detach(name: "replies together") { HTTPReplyHandle.send(replies) }
+        #expect(await eventually { clients.allSatisfy(\.closed) })
+        for (index, client) in clients.enumerated() {
+            #expect(client.lines.first?.hasPrefix("HTTP/1.1 200 OK") == true, "\(client.lines)")
+            #expect(client.lines.last == "for \(index)", "\(client.lines)")
+        }
+        await server.stop(reason: "over")
+    }
+
     @Test("POST end to end: a body over the limit 413, a body that never comes 408 on the server's clock, a responder without bodies 405")
     func postLimits() async throws {
         let clock = ManualClock()

@@ -389,20 +389,27 @@ struct PhoneTapGroupTests {
         #expect(answers.values.allSatisfy { $0.status == 503 })
     }
 
-    /// A group of 24 taps, 12 a tag with rising counters, submitted before there is somewhere to
-    /// deliver (so they are one group, its records begun by the map worker as they are decided),
-    /// through `counters`: what the log was handed and what each tap was answered.
-    static func groupOf24(_ counters: any SUNCounterStore) async throws -> (logged: [RecordedVerdict], answers: [Int: HTTPResponse]) {
+    /// 24 taps, 12 a tag (S1 and S2 in turn) with rising counters.
+    static let rising: [PhoneTap] = (0..<24).map { (index: Int) -> PhoneTap in
+        tap(index % 2 == 0 ? "S1" : "S2", counter: UInt32(1 + index / 2))
+    }
+
+    /// `taps` submitted before there is somewhere to deliver (so they are one group, its records
+    /// begun by the map worker as they are decided), through `counters`: what the log was handed
+    /// and what each tap was answered.
+    static func group(_ counters: any SUNCounterStore, taps: [PhoneTap] = rising) async throws -> (
+        logged: [RecordedVerdict], answers: [Int: HTTPResponse]
+    ) {
         let handler = try Self.handler(counters)
         let groups = PhoneTapGroups { handler.group() }
-        let (handles, stream) = Self.replies(CommitEvents(), count: 24)
-        for index in 0..<24 { groups.submit(Self.tap(index % 2 == 0 ? "S1" : "S2", counter: UInt32(1 + index / 2)), reply: handles[index]) }
+        let (handles, stream) = Self.replies(CommitEvents(), count: taps.count)
+        for (tap, handle) in zip(taps, handles) { groups.submit(tap, reply: handle) }
         let logged = Mutex<[RecordedVerdict]>([])
         groups.deliver { verdicts, whenKept in
             logged.withLock { $0 += verdicts }
             whenKept(true)
         }
-        let answers = await Self.collect(stream, count: 24)
+        let answers = await Self.collect(stream, count: taps.count)
         return (logged.withLock { $0 }, answers)
     }
 
@@ -413,7 +420,7 @@ struct PhoneTapGroupTests {
         // and answers were made as they were decided (confirmed); they must be made again.
         let counters = RecordedCounters(events: CommitEvents())
         counters.before.withLock { $0 = { _ = $0.base.accept(uid: CounterInURL.uid(tag: "S2"), counter: 50, tagID: "S2") } }
-        let (logged, answers) = try await Self.groupOf24(counters)
+        let (logged, answers) = try await Self.group(counters)
         #expect(logged.count == 24)
         for (index, recorded) in logged.enumerated() {
             let expected = index % 2 == 0 ? "confirmed" : "untrusted"
@@ -427,7 +434,12 @@ struct PhoneTapGroupTests {
 
     @Test("counters a group cannot commit: every record and answer says inconclusive, none the confirmed made as it was decided")
     func revisedWhenCommitFails() async throws {
-        let (logged, answers) = try await Self.groupOf24(RecordedCounters(events: CommitEvents(), failing: true))
+        // Each counter twice: the second tap is judged a replay against the group's own counter,
+        // which the failed commit never stored, so it is inconclusive too.
+        let taps: [PhoneTap] = (0..<24).map { (index: Int) -> PhoneTap in
+            Self.tap(index % 4 < 2 ? "S1" : "S2", counter: UInt32(1 + index / 4))
+        }
+        let (logged, answers) = try await Self.group(RecordedCounters(events: CommitEvents(), failing: true), taps: taps)
         #expect(logged.count == 24)
         for (index, recorded) in logged.enumerated() {
             #expect(recorded.verdict.kind.reasonCode == "registry_unavailable", "tap \(index)")
@@ -446,13 +458,24 @@ struct PhoneTapGroupTests {
         let decided2 = decision.add([Self.tap("S2", counter: 2), Self.tap(counter: 1)])
         #expect(
             Self.kinds(decided + decided2) == ["confirmed", "confirmed", "confirmed", "untrusted(sun_replayed)", "untrusted(sun_replayed)"])
-        let (answers, revised) = decision.commit()
         // S2's 2 is below the 3 taken meanwhile; its 4 is above it and stands.
-        #expect(revised == [1])
+        let revised = decision.commit()
+        #expect(Array(revised.keys) == [1])
+        #expect(Self.kinds(revised.sorted { $0.key < $1.key }.map(\.value)) == ["untrusted(sun_replayed)"])
+        guard case .untrusted(.sunReplayed(_, let counter, let last)) = revised[1]?.verdict.kind else {
+            Issue.record("tap 1 is not a replay: \(String(describing: revised[1]?.verdict.kind))")
+            return
+        }
+        // The store's last counter once the group's 4 is in.
+        #expect(counter == 2 && last == 4)
+
+        // A commit that fails: the tap that needed a counter and the one judged against it.
+        let failing = try Self.handler(RecordedCounters(events: CommitEvents(), failing: true)).group()
+        #expect(Self.kinds(failing.add([Self.tap(counter: 5), Self.tap(counter: 5)])) == ["confirmed", "untrusted(sun_replayed)"])
+        let failed = failing.commit()
+        #expect(Set(failed.keys) == [0, 1])
         #expect(
-            Self.kinds(answers) == [
-                "confirmed", "untrusted(sun_replayed)", "confirmed", "untrusted(sun_replayed)", "untrusted(sun_replayed)",
-            ])
+            Self.kinds(failed.sorted { $0.key < $1.key }.map(\.value)) == Array(repeating: "inconclusive(registry_unavailable)", count: 2))
     }
 
     @Test("through the session's fan-out: a group is answered once the log holds it, before the live page and the terminal take it")
@@ -522,5 +545,5 @@ final class HeldDecision: PhoneTapDecision {
         return decision.add(taps)
     }
 
-    func commit() -> (answers: [PhoneTapAnswer], revised: Set<Int>) { decision.commit() }
+    func commit() -> [Int: PhoneTapAnswer] { decision.commit() }
 }
