@@ -181,7 +181,19 @@ struct ServeDescriptorLimitTests {
         .enabled(if: runnable, "needs the built tagfix and prlimit"))
     func noDescriptorLeft() async throws {
         try await Self.withServe { serve, port in
-            let open = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(serve.pid)/fd").count
+            // serve listens before its session has begun: its descriptors are counted once the
+            // session's log is open and a request has been answered (counted sooner, on a busy
+            // machine, the log and what opens with it took the three left, and no connection could
+            // be taken at all).
+            let descriptors = "/proc/\(serve.pid)/fd"
+            let logOpen = await RunningTagFix.poll {
+                let names = (try? FileManager.default.contentsOfDirectory(atPath: descriptors)) ?? []
+                return names.contains { ((try? FileSystem.symbolicLinkTarget(descriptors + "/" + $0)) ?? "").hasSuffix("/log.jsonl") }
+            }
+            try #require(logOpen, "serve's log never opened: \(serve.stderr)")
+            let (ready, first) = await Self.takenAgain(port)
+            try #require(ready, "\(first)")
+            let open = try FileManager.default.contentsOfDirectory(atPath: descriptors).count
             // Room for three more descriptors: the 512 clients serve would take are far past it.
             let limit = open + 3
             let lowered = try await TestProgram.run(Self.prlimit, ["--pid", "\(serve.pid)", "--nofile=\(limit):\(limit)"])
