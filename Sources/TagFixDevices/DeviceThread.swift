@@ -352,10 +352,11 @@ extension DeviceThread {
     /// not taken, the caller does. So `transform` may itself map.
     static func startMap<Item: Sendable, Value: Sendable>(
         _ items: [Item], _ transform: @escaping @Sendable (Item) -> Value
-    ) -> Mapping<Item, Value> {
-        let mapping = Mapping(items, transform)
-        mapWorker.run { mapping.work() }
-        return mapping
+    ) -> Feed<Item, Value> {
+        // A feed whose items all come at once, the worker asked from the first.
+        let feed = Feed(threshold: 1, transform)
+        feed.add(items)
+        return feed
     }
 
     /// A map whose items come over time (a group's taps, batch by batch, as the committer decides
@@ -458,79 +459,6 @@ extension DeviceThread {
                 for (index, value) in mine { state.values[index] = value }
                 return state.values.map { $0! }
             }
-        }
-    }
-
-    /// A map under way (`startMap`).
-    final class Mapping<Item: Sendable, Value: Sendable>: Sendable {
-        /// Where the worker's part stands.
-        private enum Helper {
-            case waiting, working, done, abandoned
-        }
-        private struct State {
-            var next = 0
-            var worker = Helper.waiting
-            var values: [(Int, Value)] = []
-            var finished = false
-        }
-
-        private let items: [Item]
-        private let transform: @Sendable (Item) -> Value
-        private let state = Mutex(State())
-        private let done = Wakeup()
-
-        fileprivate init(_ items: [Item], _ transform: @escaping @Sendable (Item) -> Value) {
-            self.items = items
-            self.transform = transform
-        }
-
-        /// The next item nobody has taken.
-        private func take() -> Int? {
-            state.withLock { state in
-                guard state.next < items.count else { return nil }
-                defer { state.next += 1 }
-                return state.next
-            }
-        }
-
-        /// The worker's part: items until none is left, unless the caller has finished first.
-        fileprivate func work() {
-            let begins = state.withLock { state in
-                guard state.worker == .waiting else { return false }
-                state.worker = .working
-                return true
-            }
-            guard begins else { return }
-            var values: [(Int, Value)] = []
-            while let index = take() { values.append((index, transform(items[index]))) }
-            state.withLock { state in
-                state.values = values
-                state.worker = .done
-            }
-            done.signal()
-        }
-
-        /// The values, in the items' order: the caller takes what is left, then waits for the
-        /// item the worker may still be on. Call it once.
-        func finish() -> [Value] {
-            state.withLock { state in
-                precondition(!state.finished, "DeviceThread.Mapping.finish() called twice")
-                state.finished = true
-            }
-            var values = [Value?](repeating: nil, count: items.count)
-            while let index = take() { values[index] = transform(items[index]) }
-            let waits = state.withLock { state in
-                switch state.worker {
-                case .waiting:
-                    state.worker = .abandoned
-                    return false
-                case .working: return true
-                case .done, .abandoned: return false
-                }
-            }
-            if waits { done.block() }
-            for (index, value) in state.withLock({ $0.values }) { values[index] = value }
-            return values.map { $0! }
         }
     }
 }

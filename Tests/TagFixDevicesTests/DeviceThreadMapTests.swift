@@ -4,6 +4,18 @@ import Testing
 
 @testable import TagFixDevices
 
+/// The threads the first `count` of `stream`'s elements name (each a `pthread_self()`).
+private func threadIDs(of stream: AsyncStream<UInt>, count: Int) async -> Set<UInt> {
+    var threads: Set<UInt> = []
+    var seen = 0
+    for await thread in stream {
+        threads.insert(thread)
+        seen += 1
+        if seen == count { break }
+    }
+    return threads
+}
+
 /// `DeviceThread.map` and `startMap`: a large group's work shared by two threads, its results in
 /// order. A map that waited for a worker that never begins would hang here (the time limit
 /// reports it; a thread blocked on a semaphore is not ended by it: the CI job's timeout is).
@@ -33,14 +45,7 @@ import Testing
             return item * 2
         }
         // The caller has not asked for the values: every item is the worker's.
-        var threads: Set<UInt> = []
-        var count = 0
-        for await thread in ran {
-            threads.insert(thread)
-            count += 1
-            if count == 100 { break }
-        }
-        #expect(threads.count == 1)
+        #expect(await threadIDs(of: ran, count: 100).count == 1)
         #expect(mapping.finish() == (0..<100).map { $0 * 2 })
     }
 
@@ -110,13 +115,7 @@ import Testing
         many.add(0..<5)
         many.add(5..<10)
         // finish() is not called yet: whatever is made is the worker's.
-        var made10: Set<UInt> = []
-        var count = 0
-        for await thread in made {
-            made10.insert(thread)
-            count += 1
-            if count == 10 { break }
-        }
+        let made10 = await threadIDs(of: made, count: 10)
         #expect(made10.count == 1)
         #expect(!made10.contains(caller))
         #expect(await offThePool { many.finish() } == (0..<10).map { $0 * 3 })

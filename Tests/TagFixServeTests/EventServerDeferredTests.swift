@@ -27,13 +27,31 @@ private final class DeferringResponder: ServeResponder {
 
 @Suite("tagfix serve's HTTP server: POST bodies and replies that come later, from other threads")
 struct EventServerDeferredTests {
-    @Test("many replies in flight at once, sent from other threads in reverse order: each client gets its own, with its own body echoed")
-    func manyInFlight() async throws {
-        let responder = DeferringResponder()
+    /// A server on a free loopback port answering through `responder`, started, and its port.
+    private static func started(_ responder: DeferringResponder) throws -> (EventServer, Int) {
         let server = try EventServer(
             ServeConfiguration(http: try ListenAddress("127.0.0.1:0"), release: "t"), responder: responder, log: { _ in })
         server.start()
-        let port = try #require(server.httpPort)
+        return (server, try #require(server.httpPort))
+    }
+
+    /// A client that asks for /later and is gone for good before its answer: its connection
+    /// reset (a client that only half-closes still gets its answer, and keeps its slot until
+    /// then). Returns once the responder holds its request and the server has let it go.
+    private static func askAndLeave(port: Int, server: EventServer, responder: DeferringResponder) async throws {
+        let gone = try Loopback.connect(port: port)
+        let request = Array("GET /later HTTP/1.1\r\n\r\n".utf8)
+        #expect(try gone.send(request[...]) == request.count)
+        #expect(await eventually { responder.count == 1 })
+        try gone.resetOnClose()
+        try gone.close()
+        #expect(await eventually { server.stats.clients["http", default: 0] == 0 })
+    }
+
+    @Test("many replies in flight at once, sent from other threads in reverse order: each client gets its own, with its own body echoed")
+    func manyInFlight() async throws {
+        let responder = DeferringResponder()
+        let (server, port) = try Self.started(responder)
         let count = 40
         let clients = try (0..<count).map { index in
             let client = try SocketLineClient(port: port)
@@ -68,19 +86,8 @@ struct EventServerDeferredTests {
     @Test("a reply for a client that has gone is dropped; one after the server stopped too; the server serves on")
     func clientGone() async throws {
         let responder = DeferringResponder()
-        let server = try EventServer(
-            ServeConfiguration(http: try ListenAddress("127.0.0.1:0"), release: "t"), responder: responder, log: { _ in })
-        server.start()
-        let port = try #require(server.httpPort)
-        // Gone for good: its connection reset (a client that only half-closes still gets its
-        // answer, and keeps its slot until then).
-        let gone = try Loopback.connect(port: port)
-        let request = Array("GET /later HTTP/1.1\r\n\r\n".utf8)
-        #expect(try gone.send(request[...]) == request.count)
-        #expect(await eventually { responder.count == 1 })
-        try gone.resetOnClose()
-        try gone.close()
-        #expect(await eventually { server.stats.clients["http", default: 0] == 0 })
+        let (server, port) = try Self.started(responder)
+        try await Self.askAndLeave(port: port, server: server, responder: responder)
         // Another client now holds the descriptor number the first one had: the late reply is not its.
         let next = try SocketLineClient(port: port)
         next.send("GET /later HTTP/1.1\r\nConnection: close\r\n\r\n")
@@ -103,17 +110,8 @@ struct EventServerDeferredTests {
     @Test("replies handed over together: each client gets its own, in one go; one whose client has gone is dropped, the rest written")
     func handedOverTogether() async throws {
         let responder = DeferringResponder()
-        let server = try EventServer(
-            ServeConfiguration(http: try ListenAddress("127.0.0.1:0"), release: "t"), responder: responder, log: { _ in })
-        server.start()
-        let port = try #require(server.httpPort)
-        let gone = try Loopback.connect(port: port)
-        let request = Array("GET /later HTTP/1.1\r\n\r\n".utf8)
-        #expect(try gone.send(request[...]) == request.count)
-        #expect(await eventually { responder.count == 1 })
-        try gone.resetOnClose()
-        try gone.close()
-        #expect(await eventually { server.stats.clients["http", default: 0] == 0 })
+        let (server, port) = try Self.started(responder)
+        try await Self.askAndLeave(port: port, server: server, responder: responder)
         let clients = try (0..<5).map { index in
             let client = try SocketLineClient(port: port)
             client.send("GET /later HTTP/1.1\r\nConnection: close\r\nX-Tap: \(index)\r\n\r\n")
