@@ -354,9 +354,10 @@ struct ServeConnection {
         }
         // What follows the head: the start of a body (or the next request).
         request.removeFirst(end)
-        // A method the server, or the path, never takes: 405 before any token is asked for.
-        guard ["GET", "HEAD", "POST", "PUT"].contains(parsed.method) else { return respond(HTTPResponse.onlyGet) }
+        // A method the server, or the path, never takes: 405 before any token is asked for (the
+        // path's own answer first: `/api/tap` says `Allow: POST` whatever the method).
         if let refusal = responder.methodRefusal(parsed) { return respond(refusal) }
+        guard ["GET", "HEAD", "POST", "PUT"].contains(parsed.method) else { return respond(HTTPResponse.onlyGet) }
         // A GET or HEAD has no body. One that says it has (a Content-Length other than 0, a
         // Transfer-Encoding) is refused and its connection closed: its body was left to be read
         // as the next request, which a proxy that keeps its connection to this server would pass
@@ -413,7 +414,7 @@ struct ServeConnection {
             return respond(HTTPResponse(status: 400, body: "Content-Length must be a whole number of bytes\n"))
         }
         guard length <= settings.bodyLimit else {
-            return respond(HTTPResponse(status: 413, body: "request body over \(settings.bodyLimit) bytes\n"))
+            return respond(HTTPResponse(status: 413, body: "request body over \(settings.bodyLimit) bytes; nothing was recorded\n"))
         }
         awaitingBody = (parsed, length)
         if request.count < length, parsed.header("expect")?.lowercased() == "100-continue" {

@@ -103,12 +103,14 @@ public final class ServeHub: VerdictSink {
 
         func authenticatesItself(_ request: HTTPRequest) -> Bool { phones?.authenticatesItself(request) ?? false }
 
-        /// GET and HEAD everywhere; POST only a tap, on `/api/tap` (with phones).
+        /// GET and HEAD everywhere but `/api/tap` (with phones), which takes POST alone: any other
+        /// method there, GET and HEAD too, is 405 with `Allow: POST`.
         func methodRefusal(_ request: HTTPRequest) -> HTTPResponse? {
-            if request.method == "GET" || request.method == "HEAD" { return nil }
-            guard phones != nil, request.path == PhoneTapRoute.postPath else { return HTTPResponse.onlyGet }
-            if request.method == "POST" { return nil }
-            return HTTPResponse(status: 405, body: "a tap is sent with POST\n", headers: [("Allow", "POST")])
+            if phones != nil, request.path == PhoneTapRoute.postPath {
+                return request.method == "POST"
+                    ? nil : HTTPResponse(status: 405, body: "a tap is sent with POST\n", headers: [("Allow", "POST")])
+            }
+            return request.method == "GET" || request.method == "HEAD" ? nil : HTTPResponse.onlyGet
         }
 
         func respond(to request: HTTPRequest, stats: ServerStats, reply: HTTPReplyHandle) -> HTTPAnswer {
