@@ -62,7 +62,9 @@ struct PhoneTapSite {
     /// The phones' tags, kept for more taps (`bodies(tapsPerPhone:)`); their counters go on rising.
     let tags: [EmulatedNTAG424Tag]
 
-    init(phones: Int, tapsPerPhone: Int) {
+    /// `origin`: where the tags' URLs point, `http://127.0.0.1:PORT` of the serve under test (a
+    /// tap's URL is the page it is posted from: serve refuses one of another origin).
+    init(phones: Int, tapsPerPhone: Int, origin: String) {
         var tags: [EmulatedNTAG424Tag] = []
         var entries: [RegistryEntry] = []
         var spots: [Coordinate] = []
@@ -73,7 +75,7 @@ struct PhoneTapSite {
             let uid: [UInt8] = [0x04, 0x5A, UInt8(phone >> 8), UInt8(phone & 0xFF), 0x9C, 0x3D, 0x80]
             let (url, prepared) = try! NTAG424Provisioner.prepare(
                 template:
-                    "https://tags.example.org/t/P\(phone)?picc_data=\(NTAG424Provisioner.piccPlaceholder)&cmac=\(NTAG424Provisioner.cmacPlaceholder)"
+                    "\(origin)/t/P\(phone)?picc_data=\(NTAG424Provisioner.piccPlaceholder)&cmac=\(NTAG424Provisioner.cmacPlaceholder)"
             )
             names = prepared
             let message = NDEFMessage(records: [.uri(url)]).encoded()
@@ -581,7 +583,9 @@ func phoneTapBenchmark(arguments: [String]) {
     let perPhone = max(1, taps / phones)
     // These taps for every run in this process with fresh stores; tagfix serve's later runs read
     // taps of their own from the tags (`site.bodies`: its counters have seen these).
-    let site = PhoneTapSite(phones: phones, tapsPerPhone: perPhone)
+    // serve's port, chosen first: the tags' URLs point at it, as a site's point at its server.
+    let servePort = UInt16(PrivateDaemon.freePort())
+    let site = PhoneTapSite(phones: phones, tapsPerPhone: perPhone, origin: "http://127.0.0.1:\(servePort)")
     let bodies: [[String]] = (0..<phones).map { phone in site.urls[phone].map { site.body(phone: phone, url: $0) } }
     // The bodies stand in for the URLs: a phone's list is its bodies, in counter order.
     let folder = FileManager.default.currentDirectoryPath + "/.build/phone-tap-\(getpid())"
@@ -670,7 +674,7 @@ func phoneTapBenchmark(arguments: [String]) {
 
     // tagfix serve, started once; its runs between the peer's, so both share the machine's minutes.
     let tokens = max(1, option("--tokens").flatMap { Int($0) } ?? 1)
-    let served = ServeUnderTest.start(serve: serve, site: site, folder: folder, tokens: tokens)
+    let served = ServeUnderTest.start(serve: serve, site: site, folder: folder, port: servePort, tokens: tokens)
     if case .failure(let skipped) = served { print(skipped.line) }
     let rig = try? served.get()
     defer { rig?.stop() }
@@ -783,7 +787,9 @@ final class ServeUnderTest {
     }
 
     /// `tokens`: how many named tokens serve's token file holds (the phones' is the last).
-    static func start(serve: String?, site: PhoneTapSite, folder: String, tokens count: Int = 1) -> Result<ServeUnderTest, Skipped> {
+    static func start(serve: String?, site: PhoneTapSite, folder: String, port: UInt16, tokens count: Int = 1) -> Result<
+        ServeUnderTest, Skipped
+    > {
         let phones = site.entries.count
         func skipped(_ why: String) -> Result<ServeUnderTest, Skipped> {
             .failure(
@@ -804,7 +810,6 @@ final class ServeUnderTest {
         for tech in 1..<count { try? tokens.add(name: "tech\(tech)", token: TokenFile.generateToken()) }
         try? tokens.add(name: "bench", token: PhoneTapSite.token)
         try? tokens.write(to: tokensPath)
-        let port = UInt16(PrivateDaemon.freePort())
         let errorsPath = "\(folder)/serve.stderr"
         _ = FileManager.default.createFile(atPath: errorsPath, contents: nil)
         let errors = FileHandle(forWritingAtPath: errorsPath)!
@@ -827,7 +832,7 @@ final class ServeUnderTest {
         var first: (status: Int, body: String)?
         for _ in 0..<100 {
             first = client.post(
-                PhoneTapRoute.postPath, body: #"{"url":"https://tags.example.org/t/none","error":"denied"}"#,
+                PhoneTapRoute.postPath, body: #"{"url":"http://127.0.0.1:\#(port)/t/none","error":"denied"}"#,
                 cookie: "\(PhoneCookie.name)=\(PhoneTapSite.token)")
             if first != nil || !process.isRunning { break }
             usleep(100_000)

@@ -21,6 +21,29 @@ public enum PhoneTapRoute {
         (secure ? "https://" : "http://") + host + target
     }
 
+    /// Whether a tap's `url` may be the address of a tap page of the server a POST with `host`
+    /// reached: the same origin (as `SameOrigin` takes an `Origin`: scheme, host and port) and a
+    /// path that is none of the server's own. The page posts its own address, so a tap from it
+    /// always is; a URL of another server, or of the server's live page or API, is not. Read on
+    /// the loop for every tap, so it reads no registry (an unknown tag's URL is the verdict's
+    /// business).
+    public static func mayBeTapURL(_ url: String, host: String?, secure: Bool) -> Bool {
+        let bytes = url.utf8
+        // "http://" or "https://", in any case (the browser writes it in lower case).
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")),
+            ["http", "https"].contains(String(decoding: bytes[..<colon], as: UTF8.self).lowercased()),
+            bytes[colon...].starts(with: "://".utf8)
+        else { return false }
+        let authorityStart = bytes.index(colon, offsetBy: 3)
+        let end = bytes[authorityStart...].firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
+        guard let end, bytes[end] == UInt8(ascii: "/") else { return false }
+        let pathEnd = bytes[end...].firstIndex { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? bytes.endIndex
+        let origin = String(decoding: bytes[..<end], as: UTF8.self)
+        let path = String(decoding: bytes[end..<pathEnd], as: UTF8.self)
+        return SameOrigin.allows(origin: origin, host: host, secure: secure) && !ownPaths.contains(path)
+            && !ownPrefixes.contains(where: { path.hasPrefix($0) })
+    }
+
     /// Whether `target` (a request's path and query, as sent) on `host` is a tap page: the URL's
     /// tag id names a registry tag, or the URL gives a location. A registry that cannot be read
     /// says no (the server answers 404 as for any unknown path, and the log says nothing).

@@ -158,6 +158,17 @@ public final class PhoneTaps: Sendable {
         } catch {
             return .failure(Refusal(response: HTTPResponse(status: error.status, body: error.description + "; nothing was recorded\n")))
         }
+        // The page posts its own address: a URL of another server, or of this server's own pages,
+        // is no tap a phone made here (a stranger's review logged a foreign URL as confirmed).
+        guard PhoneTapRoute.mayBeTapURL(parsed.url, host: request.header("host"), secure: isSecure(request)) else {
+            return .failure(
+                Refusal(
+                    response: HTTPResponse(
+                        status: 400,
+                        body:
+                            "the tap's url is not a tag page of this server: a tap sends the address of the tap page it is posted from (same scheme, host and port); nothing was recorded\n"
+                    )))
+        }
         return .success(PhoneTap(request: parsed, token: name, client: client, userAgent: request.header("user-agent") ?? ""))
     }
 

@@ -289,6 +289,37 @@ struct ServePhoneTests {
         #expect(await rig.stop())
     }
 
+    @Test(
+        "a tap whose url is not a tag page of this server (another host, scheme or port, its live page or API) is 400 and nothing is logged",
+        .enabled(if: runnable, "needs the built tagfix"))
+    func foreignURL() async throws {
+        // A stranger's review: such a tap was logged, a foreign URL of a registry tag as confirmed.
+        let rig = try await PhoneRig()
+        let others = [
+            "https://evil.example/t/E1", "http://evil.example/t/E1", "https://127.0.0.1:\(rig.port)/t/E1", "http://127.0.0.1:1/t/E1",
+            "http://127.0.0.1:\(rig.port)1/t/E1", "http://user@127.0.0.1:\(rig.port)/t/E1", "\(rig.origin)/api/tags", "\(rig.origin)/",
+            "\(rig.origin)?id=E1", "\(rig.origin)/events", "/t/E1", "t/E1",
+        ]
+        // Each from an address of its own: a refused tap with a known token counts against its
+        // phone's limit.
+        for (index, url) in others.enumerated() {
+            let tap = try await rig.tap(#"{"url":"\#(url)","lat":53.545,"lon":9.966,"accuracy_m":5}"#, source: "127.0.1.\(index + 1)")
+            // (Not http(s) at all, the body's reader refuses it first, in words of its own.)
+            let words = url.hasPrefix("http") ? "not a tag page of this server" : "not an http(s) URL"
+            #expect(
+                tap.status == 400 && tap.body.contains(words) && tap.body.contains("nothing was recorded"),
+                "\(url): \(tap.status) \(tap.body)")
+        }
+        #expect(rig.logLines.isEmpty)
+        // The page's own address is a tap, whatever path before the id, query or fragment it has.
+        for (index, url) in ["\(rig.origin)/t/E1", "\(rig.origin)/site/gate/E1", "\(rig.origin)/t?id=E1#x"].enumerated() {
+            let tap = try await rig.tap(#"{"url":"\#(url)","lat":53.545,"lon":9.966,"accuracy_m":5}"#, source: "127.0.2.\(index + 1)")
+            #expect(tap.status == 200 && tap.body.contains(#""verdict":"confirmed""#), "\(url): \(tap.status) \(tap.body)")
+        }
+        #expect(rig.logLines.count == 3)
+        #expect(await rig.stop())
+    }
+
     @Test("a position of NaN or 91° is 400 and nothing is logged", .enabled(if: runnable, "needs the built tagfix"))
     func impossiblePosition() async throws {
         let rig = try await PhoneRig()

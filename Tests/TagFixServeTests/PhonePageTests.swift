@@ -22,6 +22,40 @@ struct PhonePageTests {
         #expect(PhoneTapRoute.isTapPage(target: target, host: "tags.example.org", secure: true, verifier: try Self.verifier()) == isTap)
     }
 
+    @Test(
+        "a tap's url is a page of the server it was posted to: the same origin (default ports as Origin takes them), none of the server's own paths",
+        arguments: [
+            ("https://tags.example.org/t/E1", "tags.example.org", true, true),
+            ("HTTPS://Tags.Example.org/t/E1?picc_data=00&cmac=11", "tags.example.org", true, true),
+            ("https://tags.example.org:443/t/E1", "tags.example.org", true, true),
+            ("https://tags.example.org/t/E1", "tags.example.org:443", true, true),
+            ("http://127.0.0.1:8080/anything/E1#top", "127.0.0.1:8080", false, true),
+            ("http://127.0.0.1:8080/t?id=E1", "127.0.0.1:8080", false, true),
+            ("http://tags.example.org/t/E1", "tags.example.org", true, false),
+            ("https://tags.example.org/t/E1", "tags.example.org", false, false),
+            ("https://evil.example/t/E1", "tags.example.org", true, false),
+            ("https://tags.example.org.evil.example/t/E1", "tags.example.org", true, false),
+            ("https://tags.example.org:8443/t/E1", "tags.example.org", true, false),
+            ("https://x@tags.example.org/t/E1", "tags.example.org", true, false),
+            ("https://tags.example.org", "tags.example.org", true, false),
+            ("https://tags.example.org?id=E1", "tags.example.org", true, false),
+            ("https://tags.example.org/", "tags.example.org", true, false),
+            ("https://tags.example.org/api/tags", "tags.example.org", true, false),
+            ("https://tags.example.org/events", "tags.example.org", true, false),
+            ("ftp://tags.example.org/t/E1", "tags.example.org", true, false),
+            ("/t/E1", "tags.example.org", true, false),
+            ("", "tags.example.org", true, false),
+        ])
+    func tapURL(url: String, host: String, secure: Bool, taken: Bool) {
+        #expect(PhoneTapRoute.mayBeTapURL(url, host: host, secure: secure) == taken)
+    }
+
+    @Test("a tap's url, with no Host to compare it with, is never taken")
+    func tapURLWithoutHost() {
+        #expect(!PhoneTapRoute.mayBeTapURL("https://tags.example.org/t/E1", host: nil, secure: true))
+        #expect(!PhoneTapRoute.mayBeTapURL("https://tags.example.org/t/E1", host: "", secure: true))
+    }
+
     @Test("the URL the verifier reads is the one the phone opened")
     func url() {
         #expect(
