@@ -401,7 +401,9 @@ struct ServeCommand: Subcommand {
         do {
             return try TLSServerContext(certificate: certificate, key: key)
         } catch {
-            throw .file(DataFileError(file: error.file ?? certificate, line: nil, message: error.description, unreadable: error.unreadable))
+            // The file once: the error's own description names it too.
+            let message = error.openSSL.isEmpty ? error.message : "\(error.message) (\(error.openSSL))"
+            throw .file(DataFileError(file: error.file ?? certificate, line: nil, message: message, unreadable: error.unreadable))
         }
     }
 

@@ -13,12 +13,13 @@ public enum SecretFile {
         do {
             info = try Stat(path)
         } catch {
-            throw DataFileError(file: path, line: nil, message: "cannot read the key file (\(error))", unreadable: true)
+            throw DataFileError(file: path, line: nil, message: "cannot read it (\(error))", unreadable: true)
         }
         guard info.mode & 0o077 == 0 else {
             throw DataFileError(
                 file: path, line: nil,
-                message: "the key file can be read or written by others (mode \(String(info.mode & 0o777, radix: 8))); chmod 600 it",
+                message:
+                    "it holds secrets and can be read or written by others (mode \(String(info.mode & 0o777, radix: 8))); chmod 600 it",
                 unreadable: true)
         }
         return try TextFile.read(path)

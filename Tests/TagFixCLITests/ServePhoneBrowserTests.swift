@@ -256,6 +256,9 @@ struct ServePhoneBrowserTests {
         try "not a certificate\n".write(toFile: ca.certificate, atomically: true, encoding: .utf8)
         rig.serve.process.signal(SIGHUP)
         #expect(await rig.serve.waitFor("the TLS certificate was not reloaded", onStandardError: true), "\(rig.serve.stderr)")
+        // Its line names the file once (a stranger's review read "FILE: FILE: …").
+        let refusal = rig.serve.stderr.split(separator: "\n").first { $0.contains("not reloaded") }.map(String.init) ?? ""
+        #expect(refusal.components(separatedBy: ca.certificate).count == 2, "\(refusal)")
         let still = try await TestProgram.run(
             "/usr/bin/curl",
             ["-sS", "--cacert", next.ca, "--resolve", "localhost:\(rig.port):127.0.0.1", "\(rig.origin)/healthz"])
