@@ -28,20 +28,39 @@ public enum PhoneTapRoute {
     /// the loop for every tap, so it reads no registry (an unknown tag's URL is the verdict's
     /// business).
     public static func mayBeTapURL(_ url: String, host: String?, secure: Bool) -> Bool {
-        let bytes = url.utf8
-        // "http://" or "https://", in any case (the browser writes it in lower case).
-        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")),
-            ["http", "https"].contains(String(decoding: bytes[..<colon], as: UTF8.self).lowercased()),
-            bytes[colon...].starts(with: "://".utf8)
-        else { return false }
-        let authorityStart = bytes.index(colon, offsetBy: 3)
-        let end = bytes[authorityStart...].firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
-        guard let end, bytes[end] == UInt8(ascii: "/") else { return false }
-        let pathEnd = bytes[end...].firstIndex { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? bytes.endIndex
-        let origin = String(decoding: bytes[..<end], as: UTF8.self)
-        let path = String(decoding: bytes[end..<pathEnd], as: UTF8.self)
-        return SameOrigin.allows(origin: origin, host: host, secure: secure) && !ownPaths.contains(path)
-            && !ownPrefixes.contains(where: { path.hasPrefix($0) })
+        guard var host, !host.isEmpty else { return false }
+        // Bytes compared in place: it runs for every tap, on the loop (made of `String`s, its
+        // allocations cost 3 % of serve's CPU a tap).
+        var url = url
+        return url.withUTF8 { url in host.withUTF8 { host in mayBeTapURL(url, host: host, secure: secure) } }
+    }
+
+    private static func mayBeTapURL(_ url: UnsafeBufferPointer<UInt8>, host: UnsafeBufferPointer<UInt8>, secure: Bool) -> Bool {
+        // "http://" or "https://" (any case), the scheme the server speaks.
+        let scheme = secure ? "https://" : "http://"
+        guard url.count > scheme.utf8.count, sameASCII(url[..<scheme.utf8.count], scheme.utf8) else { return false }
+        let authorityStart = scheme.utf8.count
+        let delimiters: (UInt8) -> Bool = { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") }
+        guard let pathStart = url[authorityStart...].firstIndex(where: delimiters), url[pathStart] == UInt8(ascii: "/") else {
+            return false
+        }
+        let authority = url[authorityStart..<pathStart]
+        // The host as `SameOrigin` takes it: the same, or one of them with the scheme's default port.
+        let port = secure ? ":443" : ":80"
+        let sameHost =
+            sameASCII(authority, host)
+            || (authority.count == host.count + port.utf8.count && sameASCII(authority.prefix(host.count), host)
+                && sameASCII(authority.suffix(port.utf8.count), port.utf8))
+            || (host.count == authority.count + port.utf8.count && sameASCII(host.prefix(authority.count), authority)
+                && sameASCII(host.suffix(port.utf8.count), port.utf8))
+        guard sameHost else { return false }
+        let path = url[pathStart..<(url[pathStart...].firstIndex { $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? url.endIndex)]
+        return !ownPaths.contains { path.elementsEqual($0.utf8) } && !ownPrefixes.contains { path.starts(with: $0.utf8) }
+    }
+
+    /// ASCII bytes equal but for the case of letters.
+    private static func sameASCII(_ a: some Collection<UInt8>, _ b: some Collection<UInt8>) -> Bool {
+        a.count == b.count && zip(a, b).allSatisfy { x, y in x == y || (x | 0x20 == y | 0x20 && (x | 0x20) >= 0x61 && (x | 0x20) <= 0x7A) }
     }
 
     /// Whether `target` (a request's path and query, as sent) on `host` is a tap page: the URL's

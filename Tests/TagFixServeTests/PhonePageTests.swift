@@ -43,6 +43,9 @@ struct PhonePageTests {
             ("https://tags.example.org/api/tags", "tags.example.org", true, false),
             ("https://tags.example.org/events", "tags.example.org", true, false),
             ("ftp://tags.example.org/t/E1", "tags.example.org", true, false),
+            // Bytes 0x20 apart that are not letters (` and @, { and [) are not the same in another case.
+            ("https://x`y/t/E1", "x@y", true, false),
+            ("https://x{y/t/E1", "x[y", true, false),
             ("/t/E1", "tags.example.org", true, false),
             ("", "tags.example.org", true, false),
         ])
