@@ -324,6 +324,14 @@ extension Verdict {
             if case .straddlesBoundary = reason {
                 return "\(metres(distance)) m ± \(metres(accuracy)) m against a radius of \(radius): \(reason)"
             }
+            // A phone's position is stale only when its browser stamped it further from the
+            // server's time than a phone's clock may be off (`PhoneTapPolicy.clockSkew`): its clock
+            // is wrong, or the position is an old one. Waiting for a fresh fix, as a receiver's
+            // reason says, would not help.
+            if case .staleFix(let age, _) = reason, scan.source == .phone {
+                return
+                    "the phone's position is stamped \(metres(age.seconds)) s from the server's time: set the phone's date and time to automatic, then tap again"
+            }
             return reason.description
         case .notRegistered:
             return "no registry entry for this tag and no location in its URL: enrol it, or write its location into the URL"

@@ -58,6 +58,25 @@ struct PhoneVerdictTests {
         #expect(verdict(Self.centreURL, old).kind == .inconclusive(.staleFix(age: .seconds(60), limit: .seconds(2))))
     }
 
+    @Test(
+        "a phone whose clock is wrong is told to set it, not to wait for a fresh fix (a reader's stale fix still is)",
+        arguments: [-3600.0, -60, 45, 86_400])
+    func staleMessage(offset: Double) {
+        let stamped = PhonePosition.fix(Self.centre, accuracy: 5, time: Self.now.advanced(by: .seconds(offset)))
+        let phone = verdict(Self.centreURL, stamped)
+        guard case .inconclusive(.staleFix(let age, _)) = phone.kind else {
+            Issue.record("\(phone.kind)")
+            return
+        }
+        #expect(age == .seconds(abs(offset)))
+        #expect(
+            phone.message.contains("set the phone's date and time") && !phone.message.contains("wait for a fresh fix"), "\(phone.message)")
+        #expect(phone.message.contains("\(Coordinate.format(abs(offset), 1)) s"), "\(phone.message)")
+        var reader = phone
+        reader.scan.source = .nfc
+        #expect(reader.message.contains("wait for a fresh fix"), "\(reader.message)")
+    }
+
     @Test("unknown tags, URL locations, signatures, policy: as for a reader's scan")
     func others() {
         #expect(verdict("https://tags.example.org/t/X9").kind == .notRegistered)
