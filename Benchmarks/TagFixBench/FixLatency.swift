@@ -50,7 +50,7 @@ private func fixLatency(seconds: Int, receiver: NMEAEmulator, gpsd: PrivateGPSD)
     let ours = Arrivals(), theirs = Arrivals()
     // gpspipe -w, reading TPVs.
     let pipe = Pipe()
-    let gpspipe = try! ChildProcess(
+    let gpspipe = try! BenchChildren.start(
         executable: "/usr/bin/gpspipe", arguments: ["-w", "127.0.0.1:\(gpsd.port)"],
         standardOutput: pipe.fileHandleForWriting.fileDescriptor)
     try? pipe.fileHandleForWriting.close()

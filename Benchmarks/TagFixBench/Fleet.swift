@@ -148,7 +148,7 @@ func waitFor(_ seconds: Double, _ condition: () throws -> Bool) throws {
 
 /// Runs a program to its end (started as the product starts programs).
 func run(_ path: String, _ arguments: [String]) throws {
-    let process = try ChildProcess(executable: path, arguments: arguments)
+    let process = try BenchChildren.start(executable: path, arguments: arguments)
     blockUntilExit(process)
 }
 

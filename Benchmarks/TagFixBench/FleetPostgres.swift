@@ -158,7 +158,7 @@ private func fleetPostgresRuns(_ database: PrivatePostgres, _ broker: PrivateMos
             _ = FileManager.default.createFile(atPath: output, contents: nil)
             guard let handle = FileHandle(forWritingAtPath: output) else { throw BenchFailure("cannot write \(output)") }
             defer { try? handle.close() }
-            let process = try ChildProcess(
+            let process = try BenchChildren.start(
                 executable: tagfixBinary,
                 arguments: [
                     "collect", "mqtt://127.0.0.1:\(broker.port)/bench", "--db", database.address, "--db-password-file",

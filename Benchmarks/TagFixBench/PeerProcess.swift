@@ -14,7 +14,7 @@ final class PeerProcess {
     {
         // Started as the product starts programs (ChildProcess: a clean signal mask).
         guard
-            let process = try? ChildProcess(
+            let process = try? BenchChildren.start(
                 executable: python, arguments: [script] + arguments,
                 environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
                 standardOutput: pipe.fileHandleForWriting.fileDescriptor, standardError: errors.fileDescriptor)

@@ -519,7 +519,7 @@ final class FlaskPeer {
     init?(python: String, arguments: [String]) {
         let pipe = Pipe()
         guard
-            let process = try? ChildProcess(
+            let process = try? BenchChildren.start(
                 executable: python, arguments: ["bench/sun_peer_flask.py"] + arguments,
                 standardOutput: pipe.fileHandleForWriting.fileDescriptor, standardError: FileHandle.standardError.fileDescriptor)
         else { return nil }
@@ -772,7 +772,7 @@ final class ServeUnderTest {
     /// the machine and these phones cost before any server does any work.
     static func startFloor(program: String, phones: Int) -> ServeUnderTest? {
         let port = UInt16(PrivateDaemon.freePort())
-        guard let process = try? ChildProcess(executable: program, arguments: ["\(port)"]) else { return nil }
+        guard let process = try? BenchChildren.start(executable: program, arguments: ["\(port)"]) else { return nil }
         let client = LoopbackHTTPClient(port: port)
         for _ in 0..<100 where process.isRunning {
             if client.post(PhoneTapRoute.postPath, body: "{}", cookie: "")?.status == 200 {
@@ -814,7 +814,7 @@ final class ServeUnderTest {
         _ = FileManager.default.createFile(atPath: errorsPath, contents: nil)
         let errors = FileHandle(forWritingAtPath: errorsPath)!
         guard
-            let process = try? ChildProcess(
+            let process = try? BenchChildren.start(
                 executable: serve,
                 arguments: [
                     "serve", "--http", "127.0.0.1:\(port)", "--registry", registryPath, "--sun-keys", keysPath, "--sun-counters",

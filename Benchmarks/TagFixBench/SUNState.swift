@@ -25,7 +25,7 @@ final class StateWorker {
     /// Starts `TagFixBench sun-state-worker …` and waits for its "ready" (connected, schema done).
     init?(_ arguments: [String]) {
         guard
-            let process = try? ChildProcess(
+            let process = try? BenchChildren.start(
                 executable: CommandLine.arguments[0], arguments: ["sun-state-worker"] + arguments,
                 standardInput: input.fileHandleForReading.fileDescriptor, standardOutput: output.fileHandleForWriting.fileDescriptor,
                 standardError: FileHandle.standardError.fileDescriptor)

@@ -387,7 +387,7 @@ final class ClientProcess {
         // Started as the product starts programs (ChildProcess: a clean signal mask); its standard
         // error is the bench's.
         guard
-            let process = try? ChildProcess(
+            let process = try? BenchChildren.start(
                 executable: CommandLine.arguments[0], arguments: ["serve-fan-out-clients"] + arguments,
                 standardInput: input.fileHandleForReading.fileDescriptor, standardOutput: output.fileHandleForWriting.fileDescriptor,
                 standardError: FileHandle.standardError.fileDescriptor)

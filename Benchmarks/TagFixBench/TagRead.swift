@@ -183,7 +183,9 @@ func mfultralightRead(_ tag: EmulatedType2Tag, rounds: Int) -> (wire: [Double], 
         var environment = ProcessInfo.processInfo.environment
         environment["LIBNFC_DEVICE"] = "pn532_uart:\(emulator.path)"
         // Its standard input, output and error on /dev/null (ChildProcess's default).
-        guard let process = try? ChildProcess(executable: binary, arguments: ["r", dump], environment: environment) else { return nil }
+        guard let process = try? BenchChildren.start(executable: binary, arguments: ["r", dump], environment: environment) else {
+            return nil
+        }
         while process.isRunning { usleep(10_000) }
         let log = emulator.traffic.log
         emulator.stop()
