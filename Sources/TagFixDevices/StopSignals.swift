@@ -31,7 +31,11 @@ public final class StopSignals: Sendable {
     /// Catches `signals` from now until `cancel()`. If the pipe cannot be had (no descriptors
     /// left, or 256 `StopSignals` already installed), the signals keep their earlier action.
     /// An empty list catches nothing: `wait()` then returns only on `cancel()`.
-    public init(_ signals: [Int32] = StopSignals.standard) {
+    /// - Parameter onSignal: called with each signal's number as it arrives, before the waiters
+    ///   are woken, on the signals' own dispatch queue, never the cooperative pool: for what must
+    ///   happen on a signal even while every thread of the pool is busy (the benchmark harness
+    ///   stops its children so).
+    public init(_ signals: [Int32] = StopSignals.standard, onSignal: (@Sendable (Int32) -> Void)? = nil) {
         guard let (reader, writer) = try? FileDescriptor.pipe() else {
             source = Mutex(nil)
             pipe = Mutex(nil)
@@ -53,9 +57,17 @@ public final class StopSignals: Sendable {
             while true {
                 let count = (try? reader.read(into: &bytes)) ?? 0
                 guard count > 0 else { break }
-                for byte in bytes.prefix(count) { inbox.finish(Int32(byte)) }
+                for byte in bytes.prefix(count) {
+                    onSignal?(Int32(byte))
+                    inbox.finish(Int32(byte))
+                }
             }
         }
+        // The read end is closed once dispatch has let go of it, never before: closed at once, a
+        // StopSignals made next could get the same number for its pipe while dispatch still
+        // watched the old one, and its signals were never read (a test that caught SIGUSR2 twice
+        // in a row hung).
+        readSource.setCancelHandler { _ = try? reader.close() }
         readSource.resume()
         source = Mutex(readSource)
         pipe = Mutex((reader, writer, slot))
@@ -115,12 +127,12 @@ public final class StopSignals: Sendable {
         }
         guard let fds = taken else { return }
         cprocess_stop_signals_restore(fds.slot)
+        // No handler writes once restored; the read end is closed by the source's cancel handler.
+        _ = try? fds.write.close()
         source.withLock { value in
             value?.cancel()
             value = nil
         }
-        _ = try? fds.write.close()
-        _ = try? fds.read.close()
         inbox.close()
     }
 

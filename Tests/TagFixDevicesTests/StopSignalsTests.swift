@@ -1,5 +1,7 @@
 import Foundation
+import Synchronization
 import TagFixDevices
+import TagFixSystem
 import Testing
 
 /// StopSignals in this process, with SIGUSR2 (which nothing else here uses) standing for SIGTERM.
@@ -24,6 +26,21 @@ struct StopSignalsTests {
         #expect(await second == SIGUSR2)
         #expect(await stop.wait() == SIGUSR2)
         #expect(stop.received == SIGUSR2)
+    }
+
+    @Test("onSignal is called with the signal's number before the waiters wake")
+    func onSignal() async {
+        final class Seen: Sendable { let signals = Mutex<[Int32]>([]) }
+        let seen = Seen()
+        let stop = StopSignals([SIGUSR2]) { signal in seen.signals.withLock { $0.append(signal) } }
+        defer { stop.cancel() }
+        guard stop.isInstalled else {
+            Issue.record("StopSignals could not be installed")
+            return
+        }
+        try? Processes.signal(SIGUSR2, to: getpid())
+        #expect(await stop.wait() == SIGUSR2)
+        #expect(seen.signals.withLock { $0 } == [SIGUSR2])
     }
 
     @Test("run cancels its body on a signal and returns what the body returns when cancelled")
