@@ -25,7 +25,7 @@ import Foundation
 import TagFixEmulators
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-BenchChildren.stopOnSignals()
+BenchChildren.stopOnTerm()
 switch arguments.first {
 case "fleet":
     let count = arguments.dropFirst().first.flatMap { Int($0) } ?? 20_000
