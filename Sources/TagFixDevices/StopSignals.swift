@@ -63,11 +63,16 @@ public final class StopSignals: Sendable {
                 }
             }
         }
-        // The read end is closed once dispatch has let go of it, never before: closed at once, a
-        // StopSignals made next could get the same number for its pipe while dispatch still
-        // watched the old one, and its signals were never read (a test that caught SIGUSR2 twice
-        // in a row hung).
-        readSource.setCancelHandler { _ = try? reader.close() }
+        // Both ends are closed once dispatch has let go of the read end, never before. Closed at
+        // once, a StopSignals made next could get the same number for its pipe while dispatch
+        // still watched the old one, and its signals were never read (a test that caught SIGUSR2
+        // twice in a row hung); the write end closed first hung up the read end under dispatch
+        // while it was being cancelled, and dispatch's event loop crashed (once, beside two CPU
+        // hogs).
+        readSource.setCancelHandler {
+            _ = try? reader.close()
+            _ = try? writer.close()
+        }
         readSource.resume()
         source = Mutex(readSource)
         pipe = Mutex((reader, writer, slot))
@@ -126,9 +131,8 @@ public final class StopSignals: Sendable {
             return value
         }
         guard let fds = taken else { return }
+        // No handler writes once restored; the pipe is closed by the source's cancel handler.
         cprocess_stop_signals_restore(fds.slot)
-        // No handler writes once restored; the read end is closed by the source's cancel handler.
-        _ = try? fds.write.close()
         source.withLock { value in
             value?.cancel()
             value = nil

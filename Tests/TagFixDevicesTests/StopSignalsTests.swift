@@ -43,6 +43,24 @@ struct StopSignalsTests {
         #expect(seen.signals.withLock { $0 } == [SIGUSR2])
     }
 
+    @Test("made and cancelled many times in a row, each catches its own signal (the pipe's descriptors are reused)")
+    func manyInARow() async {
+        for round in 0..<100 {
+            let stop = StopSignals([SIGUSR2])
+            guard stop.isInstalled else {
+                Issue.record("StopSignals could not be installed (round \(round))")
+                return
+            }
+            try? Processes.signal(SIGUSR2, to: getpid())
+            let caught = await stop.wait()
+            stop.cancel()
+            guard caught == SIGUSR2 else {
+                Issue.record("round \(round): \(String(describing: caught))")
+                return
+            }
+        }
+    }
+
     @Test("run cancels its body on a signal and returns what the body returns when cancelled")
     func runCancelsBody() async {
         let stop = StopSignals([SIGUSR2])
