@@ -68,7 +68,7 @@ public enum PhoneTapRoute {
     /// says no (the server answers 404 as for any unknown path, and the log says nothing).
     public static func isTapPage(target: String, host: String, secure: Bool, verifier: Verifier) -> Bool {
         let path = String(target.prefix { $0 != "?" && $0 != "#" })
-        guard path.hasPrefix("/"), !ownPaths.contains(path), !ownPrefixes.contains(where: { path.hasPrefix($0) }) else { return false }
+        guard mayBeTapPage(path) else { return false }
         let url = tagURL(target: target, host: host, secure: secure)
         guard
             let location = try? URLLocation(
